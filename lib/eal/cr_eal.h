@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Environment abstraction: options, topology -> lcore table, threads, memory.
+ *
+ * An lcore id is the OS index of the CPU (PU) it runs on, as in DPDK: `-l 0-3,6` names
+ * CPUs 0..3 and 6, and lcore 6 runs pinned to CPU 6.
+ */
+#ifndef CR_EAL_H
+#define CR_EAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cr_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A set of CPU / lcore ids below CR_MAX_LCORES. */
+struct cr_cpuset {
+	uint64_t bits[(CR_MAX_LCORES + 63) / 64];
+};
+
+static inline void
+cr_cpuset_set(struct cr_cpuset *s, unsigned id)
+{
+	s->bits[id / 64] |= UINT64_C(1) << (id % 64);
+}
+
+static inline bool
+cr_cpuset_isset(const struct cr_cpuset *s, unsigned id)
+{
+	return id < CR_MAX_LCORES && (s->bits[id / 64] >> (id % 64)) & 1;
+}
+
+/** Number of ids in @p s. */
+unsigned cr_cpuset_count(const struct cr_cpuset *s);
+
+/**
+ * Format @p s as a corelist ("0-3,6"; "" when empty) into @p buf, truncated to @p len.
+ * @return @p buf.
+ */
+char *cr_cpuset_format(const struct cr_cpuset *s, char *buf, size_t len);
+
+/**
+ * Parse a DPDK-style corelist: comma-separated ids and ranges, e.g. "0-3,6".
+ *
+ * @param s      the text; whitespace is not accepted.
+ * @param out    cleared, then filled; left cleared on failure.
+ * @param err    on failure receives one line (no newline) saying what is wrong with which
+ *               part, e.g. "range 3-1 is reversed", "'x' is not a CPU id" or "CPU 999 is
+ *               above the largest supported id 127"; may be NULL.
+ * @param errlen size of @p err.
+ * @return 0, or -EINVAL (empty list, empty element, non-digit, reversed range, id too
+ *         large, trailing garbage).
+ */
+int cr_corelist_parse(const char *s, struct cr_cpuset *out, char *err, size_t errlen);
+
+/** I/O driver choice (`--io-driver`). */
+enum cr_io_driver {
+	CR_IO_DRIVER_AUTO = 0,
+	CR_IO_DRIVER_URING,
+	CR_IO_DRIVER_EPOLL,
+};
+
+/** Common options every coreact app takes (DESIGN.md, "Apps and tools"). */
+struct cr_eal_config {
+	char corelist[256];	   /**< -l as given; "" = default selection. */
+	int main_lcore;		   /**< --main-lcore; -1 = lowest id in the list. */
+	bool smt;		   /**< --smt: every PU instead of one per core. */
+	enum cr_io_driver io_driver; /**< --io-driver. */
+	bool poll_mode;		   /**< --poll-mode: never park. */
+	char telemetry[108];	   /**< --telemetry PATH|off; "" = default path. */
+	double shutdown_timeout;   /**< --shutdown-timeout SECONDS, default 10. */
+	/** Tests only: hwloc synthetic topology string; NULL = this machine. */
+	const char *topology_synthetic;
+	/** Tests only: allowed CPUs (as taskset would set); NULL = the process's cpuset. */
+	const struct cr_cpuset *allowed;
+};
+
+/**
+ * Fill @p cfg with the defaults: no corelist, main_lcore -1, auto driver, telemetry at
+ * the default path, shutdown_timeout 10, this machine's topology and cpuset.
+ */
+void cr_eal_config_defaults(struct cr_eal_config *cfg);
+
+/** One selected lcore. */
+struct cr_lcore_info {
+	unsigned lcore_id; /**< == cpu */
+	unsigned cpu;	   /**< OS index of the PU */
+	unsigned core;	   /**< logical index of its physical core */
+	unsigned package;  /**< logical index of its package */
+	int numa_node;	   /**< OS index of its NUMA node, -1 if unknown */
+};
+
+/** The lcores a configuration selects, sorted by id. */
+struct cr_lcore_table {
+	unsigned n;
+	unsigned main_lcore;
+	struct cr_lcore_info lcores[CR_MAX_LCORES];
+};
+
+/**
+ * Discover the topology with hwloc and choose the lcores.
+ *
+ * Default (empty corelist): the first (lowest-numbered) allowed PU of every physical core
+ * (every allowed PU with smt); cores without an allowed PU are skipped. With a corelist:
+ * exactly those CPUs, each of which must exist, be below CR_MAX_LCORES and be allowed.
+ * main_lcore must be in the result; -1 picks the lowest id.
+ *
+ * The allowed cpuset is cfg->allowed if set, else every PU of a synthetic topology, else
+ * the cgroup's cpuset narrowed by the calling thread's affinity (taskset).
+ *
+ * Control path: loads and frees an hwloc topology (milliseconds). Any thread.
+ *
+ * @param out receives the table; unspecified on failure.
+ * @param err receives one line (no newline) naming the option, the value and what is
+ *            accepted, e.g. "-l 0-999: CPU 999 does not exist; this machine has CPUs 0-1"
+ *            or "--main-lcore 5: not in the lcore list 0-1; accepted: one of 0-1";
+ *            may be NULL.
+ * @return 0, -EINVAL (bad value or synthetic topology, message in @p err), -ENOMEM, or
+ *         another -errno from hwloc.
+ */
+int cr_eal_lcore_table(const struct cr_eal_config *cfg, struct cr_lcore_table *out,
+		       char *err, size_t errlen);
+
+/** Format a table's ids as a corelist ("0-3,6") into @p buf. @return @p buf. */
+char *cr_lcore_table_corelist(const struct cr_lcore_table *t, char *buf, size_t len);
+
+/** An application option, for cr_eal_parse_args(). */
+struct cr_opt {
+	const char *name;     /**< long name without "--" */
+	char short_name;      /**< 0 if none */
+	const char *metavar;  /**< argument name in --help; NULL for a flag */
+	const char *help;     /**< one line for --help */
+	const char *accepted; /**< what values are accepted, for the error line */
+	/** Store @p val (NULL for a flag); return 0 or -EINVAL for a bad value. */
+	int (*set)(const char *val, void *ctx);
+	void *ctx;
+};
+
+/** What an app tells the parser about itself. */
+struct cr_app_info {
+	const char *name;	 /**< program name, e.g. "cr-echo" */
+	const char *summary;	 /**< one line for --help */
+	const struct cr_opt *opts; /**< app options, may be NULL */
+	unsigned n_opts;
+};
+
+/**
+ * Parse the common options and the app's, then validate the lcore choice against the
+ * topology (so a bad -l fails before anything starts).
+ *
+ * Options are `--name VALUE`, `--name=VALUE`, `-x VALUE` or `-xVALUE`; a value is the
+ * next word even if it starts with '-'. Options end at "--" or at the first word that
+ * does not start with '-' (no reordering). Common options are matched before the app's.
+ * --log-level is applied as soon as it is parsed; app setters run in command-line order.
+ *
+ * Prints --help / --version to stdout. On a bad option prints exactly one line to stderr,
+ * "<app>: <option> <value>: <what is wrong>; accepted: <what is accepted>", e.g.
+ * "cr-echo: --io-driver foo: unknown driver; accepted: auto, uring, epoll"; an lcore
+ * choice the topology rejects is printed as "<app>: <err of cr_eal_lcore_table()>".
+ * Prints nothing on success. Control path; keeps no state between calls.
+ *
+ * @param cfg       filled by cr_eal_config_defaults() beforehand (tests may then set
+ *                  topology_synthetic / allowed); options overwrite its fields.
+ * @param first_arg receives the index of the first non-option argument; may be NULL.
+ * @param table     receives the chosen lcores; may be NULL to skip validation.
+ * @return 0 to go on, 1 if help or version was printed (exit 0), -EINVAL on a usage
+ *         error (exit 2), or another -errno (e.g. -ENOMEM from hwloc or an app setter;
+ *         the line on stderr then gives the error string).
+ */
+int cr_eal_parse_args(int argc, char **argv, const struct cr_app_info *app,
+		      struct cr_eal_config *cfg, struct cr_lcore_table *table, int *first_arg);
+
+/** Parse "0.5" etc. into seconds; -EINVAL unless a finite number >= 0 (no spaces). */
+int cr_parse_seconds(const char *s, double *out);
+/** Parse an unsigned decimal (digits only) within [min, max]; -EINVAL otherwise. */
+int cr_parse_uint(const char *s, unsigned long long min, unsigned long long max,
+		  unsigned long long *out);
+
+/* ---- threads ---- */
+
+/** Pin the calling thread to @p cpu. @return 0 or -errno. Any thread. */
+int cr_thread_pin_self(unsigned cpu);
+/**
+ * Start a thread pinned to @p cpu (pinned before @p fn runs) named @p name (<= 15 chars,
+ * named before @p fn runs; NULL keeps the inherited name). Control path; any thread.
+ * @param handle receives the thread, to pass to cr_thread_join() exactly once.
+ * @return 0, -EINVAL (NULL @p handle or @p fn, name too long, CPU not allowed), -ENOMEM,
+ *         -EAGAIN (thread limit).
+ */
+int cr_thread_create(void **handle, unsigned cpu, const char *name, void *(*fn)(void *),
+		     void *arg);
+/**
+ * Wait for a thread started by cr_thread_create() and free its handle (its return value
+ * is discarded). @return 0, -EINVAL (NULL), or -errno from pthread_join (handle kept).
+ */
+int cr_thread_join(void *handle);
+
+/* ---- memory ---- */
+
+/**
+ * Zeroed memory bound to NUMA node @p node (-1: no binding), aligned to 64 bytes.
+ * A node this machine does not have, or a kernel that refuses the binding, gives unbound
+ * memory rather than an error. Control path only: one mmap per call. Any thread.
+ * @return NULL and errno (EINVAL for size 0, ENOMEM) on failure.
+ */
+void *cr_numa_zalloc(size_t size, int node);
+/** Free memory from cr_numa_zalloc(); NULL is fine. */
+void cr_numa_free(void *p);
+
+/* ---- clocks ---- */
+
+/** CLOCK_MONOTONIC in nanoseconds. */
+uint64_t cr_clock_ns(void);
+
+/** True when running under a hypervisor (CPUID hypervisor bit). */
+bool cr_eal_is_vm(void);
+
+/**
+ * strerror for a negative (or positive) errno value. The string stays valid until the
+ * calling thread's next cr_strerror() call. Any thread.
+ */
+const char *cr_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CR_EAL_H */

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The reactor: one pinned thread per lcore running a run-to-completion loop, and the
+ * ways work reaches an lcore — messages (cr_send), calls with a completion back on the
+ * caller (cr_call), deferred tasks (cr_defer), pollers and timers.
+ *
+ * Each loop turn takes at most CR_BATCH items from each source (mailbox, deferred tasks,
+ * completions, expired timers, pollers), flushes what it sent, then goes round again; an
+ * lcore with nothing to do spins for an adaptive budget and then parks until a message,
+ * a completion or its next timer (DESIGN.md rules 3, 8, 9).
+ */
+#ifndef CR_REACTOR_H
+#define CR_REACTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cr_config.h"
+#include "cr_eal.h"
+#include "cr_ring.h"
+#include "cr_timer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Returned by cr_lcore_id() off an lcore. */
+#define CR_LCORE_NONE UINT32_MAX
+
+/** Lcore lifecycle states (DESIGN.md "Lifecycle and leases"). */
+enum cr_lcore_state {
+	CR_LCORE_OFFLINE = 0,
+	CR_LCORE_STARTING,
+	CR_LCORE_RUNNING,
+	CR_LCORE_RETIRING,
+};
+
+/** Per-lcore hooks an app passes to cr_reactor_init(). Any may be NULL. */
+struct cr_reactor_hooks {
+	/** On lcore @p lcore, before its first turn (each incarnation). */
+	void (*on_lcore_start)(unsigned lcore, void *arg);
+	/** On lcore @p lcore after its last message ran, before its thread ends. */
+	void (*on_lcore_stop)(unsigned lcore, void *arg);
+	void *arg;
+};
+
+/**
+ * Start the runtime: one lcore per entry of @p table, each with its mailbox, timer wheel
+ * and backend (io driver per cfg->io_driver). Threads for every lcore but the main one are
+ * started, pinned, and enter their loops; the main lcore is the calling thread, which must
+ * then call cr_reactor_run(). Messages may be sent to any lcore as soon as this returns.
+ *
+ * @param cfg   copied.
+ * @param table copied.
+ * @param hooks copied; may be NULL.
+ * @return 0; -EALREADY if running; -EINVAL bad table; -ENODEV no usable io driver (one
+ *         line logged saying why); -ENOMEM; another -errno from thread creation.
+ */
+int cr_reactor_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *table,
+		    const struct cr_reactor_hooks *hooks);
+
+/**
+ * Run the main lcore's loop on the calling thread (the one that called cr_reactor_init)
+ * until cr_reactor_stop(), then wait until every lcore has stopped.
+ * @return 0, or -EPERM when called from another thread.
+ */
+int cr_reactor_run(void);
+
+/**
+ * Ask every lcore to stop: each closes its mailbox, runs every message it had accepted,
+ * waits for the replies of its own outstanding cr_call()s, and leaves its loop. Any thread,
+ * any number of times; returns at once.
+ */
+void cr_reactor_stop(void);
+
+/** Join the lcore threads and free everything. After cr_reactor_run() returned. */
+void cr_reactor_fini(void);
+
+/** The calling thread's lcore id, or CR_LCORE_NONE. */
+unsigned cr_lcore_id(void);
+
+/** The main lcore's id. */
+unsigned cr_lcore_main(void);
+
+/** Number of lcores in the placement pool (RUNNING). Any thread; a snapshot. */
+unsigned cr_lcore_count(void);
+
+/** State of lcore @p id; CR_LCORE_OFFLINE for an id that is not an lcore. Any thread. */
+enum cr_lcore_state cr_lcore_state(unsigned id);
+
+/** NUMA node of lcore @p id, -1 if unknown. */
+int cr_lcore_numa(unsigned id);
+
+/**
+ * Next RUNNING lcore after @p prev (CR_LCORE_NONE to start), or CR_LCORE_NONE.
+ * Any thread.
+ */
+unsigned cr_lcore_next(unsigned prev);
+
+/** Iterate the RUNNING lcores in id order. */
+#define CR_LCORE_FOREACH(i)                                                                \
+	for ((i) = cr_lcore_next(CR_LCORE_NONE); (i) != CR_LCORE_NONE; (i) = cr_lcore_next(i))
+
+/**
+ * Send @p fn(@p arg) to run on lcore @p lcore, exactly once (DESIGN.md rule 5).
+ *
+ * From an lcore the message is buffered and flushed in a burst (at CR_SEND_FLUSH messages
+ * or at the end of the turn); from any other thread it goes straight into the target's
+ * foreign ring. Messages from one sender to one target run in the order sent.
+ *
+ * Ownership: on 0 the message owns @p arg until @p fn runs; on error the caller keeps it.
+ * Any thread.
+ * @return 0; -EINVAL no such lcore or @p fn NULL; -ESHUTDOWN the target's mailbox is
+ *         closed (offline, stopping); -EAGAIN the target's mailbox (or the sender's buffer
+ *         for it) is full.
+ */
+int cr_send(unsigned lcore, cr_msg_fn fn, void *arg);
+
+/**
+ * A call in flight; caller-owned storage that must stay valid until @c done has run.
+ * Fields are private.
+ */
+struct cr_call {
+	cr_msg_fn hop_fn;     /* private: next hop */
+	void *hop_arg;	      /* private */
+	struct cr_call *next; /* private: backlog link */
+	unsigned hop_target;  /* private */
+	unsigned origin;      /* private */
+	cr_msg_fn fn;	      /* private */
+	void *arg;	      /* private */
+	cr_msg_fn done;	      /* private */
+	void *done_arg;	      /* private */
+	unsigned cursor;      /* private: cr_for_each_lcore position */
+};
+
+/**
+ * Run @p fn(@p arg) on lcore @p lcore, then @p done(@p done_arg) back on the calling lcore.
+ * While a call is out, the calling lcore keeps its mailbox open so the completion always
+ * arrives. Lcore only.
+ * @param c caller-owned; must stay valid and untouched until @p done runs.
+ * @return 0 (@p done will run exactly once), -EPERM off an lcore, or cr_send()'s errors
+ *         (nothing will run).
+ */
+int cr_call(unsigned lcore, struct cr_call *c, cr_msg_fn fn, void *arg, cr_msg_fn done,
+	    void *done_arg);
+
+/**
+ * Run @p fn(@p arg) on every RUNNING lcore, one after another in id order, then
+ * @p done(@p done_arg) on the calling lcore. Lcores that stop meanwhile are skipped.
+ * Lcore only.
+ * @param c caller-owned; valid until @p done runs.
+ * @return 0 (done will run exactly once) or -EPERM off an lcore.
+ */
+int cr_for_each_lcore(struct cr_call *c, cr_msg_fn fn, void *arg, cr_msg_fn done,
+		      void *done_arg);
+
+/**
+ * Run @p fn(@p arg) on this lcore in a later turn (local run queue, FIFO). A task deferred
+ * from a deferred task runs in the next turn, not this one. Lcore only.
+ * @return 0, -EPERM off an lcore, -EAGAIN when CR_DEFER_CAP tasks are queued.
+ */
+int cr_defer(cr_msg_fn fn, void *arg);
+
+/** A poller; returns > 0 when it found work (so the lcore does not go idle), else 0. */
+typedef int (*cr_poller_fn)(void *arg);
+
+struct cr_poller;
+
+/**
+ * Register a poller on the current lcore: run every turn (@p period_ns == 0) or at most
+ * once per @p period_ns (a timed poller, driven by the timer wheel). Control path
+ * (allocates). Lcore only.
+ * @return the poller, or NULL with errno EPERM (off lcore) or ENOMEM.
+ */
+struct cr_poller *cr_poller_register(cr_poller_fn fn, void *arg, uint64_t period_ns);
+
+/**
+ * Unregister and free the poller in @p *p and set *p to NULL. Safe from the poller's own
+ * callback (freed after it returns). NULL or *p == NULL is fine. On the poller's lcore.
+ */
+void cr_poller_unregister(struct cr_poller **p);
+
+/** The current lcore's clock (ns, monotonic), read once per turn. Lcore only. */
+uint64_t cr_now_ns(void);
+
+/**
+ * Arm @p t (set up with cr_timer_init()) on the current lcore's wheel to fire @p delay_ns
+ * from now. Re-arms an armed timer. Lcore only; the timer then belongs to this lcore.
+ */
+void cr_timer_start(struct cr_timer *t, uint64_t delay_ns);
+
+/** Disarm @p t on the current lcore. @return true if it was armed. Lcore only. */
+bool cr_timer_stop(struct cr_timer *t);
+
+/** Counters of one lcore, written by it, read by anyone without locks. */
+struct cr_lcore_stats {
+	uint64_t turns;
+	uint64_t busy_ns;
+	uint64_t idle_ns;
+	uint64_t msgs_in;
+	uint64_t msgs_out;
+	uint64_t deferred;
+	uint64_t timers;
+	uint64_t cqes;
+	uint64_t wakes_sent;
+	uint64_t wakes_recv;
+	uint64_t parks;
+	uint64_t spin_hits;
+	uint64_t spin_misses;
+	uint64_t spin_budget_ns; /**< current adaptive budget (a gauge) */
+	uint64_t incarnation;	 /**< bumped at every start */
+};
+
+/** Snapshot lcore @p id's counters into @p out. Any thread. @return 0 or -EINVAL. */
+int cr_lcore_stats(unsigned id, struct cr_lcore_stats *out);
+
+/** Name of the io driver (backend) in use, or NULL before init. */
+const char *cr_reactor_driver(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CR_REACTOR_H */

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The driver registry and the choice made by --io-driver (DESIGN.md "I/O"). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "reactor_internal.h"
+
+CR_LOG_COMPONENT(log_backend, "lib.reactor.backend");
+
+#define MAX_BACKENDS 8
+
+static const struct cr_backend_ops *backends[MAX_BACKENDS];
+static unsigned n_backends;
+
+void
+cr_backend_register(const struct cr_backend_ops *ops)
+{
+	if (n_backends < MAX_BACKENDS)
+		backends[n_backends++] = ops;
+}
+
+const struct cr_backend_ops *
+cr_backend_find(const char *name)
+{
+	unsigned i;
+
+	for (i = 0; i < n_backends; i++)
+		if (strcmp(backends[i]->name, name) == 0)
+			return backends[i];
+	return NULL;
+}
+
+static int
+try_backend(const char *name, const struct cr_backend_ops **out, char *why, size_t len)
+{
+	const struct cr_backend_ops *ops = cr_backend_find(name);
+	int rc;
+
+	if (ops == NULL) {
+		snprintf(why, len, "the %s driver is not built in", name);
+		return -ENODEV;
+	}
+	rc = ops->probe(why, len);
+	if (rc == 0)
+		*out = ops;
+	return rc;
+}
+
+int
+cr__select_backend(const struct cr_eal_config *cfg, const struct cr_backend_ops **out)
+{
+	char why[256] = "";
+	int rc;
+
+	switch (cfg->io_driver) {
+	case CR_IO_DRIVER_URING:
+		rc = try_backend("uring", out, why, sizeof(why));
+		if (rc != 0)
+			CR_LOG(log_backend, ERR, "--io-driver uring: io_uring was refused: %s", why);
+		return rc != 0 ? -ENODEV : 0;
+	case CR_IO_DRIVER_EPOLL:
+		rc = try_backend("epoll", out, why, sizeof(why));
+		if (rc != 0)
+			CR_LOG(log_backend, ERR, "--io-driver epoll: %s", why);
+		return rc != 0 ? -ENODEV : 0;
+	case CR_IO_DRIVER_AUTO:
+		break;
+	}
+	if (try_backend("uring", out, why, sizeof(why)) == 0)
+		return 0;
+	CR_LOG(log_backend, WARNING, "io_uring unavailable (%s); using the epoll driver", why);
+	rc = try_backend("epoll", out, why, sizeof(why));
+	if (rc != 0) {
+		CR_LOG(log_backend, ERR, "no usable io driver: %s", why);
+		return -ENODEV;
+	}
+	return 0;
+}

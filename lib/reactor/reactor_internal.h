@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Reactor internals shared by its source files and by the deterministic test harness.
+ * Never installed.
+ */
+#ifndef REACTOR_INTERNAL_H
+#define REACTOR_INTERNAL_H
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cr_config.h"
+#include "cr_eal.h"
+#include "cr_log.h"
+#include "cr_mailbox.h"
+#include "cr_reactor.h"
+#include "cr_reactor_backend.h"
+#include "cr_timer.h"
+
+#ifdef CR_DEBUG
+#define CR_ASSERT_ON_LCORE(lc) assert(cr__cur == (lc))
+#else
+#define CR_ASSERT_ON_LCORE(lc) ((void)(lc))
+#endif
+
+/* Counters: written by the owner only (relaxed load + store, no lock prefix), read by
+ * anyone with relaxed loads. */
+struct lcore_counters {
+	_Atomic uint64_t turns, busy_ns, idle_ns, msgs_in, msgs_out, deferred, timers, cqes;
+	_Atomic uint64_t wakes_sent, wakes_recv, parks, spin_hits, spin_misses, spin_budget_ns;
+};
+
+#define CR_STAT_ADD(lc, field, v)                                                          \
+	atomic_store_explicit(&(lc)->stats.field,                                          \
+			      atomic_load_explicit(&(lc)->stats.field, memory_order_relaxed) + \
+				      (v),                                                 \
+			      memory_order_relaxed)
+#define CR_STAT_SET(lc, field, v) atomic_store_explicit(&(lc)->stats.field, (v), memory_order_relaxed)
+
+/* A sender's buffer towards one target (rule 7: flush at CR_SEND_FLUSH or end of turn). */
+struct outbox {
+	struct cr_msg msgs[CR_SEND_FLUSH];
+	uint16_t n;
+	bool held; /* we hold the target's mailbox admission while n > 0 */
+};
+
+struct cr_poller {
+	cr_poller_fn fn;
+	void *arg;
+	uint64_t period_ns;
+	struct cr_timer timer;		 /* timed pollers */
+	struct cr_poller *next, **pprev; /* active pollers */
+	struct cr_lcore *lc;
+	bool dead; /* unregistered from its own callback: free after it returns */
+};
+
+struct cr_lcore {
+	/* Read-only while the runtime is up. */
+	unsigned id;
+	unsigned cpu;
+	int numa;
+	bool exists; /* selected in the lcore table */
+	bool is_main;
+
+	/* Shared, rarely written. */
+	_Atomic int state;		/* enum cr_lcore_state */
+	_Atomic uint64_t incarnation;	/* bumped at every start */
+	_Atomic(struct cr_backend *) be; /* release at start: pairs with wake_if_parked() */
+	int start_err;
+
+	/* Park flag on its own line: set by the owner, claimed (CAS 1 -> 0) by a waker. */
+	_Alignas(64) _Atomic int parked;
+
+	_Alignas(64) struct lcore_counters stats;
+
+	/* The mailbox: rings owned by this lcore as consumer; admission word shared. */
+	struct cr_mailbox mbox;
+
+	/* Owner only from here on. */
+	_Alignas(64) uint64_t now;
+	struct outbox *out;		   /* [CR_MAX_LCORES], by target id */
+	uint16_t dirty[CR_MAX_LCORES];	   /* targets with buffered messages */
+	unsigned n_dirty;
+	struct cr_call *backlog, **backlog_tail; /* hops waiting for mailbox room */
+	unsigned calls_out;		   /* our cr_call / for_each replies not yet back */
+	struct cr_msg *defer;		   /* [CR_DEFER_CAP] FIFO */
+	unsigned defer_head, defer_tail;   /* free-running indexes */
+	struct cr_timer_wheel *wheel;
+	struct cr_poller *pollers;	   /* active pollers */
+	struct cr_poller *timed_pollers;
+	struct cr_poller *poller_iter;	   /* next in the current pass */
+	struct cr_poller *poller_running;  /* whose callback runs now */
+	unsigned n_active_pollers;
+	uint64_t spin_ns, spin_min_ns, spin_max_ns;
+	bool closing; /* stop seen: mailbox will close once calls_out == 0 */
+	const struct cr_backend_ops *ops;
+	struct cr_backend *be_own; /* same as be, without the atomic load */
+	void *thread;
+};
+
+struct cr_runtime {
+	struct cr_eal_config cfg;
+	struct cr_lcore_table table;
+	struct cr_reactor_hooks hooks;
+	const struct cr_backend_ops *ops;
+	struct cr_cpuset set;
+	unsigned main_lcore;
+	bool up;
+	bool sim; /* deterministic harness: no threads */
+	_Atomic bool stop;
+	uint64_t (*clock)(void);
+};
+
+extern struct cr_lcore cr__lcores[CR_MAX_LCORES];
+extern struct cr_runtime cr__rt;
+extern _Thread_local struct cr_lcore *cr__cur;
+
+static inline struct cr_lcore *
+cr__lcore(unsigned id)
+{
+	return id < CR_MAX_LCORES && cr__lcores[id].exists ? &cr__lcores[id] : NULL;
+}
+
+/* reactor_lcore.c: per-lcore set-up and tear-down, shared with the harness. */
+int cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info);
+void cr__lcore_teardown(struct cr_lcore *lc);
+int cr__lcore_backend_start(struct cr_lcore *lc);
+void cr__lcore_backend_stop(struct cr_lcore *lc);
+int cr__select_backend(const struct cr_eal_config *cfg, const struct cr_backend_ops **out);
+
+/* Deterministic harness: set up every lcore of @p table on the calling thread, with
+ * @p ops as backend and @p clock as time; no threads. Step them with cr__lcore_turn()
+ * after setting cr__cur. */
+int cr__sim_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *table,
+		 const struct cr_backend_ops *ops, uint64_t (*clock)(void));
+void cr__sim_fini(void);
+
+/* reactor_loop.c: one turn, the stop check, and the two halves of parking. */
+unsigned cr__lcore_turn(struct cr_lcore *lc);
+bool cr__lcore_done(struct cr_lcore *lc);
+bool cr__lcore_has_work(struct cr_lcore *lc);
+bool cr__park_prepare(struct cr_lcore *lc);
+void cr__park_commit(struct cr_lcore *lc);
+void cr__lcore_idle(struct cr_lcore *lc);
+void cr__lcore_loop(struct cr_lcore *lc);
+
+/* reactor_msg.c */
+void cr__flush_outboxes(struct cr_lcore *lc);
+void cr__retry_backlog(struct cr_lcore *lc);
+unsigned cr__run_mailbox(struct cr_lcore *lc);
+void cr__wake_if_parked(struct cr_lcore *from, struct cr_lcore *target);
+
+/* reactor_defer.c */
+unsigned cr__run_deferred(struct cr_lcore *lc);
+static inline bool
+cr__defer_empty(const struct cr_lcore *lc)
+{
+	return lc->defer_head == lc->defer_tail;
+}
+
+/* reactor_poller.c */
+unsigned cr__run_pollers(struct cr_lcore *lc);
+void cr__pollers_free(struct cr_lcore *lc);
+
+#endif /* REACTOR_INTERNAL_H */

@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Lcore records, the runtime's start and stop, and the lcore threads. Records are static
+ * for the life of the process so a stale lcore id is never a dangling pointer.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "reactor_internal.h"
+
+CR_LOG_COMPONENT(log_reactor, "lib.reactor");
+
+struct cr_lcore cr__lcores[CR_MAX_LCORES];
+struct cr_runtime cr__rt = {.clock = cr_clock_ns};
+_Thread_local struct cr_lcore *cr__cur;
+static pthread_t main_thread;
+
+/* Adaptive spin budget bounds (rule 9); smaller under a hypervisor, where spinning steals
+ * time from the vCPU that would send us work. */
+#define SPIN_MIN_NS (50 * 1000)
+#define SPIN_MAX_NS (300 * 1000)
+#define SPIN_MIN_VM_NS (20 * 1000)
+#define SPIN_MAX_VM_NS (100 * 1000)
+
+int
+cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
+{
+	int rc;
+
+	lc->id = info->lcore_id;
+	lc->cpu = info->cpu;
+	lc->numa = info->numa_node;
+	lc->out = cr_numa_zalloc(sizeof(*lc->out) * CR_MAX_LCORES, lc->numa);
+	lc->defer = cr_numa_zalloc(sizeof(*lc->defer) * CR_DEFER_CAP, lc->numa);
+	if (lc->out == NULL || lc->defer == NULL) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	lc->wheel = cr_timer_wheel_create(cr__rt.clock(), 1000 * 1000);
+	if (lc->wheel == NULL) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	rc = cr_mailbox_init(&lc->mbox, &cr__rt.set, CR_MAILBOX_RING_SIZE, CR_FOREIGN_RING_SIZE,
+			     CR_RING_MPSC_HTS, lc->numa);
+	if (rc != 0)
+		goto out_free_wheel;
+	lc->backlog = NULL;
+	lc->backlog_tail = &lc->backlog;
+	lc->n_dirty = 0;
+	lc->calls_out = 0;
+	lc->defer_head = lc->defer_tail = 0;
+	lc->closing = false;
+	if (cr_eal_is_vm()) {
+		lc->spin_min_ns = SPIN_MIN_VM_NS;
+		lc->spin_max_ns = SPIN_MAX_VM_NS;
+	} else {
+		lc->spin_min_ns = SPIN_MIN_NS;
+		lc->spin_max_ns = SPIN_MAX_NS;
+	}
+	lc->spin_ns = lc->spin_min_ns;
+	lc->ops = cr__rt.ops;
+	atomic_store_explicit(&lc->parked, 0, memory_order_relaxed);
+	atomic_store_explicit(&lc->state, CR_LCORE_STARTING, memory_order_relaxed);
+	lc->exists = true;
+	return 0;
+
+out_free_wheel:
+	cr_timer_wheel_destroy(lc->wheel);
+	lc->wheel = NULL;
+out_free:
+	cr_numa_free(lc->out);
+	cr_numa_free(lc->defer);
+	lc->out = NULL;
+	lc->defer = NULL;
+	return rc;
+}
+
+void
+cr__lcore_teardown(struct cr_lcore *lc)
+{
+	if (!lc->exists)
+		return;
+	if (lc->be_own != NULL) {
+		lc->ops->fini(lc->be_own);
+		lc->be_own = NULL;
+	}
+	cr__pollers_free(lc);
+	cr_mailbox_fini(&lc->mbox);
+	cr_timer_wheel_destroy(lc->wheel);
+	cr_numa_free(lc->out);
+	cr_numa_free(lc->defer);
+	lc->wheel = NULL;
+	lc->out = NULL;
+	lc->defer = NULL;
+	lc->exists = false;
+	atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_relaxed);
+}
+
+/* On the lcore's own thread: the uring driver's ring must be created by its submitter. */
+int
+cr__lcore_backend_start(struct cr_lcore *lc)
+{
+	struct cr_backend *be = NULL;
+	int rc;
+
+	rc = lc->ops->init(&be, lc->id, &cr__rt.cfg);
+	if (rc != 0)
+		return rc;
+	lc->be_own = be;
+	/* release: pairs with the acquire in cr__wake_if_parked() */
+	atomic_store_explicit(&lc->be, be, memory_order_release);
+	atomic_fetch_add_explicit(&lc->incarnation, 1, memory_order_relaxed);
+	return 0;
+}
+
+/*
+ * The lcore stops taking wakes. Its backend is freed only at teardown, once every lcore
+ * thread has ended, because another lcore's failed wake may still name it.
+ */
+void
+cr__lcore_backend_stop(struct cr_lcore *lc)
+{
+	atomic_store_explicit(&lc->be, NULL, memory_order_release);
+}
+
+static void
+lcore_enter(struct cr_lcore *lc)
+{
+	if (cr__rt.hooks.on_lcore_start != NULL)
+		cr__rt.hooks.on_lcore_start(lc->id, cr__rt.hooks.arg);
+	/* release: the start hook's set-up is visible to whoever sees RUNNING */
+	atomic_store_explicit(&lc->state, CR_LCORE_RUNNING, memory_order_release);
+}
+
+static void
+lcore_leave(struct cr_lcore *lc)
+{
+	if (cr__rt.hooks.on_lcore_stop != NULL)
+		cr__rt.hooks.on_lcore_stop(lc->id, cr__rt.hooks.arg);
+	cr__lcore_backend_stop(lc);
+	atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
+}
+
+static void *
+lcore_thread(void *arg)
+{
+	struct cr_lcore *lc = arg;
+	int rc;
+
+	cr__cur = lc;
+	rc = cr__lcore_backend_start(lc);
+	if (rc != 0) {
+		lc->start_err = rc;
+		atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
+		return NULL;
+	}
+	lcore_enter(lc);
+	cr__lcore_loop(lc);
+	lcore_leave(lc);
+	cr__cur = NULL;
+	return NULL;
+}
+
+static void
+sleep_us(long us)
+{
+	struct timespec ts = {0, us * 1000};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Control path: wait until every worker lcore is RUNNING or failed. */
+static int
+wait_started(void)
+{
+	unsigned i;
+	int rc = 0;
+
+	for (i = 0; i < cr__rt.table.n; i++) {
+		struct cr_lcore *lc = &cr__lcores[cr__rt.table.lcores[i].lcore_id];
+		int st;
+
+		if (lc->is_main)
+			continue;
+		while ((st = atomic_load_explicit(&lc->state, memory_order_acquire)) ==
+		       CR_LCORE_STARTING)
+			sleep_us(50);
+		if (st == CR_LCORE_OFFLINE && rc == 0) {
+			rc = lc->start_err != 0 ? lc->start_err : -EIO;
+			CR_LOG(log_reactor, ERR, "lcore %u failed to start: %s", lc->id,
+			       cr_strerror(rc));
+		}
+	}
+	return rc;
+}
+
+static void
+join_all(void)
+{
+	unsigned i;
+
+	for (i = 0; i < CR_MAX_LCORES; i++) {
+		struct cr_lcore *lc = &cr__lcores[i];
+
+		if (lc->thread != NULL) {
+			cr_thread_join(lc->thread);
+			lc->thread = NULL;
+		}
+	}
+}
+
+static void
+teardown_all(void)
+{
+	unsigned i;
+
+	for (i = 0; i < CR_MAX_LCORES; i++)
+		cr__lcore_teardown(&cr__lcores[i]);
+	cr__rt.up = false;
+	cr__cur = NULL;
+}
+
+/* Set up every record of the table, without threads. Shared with the harness. */
+static int
+setup_records(const struct cr_eal_config *cfg, const struct cr_lcore_table *table)
+{
+	unsigned i;
+	int rc;
+
+	if (table->n == 0 || table->n > CR_MAX_LCORES)
+		return -EINVAL;
+	memset(&cr__rt.set, 0, sizeof(cr__rt.set));
+	for (i = 0; i < table->n; i++) {
+		if (table->lcores[i].lcore_id >= CR_MAX_LCORES)
+			return -EINVAL;
+		cr_cpuset_set(&cr__rt.set, table->lcores[i].lcore_id);
+	}
+	if (!cr_cpuset_isset(&cr__rt.set, table->main_lcore))
+		return -EINVAL;
+	cr__rt.cfg = *cfg;
+	cr__rt.table = *table;
+	cr__rt.main_lcore = table->main_lcore;
+	atomic_store_explicit(&cr__rt.stop, false, memory_order_relaxed);
+	for (i = 0; i < table->n; i++) {
+		struct cr_lcore *lc = &cr__lcores[table->lcores[i].lcore_id];
+
+		rc = cr__lcore_setup(lc, &table->lcores[i]);
+		if (rc != 0) {
+			teardown_all();
+			return rc;
+		}
+		lc->is_main = lc->id == table->main_lcore;
+	}
+	cr__rt.up = true;
+	return 0;
+}
+
+int
+cr__sim_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *table,
+	     const struct cr_backend_ops *ops, uint64_t (*clock)(void))
+{
+	unsigned i;
+	int rc;
+
+	if (cr__rt.up)
+		return -EALREADY;
+	memset(&cr__rt.hooks, 0, sizeof(cr__rt.hooks));
+	cr__rt.ops = ops;
+	cr__rt.sim = true;
+	cr__rt.clock = clock;
+	rc = setup_records(cfg, table);
+	if (rc != 0)
+		return rc;
+	for (i = 0; i < table->n; i++) {
+		struct cr_lcore *lc = &cr__lcores[table->lcores[i].lcore_id];
+
+		cr__cur = lc;
+		rc = cr__lcore_backend_start(lc);
+		if (rc != 0)
+			break;
+		lcore_enter(lc);
+	}
+	cr__cur = NULL;
+	if (rc != 0)
+		cr__sim_fini();
+	return rc;
+}
+
+void
+cr__sim_fini(void)
+{
+	teardown_all();
+	cr__rt.sim = false;
+	cr__rt.clock = cr_clock_ns;
+}
+
+int
+cr_reactor_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *table,
+		const struct cr_reactor_hooks *hooks)
+{
+	struct cr_lcore *main_lc;
+	unsigned i;
+	int rc;
+
+	if (cr__rt.up)
+		return -EALREADY;
+	rc = cr__select_backend(cfg, &cr__rt.ops);
+	if (rc != 0)
+		return rc;
+	memset(&cr__rt.hooks, 0, sizeof(cr__rt.hooks));
+	if (hooks != NULL)
+		cr__rt.hooks = *hooks;
+	cr__rt.sim = false;
+	cr__rt.clock = cr_clock_ns;
+	rc = setup_records(cfg, table);
+	if (rc != 0)
+		return rc;
+	main_lc = &cr__lcores[cr__rt.main_lcore];
+	rc = cr_thread_pin_self(main_lc->cpu);
+	if (rc != 0) {
+		CR_LOG(log_reactor, ERR, "cannot pin the main lcore to CPU %u: %s", main_lc->cpu,
+		       cr_strerror(rc));
+		goto out_teardown;
+	}
+	cr__cur = main_lc;
+	main_thread = pthread_self();
+	rc = cr__lcore_backend_start(main_lc);
+	if (rc != 0)
+		goto out_teardown;
+	for (i = 0; i < table->n; i++) {
+		struct cr_lcore *lc = &cr__lcores[table->lcores[i].lcore_id];
+		char name[16];
+
+		if (lc->is_main)
+			continue;
+		snprintf(name, sizeof(name), "cr-lcore-%u", lc->id);
+		rc = cr_thread_create(&lc->thread, lc->cpu, name, lcore_thread, lc);
+		if (rc != 0) {
+			atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_relaxed);
+			CR_LOG(log_reactor, ERR, "cannot start lcore %u: %s", lc->id,
+			       cr_strerror(rc));
+			break;
+		}
+	}
+	if (rc == 0)
+		rc = wait_started();
+	if (rc != 0)
+		goto out_stop;
+	lcore_enter(main_lc);
+	return 0;
+
+out_stop:
+	cr_reactor_stop();
+	join_all();
+	cr__lcore_backend_stop(main_lc);
+out_teardown:
+	teardown_all();
+	return rc;
+}
+
+int
+cr_reactor_run(void)
+{
+	struct cr_lcore *lc;
+
+	if (!cr__rt.up || cr__rt.sim || !pthread_equal(pthread_self(), main_thread))
+		return -EPERM;
+	lc = &cr__lcores[cr__rt.main_lcore];
+	cr__lcore_loop(lc);
+	lcore_leave(lc);
+	join_all();
+	return 0;
+}
+
+void
+cr_reactor_stop(void)
+{
+	unsigned i;
+
+	if (!cr__rt.up)
+		return;
+	/* seq_cst store, then each wake's fence: a parked lcore is woken to see it. */
+	atomic_store_explicit(&cr__rt.stop, true, memory_order_seq_cst);
+	for (i = 0; i < CR_MAX_LCORES; i++)
+		if (cr__lcores[i].exists)
+			cr__wake_if_parked(NULL, &cr__lcores[i]);
+}
+
+void
+cr_reactor_fini(void)
+{
+	if (!cr__rt.up)
+		return;
+	join_all();
+	teardown_all();
+}
+
+unsigned
+cr_lcore_id(void)
+{
+	return cr__cur != NULL ? cr__cur->id : CR_LCORE_NONE;
+}
+
+unsigned
+cr_lcore_main(void)
+{
+	return cr__rt.main_lcore;
+}
+
+enum cr_lcore_state
+cr_lcore_state(unsigned id)
+{
+	struct cr_lcore *lc = cr__lcore(id);
+
+	if (lc == NULL)
+		return CR_LCORE_OFFLINE;
+	return atomic_load_explicit(&lc->state, memory_order_acquire);
+}
+
+int
+cr_lcore_numa(unsigned id)
+{
+	struct cr_lcore *lc = cr__lcore(id);
+
+	return lc != NULL ? lc->numa : -1;
+}
+
+unsigned
+cr_lcore_next(unsigned prev)
+{
+	unsigned i = prev == CR_LCORE_NONE ? 0 : prev + 1;
+
+	for (; i < CR_MAX_LCORES; i++)
+		if (cr__lcores[i].exists && cr_lcore_state(i) == CR_LCORE_RUNNING)
+			return i;
+	return CR_LCORE_NONE;
+}
+
+unsigned
+cr_lcore_count(void)
+{
+	unsigned i, n = 0;
+
+	CR_LCORE_FOREACH(i)
+	n++;
+	return n;
+}
+
+uint64_t
+cr_now_ns(void)
+{
+	return cr__cur != NULL ? cr__cur->now : cr__rt.clock();
+}
+
+void
+cr_timer_start(struct cr_timer *t, uint64_t delay_ns)
+{
+	struct cr_lcore *lc = cr__cur;
+
+	assert(lc != NULL);
+	cr_timer_arm(lc->wheel, t, cr__rt.clock() + delay_ns);
+}
+
+bool
+cr_timer_stop(struct cr_timer *t)
+{
+	struct cr_lcore *lc = cr__cur;
+
+	assert(lc != NULL);
+	return cr_timer_cancel(lc->wheel, t);
+}
+
+#define LOAD(f) atomic_load_explicit(&lc->stats.f, memory_order_relaxed)
+
+int
+cr_lcore_stats(unsigned id, struct cr_lcore_stats *out)
+{
+	struct cr_lcore *lc = cr__lcore(id);
+	if (lc == NULL || out == NULL)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->turns = LOAD(turns);
+	out->busy_ns = LOAD(busy_ns);
+	out->idle_ns = LOAD(idle_ns);
+	out->msgs_in = LOAD(msgs_in);
+	out->msgs_out = LOAD(msgs_out);
+	out->deferred = LOAD(deferred);
+	out->timers = LOAD(timers);
+	out->cqes = LOAD(cqes);
+	out->wakes_sent = LOAD(wakes_sent);
+	out->parks = LOAD(parks);
+	out->spin_hits = LOAD(spin_hits);
+	out->spin_misses = LOAD(spin_misses);
+	out->spin_budget_ns = LOAD(spin_budget_ns);
+	out->incarnation = atomic_load_explicit(&lc->incarnation, memory_order_relaxed);
+	out->wakes_recv = LOAD(wakes_recv);
+	return 0;
+}
+
+const char *
+cr_reactor_driver(void)
+{
+	return cr__rt.ops != NULL ? cr__rt.ops->name : NULL;
+}

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The loop. A turn takes at most CR_BATCH from each source, then flushes what it sent;
+ * an lcore with nothing to do spins for an adaptive budget, then parks (rules 3, 8, 9).
+ */
+#include <errno.h>
+
+#include "reactor_internal.h"
+
+/* While closing, holds on our mailbox may drop without a message (a refused sender), so
+ * the park is bounded and the state re-checked. */
+#define CLOSING_PARK_NS (100 * 1000)
+
+static unsigned
+run_completions(struct cr_lcore *lc)
+{
+	uint64_t wakes = 0;
+	unsigned n = lc->ops->poll(lc->be_own, CR_BATCH, &wakes);
+
+	if (n != 0)
+		CR_STAT_ADD(lc, cqes, n - wakes);
+	if (wakes != 0)
+		CR_STAT_ADD(lc, wakes_recv, wakes);
+	return n;
+}
+
+static unsigned
+run_timers(struct cr_lcore *lc)
+{
+	unsigned n = cr_timer_wheel_run(lc->wheel, lc->now, CR_BATCH);
+
+	if (n != 0)
+		CR_STAT_ADD(lc, timers, n);
+	return n;
+}
+
+static void
+flush_sends(struct cr_lcore *lc)
+{
+	cr__retry_backlog(lc);
+	cr__flush_outboxes(lc);
+	lc->ops->submit(lc->be_own);
+}
+
+unsigned
+cr__lcore_turn(struct cr_lcore *lc)
+{
+	unsigned work = 0;
+	uint64_t end;
+
+	CR_ASSERT_ON_LCORE(lc);
+	lc->now = cr__rt.clock();
+
+	work += cr__run_mailbox(lc);
+	work += cr__run_deferred(lc);
+	work += run_completions(lc);
+	work += run_timers(lc);
+	work += cr__run_pollers(lc);
+	flush_sends(lc);
+
+	CR_STAT_ADD(lc, turns, 1);
+	if (work != 0) {
+		end = cr__rt.clock();
+		CR_STAT_ADD(lc, busy_ns, end - lc->now);
+	}
+	return work;
+}
+
+static bool
+stop_seen(const struct cr_lcore *lc)
+{
+	return !lc->closing && atomic_load_explicit(&cr__rt.stop, memory_order_relaxed);
+}
+
+bool
+cr__lcore_has_work(struct cr_lcore *lc)
+{
+	uint64_t next;
+
+	if (!cr_mailbox_empty(&lc->mbox) || !cr__defer_empty(lc) || lc->n_active_pollers != 0)
+		return true;
+	if (lc->backlog != NULL || lc->n_dirty != 0 || stop_seen(lc))
+		return true;
+	if (lc->ops->pending(lc->be_own))
+		return true;
+	next = cr_timer_wheel_next(lc->wheel);
+	return next != UINT64_MAX && next <= cr__rt.clock();
+}
+
+/*
+ * Stop protocol for one lcore: once the stop is seen and our own calls are answered, close
+ * the mailbox; when no sender holds it any more and everything accepted has run, we are
+ * done. Messages that run meanwhile may still send and defer.
+ */
+bool
+cr__lcore_done(struct cr_lcore *lc)
+{
+	if (!lc->closing) {
+		if (!atomic_load_explicit(&cr__rt.stop, memory_order_relaxed))
+			return false;
+		lc->closing = true;
+		atomic_store_explicit(&lc->state, CR_LCORE_RETIRING, memory_order_relaxed);
+	}
+	if (cr_mailbox_is_open(&lc->mbox)) {
+		if (lc->calls_out != 0)
+			return false;
+		cr_mailbox_close(&lc->mbox);
+	}
+	if (!cr_mailbox_quiesced(&lc->mbox) || !cr_mailbox_empty(&lc->mbox))
+		return false;
+	return cr__defer_empty(lc) && lc->n_dirty == 0 && lc->backlog == NULL;
+}
+
+/*
+ * First half of parking: raise the flag, then look once more. The seq_cst fence pairs
+ * with the one in cr__wake_if_parked(): a sender that enqueued before our look is seen by
+ * it; one that enqueues after it sees our flag and wakes us.
+ * Returns true when the lcore may sleep (the flag stays up), false when work arrived.
+ */
+bool
+cr__park_prepare(struct cr_lcore *lc)
+{
+	atomic_store_explicit(&lc->parked, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (cr__lcore_has_work(lc)) {
+		atomic_store_explicit(&lc->parked, 0, memory_order_relaxed);
+		return false;
+	}
+	return true;
+}
+
+/* Second half: sleep until a wake, a completion or the next timer. */
+void
+cr__park_commit(struct cr_lcore *lc)
+{
+	uint64_t next = cr_timer_wheel_next(lc->wheel), now = cr__rt.clock(), timeout;
+
+	timeout = next == UINT64_MAX ? UINT64_MAX : (next > now ? next - now : 0);
+	if (lc->closing && timeout > CLOSING_PARK_NS)
+		timeout = CLOSING_PARK_NS;
+	CR_STAT_ADD(lc, parks, 1);
+	lc->ops->park(lc->be_own, timeout);
+	/* A waker that claimed the flag already cleared it; clearing again is harmless. */
+	atomic_store_explicit(&lc->parked, 0, memory_order_relaxed);
+}
+
+static inline void
+cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
+/*
+ * Spin for the adaptive budget: work that arrives while spinning (a hit) grows the budget
+ * by half, a full spin with nothing (a miss) halves it, within [min, max].
+ */
+static bool
+spin(struct cr_lcore *lc)
+{
+	uint64_t start = cr__rt.clock(), now = start;
+
+	while (now - start < lc->spin_ns) {
+		if (cr__lcore_has_work(lc)) {
+			lc->spin_ns += lc->spin_ns / 2;
+			if (lc->spin_ns > lc->spin_max_ns)
+				lc->spin_ns = lc->spin_max_ns;
+			CR_STAT_ADD(lc, spin_hits, 1);
+			CR_STAT_SET(lc, spin_budget_ns, lc->spin_ns);
+			return true;
+		}
+		for (int i = 0; i < 16; i++)
+			cpu_relax();
+		now = cr__rt.clock();
+	}
+	lc->spin_ns /= 2;
+	if (lc->spin_ns < lc->spin_min_ns)
+		lc->spin_ns = lc->spin_min_ns;
+	CR_STAT_ADD(lc, spin_misses, 1);
+	CR_STAT_SET(lc, spin_budget_ns, lc->spin_ns);
+	return false;
+}
+
+void
+cr__lcore_idle(struct cr_lcore *lc)
+{
+	uint64_t start = cr__rt.clock();
+
+	if (cr__rt.cfg.poll_mode || lc->n_active_pollers != 0)
+		goto out;
+	if (spin(lc))
+		goto out;
+	if (cr__park_prepare(lc))
+		cr__park_commit(lc);
+out:
+	CR_STAT_ADD(lc, idle_ns, cr__rt.clock() - start);
+}
+
+void
+cr__lcore_loop(struct cr_lcore *lc)
+{
+	while (!cr__lcore_done(lc)) {
+		if (cr__lcore_turn(lc) == 0)
+			cr__lcore_idle(lc);
+	}
+}

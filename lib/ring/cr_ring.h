@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Message rings: DPDK rte_ring set up with rte_ring_init() on our own NUMA-local memory,
+ * carrying inline 16-byte {fn, arg} elements. No EAL is initialised.
+ */
+#ifndef CR_RING_H
+#define CR_RING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A message handler. Runs on the receiving lcore; must not block. */
+typedef void (*cr_msg_fn)(void *arg);
+
+/** One ring element: the whole message, copied by value. */
+struct cr_msg {
+	cr_msg_fn fn;
+	void *arg;
+};
+_Static_assert(sizeof(struct cr_msg) == 16, "messages are 16-byte ring elements");
+
+/** Producer/consumer discipline of a ring. */
+enum cr_ring_mode {
+	CR_RING_SPSC,	  /**< one producer thread, one consumer thread */
+	CR_RING_MPSC_HTS, /**< many producers, head/tail sync: safe under preemption */
+	CR_RING_MPSC_RTS, /**< many producers, relaxed tail sync: safe under preemption */
+};
+
+/** A ring of struct cr_msg. It is an rte_ring; the type keeps callers off its API. */
+struct cr_ring;
+
+/**
+ * Create a ring of @p count slots (a power of two; count - 1 usable) on NUMA node
+ * @p numa_node (-1: any). Control path.
+ * @param name for diagnostics (copied; truncated to the rte_ring limit).
+ * @return the ring, or NULL with errno EINVAL (bad count or mode) or ENOMEM.
+ */
+struct cr_ring *cr_ring_create(const char *name, unsigned count, enum cr_ring_mode mode,
+			       int numa_node);
+
+/** Free a ring; NULL is fine. The caller guarantees no thread still uses it. */
+void cr_ring_free(struct cr_ring *r);
+
+/** Enqueue up to @p n messages; @return how many were taken (in order, a prefix). */
+static inline unsigned
+cr_ring_enqueue_burst(struct cr_ring *r, const struct cr_msg *m, unsigned n)
+{
+	return rte_ring_enqueue_burst_elem((struct rte_ring *)r, m, sizeof(*m), n, NULL);
+}
+
+/** Dequeue up to @p n messages into @p m; @return how many. Consumer thread only. */
+static inline unsigned
+cr_ring_dequeue_burst(struct cr_ring *r, struct cr_msg *m, unsigned n)
+{
+	return rte_ring_dequeue_burst_elem((struct rte_ring *)r, m, sizeof(*m), n, NULL);
+}
+
+/** Entries currently queued (a snapshot when producers are active). Any thread. */
+static inline unsigned
+cr_ring_count(const struct cr_ring *r)
+{
+	return rte_ring_count((const struct rte_ring *)r);
+}
+
+/** True when the ring holds nothing (a snapshot). Any thread. */
+static inline bool
+cr_ring_empty(const struct cr_ring *r)
+{
+	return rte_ring_empty((const struct rte_ring *)r) != 0;
+}
+
+/** Usable capacity (count - 1). */
+static inline unsigned
+cr_ring_capacity(const struct cr_ring *r)
+{
+	return rte_ring_get_capacity((const struct rte_ring *)r);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CR_RING_H */
