@@ -65,6 +65,7 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	}
 	lc->spin_ns = lc->spin_min_ns;
 	lc->ops = cr__rt.ops;
+	lc->now = cr__rt.clock();
 	atomic_store_explicit(&lc->parked, 0, memory_order_relaxed);
 	atomic_store_explicit(&lc->state, CR_LCORE_STARTING, memory_order_relaxed);
 	lc->exists = true;

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Deterministic multi-lcore harness (after SPDK's ut_multithread): N simulated lcores
+ * stepped on one thread with a fake clock and a fake backend that records parks and
+ * wake signals instead of sleeping.
+ */
+#ifndef UT_LCORES_H
+#define UT_LCORES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reactor_internal.h"
+
+/* The fake backend's state, one per simulated lcore. */
+struct cr_backend {
+	unsigned lcore;
+	bool woken;		/* a wake signal not yet reaped */
+	uint64_t wake_signals;	/* wake signals delivered to this lcore */
+	uint64_t parks;		/* times park() was entered */
+	uint64_t last_timeout;	/* timeout of the last park */
+	unsigned fake_cqes;	/* completions a test pretends are waiting */
+};
+
+extern const struct cr_backend_ops ut_sim_ops;
+
+/* Fake clock: now, plus an optional step added at every read (for spin loops). */
+extern uint64_t ut_now;
+extern uint64_t ut_clock_step;
+uint64_t ut_clock(void);
+
+/* Set up lcores 0..n-1 (main 0). Returns 0 or -errno. */
+int ut_start(unsigned n);
+void ut_stop(void);
+
+/* Make @p id the current lcore (CR_LCORE_NONE: a foreign thread). */
+void ut_set_current(unsigned id);
+/* One turn of @p id (as current); returns its work count. Restores the previous current. */
+unsigned ut_turn(unsigned id);
+/* Turn @p id exactly @p k times; returns total work. */
+unsigned ut_poll_k(unsigned id, unsigned k);
+/* Turn every lcore round robin until a whole round does nothing (at most @p max_rounds).
+ * Returns the number of rounds with work. */
+unsigned ut_poll_until_idle(unsigned max_rounds);
+/* The fake backend of @p id. */
+struct cr_backend *ut_be(unsigned id);
+/* The lcore record of @p id. */
+struct cr_lcore *ut_lcore(unsigned id);
+
+#endif /* UT_LCORES_H */
