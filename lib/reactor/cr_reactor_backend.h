@@ -50,6 +50,8 @@ struct cr_backend_ops {
 	void (*wake_from_lcore)(struct cr_backend *self, struct cr_backend *target);
 	/** Wake @p target's lcore from a thread that is not an lcore. Any thread. */
 	void (*wake_from_foreign)(struct cr_backend *target);
+	/** The driver's I/O operations (struct cr_io_driver_ops, lib/io); NULL if none. */
+	const void *io;
 };
 
 /** Register a driver (drivers do it from a constructor). At most 8. */
@@ -57,6 +59,26 @@ void cr_backend_register(const struct cr_backend_ops *ops);
 
 /** A registered driver by name, or NULL. */
 const struct cr_backend_ops *cr_backend_find(const char *name);
+
+/** The current lcore's backend, or NULL off an lcore. */
+struct cr_backend *cr_reactor_backend(void);
+
+/** The backend ops in use, or NULL before init. */
+const struct cr_backend_ops *cr_reactor_backend_ops(void);
+
+/**
+ * A library above the reactor (lib/io, lib/net, ...) that keeps per-lcore state.
+ * lcore_start runs on the lcore after its backend is up and before the app's start hook;
+ * lcore_stop runs on the lcore after the app's stop hook, before the backend goes.
+ */
+struct cr_reactor_module {
+	const char *name;
+	int (*lcore_start)(unsigned lcore);
+	void (*lcore_stop)(unsigned lcore);
+};
+
+/** Register a module (from a constructor). At most 8. */
+void cr_reactor_module_register(const struct cr_reactor_module *m);
 
 /** Register @p ops at load time. */
 #define CR_BACKEND_REGISTER(ops)                                                           \

@@ -77,3 +77,59 @@ cr__select_backend(const struct cr_eal_config *cfg, const struct cr_backend_ops 
 	}
 	return 0;
 }
+
+#define MAX_MODULES 8
+
+static const struct cr_reactor_module *modules[MAX_MODULES];
+static unsigned n_modules;
+
+void
+cr_reactor_module_register(const struct cr_reactor_module *m)
+{
+	if (n_modules < MAX_MODULES)
+		modules[n_modules++] = m;
+}
+
+int
+cr__modules_start(unsigned lcore)
+{
+	unsigned i;
+	int rc;
+
+	for (i = 0; i < n_modules; i++) {
+		if (modules[i]->lcore_start == NULL)
+			continue;
+		rc = modules[i]->lcore_start(lcore);
+		if (rc != 0) {
+			CR_LOG(log_backend, ERR, "lcore %u: module %s failed to start: %s", lcore,
+			       modules[i]->name, cr_strerror(rc));
+			while (i-- > 0)
+				if (modules[i]->lcore_stop != NULL)
+					modules[i]->lcore_stop(lcore);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+void
+cr__modules_stop(unsigned lcore)
+{
+	unsigned i = n_modules;
+
+	while (i-- > 0)
+		if (modules[i]->lcore_stop != NULL)
+			modules[i]->lcore_stop(lcore);
+}
+
+struct cr_backend *
+cr_reactor_backend(void)
+{
+	return cr__cur != NULL ? cr__cur->be_own : NULL;
+}
+
+const struct cr_backend_ops *
+cr_reactor_backend_ops(void)
+{
+	return cr__rt.ops;
+}

@@ -128,6 +128,8 @@ int cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info);
 void cr__lcore_teardown(struct cr_lcore *lc);
 int cr__lcore_backend_start(struct cr_lcore *lc);
 void cr__lcore_backend_stop(struct cr_lcore *lc);
+int cr__modules_start(unsigned lcore);
+void cr__modules_stop(unsigned lcore);
 int cr__select_backend(const struct cr_eal_config *cfg, const struct cr_backend_ops **out);
 
 /* Deterministic harness: set up every lcore of @p table on the calling thread, with

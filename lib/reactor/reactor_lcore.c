@@ -130,13 +130,18 @@ cr__lcore_backend_stop(struct cr_lcore *lc)
 	atomic_store_explicit(&lc->be, NULL, memory_order_release);
 }
 
-static void
+static int
 lcore_enter(struct cr_lcore *lc)
 {
+	int rc = cr__modules_start(lc->id);
+
+	if (rc != 0)
+		return rc;
 	if (cr__rt.hooks.on_lcore_start != NULL)
 		cr__rt.hooks.on_lcore_start(lc->id, cr__rt.hooks.arg);
 	/* release: the start hook's set-up is visible to whoever sees RUNNING */
 	atomic_store_explicit(&lc->state, CR_LCORE_RUNNING, memory_order_release);
+	return 0;
 }
 
 static void
@@ -144,6 +149,7 @@ lcore_leave(struct cr_lcore *lc)
 {
 	if (cr__rt.hooks.on_lcore_stop != NULL)
 		cr__rt.hooks.on_lcore_stop(lc->id, cr__rt.hooks.arg);
+	cr__modules_stop(lc->id);
 	cr__lcore_backend_stop(lc);
 	atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
 }
@@ -156,12 +162,13 @@ lcore_thread(void *arg)
 
 	cr__cur = lc;
 	rc = cr__lcore_backend_start(lc);
+	if (rc == 0)
+		rc = lcore_enter(lc);
 	if (rc != 0) {
 		lc->start_err = rc;
 		atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
 		return NULL;
 	}
-	lcore_enter(lc);
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
 	cr__cur = NULL;
@@ -283,9 +290,10 @@ cr__sim_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *table
 
 		cr__cur = lc;
 		rc = cr__lcore_backend_start(lc);
+		if (rc == 0)
+			rc = lcore_enter(lc);
 		if (rc != 0)
 			break;
-		lcore_enter(lc);
 	}
 	cr__cur = NULL;
 	if (rc != 0)
@@ -351,9 +359,10 @@ cr_reactor_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *ta
 	}
 	if (rc == 0)
 		rc = wait_started();
+	if (rc == 0)
+		rc = lcore_enter(main_lc);
 	if (rc != 0)
 		goto out_stop;
-	lcore_enter(main_lc);
 	return 0;
 
 out_stop:

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Asynchronous I/O on the current lcore: ops in per-lcore slots named by
+ * (index, generation) handles (DESIGN.md rule 6), submitted through the lcore's driver
+ * (io_uring or epoll) and completed by callbacks in a later phase of the loop — never
+ * from inside the submitting call.
+ *
+ * Every function here is lcore-only: an op belongs to the lcore that started it, and its
+ * callback runs there.
+ *
+ * Lifetimes. Memory an op names (a send buffer, a msghdr and its iovecs and address, a
+ * read buffer) must stay valid until the op's final completion (one without
+ * CR_IO_F_MORE), or, after cr_io_abandon(), until its release callback runs. Receive
+ * buffers of multishot recv belong to lib/io; the callback borrows one and gives it back
+ * with cr_io_buf_release().
+ */
+#ifndef CR_IO_H
+#define CR_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "cr_ring.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** An op handle: slot index and generation. 0 is never a valid handle. */
+typedef uint64_t cr_op_id;
+
+/** More completions of this op follow (multishot accept / recv). */
+#define CR_IO_F_MORE 0x1u
+/** A receive buffer is attached: cqe->buf, cqe->res bytes, give back cqe->buf_id. */
+#define CR_IO_F_BUFFER 0x2u
+
+/** One completion as a callback sees it. */
+struct cr_io_cqe {
+	int32_t res;	 /**< >= 0: result (bytes, new fd, 0 at EOF); < 0: -errno */
+	uint32_t flags;	 /**< CR_IO_F_* */
+	void *buf;	 /**< with CR_IO_F_BUFFER: the received data */
+	uint32_t buf_id; /**< with CR_IO_F_BUFFER: for cr_io_buf_release() */
+};
+
+/**
+ * Completion callback; runs on the op's lcore. For a multishot op it runs once per
+ * completion; the last one has no CR_IO_F_MORE, and the handle is dead after it.
+ */
+typedef void (*cr_io_fn)(void *ctx, const struct cr_io_cqe *cqe);
+
+/**
+ * Start a multishot accept on listening socket @p lfd. Each completion's res is a new
+ * connected socket (nonblocking, close-on-exec) or -errno. On -EMFILE/-ENFILE/-ENOBUFS the
+ * op ends (no CR_IO_F_MORE): the owner decides when to start accepting again.
+ * @return a handle, or 0 with errno EPERM (off lcore), ENOTSUP (no io driver),
+ *         ENOSPC (no free op slot) or another errno from the driver.
+ */
+cr_op_id cr_io_accept(int lfd, cr_io_fn fn, void *ctx);
+
+/**
+ * Start a multishot receive on stream socket @p fd into lib/io's per-lcore receive buffers.
+ * Completions carry CR_IO_F_BUFFER and res bytes; res 0 is EOF (final), res < 0 an error
+ * (final). If the buffers run out the driver re-arms by itself: no byte is lost or
+ * reordered, the owner only sees data arrive later.
+ * @return a handle or 0 with errno as cr_io_accept().
+ */
+cr_op_id cr_io_recv(int fd, cr_io_fn fn, void *ctx);
+
+/** Give a receive buffer back. On the lcore that received it. */
+void cr_io_buf_release(uint32_t buf_id);
+
+/** Size in bytes of each receive buffer on this lcore. */
+uint32_t cr_io_buf_size(void);
+
+/**
+ * Send @p len bytes of @p buf on @p fd (MSG_NOSIGNAL: a closed peer is -EPIPE, never a
+ * signal). One completion with the bytes sent, which may be fewer than @p len (the caller
+ * resends the rest) or -errno. @p buf must stay valid until it runs.
+ * Large sends may use zero-copy (SEND_ZC); the completion then runs only once the kernel
+ * has released @p buf.
+ */
+cr_op_id cr_io_send(int fd, const void *buf, size_t len, cr_io_fn fn, void *ctx);
+
+/** sendmsg(2) with MSG_NOSIGNAL; @p msg and everything it points to live until completion. */
+cr_op_id cr_io_sendmsg(int fd, const struct msghdr *msg, cr_io_fn fn, void *ctx);
+
+/** recvmsg(2) into the caller's @p msg (for UDP); one completion. */
+cr_op_id cr_io_recvmsg(int fd, struct msghdr *msg, cr_io_fn fn, void *ctx);
+
+/**
+ * Connect nonblocking socket @p fd to @p addr (copied). One completion: 0 or -errno;
+ * -ETIMEDOUT if @p timeout_ns (0 = none) passed first (the attempt is then cancelled).
+ */
+cr_op_id cr_io_connect(int fd, const struct sockaddr *addr, socklen_t addrlen,
+		       uint64_t timeout_ns, cr_io_fn fn, void *ctx);
+
+/** pread(2)-like read of a file at @p offset. One completion: bytes or -errno. */
+cr_op_id cr_io_read(int fd, void *buf, size_t len, uint64_t offset, cr_io_fn fn, void *ctx);
+
+/** pwrite(2)-like write. One completion: bytes or -errno. */
+cr_op_id cr_io_write(int fd, const void *buf, size_t len, uint64_t offset, cr_io_fn fn,
+		     void *ctx);
+
+/** fsync(2). One completion: 0 or -errno. */
+cr_op_id cr_io_fsync(int fd, cr_io_fn fn, void *ctx);
+
+/**
+ * Set a deadline on op @p id: if it has not completed @p timeout_ns from now, it is
+ * cancelled and its (final) completion reports -ETIMEDOUT.
+ * @return 0, -ENOENT (no such live op), -EPERM off its lcore.
+ */
+int cr_io_set_deadline(cr_op_id id, uint64_t timeout_ns);
+
+/**
+ * Cancel op @p id: the kernel is asked to stop it, and its callback still runs for its
+ * final completion (typically -ECANCELED, or the result if it completed first): exactly
+ * one outcome.
+ * @return 0, -ENOENT (no such live op: it already completed or was abandoned).
+ */
+int cr_io_cancel(cr_op_id id);
+
+/**
+ * Abandon op @p id: cancel it and never call its callback again. The slot, and any memory
+ * the op names, stay in the kernel's hands until its final CQE; then lib/io releases what
+ * it owns (receive buffers) and runs @p release(@p arg) if non-NULL, so the owner knows
+ * its memory is free. Use this when destroying the owner.
+ * @return 0, -ENOENT (no such live op; @p release is not called).
+ */
+int cr_io_abandon(cr_op_id id, cr_msg_fn release, void *arg);
+
+/** True while @p id names a live, not abandoned op. */
+bool cr_io_live(cr_op_id id);
+
+/** Ops in flight on this lcore, abandoned ones included. */
+unsigned cr_io_inflight(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CR_IO_H */

@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Op slots with generation handles (DESIGN.md rule 6). Each lcore has a table of slots
+ * sized at start; a handle is (index, generation) and a completion whose generation is
+ * not the slot's live one calls nothing. At lcore stop every op still in flight is
+ * abandoned and its CQE awaited; if that cannot finish, the process aborts rather than
+ * let the kernel write into freed memory.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cr_io_driver.h"
+#include "cr_log.h"
+#include "cr_reactor.h"
+
+CR_LOG_COMPONENT(log_io, "lib.io");
+
+#define GEN_SHIFT (CR_OP_TAG_BITS + CR_OP_INDEX_BITS)
+#define STOP_WAIT_NS (10ull * 1000 * 1000 * 1000)
+
+void (*cr__io_fault_hook)(const struct cr_op *op, struct cr_io_cqe *cqe);
+
+struct io_lcore {
+	struct cr_op *ops;
+	unsigned cap;
+	struct cr_op *free;
+	unsigned inflight;
+	struct cr_backend *be;
+	const struct cr_io_driver_ops *drv;
+};
+
+static struct io_lcore io_lcores[CR_MAX_LCORES];
+
+static struct io_lcore *
+cur_io(void)
+{
+	unsigned id = cr_lcore_id();
+
+	if (id == CR_LCORE_NONE) {
+		errno = EPERM;
+		return NULL;
+	}
+	if (io_lcores[id].drv == NULL) {
+		errno = ENOTSUP;
+		return NULL;
+	}
+	return &io_lcores[id];
+}
+
+static uint64_t
+make_id(uint32_t index, uint64_t gen)
+{
+	return (gen << GEN_SHIFT) | ((uint64_t)index << CR_OP_TAG_BITS);
+}
+
+static struct cr_op *
+lookup(struct io_lcore *io, cr_op_id id)
+{
+	uint32_t index = (uint32_t)(id >> CR_OP_TAG_BITS) & (CR_OP_MAX - 1);
+	struct cr_op *op;
+
+	if (id == 0 || index >= io->cap)
+		return NULL;
+	op = &io->ops[index];
+	return op->state != CR_OP_FREE && op->id == id ? op : NULL;
+}
+
+static void deadline_fired(struct cr_timer *t, void *arg);
+
+static struct cr_op *
+op_get(struct io_lcore *io, enum cr_op_kind kind, int fd, cr_io_fn fn, void *ctx)
+{
+	struct cr_op *op = io->free;
+
+	if (op == NULL) {
+		errno = ENOSPC;
+		return NULL;
+	}
+	io->free = op->next_free;
+	op->kind = (uint8_t)kind;
+	op->fd = fd;
+	op->fn = fn;
+	op->ctx = ctx;
+	op->release = NULL;
+	op->release_arg = NULL;
+	op->timed_out = false;
+	op->cancel_sent = false;
+	memset(op->drv, 0, sizeof(op->drv));
+	return op;
+}
+
+static void
+op_put(struct io_lcore *io, struct cr_op *op)
+{
+	/* A new generation: any handle to the old one is dead from here on. */
+	op->id = make_id(op->index, (op->id >> GEN_SHIFT) + 1);
+	op->state = CR_OP_FREE;
+	op->next_free = io->free;
+	io->free = op;
+}
+
+static cr_op_id
+op_submit(struct io_lcore *io, struct cr_op *op)
+{
+	int rc;
+
+	op->state = CR_OP_LIVE;
+	rc = io->drv->submit(io->be, op);
+	if (rc != 0) {
+		op_put(io, op);
+		errno = -rc;
+		return 0;
+	}
+	io->inflight++;
+	return op->id;
+}
+
+cr_op_id
+cr_io_accept(int lfd, cr_io_fn fn, void *ctx)
+{
+	struct io_lcore *io = cur_io();
+	struct cr_op *op;
+
+	if (io == NULL || (op = op_get(io, CR_OP_ACCEPT, lfd, fn, ctx)) == NULL)
+		return 0;
+	return op_submit(io, op);
+}
+
+cr_op_id
+cr_io_recv(int fd, cr_io_fn fn, void *ctx)
+{
+	struct io_lcore *io = cur_io();
+	struct cr_op *op;
+
+	if (io == NULL || (op = op_get(io, CR_OP_RECV, fd, fn, ctx)) == NULL)
+		return 0;
+	return op_submit(io, op);
+}
+
+static cr_op_id
+rw_op(enum cr_op_kind kind, int fd, void *buf, size_t len, uint64_t off, cr_io_fn fn,
+      void *ctx)
+{
+	struct io_lcore *io = cur_io();
+	struct cr_op *op;
+
+	if (io == NULL || (op = op_get(io, kind, fd, fn, ctx)) == NULL)
+		return 0;
+	op->u.rw.buf = buf;
+	op->u.rw.len = len;
+	op->u.rw.off = off;
+	return op_submit(io, op);
+}
+
+cr_op_id
+cr_io_send(int fd, const void *buf, size_t len, cr_io_fn fn, void *ctx)
+{
+	return rw_op(CR_OP_SEND, fd, (void *)(uintptr_t)buf, len, 0, fn, ctx);
+}
+
+cr_op_id
+cr_io_read(int fd, void *buf, size_t len, uint64_t offset, cr_io_fn fn, void *ctx)
+{
+	return rw_op(CR_OP_READ, fd, buf, len, offset, fn, ctx);
+}
+
+cr_op_id
+cr_io_write(int fd, const void *buf, size_t len, uint64_t offset, cr_io_fn fn, void *ctx)
+{
+	return rw_op(CR_OP_WRITE, fd, (void *)(uintptr_t)buf, len, offset, fn, ctx);
+}
+
+cr_op_id
+cr_io_fsync(int fd, cr_io_fn fn, void *ctx)
+{
+	return rw_op(CR_OP_FSYNC, fd, NULL, 0, 0, fn, ctx);
+}
+
+static cr_op_id
+msg_op(enum cr_op_kind kind, int fd, struct msghdr *msg, cr_io_fn fn, void *ctx)
+{
+	struct io_lcore *io = cur_io();
+	struct cr_op *op;
+
+	if (io == NULL || (op = op_get(io, kind, fd, fn, ctx)) == NULL)
+		return 0;
+	op->u.msg.msg = msg;
+	return op_submit(io, op);
+}
+
+cr_op_id
+cr_io_sendmsg(int fd, const struct msghdr *msg, cr_io_fn fn, void *ctx)
+{
+	return msg_op(CR_OP_SENDMSG, fd, (struct msghdr *)(uintptr_t)msg, fn, ctx);
+}
+
+cr_op_id
+cr_io_recvmsg(int fd, struct msghdr *msg, cr_io_fn fn, void *ctx)
+{
+	return msg_op(CR_OP_RECVMSG, fd, msg, fn, ctx);
+}
+
+cr_op_id
+cr_io_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, uint64_t timeout_ns,
+	      cr_io_fn fn, void *ctx)
+{
+	struct io_lcore *io = cur_io();
+	struct cr_op *op;
+	cr_op_id id;
+
+	if (io == NULL)
+		return 0;
+	if (addrlen > sizeof(op->u.connect.addr)) {
+		errno = EINVAL;
+		return 0;
+	}
+	op = op_get(io, CR_OP_CONNECT, fd, fn, ctx);
+	if (op == NULL)
+		return 0;
+	memcpy(&op->u.connect.addr, addr, addrlen);
+	op->u.connect.len = addrlen;
+	id = op_submit(io, op);
+	if (id != 0 && timeout_ns != 0)
+		cr_io_set_deadline(id, timeout_ns);
+	return id;
+}
+
+static void
+send_cancel(struct io_lcore *io, struct cr_op *op)
+{
+	int rc;
+
+	if (op->cancel_sent)
+		return;
+	op->cancel_sent = true;
+	rc = io->drv->cancel(io->be, op);
+	if (rc != 0 && rc != -ENOENT && rc != -EALREADY)
+		CR_LOG(log_io, WARNING, "cancel of op %#llx failed: %s",
+		       (unsigned long long)op->id, cr_strerror(rc));
+}
+
+static void
+deadline_fired(struct cr_timer *t, void *arg)
+{
+	struct cr_op *op = arg;
+	struct io_lcore *io = &io_lcores[cr_lcore_id()];
+
+	(void)t;
+	op->timed_out = true;
+	send_cancel(io, op);
+}
+
+int
+cr_io_set_deadline(cr_op_id id, uint64_t timeout_ns)
+{
+	struct io_lcore *io = cur_io();
+	struct cr_op *op;
+
+	if (io == NULL)
+		return -errno;
+	op = lookup(io, id);
+	if (op == NULL || op->state != CR_OP_LIVE)
+		return -ENOENT;
+	cr_timer_start(&op->deadline, timeout_ns);
+	return 0;
+}
+
+int
+cr_io_cancel(cr_op_id id)
+{
+	struct io_lcore *io = cur_io();
+	struct cr_op *op;
+
+	if (io == NULL)
+		return -errno;
+	op = lookup(io, id);
+	if (op == NULL || op->state != CR_OP_LIVE)
+		return -ENOENT;
+	send_cancel(io, op);
+	return 0;
+}
+
+int
+cr_io_abandon(cr_op_id id, cr_msg_fn release, void *arg)
+{
+	struct io_lcore *io = cur_io();
+	struct cr_op *op;
+
+	if (io == NULL)
+		return -errno;
+	op = lookup(io, id);
+	if (op == NULL || op->state != CR_OP_LIVE)
+		return -ENOENT;
+	op->state = CR_OP_ABANDONED;
+	op->release = release;
+	op->release_arg = arg;
+	cr_timer_stop(&op->deadline);
+	send_cancel(io, op);
+	return 0;
+}
+
+bool
+cr_io_live(cr_op_id id)
+{
+	struct io_lcore *io = cur_io();
+	struct cr_op *op;
+
+	if (io == NULL)
+		return false;
+	op = lookup(io, id);
+	return op != NULL && op->state == CR_OP_LIVE;
+}
+
+unsigned
+cr_io_inflight(void)
+{
+	struct io_lcore *io = cur_io();
+
+	return io != NULL ? io->inflight : 0;
+}
+
+void
+cr_io_buf_release(uint32_t buf_id)
+{
+	struct io_lcore *io = cur_io();
+
+	if (io != NULL)
+		io->drv->buf_release(io->be, buf_id);
+}
+
+uint32_t
+cr_io_buf_size(void)
+{
+	struct io_lcore *io = cur_io();
+
+	return io != NULL ? io->drv->buf_size(io->be) : 0;
+}
+
+void
+cr_io_complete(uint64_t user_data, int32_t res, uint32_t flags, void *buf, uint32_t buf_id)
+{
+	struct io_lcore *io = &io_lcores[cr_lcore_id()];
+	struct cr_io_cqe cqe = {res, flags, buf, buf_id};
+	struct cr_op *op = lookup(io, user_data);
+	bool final = !(flags & CR_IO_F_MORE);
+	cr_io_fn fn;
+	void *ctx;
+
+	if (op == NULL) {
+		/* A generation no longer live: nothing to call, only the buffer to return. */
+		CR_LOG(log_io, DEBUG, "stale completion %#llx res %d",
+		       (unsigned long long)user_data, res);
+		if (flags & CR_IO_F_BUFFER)
+			io->drv->buf_release(io->be, buf_id);
+		return;
+	}
+	if (final)
+		cr_timer_stop(&op->deadline);
+	if (op->state == CR_OP_ABANDONED) {
+		if (flags & CR_IO_F_BUFFER)
+			io->drv->buf_release(io->be, buf_id);
+		if (final) {
+			cr_msg_fn release = op->release;
+			void *arg = op->release_arg;
+
+			io->inflight--;
+			op_put(io, op);
+			if (release != NULL)
+				release(arg);
+		}
+		return;
+	}
+	if (final && op->timed_out && res == -ECANCELED)
+		cqe.res = -ETIMEDOUT;
+	if (cr__io_fault_hook != NULL)
+		cr__io_fault_hook(op, &cqe);
+	fn = op->fn;
+	ctx = op->ctx;
+	if (final) {
+		/* Retire the slot first: the callback may start a new op in it. */
+		io->inflight--;
+		op_put(io, op);
+	}
+	fn(ctx, &cqe);
+}
+
+/* ---- per-lcore set-up and the retirement of everything in flight at stop ---- */
+
+static int
+io_lcore_start(unsigned lcore)
+{
+	const struct cr_backend_ops *bops = cr_reactor_backend_ops();
+	struct io_lcore *io = &io_lcores[lcore];
+	struct cr_io_config cfg = {CR_IO_BUFS, CR_IO_BUF_SIZE, CR_IO_ZC_THRESHOLD};
+	unsigned i;
+	int rc;
+
+	memset(io, 0, sizeof(*io));
+	if (bops == NULL || bops->io == NULL)
+		return 0; /* a backend without I/O (the test harness): ops fail with ENOTSUP */
+	io->cap = CR_IO_OPS;
+	io->ops = cr_numa_zalloc(sizeof(*io->ops) * io->cap, cr_lcore_numa(lcore));
+	if (io->ops == NULL)
+		return -ENOMEM;
+	for (i = io->cap; i-- > 0;) {
+		struct cr_op *op = &io->ops[i];
+
+		op->index = i;
+		op->id = make_id(i, 1);
+		cr_timer_init(&op->deadline, deadline_fired, op);
+		op->next_free = io->free;
+		io->free = op;
+	}
+	io->be = cr_reactor_backend();
+	rc = ((const struct cr_io_driver_ops *)bops->io)->init(io->be, &cfg);
+	if (rc != 0) {
+		cr_numa_free(io->ops);
+		memset(io, 0, sizeof(*io));
+		return rc;
+	}
+	io->drv = bops->io;
+	return 0;
+}
+
+static void
+io_lcore_stop(unsigned lcore)
+{
+	const struct cr_backend_ops *bops = cr_reactor_backend_ops();
+	struct io_lcore *io = &io_lcores[lcore];
+	uint64_t deadline, wakes = 0;
+	unsigned i;
+
+	if (io->drv == NULL)
+		return;
+	for (i = 0; i < io->cap; i++)
+		if (io->ops[i].state == CR_OP_LIVE)
+			cr_io_abandon(io->ops[i].id, NULL, NULL);
+	/* The kernel may still write into what these ops name: wait for every CQE. */
+	deadline = cr_clock_ns() + STOP_WAIT_NS;
+	while (io->inflight != 0) {
+		bops->submit(io->be);
+		if (bops->poll(io->be, 256, &wakes) == 0)
+			bops->park(io->be, 1000 * 1000);
+		if (cr_clock_ns() > deadline) {
+			CR_LOG(log_io, ERR,
+			       "lcore %u: %u ops still in flight after cancel; aborting rather "
+			       "than free memory the kernel may write",
+			       lcore, io->inflight);
+			abort();
+		}
+	}
+	io->drv->fini(io->be);
+	cr_numa_free(io->ops);
+	memset(io, 0, sizeof(*io));
+}
+
+static const struct cr_reactor_module io_module = {
+	.name = "io",
+	.lcore_start = io_lcore_start,
+	.lcore_stop = io_lcore_stop,
+};
+
+__attribute__((constructor)) static void
+io_register(void)
+{
+	cr_reactor_module_register(&io_module);
+}
