@@ -238,7 +238,7 @@ static const struct common_opt common_opts[] = {
 	{
 		.o = {.name = "telemetry",
 		      .metavar = "PATH|off",
-		      .help = "telemetry unix socket, or off (default: under $XDG_RUNTIME_DIR)",
+		      .help = "telemetry socket path, or off (parsed; the socket is not built yet)",
 		      .accepted = "off or a socket path of at most 107 bytes"},
 		.apply = set_telemetry,
 	},
@@ -253,7 +253,7 @@ static const struct common_opt common_opts[] = {
 	{
 		.o = {.name = "shutdown-timeout",
 		      .metavar = "SECONDS",
-		      .help = "bound on a graceful shutdown (default: 10)",
+		      .help = "bound on a graceful shutdown (default: 10; parsed, not used yet)",
 		      .accepted = "a number of seconds >= 0, e.g. 0.5 or 10"},
 		.apply = set_shutdown_timeout,
 	},
