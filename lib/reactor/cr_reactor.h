@@ -40,7 +40,10 @@ enum cr_lcore_state {
 struct cr_reactor_hooks {
 	/** On lcore @p lcore, before its first turn (each incarnation). */
 	void (*on_lcore_start)(unsigned lcore, void *arg);
-	/** On lcore @p lcore after its last message ran, before its thread ends. */
+	/**
+	 * On lcore @p lcore after its last message ran, before its thread ends. The loop is
+	 * over: cr_send(), cr_call() and cr_defer() from here fail with -ESHUTDOWN.
+	 */
 	void (*on_lcore_stop)(unsigned lcore, void *arg);
 	void *arg;
 };
@@ -74,7 +77,12 @@ int cr_reactor_run(void);
  */
 void cr_reactor_stop(void);
 
-/** Join the lcore threads and free everything. After cr_reactor_run() returned. */
+/**
+ * Join the lcore threads and free everything. After cr_reactor_run() returned. Threads
+ * that are not lcores must have stopped calling cr_send() (after the stop their sends fail
+ * with -ESHUTDOWN, but fini frees the rings); cr_reactor_stop() and cr_lcore_stats() stay
+ * safe from any thread.
+ */
 void cr_reactor_fini(void);
 
 /** The calling thread's lcore id, or CR_LCORE_NONE. */

@@ -16,6 +16,8 @@ cr_defer(cr_msg_fn fn, void *arg)
 		return -EPERM;
 	if (fn == NULL)
 		return -EINVAL;
+	if (lc->gone)
+		return -ESHUTDOWN;
 	if (lc->defer_tail - lc->defer_head == CR_DEFER_CAP)
 		return -EAGAIN;
 	m = &lc->defer[lc->defer_tail++ & (CR_DEFER_CAP - 1)];

@@ -43,7 +43,8 @@ struct lcore_counters {
 struct outbox {
 	struct cr_msg msgs[CR_SEND_FLUSH];
 	uint16_t n;
-	bool held; /* we hold the target's mailbox admission while n > 0 */
+	bool held;   /* we hold the target's mailbox admission while n > 0 */
+	bool listed; /* the target is in the sender's dirty list */
 };
 
 struct cr_poller {
@@ -61,7 +62,7 @@ struct cr_lcore {
 	unsigned id;
 	unsigned cpu;
 	int numa;
-	bool exists; /* selected in the lcore table */
+	_Atomic bool exists; /* selected in the lcore table; read by any thread */
 	bool is_main;
 
 	/* Shared, rarely written. */
@@ -69,6 +70,7 @@ struct cr_lcore {
 	_Atomic uint64_t incarnation;	/* bumped at every start */
 	_Atomic(struct cr_backend *) be; /* release at start: pairs with wake_if_parked() */
 	int start_err;
+	_Atomic bool started; /* reached RUNNING once in this incarnation */
 
 	/* Park flag on its own line: set by the owner, claimed (CAS 1 -> 0) by a waker. */
 	_Alignas(64) _Atomic int parked;
@@ -95,6 +97,7 @@ struct cr_lcore {
 	unsigned n_active_pollers;
 	uint64_t spin_ns, spin_min_ns, spin_max_ns;
 	bool closing; /* stop seen: mailbox will close once calls_out == 0 */
+	bool gone;    /* the loop has ended: sends and defers fail with -ESHUTDOWN */
 	const struct cr_backend_ops *ops;
 	struct cr_backend *be_own; /* same as be, without the atomic load */
 	void *thread;
@@ -107,9 +110,10 @@ struct cr_runtime {
 	const struct cr_backend_ops *ops;
 	struct cr_cpuset set;
 	unsigned main_lcore;
-	bool up;
+	_Atomic bool up;
 	bool sim; /* deterministic harness: no threads */
 	_Atomic bool stop;
+	_Atomic unsigned stoppers; /* foreign cr_reactor_stop() calls in progress */
 	uint64_t (*clock)(void);
 };
 
@@ -120,7 +124,10 @@ extern _Thread_local struct cr_lcore *cr__cur;
 static inline struct cr_lcore *
 cr__lcore(unsigned id)
 {
-	return id < CR_MAX_LCORES && cr__lcores[id].exists ? &cr__lcores[id] : NULL;
+	return id < CR_MAX_LCORES &&
+			       atomic_load_explicit(&cr__lcores[id].exists, memory_order_acquire)
+		       ? &cr__lcores[id]
+		       : NULL;
 }
 
 /* reactor_lcore.c: per-lcore set-up and tear-down, shared with the harness. */

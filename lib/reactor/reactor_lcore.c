@@ -56,6 +56,8 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->calls_out = 0;
 	lc->defer_head = lc->defer_tail = 0;
 	lc->closing = false;
+	lc->gone = false;
+	atomic_store_explicit(&lc->started, false, memory_order_relaxed);
 	if (cr_eal_is_vm()) {
 		lc->spin_min_ns = SPIN_MIN_VM_NS;
 		lc->spin_max_ns = SPIN_MAX_VM_NS;
@@ -68,7 +70,7 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->now = cr__rt.clock();
 	atomic_store_explicit(&lc->parked, 0, memory_order_relaxed);
 	atomic_store_explicit(&lc->state, CR_LCORE_STARTING, memory_order_relaxed);
-	lc->exists = true;
+	atomic_store_explicit(&lc->exists, true, memory_order_release);
 	return 0;
 
 out_free_wheel:
@@ -85,7 +87,7 @@ out_free:
 void
 cr__lcore_teardown(struct cr_lcore *lc)
 {
-	if (!lc->exists)
+	if (!atomic_load_explicit(&lc->exists, memory_order_relaxed))
 		return;
 	if (lc->be_own != NULL) {
 		lc->ops->fini(lc->be_own);
@@ -99,7 +101,7 @@ cr__lcore_teardown(struct cr_lcore *lc)
 	lc->wheel = NULL;
 	lc->out = NULL;
 	lc->defer = NULL;
-	lc->exists = false;
+	atomic_store_explicit(&lc->exists, false, memory_order_release);
 	atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_relaxed);
 }
 
@@ -141,12 +143,15 @@ lcore_enter(struct cr_lcore *lc)
 		cr__rt.hooks.on_lcore_start(lc->id, cr__rt.hooks.arg);
 	/* release: the start hook's set-up is visible to whoever sees RUNNING */
 	atomic_store_explicit(&lc->state, CR_LCORE_RUNNING, memory_order_release);
+	atomic_store_explicit(&lc->started, true, memory_order_release);
 	return 0;
 }
 
 static void
 lcore_leave(struct cr_lcore *lc)
 {
+	/* Nothing would flush or run what the hooks send or defer from here on. */
+	lc->gone = true;
 	if (cr__rt.hooks.on_lcore_stop != NULL)
 		cr__rt.hooks.on_lcore_stop(lc->id, cr__rt.hooks.arg);
 	cr__modules_stop(lc->id);
@@ -199,7 +204,9 @@ wait_started(void)
 		while ((st = atomic_load_explicit(&lc->state, memory_order_acquire)) ==
 		       CR_LCORE_STARTING)
 			sleep_us(50);
-		if (st == CR_LCORE_OFFLINE && rc == 0) {
+		/* OFFLINE after a start is an lcore that already saw a stop, not a failure. */
+		if (st == CR_LCORE_OFFLINE && rc == 0 &&
+		    !atomic_load_explicit(&lc->started, memory_order_acquire)) {
 			rc = lc->start_err != 0 ? lc->start_err : -EIO;
 			CR_LOG(log_reactor, ERR, "lcore %u failed to start: %s", lc->id,
 			       cr_strerror(rc));
@@ -230,7 +237,7 @@ teardown_all(void)
 
 	for (i = 0; i < CR_MAX_LCORES; i++)
 		cr__lcore_teardown(&cr__lcores[i]);
-	cr__rt.up = false;
+	atomic_store(&cr__rt.up, false);
 	cr__cur = NULL;
 }
 
@@ -265,7 +272,7 @@ setup_records(const struct cr_eal_config *cfg, const struct cr_lcore_table *tabl
 		}
 		lc->is_main = lc->id == table->main_lcore;
 	}
-	cr__rt.up = true;
+	atomic_store(&cr__rt.up, true);
 	return 0;
 }
 
@@ -276,7 +283,7 @@ cr__sim_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *table
 	unsigned i;
 	int rc;
 
-	if (cr__rt.up)
+	if (atomic_load(&cr__rt.up))
 		return -EALREADY;
 	memset(&cr__rt.hooks, 0, sizeof(cr__rt.hooks));
 	cr__rt.ops = ops;
@@ -317,7 +324,7 @@ cr_reactor_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *ta
 	unsigned i;
 	int rc;
 
-	if (cr__rt.up)
+	if (atomic_load(&cr__rt.up))
 		return -EALREADY;
 	rc = cr__select_backend(cfg, &cr__rt.ops);
 	if (rc != 0)
@@ -379,7 +386,8 @@ cr_reactor_run(void)
 {
 	struct cr_lcore *lc;
 
-	if (!cr__rt.up || cr__rt.sim || !pthread_equal(pthread_self(), main_thread))
+	if (!atomic_load(&cr__rt.up) || cr__rt.sim ||
+	    !pthread_equal(pthread_self(), main_thread))
 		return -EPERM;
 	lc = &cr__lcores[cr__rt.main_lcore];
 	cr__lcore_loop(lc);
@@ -388,26 +396,37 @@ cr_reactor_run(void)
 	return 0;
 }
 
+/*
+ * Any thread, even while cr_reactor_fini() runs: a stopper counts itself in before it
+ * looks at `up`, and fini clears `up` and then waits for the count to drop, so either the
+ * stopper sees the runtime gone or fini waits for it (both seq_cst: one total order).
+ */
 void
 cr_reactor_stop(void)
 {
 	unsigned i;
 
-	if (!cr__rt.up)
-		return;
+	atomic_fetch_add(&cr__rt.stoppers, 1);
+	if (!atomic_load(&cr__rt.up))
+		goto out;
 	/* seq_cst store, then each wake's fence: a parked lcore is woken to see it. */
 	atomic_store_explicit(&cr__rt.stop, true, memory_order_seq_cst);
 	for (i = 0; i < CR_MAX_LCORES; i++)
-		if (cr__lcores[i].exists)
+		if (cr__lcore(i) != NULL)
 			cr__wake_if_parked(NULL, &cr__lcores[i]);
+out:
+	atomic_fetch_sub(&cr__rt.stoppers, 1);
 }
 
 void
 cr_reactor_fini(void)
 {
-	if (!cr__rt.up)
+	if (!atomic_load(&cr__rt.up))
 		return;
 	join_all();
+	atomic_store(&cr__rt.up, false);
+	while (atomic_load(&cr__rt.stoppers) != 0)
+		sleep_us(10);
 	teardown_all();
 }
 

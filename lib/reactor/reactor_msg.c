@@ -77,6 +77,8 @@ cr__flush_outboxes(struct cr_lcore *lc)
 		outbox_flush(lc, t);
 		if (lc->out[t].n != 0)
 			lc->dirty[kept++] = (uint16_t)t;
+		else
+			lc->out[t].listed = false;
 	}
 	lc->n_dirty = kept;
 }
@@ -87,6 +89,8 @@ send_from_lcore(struct cr_lcore *lc, unsigned t, cr_msg_fn fn, void *arg)
 	struct outbox *ob = &lc->out[t];
 	int rc;
 
+	if (lc->gone)
+		return -ESHUTDOWN;
 	if (ob->n == CR_SEND_FLUSH) {
 		outbox_flush(lc, t);
 		if (ob->n == CR_SEND_FLUSH)
@@ -97,6 +101,10 @@ send_from_lcore(struct cr_lcore *lc, unsigned t, cr_msg_fn fn, void *arg)
 		if (rc != 0)
 			return rc;
 		ob->held = true;
+	}
+	/* Once per target, however often a full outbox was flushed this turn. */
+	if (!ob->listed) {
+		ob->listed = true;
 		lc->dirty[lc->n_dirty++] = (uint16_t)t;
 	}
 	ob->msgs[ob->n].fn = fn;
@@ -118,11 +126,14 @@ send_foreign(struct cr_lcore *target, cr_msg_fn fn, void *arg)
 	if (rc != 0)
 		return rc;
 	n = cr_mailbox_put_foreign(&target->mbox, &m, 1);
+	/*
+	 * Wake while still holding admission: the target cannot finish stopping, and so its
+	 * backend cannot be freed, before our wake has touched it.
+	 */
+	if (n != 0)
+		cr__wake_if_parked(NULL, target);
 	cr_mailbox_unadmit(&target->mbox);
-	if (n == 0)
-		return -EAGAIN;
-	cr__wake_if_parked(NULL, target);
-	return 0;
+	return n != 0 ? 0 : -EAGAIN;
 }
 
 int
@@ -261,6 +272,8 @@ call_admissible(struct cr_lcore *lc)
 	if (lc == NULL)
 		return -EPERM;
 	/* A reply could not reach us once our mailbox is closed. */
+	if (lc->gone)
+		return -ESHUTDOWN;
 	if (!cr_mailbox_is_open(&lc->mbox))
 		return -ESHUTDOWN;
 	return 0;

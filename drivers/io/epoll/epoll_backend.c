@@ -134,9 +134,14 @@ wake(struct cr_backend *target)
 {
 	uint64_t one = 1;
 
-	atomic_store_explicit(&target->woken, 1, memory_order_release);
+	/*
+	 * Write first, flag second: the reader drains the eventfd only after seeing the flag,
+	 * so the flag can never be consumed while our write is still to come (which left
+	 * the eventfd readable and every park returning at once).
+	 */
 	if (write(target->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		CR_LOG(log_epoll, ERR, "eventfd wake failed: %s", strerror(errno));
+	atomic_store_explicit(&target->woken, 1, memory_order_release);
 }
 
 static void

@@ -223,7 +223,8 @@ poll(struct cr_backend *be, unsigned budget, uint64_t *wakes)
 static bool
 pending(struct cr_backend *be)
 {
-	return io_uring_cq_ready(&be->ring) != 0 || needs_enter(be);
+	/* An unarmed eventfd read could miss a foreign wake: keep turning until re-armed. */
+	return io_uring_cq_ready(&be->ring) != 0 || needs_enter(be) || !be->efd_armed;
 }
 
 static void

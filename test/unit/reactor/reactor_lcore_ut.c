@@ -206,11 +206,82 @@ test_stop_before_run(void)
 	cr_reactor_fini();
 }
 
+/* Regression: a send from on_lcore_stop (the loop has ended) must fail, not be accepted
+ * into an outbox nobody will flush (which also hung the other lcores' stop). */
+static _Atomic int late_send_rc = 1, late_defer_rc = 1;
+
+static void
+noop(void *arg)
+{
+	(void)arg;
+}
+
+static void
+stop_hook_sends(unsigned id, void *arg)
+{
+	(void)arg;
+	if (id != table.main_lcore) {
+		atomic_store(&late_send_rc, cr_send(table.main_lcore, noop, NULL));
+		atomic_store(&late_defer_rc, cr_defer(noop, NULL));
+	}
+}
+
+static void
+test_send_from_stop_hook_refused(void)
+{
+	const struct cr_reactor_hooks h = {NULL, stop_hook_sends, NULL};
+
+	if (table.n < 2)
+		return;
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &h), 0);
+	cr_reactor_stop();
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	CU_ASSERT_EQUAL(atomic_load(&late_send_rc), -ESHUTDOWN);
+	CU_ASSERT_EQUAL(atomic_load(&late_defer_rc), -ESHUTDOWN);
+	cr_reactor_fini();
+}
+
+/* Regression: cr_reactor_stop() and cr_lcore_stats() from a foreign thread racing the
+ * runtime's start, run and fini (TSan / ASan see any use of freed state). */
+static _Atomic bool hammer_on;
+
+static void *
+hammer(void *arg)
+{
+	struct cr_lcore_stats st;
+
+	(void)arg;
+	while (atomic_load(&hammer_on)) {
+		cr_reactor_stop();
+		cr_lcore_stats(table.lcores[table.n - 1].lcore_id, &st);
+	}
+	return NULL;
+}
+
+static void
+test_foreign_stop_races_fini(void)
+{
+	pthread_t t;
+	int i;
+
+	atomic_store(&hammer_on, true);
+	pthread_create(&t, NULL, hammer, NULL);
+	for (i = 0; i < 30; i++) {
+		CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, NULL), 0);
+		cr_reactor_run();
+		cr_reactor_fini();
+	}
+	atomic_store(&hammer_on, false);
+	pthread_join(t, NULL);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_init_errors),
 	UT_CASE(test_start_pingpong_stop_twice),
 	UT_CASE(test_parked_lcore_wakes),
 	UT_CASE(test_stop_before_run),
+	UT_CASE(test_send_from_stop_hook_refused),
+	UT_CASE(test_foreign_stop_races_fini),
 };
 
 UT_MAIN("reactor_lcore", cases, setup, NULL)

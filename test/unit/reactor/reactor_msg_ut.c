@@ -310,8 +310,45 @@ test_for_each_skips_closed(void)
 	CU_ASSERT_EQUAL(done_count, 1);
 }
 
+/*
+ * Regression: an lcore that fills several targets' mailboxes in one turn flushes each
+ * outbox many times; the list of targets with buffered messages must hold each target
+ * once (it used to gain an entry per flush, overflow, and drop a held outbox, so accepted
+ * messages never ran and the target could never finish stopping).
+ */
+static unsigned flood_ran;
+
+static void
+flood_count(void *arg)
+{
+	(void)arg;
+	flood_ran++;
+}
+
+static void
+test_send_flood_many_targets(void)
+{
+	unsigned accepted = 0, t;
+
+	fresh();
+	flood_ran = 0;
+	ut_set_current(0);
+	for (t = 1; t < NLC; t++)
+		while (cr_send(t, flood_count, NULL) == 0)
+			accepted++;
+	CU_ASSERT(ut_lcore(0)->n_dirty <= NLC);
+	ut_set_current(CR_LCORE_NONE);
+	ut_poll_until_idle(10000);
+	CU_ASSERT_EQUAL(flood_ran, accepted);
+	atomic_store(&cr__rt.stop, true);
+	ut_poll_until_idle(10);
+	for (t = 0; t < NLC; t++)
+		CU_ASSERT_TRUE(cr__lcore_done(ut_lcore(t)));
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_send_bad_lcore),
+	UT_CASE(test_send_flood_many_targets),
 	UT_CASE(test_send_flushes_at_end_of_turn),
 	UT_CASE(test_send_flushes_at_16),
 	UT_CASE(test_send_order_and_exactly_once),
