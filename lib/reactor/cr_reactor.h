@@ -126,6 +126,17 @@ unsigned cr_lcore_next(unsigned prev);
 int cr_send(unsigned lcore, cr_msg_fn fn, void *arg);
 
 /**
+ * Send up to @p n messages to lcore @p lcore as one burst, straight into its mailbox ring:
+ * one admission and one wake check for the whole burst, no copy through the outbox. From
+ * an lcore, anything already buffered for that target is flushed first, so per-target
+ * order holds across cr_send() and cr_send_burst(). Any thread.
+ * @return how many were accepted (a prefix of @p msgs; each runs exactly once), or when
+ *         none was: -EINVAL (no such lcore, n == 0, a NULL fn), -ESHUTDOWN, -EAGAIN (full).
+ *         The caller keeps the args of the messages not accepted.
+ */
+int cr_send_burst(unsigned lcore, const struct cr_msg *msgs, unsigned n);
+
+/**
  * A call in flight; caller-owned storage that must stay valid until @c done has run.
  * Fields are private.
  */

@@ -81,7 +81,8 @@ struct cr_lcore {
 	struct cr_mailbox mbox;
 
 	/* Owner only from here on. */
-	_Alignas(64) uint64_t now;
+	_Alignas(64) uint64_t now; /* start of the current turn */
+	unsigned last_work;	   /* work done by the last turn, for busy/idle accounting */
 	struct outbox *out;		   /* [CR_MAX_LCORES], by target id */
 	uint16_t dirty[CR_MAX_LCORES];	   /* targets with buffered messages */
 	unsigned n_dirty;
@@ -149,7 +150,7 @@ void cr__sim_fini(void);
 /* reactor_loop.c: one turn, the stop check, and the two halves of parking. */
 unsigned cr__lcore_turn(struct cr_lcore *lc);
 bool cr__lcore_done(struct cr_lcore *lc);
-bool cr__lcore_has_work(struct cr_lcore *lc);
+bool cr__lcore_has_work(struct cr_lcore *lc, uint64_t now);
 bool cr__park_prepare(struct cr_lcore *lc);
 void cr__park_commit(struct cr_lcore *lc);
 void cr__lcore_idle(struct cr_lcore *lc);

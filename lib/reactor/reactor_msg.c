@@ -148,6 +148,42 @@ cr_send(unsigned lcore, cr_msg_fn fn, void *arg)
 	return send_from_lcore(cr__cur, lcore, fn, arg);
 }
 
+int
+cr_send_burst(unsigned lcore, const struct cr_msg *msgs, unsigned n)
+{
+	struct cr_lcore *target = cr__lcore(lcore), *lc = cr__cur;
+	unsigned put, i;
+	int rc;
+
+	if (target == NULL || n == 0)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (msgs[i].fn == NULL)
+			return -EINVAL;
+	if (lc != NULL) {
+		if (lc->gone)
+			return -ESHUTDOWN;
+		outbox_flush(lc, lcore);
+		if (lc->out[lcore].n != 0)
+			return -EAGAIN; /* the ring is full behind what we had buffered */
+	}
+	rc = cr_mailbox_admit(&target->mbox);
+	if (rc != 0)
+		return rc;
+	if (lc != NULL)
+		put = cr_mailbox_put(&target->mbox, lc->id, msgs, n);
+	else
+		put = cr_mailbox_put_foreign(&target->mbox, msgs, n);
+	if (put != 0) {
+		if (lc != NULL)
+			CR_STAT_ADD(lc, msgs_out, put);
+		/* before unadmit: see send_foreign() */
+		cr__wake_if_parked(lc, target);
+	}
+	cr_mailbox_unadmit(&target->mbox);
+	return put != 0 ? (int)put : -EAGAIN;
+}
+
 unsigned
 cr__run_mailbox(struct cr_lcore *lc)
 {

@@ -174,7 +174,7 @@ ut_poll_until_idle(unsigned max_rounds)
 				work += ut_turn(id);
 		/* a turn that only flushed sends reports no work, yet its target has some */
 		for (id = 0; id < CR_MAX_LCORES; id++)
-			if (cr__lcore(id) != NULL && cr__lcore_has_work(cr__lcore(id)))
+			if (cr__lcore(id) != NULL && cr__lcore_has_work(cr__lcore(id), ut_now))
 				work++;
 		if (work == 0)
 			break;

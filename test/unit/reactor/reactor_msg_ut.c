@@ -155,6 +155,42 @@ test_send_full_mailbox(void)
 }
 
 static void
+test_send_burst(void)
+{
+	struct cr_msg m[40];
+	unsigned i;
+	int rc;
+
+	fresh();
+	for (i = 0; i < 40; i++) {
+		m[i].fn = record;
+		m[i].arg = (void *)(uintptr_t)(100 + i);
+	}
+	ut_set_current(0);
+	CU_ASSERT_EQUAL(cr_send(1, record, (void *)(uintptr_t)99), 0); /* buffered first */
+	CU_ASSERT_EQUAL(cr_send_burst(1, m, 40), 40);
+	CU_ASSERT_EQUAL(cr_send_burst(NLC, m, 1), -EINVAL);
+	CU_ASSERT_EQUAL(cr_send_burst(1, m, 0), -EINVAL);
+	ut_set_current(CR_LCORE_NONE);
+	ut_poll_until_idle(10);
+	CU_ASSERT_EQUAL(n_order, 41);
+	for (i = 0; i < n_order; i++)
+		CU_ASSERT_EQUAL(order[i], 99 + i); /* the buffered one first: order kept */
+	/* fill the ring: a prefix is accepted, then -EAGAIN */
+	fresh();
+	ut_set_current(0);
+	for (i = 0; (rc = cr_send_burst(2, m, 40)) > 0; i += (unsigned)rc)
+		;
+	CU_ASSERT_EQUAL(rc, -EAGAIN);
+	CU_ASSERT_EQUAL(i, CR_MAILBOX_RING_SIZE - 1);
+	ut_set_current(CR_LCORE_NONE);
+	/* a foreign thread has its own ring into the same mailbox */
+	CU_ASSERT_EQUAL(cr_send_burst(2, m, 40), 40);
+	ut_poll_until_idle(1000);
+	CU_ASSERT_EQUAL(n_order, CR_MAILBOX_RING_SIZE - 1 + 40);
+}
+
+static void
 test_send_to_self(void)
 {
 	fresh();
@@ -353,6 +389,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_send_flushes_at_16),
 	UT_CASE(test_send_order_and_exactly_once),
 	UT_CASE(test_send_full_mailbox),
+	UT_CASE(test_send_burst),
 	UT_CASE(test_send_to_self),
 	UT_CASE(test_send_foreign),
 	UT_CASE(test_mailbox_batch_bound),
