@@ -45,6 +45,14 @@ struct cr_reactor_hooks {
 	 * over: cr_send(), cr_call() and cr_defer() from here fail with -ESHUTDOWN.
 	 */
 	void (*on_lcore_stop)(unsigned lcore, void *arg);
+	/**
+	 * On lcore @p lcore when it starts retiring (cr_lcore_retire(), cr_pool_resize()):
+	 * hand off or close what the app owns there. The lcore keeps serving until that is
+	 * done and its leases are released.
+	 */
+	void (*on_retire)(unsigned lcore, void *arg);
+	/** On every lcore when a shutdown starts: close or finish what the app owns there. */
+	void (*on_shutdown)(unsigned lcore, void *arg);
 	void *arg;
 };
 
@@ -71,11 +79,56 @@ int cr_reactor_init(const struct cr_eal_config *cfg, const struct cr_lcore_table
 int cr_reactor_run(void);
 
 /**
- * Ask every lcore to stop: each closes its mailbox, runs every message it had accepted,
- * waits for the replies of its own outstanding cr_call()s, and leaves its loop. Any thread,
- * any number of times; returns at once.
+ * Ask every lcore to stop: cr_shutdown() with the configured --shutdown-timeout. Each
+ * lcore closes its mailbox, runs every message it had accepted, waits for the replies of
+ * its own outstanding cr_call()s, and leaves its loop. Any thread, any number of times;
+ * returns at once.
  */
 void cr_reactor_stop(void);
+
+/**
+ * Shut down: close admission everywhere (leases, then mailboxes), run the on_shutdown
+ * hooks, and wait for leases, module work (ops in flight, connections, offload jobs) and
+ * the replies of outstanding calls, at most @p timeout_ns; after that the shutdown is
+ * *forced*: leases and connections are no longer waited for, ops are cancelled and their
+ * completions awaited, every accepted message still runs. Any thread, any number of times
+ * (a later call can only bring the deadline closer). cr_reactor_run() returns when every
+ * lcore is OFFLINE.
+ */
+void cr_shutdown(uint64_t timeout_ns);
+
+/** cr_shutdown() with a deadline of now: the forced path at once (a second SIGTERM). */
+void cr_shutdown_force(void);
+
+/**
+ * Retire lcore @p lcore: it leaves the placement pool at once (state RETIRING), runs the
+ * on_retire hook, keeps serving in bounded turns — its mailbox stays open — until its
+ * leases are released and its modules idle, then closes its mailbox, runs what it had
+ * accepted and goes OFFLINE. Then @p done(@p lcore, @p arg) runs on the retired lcore's
+ * thread as its last act, outside any lcore (it may cr_send like a foreign thread).
+ * Any thread.
+ * @return 0; -EINVAL not an lcore; -EBUSY the main lcore (it cannot retire);
+ *         -EALREADY not RUNNING; -ESHUTDOWN the runtime is shutting down.
+ */
+int cr_lcore_retire(unsigned lcore, void (*done)(unsigned lcore, void *arg), void *arg);
+
+/**
+ * Start OFFLINE lcore @p lcore again (a new incarnation): a new pinned thread, backend,
+ * module and app start hooks; it joins the placement pool when RUNNING. Returns once the
+ * thread is launched. Any thread but @p lcore's own.
+ * @return 0; -EINVAL not in the lcore table; -EALREADY not OFFLINE; -ESHUTDOWN shutting
+ *         down; -errno from thread creation.
+ */
+int cr_lcore_start(unsigned lcore);
+
+/**
+ * Start or retire lcores until @p n are RUNNING or STARTING, within the lcore table:
+ * starts the lowest-numbered OFFLINE lcores, retires the highest-numbered RUNNING ones
+ * (never the main lcore). Asynchronous; any thread.
+ * @return 0; -EINVAL n == 0 or above the table size; -ESHUTDOWN; or the first error of
+ *         cr_lcore_start().
+ */
+int cr_pool_resize(unsigned n);
 
 /**
  * Join the lcore threads and free everything. After cr_reactor_run() returned. Threads

@@ -75,10 +75,33 @@ struct cr_reactor_module {
 	const char *name;
 	int (*lcore_start)(unsigned lcore);
 	void (*lcore_stop)(unsigned lcore);
+	/**
+	 * While true, a retiring or shutting-down lcore does not close: the module still has
+	 * work there (ops in flight, connections, offload jobs). @p forced: the shutdown
+	 * timeout passed — return true only for work that must still finish (lcore_stop
+	 * then tears the rest down). May be NULL.
+	 */
+	bool (*lcore_busy)(unsigned lcore, bool forced);
 };
 
 /** Register a module (from a constructor). At most 8. */
 void cr_reactor_module_register(const struct cr_reactor_module *m);
+
+/**
+ * Retirement holds (lib/lease). Take a hold on the current lcore, atomically with its
+ * retirement admission: either the hold is counted before a retire or shutdown starts to
+ * drain, or this fails.
+ * @param incarnation receives the lcore's incarnation, which cr_reactor_unhold() needs.
+ * @return 0; -EPERM off an lcore; -ESHUTDOWN admission closed (retiring, shutting down).
+ */
+int cr_reactor_hold(unsigned *lcore, uint64_t *incarnation);
+
+/**
+ * Drop a hold taken by cr_reactor_hold() and wake the lcore so retirement can progress.
+ * Any thread. A hold of an earlier incarnation (the lcore was torn down and restarted
+ * since) is ignored. @return true if a hold was dropped.
+ */
+bool cr_reactor_unhold(unsigned lcore, uint64_t incarnation);
 
 /** Register @p ops at load time. */
 #define CR_BACKEND_REGISTER(ops)                                                           \

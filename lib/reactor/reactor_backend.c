@@ -122,6 +122,17 @@ cr__modules_stop(unsigned lcore)
 			modules[i]->lcore_stop(lcore);
 }
 
+bool
+cr__modules_busy(unsigned lcore, bool forced)
+{
+	unsigned i;
+
+	for (i = 0; i < n_modules; i++)
+		if (modules[i]->lcore_busy != NULL && modules[i]->lcore_busy(lcore, forced))
+			return true;
+	return false;
+}
+
 struct cr_backend *
 cr_reactor_backend(void)
 {

@@ -71,6 +71,15 @@ struct cr_lcore {
 	_Atomic(struct cr_backend *) be; /* release at start: pairs with wake_if_parked() */
 	int start_err;
 	_Atomic bool started; /* reached RUNNING once in this incarnation */
+	/*
+	 * Retirement admission and holds, one word so that taking a hold and closing are
+	 * totally ordered: incarnation (bits 32-63) | closed (bit 31) | holds (bits 0-30).
+	 */
+	_Atomic uint64_t hold_word;
+	_Atomic bool retire_req;	 /* cr_lcore_retire() asked */
+	void (*retire_done)(unsigned lcore, void *arg);
+	void *retire_done_arg;
+	struct graveyard *graveyard;	 /* backends of earlier incarnations, freed at fini */
 
 	/* Park flag on its own line: set by the owner, claimed (CAS 1 -> 0) by a waker. */
 	_Alignas(64) _Atomic int parked;
@@ -99,6 +108,7 @@ struct cr_lcore {
 	uint64_t spin_ns, spin_min_ns, spin_max_ns;
 	bool closing; /* stop seen: mailbox will close once calls_out == 0 */
 	bool gone;    /* the loop has ended: sends and defers fail with -ESHUTDOWN */
+	bool retire_hooked, shutdown_hooked; /* app hooks run once each */
 	const struct cr_backend_ops *ops;
 	struct cr_backend *be_own; /* same as be, without the atomic load */
 	void *thread;
@@ -115,6 +125,7 @@ struct cr_runtime {
 	bool sim; /* deterministic harness: no threads */
 	_Atomic bool stop;
 	_Atomic unsigned stoppers; /* foreign cr_reactor_stop() calls in progress */
+	_Atomic uint64_t deadline; /* graceful shutdown ends here; forced after (ns) */
 	uint64_t (*clock)(void);
 };
 
@@ -138,6 +149,17 @@ int cr__lcore_backend_start(struct cr_lcore *lc);
 void cr__lcore_backend_stop(struct cr_lcore *lc);
 int cr__modules_start(unsigned lcore);
 void cr__modules_stop(unsigned lcore);
+bool cr__modules_busy(unsigned lcore, bool forced);
+
+#define CR_HOLD_CLOSED (UINT64_C(1) << 31)
+#define CR_HOLD_COUNT_MASK (CR_HOLD_CLOSED - 1)
+
+static inline unsigned
+cr__holds(const struct cr_lcore *lc)
+{
+	return (unsigned)(atomic_load_explicit(&lc->hold_word, memory_order_acquire) &
+			  CR_HOLD_COUNT_MASK);
+}
 int cr__select_backend(const struct cr_eal_config *cfg, const struct cr_backend_ops **out);
 
 /* Deterministic harness: set up every lcore of @p table on the calling thread, with
@@ -146,6 +168,12 @@ int cr__select_backend(const struct cr_eal_config *cfg, const struct cr_backend_
 int cr__sim_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *table,
 		 const struct cr_backend_ops *ops, uint64_t (*clock)(void));
 void cr__sim_fini(void);
+
+/* Lifecycle (reactor_lifecycle.c / reactor_lcore.c) */
+void cr__lifecycle_lock(void);
+void cr__lifecycle_unlock(void);
+int cr__lcore_reset(struct cr_lcore *lc);
+int cr__lcore_spawn(struct cr_lcore *lc);
 
 /* reactor_loop.c: one turn, the stop check, and the two halves of parking. */
 unsigned cr__lcore_turn(struct cr_lcore *lc);

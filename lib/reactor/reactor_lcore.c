@@ -15,6 +15,11 @@
 
 CR_LOG_COMPONENT(log_reactor, "lib.reactor");
 
+struct graveyard {
+	struct cr_backend *be;
+	struct graveyard *next;
+};
+
 struct cr_lcore cr__lcores[CR_MAX_LCORES];
 struct cr_runtime cr__rt = {.clock = cr_clock_ns};
 _Thread_local struct cr_lcore *cr__cur;
@@ -57,6 +62,12 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->defer_head = lc->defer_tail = 0;
 	lc->closing = false;
 	lc->gone = false;
+	lc->retire_hooked = false;
+	lc->shutdown_hooked = false;
+	lc->retire_done = NULL;
+	lc->graveyard = NULL;
+	lc->be_own = NULL;
+	atomic_store_explicit(&lc->retire_req, false, memory_order_relaxed);
 	atomic_store_explicit(&lc->started, false, memory_order_relaxed);
 	if (cr_eal_is_vm()) {
 		lc->spin_min_ns = SPIN_MIN_VM_NS;
@@ -93,6 +104,13 @@ cr__lcore_teardown(struct cr_lcore *lc)
 		lc->ops->fini(lc->be_own);
 		lc->be_own = NULL;
 	}
+	while (lc->graveyard != NULL) {
+		struct graveyard *g = lc->graveyard;
+
+		lc->graveyard = g->next;
+		lc->ops->fini(g->be);
+		free(g);
+	}
 	cr__pollers_free(lc);
 	cr_mailbox_fini(&lc->mbox);
 	cr_timer_wheel_destroy(lc->wheel);
@@ -110,15 +128,30 @@ int
 cr__lcore_backend_start(struct cr_lcore *lc)
 {
 	struct cr_backend *be = NULL;
+	uint64_t inc;
 	int rc;
 
 	rc = lc->ops->init(&be, lc->id, &cr__rt.cfg);
 	if (rc != 0)
 		return rc;
+	if (lc->be_own != NULL) {
+		/* An earlier incarnation's: a late wake may still name it; freed at fini. */
+		struct graveyard *g = malloc(sizeof(*g));
+
+		if (g == NULL) {
+			lc->ops->fini(be);
+			return -ENOMEM;
+		}
+		g->be = lc->be_own;
+		g->next = lc->graveyard;
+		lc->graveyard = g;
+	}
 	lc->be_own = be;
 	/* release: pairs with the acquire in cr__wake_if_parked() */
 	atomic_store_explicit(&lc->be, be, memory_order_release);
-	atomic_fetch_add_explicit(&lc->incarnation, 1, memory_order_relaxed);
+	inc = atomic_fetch_add_explicit(&lc->incarnation, 1, memory_order_relaxed) + 1;
+	/* A new incarnation, admission open, no holds: a stale release no longer matches. */
+	atomic_store(&lc->hold_word, inc << 32);
 	return 0;
 }
 
@@ -177,7 +210,49 @@ lcore_thread(void *arg)
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
 	cr__cur = NULL;
+	if (lc->retire_done != NULL)
+		lc->retire_done(lc->id, lc->retire_done_arg);
 	return NULL;
+}
+
+/*
+ * Make an OFFLINE lcore whose thread has been joined ready for a new incarnation. On the
+ * control thread: the join orders the old thread's last writes before these.
+ */
+int
+cr__lcore_reset(struct cr_lcore *lc)
+{
+	struct cr_timer_wheel *w = cr_timer_wheel_create(cr__rt.clock(), 1000 * 1000);
+
+	if (w == NULL)
+		return -ENOMEM;
+	cr_timer_wheel_destroy(lc->wheel);
+	lc->wheel = w;
+	cr__pollers_free(lc);
+	lc->closing = false;
+	lc->gone = false;
+	lc->retire_hooked = false;
+	lc->shutdown_hooked = false;
+	lc->retire_done = NULL;
+	lc->retire_done_arg = NULL;
+	lc->start_err = 0;
+	lc->spin_ns = lc->spin_min_ns;
+	lc->now = cr__rt.clock();
+	lc->last_work = 0;
+	atomic_store(&lc->retire_req, false);
+	atomic_store(&lc->started, false);
+	cr_mailbox_reopen(&lc->mbox);
+	atomic_store_explicit(&lc->state, CR_LCORE_STARTING, memory_order_release);
+	return 0;
+}
+
+int
+cr__lcore_spawn(struct cr_lcore *lc)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), "cr-lcore-%u", lc->id);
+	return cr_thread_create(&lc->thread, lc->cpu, name, lcore_thread, lc);
 }
 
 static void
@@ -220,6 +295,7 @@ join_all(void)
 {
 	unsigned i;
 
+	cr__lifecycle_lock();
 	for (i = 0; i < CR_MAX_LCORES; i++) {
 		struct cr_lcore *lc = &cr__lcores[i];
 
@@ -228,6 +304,7 @@ join_all(void)
 			lc->thread = NULL;
 		}
 	}
+	cr__lifecycle_unlock();
 }
 
 static void
@@ -262,6 +339,7 @@ setup_records(const struct cr_eal_config *cfg, const struct cr_lcore_table *tabl
 	cr__rt.table = *table;
 	cr__rt.main_lcore = table->main_lcore;
 	atomic_store_explicit(&cr__rt.stop, false, memory_order_relaxed);
+	atomic_store_explicit(&cr__rt.deadline, UINT64_MAX, memory_order_relaxed);
 	for (i = 0; i < table->n; i++) {
 		struct cr_lcore *lc = &cr__lcores[table->lcores[i].lcore_id];
 
@@ -351,12 +429,10 @@ cr_reactor_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *ta
 		goto out_teardown;
 	for (i = 0; i < table->n; i++) {
 		struct cr_lcore *lc = &cr__lcores[table->lcores[i].lcore_id];
-		char name[16];
 
 		if (lc->is_main)
 			continue;
-		snprintf(name, sizeof(name), "cr-lcore-%u", lc->id);
-		rc = cr_thread_create(&lc->thread, lc->cpu, name, lcore_thread, lc);
+		rc = cr__lcore_spawn(lc);
 		if (rc != 0) {
 			atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_relaxed);
 			CR_LOG(log_reactor, ERR, "cannot start lcore %u: %s", lc->id,
@@ -396,34 +472,14 @@ cr_reactor_run(void)
 	return 0;
 }
 
-/*
- * Any thread, even while cr_reactor_fini() runs: a stopper counts itself in before it
- * looks at `up`, and fini clears `up` and then waits for the count to drop, so either the
- * stopper sees the runtime gone or fini waits for it (both seq_cst: one total order).
- */
-void
-cr_reactor_stop(void)
-{
-	unsigned i;
-
-	atomic_fetch_add(&cr__rt.stoppers, 1);
-	if (!atomic_load(&cr__rt.up))
-		goto out;
-	/* seq_cst store, then each wake's fence: a parked lcore is woken to see it. */
-	atomic_store_explicit(&cr__rt.stop, true, memory_order_seq_cst);
-	for (i = 0; i < CR_MAX_LCORES; i++)
-		if (cr__lcore(i) != NULL)
-			cr__wake_if_parked(NULL, &cr__lcores[i]);
-out:
-	atomic_fetch_sub(&cr__rt.stoppers, 1);
-}
-
 void
 cr_reactor_fini(void)
 {
 	if (!atomic_load(&cr__rt.up))
 		return;
 	join_all();
+	/* Foreign stoppers, releasers and retirers count themselves in before they look at
+	 * `up`; once it is false and the count is zero, none can touch a backend. */
 	atomic_store(&cr__rt.up, false);
 	while (atomic_load(&cr__rt.stoppers) != 0)
 		sleep_us(10);

@@ -84,9 +84,20 @@ cr__lcore_turn(struct cr_lcore *lc)
 }
 
 static bool
+stop_requested(const struct cr_lcore *lc)
+{
+	/* acquire: pairs with the release in cr_lcore_retire(), which set retire_done */
+	return atomic_load_explicit(&cr__rt.stop, memory_order_relaxed) ||
+	       atomic_load_explicit(&lc->retire_req, memory_order_acquire);
+}
+
+/* A request not acted on yet, or a shutdown arriving while retiring (its hook must run). */
+static bool
 stop_seen(const struct cr_lcore *lc)
 {
-	return !lc->closing && atomic_load_explicit(&cr__rt.stop, memory_order_relaxed);
+	if (!lc->closing)
+		return stop_requested(lc);
+	return !lc->shutdown_hooked && atomic_load_explicit(&cr__rt.stop, memory_order_relaxed);
 }
 
 bool
@@ -104,21 +115,57 @@ cr__lcore_has_work(struct cr_lcore *lc, uint64_t now)
 	return next != UINT64_MAX && next <= now;
 }
 
+/* Close lease admission and run the app hook for what started the closing. */
+static void
+begin_closing(struct cr_lcore *lc)
+{
+	bool stop = atomic_load_explicit(&cr__rt.stop, memory_order_relaxed);
+
+	if (!lc->closing) {
+		lc->closing = true;
+		/* seq_cst: totally ordered with cr_reactor_hold()'s fetch_add */
+		atomic_fetch_or(&lc->hold_word, CR_HOLD_CLOSED);
+		atomic_store_explicit(&lc->state, CR_LCORE_RETIRING, memory_order_release);
+	}
+	if (stop && !lc->shutdown_hooked) {
+		lc->shutdown_hooked = true;
+		if (cr__rt.hooks.on_shutdown != NULL)
+			cr__rt.hooks.on_shutdown(lc->id, cr__rt.hooks.arg);
+	} else if (!stop && !lc->retire_hooked) {
+		lc->retire_hooked = true;
+		if (cr__rt.hooks.on_retire != NULL)
+			cr__rt.hooks.on_retire(lc->id, cr__rt.hooks.arg);
+	}
+}
+
+static bool
+forced(void)
+{
+	return atomic_load_explicit(&cr__rt.stop, memory_order_relaxed) &&
+	       cr__rt.clock() >= atomic_load_explicit(&cr__rt.deadline, memory_order_relaxed);
+}
+
 /*
- * Stop protocol for one lcore: once the stop is seen and our own calls are answered, close
- * the mailbox; when no sender holds it any more and everything accepted has run, we are
- * done. Messages that run meanwhile may still send and defer.
+ * Retire / stop protocol for one lcore. Once asked: leave the placement pool, close lease
+ * admission, run the app's hook; keep serving while leases are held or modules have work
+ * (not waited for once a shutdown is forced); once our own calls are answered, close the
+ * mailbox; when no sender holds it any more and everything accepted has run, we are done.
+ * Messages that run meanwhile may still send and defer.
  */
 bool
 cr__lcore_done(struct cr_lcore *lc)
 {
-	if (!lc->closing) {
-		if (!atomic_load_explicit(&cr__rt.stop, memory_order_relaxed))
-			return false;
-		lc->closing = true;
-		atomic_store_explicit(&lc->state, CR_LCORE_RETIRING, memory_order_relaxed);
-	}
+	if (stop_seen(lc))
+		begin_closing(lc);
+	if (!lc->closing)
+		return false;
 	if (cr_mailbox_is_open(&lc->mbox)) {
+		bool force = forced();
+
+		if (!force && cr__holds(lc) != 0)
+			return false;
+		if (cr__modules_busy(lc->id, force))
+			return false;
 		if (lc->calls_out != 0)
 			return false;
 		cr_mailbox_close(&lc->mbox);

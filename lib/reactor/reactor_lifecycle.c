@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Lcore lifecycle: retire, start again, resize the pool, shut down, and the retirement
+ * holds that leases are built on (DESIGN.md "Lifecycle and leases").
+ *
+ * Control requests are flags the lcore acts on in its own loop (cr__lcore_done); what
+ * touches a backend from another thread counts itself in `stoppers` first, so fini never
+ * frees a backend under it.
+ */
+#include <errno.h>
+#include <pthread.h>
+
+#include "reactor_internal.h"
+
+CR_LOG_COMPONENT(log_life, "lib.reactor.lifecycle");
+
+/* Serializes start / retire / join: control path only, never taken on a fast path. */
+static pthread_mutex_t lifecycle_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+void
+cr__lifecycle_lock(void)
+{
+	pthread_mutex_lock(&lifecycle_mutex);
+}
+
+void
+cr__lifecycle_unlock(void)
+{
+	pthread_mutex_unlock(&lifecycle_mutex);
+}
+
+/* Count ourselves in; false (and counted out) if the runtime is not up. */
+static bool
+visit_begin(void)
+{
+	atomic_fetch_add(&cr__rt.stoppers, 1);
+	if (atomic_load(&cr__rt.up))
+		return true;
+	atomic_fetch_sub(&cr__rt.stoppers, 1);
+	return false;
+}
+
+static void
+visit_end(void)
+{
+	atomic_fetch_sub(&cr__rt.stoppers, 1);
+}
+
+static void
+wake_all(void)
+{
+	unsigned i;
+
+	for (i = 0; i < CR_MAX_LCORES; i++)
+		if (cr__lcore(i) != NULL)
+			cr__wake_if_parked(NULL, &cr__lcores[i]);
+}
+
+void
+cr_shutdown(uint64_t timeout_ns)
+{
+	uint64_t now, deadline, cur;
+
+	if (!visit_begin())
+		return;
+	now = cr_clock_ns();
+	deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+	/* Only ever earlier: a second signal forces, a later graceful call cannot un-force. */
+	cur = atomic_load(&cr__rt.deadline);
+	while (deadline < cur && !atomic_compare_exchange_weak(&cr__rt.deadline, &cur, deadline))
+		;
+	/* seq_cst store, then each wake's fence: a parked lcore is woken to see it. */
+	atomic_store(&cr__rt.stop, true);
+	wake_all();
+	visit_end();
+}
+
+void
+cr_shutdown_force(void)
+{
+	cr_shutdown(0);
+}
+
+void
+cr_reactor_stop(void)
+{
+	double s = cr__rt.cfg.shutdown_timeout;
+
+	cr_shutdown(s <= 0 ? 0 : s >= 1e9 ? UINT64_MAX : (uint64_t)(s * 1e9));
+}
+
+int
+cr_lcore_retire(unsigned id, void (*done)(unsigned lcore, void *arg), void *arg)
+{
+	struct cr_lcore *lc;
+	int expected = CR_LCORE_RUNNING, rc = 0;
+
+	if (!visit_begin())
+		return -ESHUTDOWN;
+	lc = cr__lcore(id);
+	if (lc == NULL) {
+		rc = -EINVAL;
+		goto out;
+	}
+	if (lc->is_main) {
+		rc = -EBUSY;
+		goto out;
+	}
+	if (atomic_load(&cr__rt.stop)) {
+		rc = -ESHUTDOWN;
+		goto out;
+	}
+	cr__lifecycle_lock();
+	if (atomic_load(&lc->retire_req) || atomic_load(&lc->state) != CR_LCORE_RUNNING) {
+		rc = -EALREADY;
+	} else {
+		/* Written before the request is published: the lcore reads them after it
+		 * acquires retire_req, possibly before we leave this function. */
+		lc->retire_done = done;
+		lc->retire_done_arg = arg;
+		atomic_store_explicit(&lc->retire_req, true, memory_order_release);
+		/* Out of the placement pool at once; the lcore does the rest itself. If it
+		 * has started a shutdown meanwhile, the CAS fails and that is fine. */
+		atomic_compare_exchange_strong(&lc->state, &expected, CR_LCORE_RETIRING);
+	}
+	cr__lifecycle_unlock();
+	if (rc == 0) {
+		CR_LOG(log_life, INFO, "lcore %u retiring", id);
+		cr__wake_if_parked(cr__cur, lc);
+	}
+out:
+	visit_end();
+	return rc;
+}
+
+int
+cr_lcore_start(unsigned id)
+{
+	struct cr_lcore *lc;
+	int rc;
+
+	if (!visit_begin())
+		return -ESHUTDOWN;
+	lc = cr__lcore(id);
+	if (lc == NULL) {
+		rc = -EINVAL;
+		goto out;
+	}
+	if (cr__cur == lc) {
+		rc = -EDEADLK;
+		goto out;
+	}
+	cr__lifecycle_lock();
+	if (atomic_load(&cr__rt.stop)) {
+		rc = -ESHUTDOWN;
+	} else if (atomic_load(&lc->state) != CR_LCORE_OFFLINE || lc->is_main) {
+		rc = -EALREADY;
+	} else {
+		if (lc->thread != NULL) {
+			/* It is OFFLINE: the join returns once its exit path has finished. */
+			cr_thread_join(lc->thread);
+			lc->thread = NULL;
+		}
+		rc = cr__lcore_reset(lc);
+		if (rc == 0)
+			rc = cr__lcore_spawn(lc);
+		if (rc != 0)
+			atomic_store(&lc->state, CR_LCORE_OFFLINE);
+		else
+			CR_LOG(log_life, INFO, "lcore %u starting", id);
+	}
+	cr__lifecycle_unlock();
+out:
+	visit_end();
+	return rc;
+}
+
+int
+cr_pool_resize(unsigned n)
+{
+	unsigned i, have = 0;
+	int rc = 0;
+
+	if (n == 0 || n > cr__rt.table.n)
+		return -EINVAL;
+	if (!atomic_load(&cr__rt.up) || atomic_load(&cr__rt.stop))
+		return -ESHUTDOWN;
+	for (i = 0; i < cr__rt.table.n; i++) {
+		int st = cr_lcore_state(cr__rt.table.lcores[i].lcore_id);
+
+		have += st == CR_LCORE_RUNNING || st == CR_LCORE_STARTING;
+	}
+	for (i = 0; i < cr__rt.table.n && have < n; i++) {
+		unsigned id = cr__rt.table.lcores[i].lcore_id;
+
+		if (cr_lcore_state(id) != CR_LCORE_OFFLINE)
+			continue;
+		rc = cr_lcore_start(id);
+		if (rc == -EALREADY)
+			continue; /* still on its way out */
+		if (rc != 0)
+			return rc;
+		have++;
+	}
+	for (i = cr__rt.table.n; i-- > 0 && have > n;) {
+		unsigned id = cr__rt.table.lcores[i].lcore_id;
+
+		if (id == cr__rt.main_lcore || cr_lcore_state(id) != CR_LCORE_RUNNING)
+			continue;
+		if (cr_lcore_retire(id, NULL, NULL) == 0)
+			have--;
+	}
+	return 0;
+}
+
+int
+cr_reactor_hold(unsigned *lcore, uint64_t *incarnation)
+{
+	struct cr_lcore *lc = cr__cur;
+	uint64_t w;
+
+	if (lc == NULL)
+		return -EPERM;
+	/* seq_cst RMW: totally ordered with begin_closing()'s fetch_or of the closed bit. */
+	w = atomic_fetch_add(&lc->hold_word, 1);
+	if (w & CR_HOLD_CLOSED) {
+		atomic_fetch_sub(&lc->hold_word, 1);
+		return -ESHUTDOWN;
+	}
+	*lcore = lc->id;
+	*incarnation = w >> 32;
+	return 0;
+}
+
+bool
+cr_reactor_unhold(unsigned id, uint64_t incarnation)
+{
+	struct cr_lcore *lc;
+	uint64_t w;
+	bool dropped = false;
+
+	if (!visit_begin())
+		return false; /* the runtime is gone: nothing left to release */
+	lc = cr__lcore(id);
+	if (lc == NULL)
+		goto out;
+	w = atomic_load(&lc->hold_word);
+	if ((w >> 32) != incarnation || (w & CR_HOLD_COUNT_MASK) == 0)
+		goto out;
+	/*
+	 * Wake before dropping: while our hold counts, the lcore cannot finish retiring, so
+	 * the wake never races its exit. A retiring lcore parks for a bounded time anyway.
+	 */
+	cr__wake_if_parked(cr__cur, lc);
+	while ((w >> 32) == incarnation && (w & CR_HOLD_COUNT_MASK) != 0) {
+		if (atomic_compare_exchange_weak(&lc->hold_word, &w, w - 1)) {
+			dropped = true;
+			break;
+		}
+	}
+out:
+	visit_end();
+	return dropped;
+}

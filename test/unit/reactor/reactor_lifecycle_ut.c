@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Retire, start again, resize and shut down on real threads and the real backend named
+ * by $CR_UT_DRIVER; leases held across them. A control thread (not an lcore) drives the
+ * lifecycle while the main lcore runs its loop.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cr_lease.h"
+#include "cr_reactor.h"
+#include "ut_cunit.h"
+
+static struct cr_eal_config cfg;
+static struct cr_lcore_table table;
+static unsigned worker; /* the lcore we retire and restart */
+
+static void
+sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Poll a condition for up to 5 s (bounded). */
+#define WAIT_FOR(cond)                                                                     \
+	do {                                                                               \
+		for (int w_ = 0; w_ < 5000 && !(cond); w_++)                               \
+			sleep_ms(1);                                                       \
+	} while (0)
+
+static int
+setup(void)
+{
+	char err[256];
+	const char *drv = getenv("CR_UT_DRIVER");
+
+	cr_eal_config_defaults(&cfg);
+	cfg.io_driver = drv != NULL && strcmp(drv, "epoll") == 0 ? CR_IO_DRIVER_EPOLL
+								  : CR_IO_DRIVER_URING;
+	if (cr_eal_lcore_table(&cfg, &table, err, sizeof(err)) != 0)
+		return 1;
+	worker = table.lcores[table.n - 1].lcore_id;
+	return 0;
+}
+
+static _Atomic unsigned retire_done_calls, retired_id;
+static _Atomic unsigned hook_retire, hook_shutdown;
+
+static void
+on_retired(unsigned lcore, void *arg)
+{
+	(void)arg;
+	atomic_store(&retired_id, lcore);
+	atomic_fetch_add(&retire_done_calls, 1);
+}
+
+static void
+on_retire_hook(unsigned lcore, void *arg)
+{
+	(void)lcore;
+	(void)arg;
+	atomic_fetch_add(&hook_retire, 1);
+}
+
+static void
+on_shutdown_hook(unsigned lcore, void *arg)
+{
+	(void)lcore;
+	(void)arg;
+	atomic_fetch_add(&hook_shutdown, 1);
+}
+
+static const struct cr_reactor_hooks hooks = {
+	.on_retire = on_retire_hook, .on_shutdown = on_shutdown_hook};
+
+static _Atomic unsigned pings;
+
+static void
+ping(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&pings, 1);
+}
+
+static _Atomic int ctl_failures;
+#define CTL_CHECK(c)                                                                       \
+	do {                                                                               \
+		if (!(c)) {                                                                \
+			fprintf(stderr, "control check failed: %s (line %d)\n", #c, __LINE__); \
+			atomic_fetch_add(&ctl_failures, 1);                                \
+		}                                                                          \
+	} while (0)
+
+/* ---- retire, send refused, start again, resize ---- */
+
+static void *
+ctl_retire_restart(void *arg)
+{
+	struct cr_lcore_stats st;
+	uint64_t inc0;
+	int rc;
+
+	(void)arg;
+	cr_lcore_stats(worker, &st);
+	inc0 = st.incarnation;
+	CTL_CHECK(cr_lcore_retire(cr_lcore_main(), NULL, NULL) == -EBUSY);
+	CTL_CHECK(cr_lcore_retire(worker, on_retired, NULL) == 0);
+	CTL_CHECK(cr_lcore_retire(worker, on_retired, NULL) == -EALREADY);
+	WAIT_FOR(atomic_load(&retire_done_calls) == 1);
+	CTL_CHECK(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+	CTL_CHECK(atomic_load(&retired_id) == worker);
+	CTL_CHECK(atomic_load(&hook_retire) == 1);
+	/* an OFFLINE lcore refuses at once; the caller keeps arg */
+	CTL_CHECK(cr_send(worker, ping, NULL) == -ESHUTDOWN);
+	CTL_CHECK(cr_lcore_count() == table.n - 1);
+
+	rc = cr_lcore_start(worker);
+	CTL_CHECK(rc == 0);
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_RUNNING);
+	cr_lcore_stats(worker, &st);
+	CTL_CHECK(st.incarnation == inc0 + 1);
+	CTL_CHECK(cr_lcore_start(worker) == -EALREADY);
+	CTL_CHECK(cr_send(worker, ping, NULL) == 0);
+	WAIT_FOR(atomic_load(&pings) == 1);
+	CTL_CHECK(atomic_load(&pings) == 1);
+
+	/* resize down to the main lcore, then back up */
+	CTL_CHECK(cr_pool_resize(0) == -EINVAL);
+	CTL_CHECK(cr_pool_resize(table.n + 1) == -EINVAL);
+	CTL_CHECK(cr_pool_resize(1) == 0);
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+	CTL_CHECK(cr_lcore_count() == 1);
+	CTL_CHECK(cr_pool_resize(table.n) == 0);
+	WAIT_FOR(cr_lcore_count() == table.n);
+	CTL_CHECK(cr_lcore_count() == table.n);
+	cr_lcore_stats(worker, &st);
+	CTL_CHECK(st.incarnation == inc0 + 2);
+	cr_reactor_stop();
+	return NULL;
+}
+
+static void
+test_retire_start_resize(void)
+{
+	pthread_t t;
+
+	if (table.n < 2)
+		return;
+	atomic_store(&retire_done_calls, 0);
+	atomic_store(&hook_retire, 0);
+	atomic_store(&pings, 0);
+	atomic_store(&ctl_failures, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
+	pthread_create(&t, NULL, ctl_retire_restart, NULL);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	CU_ASSERT_EQUAL(atomic_load(&hook_shutdown), table.n);
+}
+
+/* ---- a lease holds a retiring lcore until released from a foreign thread ---- */
+
+static struct cr_lease lease;
+
+static void
+take_lease(void *arg)
+{
+	(void)arg;
+	CTL_CHECK(cr_lease_acquire(&lease) == 0);
+}
+
+static void *
+ctl_lease_retire(void *arg)
+{
+	int i;
+
+	(void)arg;
+	CTL_CHECK(cr_send(worker, take_lease, NULL) == 0);
+	WAIT_FOR(cr_lease_active(&lease));
+	CTL_CHECK(cr_lcore_retire(worker, on_retired, NULL) == 0);
+	for (i = 0; i < 100; i++) { /* held: it must stay RETIRING and keep serving */
+		CTL_CHECK(cr_lcore_state(worker) == CR_LCORE_RETIRING);
+		sleep_ms(1);
+	}
+	CTL_CHECK(cr_send(worker, ping, NULL) == 0); /* its mailbox is still open */
+	WAIT_FOR(atomic_load(&pings) == 1);
+	CTL_CHECK(cr_lease_release(&lease) == 0);
+	CTL_CHECK(cr_lease_release(&lease) == -EALREADY);
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+	CTL_CHECK(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+	cr_reactor_stop();
+	return NULL;
+}
+
+static void
+test_lease_holds_retirement(void)
+{
+	pthread_t t;
+
+	if (table.n < 2)
+		return;
+	memset(&lease, 0, sizeof(lease));
+	atomic_store(&pings, 0);
+	atomic_store(&ctl_failures, 0);
+	atomic_store(&retire_done_calls, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
+	pthread_create(&t, NULL, ctl_lease_retire, NULL);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	CU_ASSERT_EQUAL(atomic_load(&retire_done_calls), 1);
+}
+
+/* ---- graceful shutdown waits for a lease; forced does not ---- */
+
+static _Atomic int state_at_release;
+
+static void *
+ctl_graceful(void *arg)
+{
+	(void)arg;
+	CTL_CHECK(cr_send(worker, take_lease, NULL) == 0);
+	WAIT_FOR(cr_lease_active(&lease));
+	cr_shutdown(30ull * 1000 * 1000 * 1000); /* 30 s: long enough never to force here */
+	sleep_ms(100);
+	atomic_store(&state_at_release, cr_lcore_state(worker));
+	cr_lease_release(&lease);
+	return NULL;
+}
+
+static void
+test_graceful_shutdown_waits_for_lease(void)
+{
+	pthread_t t;
+
+	if (table.n < 2)
+		return;
+	memset(&lease, 0, sizeof(lease));
+	atomic_store(&ctl_failures, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
+	pthread_create(&t, NULL, ctl_graceful, NULL);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&state_at_release), CR_LCORE_RETIRING);
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+}
+
+static struct cr_lease *heap_lease;
+
+static void
+take_heap_lease(void *arg)
+{
+	(void)arg;
+	CTL_CHECK(cr_lease_acquire(heap_lease) == 0);
+}
+
+static void *
+ctl_forced(void *arg)
+{
+	(void)arg;
+	CTL_CHECK(cr_send(worker, take_heap_lease, NULL) == 0);
+	WAIT_FOR(cr_lease_active(heap_lease));
+	cr_shutdown(20ull * 1000 * 1000); /* 20 ms, then forced: the lease is not waited for */
+	return NULL;
+}
+
+static void
+test_forced_shutdown_with_active_lease(void)
+{
+	pthread_t t;
+
+	if (table.n < 2)
+		return;
+	heap_lease = calloc(1, sizeof(*heap_lease));
+	atomic_store(&ctl_failures, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
+	pthread_create(&t, NULL, ctl_forced, NULL);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0); /* returns although the lease is held */
+	pthread_join(t, NULL);
+	CU_ASSERT_TRUE(cr_lease_active(heap_lease));
+	cr_reactor_fini();
+	/* after a forced teardown the lease is safe to release and free (ASan watches) */
+	CU_ASSERT_EQUAL(cr_lease_release(heap_lease), 0);
+	free(heap_lease);
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+}
+
+/* A lease from an earlier runtime is a no-op on the next one (a new incarnation). */
+static void
+test_stale_lease_across_incarnations(void)
+{
+	struct cr_lcore_stats st;
+
+	if (table.n < 2)
+		return;
+	heap_lease = calloc(1, sizeof(*heap_lease));
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
+	pthread_t t;
+	pthread_create(&t, NULL, ctl_forced, NULL);
+	cr_reactor_run();
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
+	cr_lcore_stats(worker, &st);
+	CU_ASSERT(st.incarnation > cr_lease_incarnation(heap_lease));
+	CU_ASSERT_EQUAL(cr_lease_release(heap_lease), 0); /* marks it inactive, drops nothing */
+	cr_reactor_stop();
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0); /* no phantom hold was dropped or kept */
+	cr_reactor_fini();
+	free(heap_lease);
+}
+
+static const struct ut_case cases[] = {
+	UT_CASE(test_retire_start_resize),
+	UT_CASE(test_lease_holds_retirement),
+	UT_CASE(test_graceful_shutdown_waits_for_lease),
+	UT_CASE(test_forced_shutdown_with_active_lease),
+	UT_CASE(test_stale_lease_across_incarnations),
+};
+
+UT_MAIN("reactor_lifecycle", cases, setup, NULL)
