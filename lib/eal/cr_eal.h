@@ -187,7 +187,16 @@ int cr_parse_uint(const char *s, unsigned long long min, unsigned long long max,
 /** Pin the calling thread to @p cpu. @return 0 or -errno. Any thread. */
 int cr_thread_pin_self(unsigned cpu);
 /**
- * Start a thread pinned to @p cpu (pinned before @p fn runs) named @p name (<= 15 chars,
+ * Give the calling thread the CPU affinity the process had when it started (for helper
+ * threads created from a pinned lcore). @return 0 or -errno. Any thread.
+ */
+int cr_thread_unpin_self(void);
+
+/** For cr_thread_create(): do not pin; the thread inherits the creator's affinity. */
+#define CR_CPU_ANY UINT32_MAX
+
+/**
+ * Start a thread pinned to @p cpu (or not pinned: CR_CPU_ANY) (pinned before @p fn runs) named @p name (<= 15 chars,
  * named before @p fn runs; NULL keeps the inherited name). Control path; any thread.
  * @param handle receives the thread, to pass to cr_thread_join() exactly once.
  * @return 0, -EINVAL (NULL @p handle or @p fn, name too long, CPU not allowed), -ENOMEM,

@@ -65,6 +65,26 @@ thread_start(void *p)
 	return t->fn(t->arg);
 }
 
+/* The affinity the process started with, before any lcore pinned the main thread. */
+static cpu_set_t initial_affinity;
+static bool have_initial_affinity;
+
+__attribute__((constructor)) static void
+record_initial_affinity(void)
+{
+	have_initial_affinity =
+		sched_getaffinity(0, sizeof(initial_affinity), &initial_affinity) == 0;
+}
+
+int
+cr_thread_unpin_self(void)
+{
+	if (!have_initial_affinity)
+		return -ENOTSUP;
+	return -pthread_setaffinity_np(pthread_self(), sizeof(initial_affinity),
+				       &initial_affinity);
+}
+
 int
 cr_thread_create(void **handle, unsigned cpu, const char *name, void *(*fn)(void *), void *arg)
 {
@@ -83,6 +103,14 @@ cr_thread_create(void **handle, unsigned cpu, const char *name, void *(*fn)(void
 	t->arg = arg;
 	if (name != NULL)
 		memcpy(t->name, name, strlen(name) + 1);
+	if (cpu == CR_CPU_ANY) {
+		/* Unpinned: inherits the creator's affinity. */
+		rc = -pthread_create(&t->tid, NULL, thread_start, t);
+		if (rc != 0)
+			goto out_free_thread;
+		*handle = t;
+		return 0;
+	}
 	set = cpu_set_of(cpu, &size);
 	if (set == NULL) {
 		rc = -errno;
