@@ -56,6 +56,18 @@ wake_all(void)
 			cr__wake_if_parked(NULL, &cr__lcores[i]);
 }
 
+static uint64_t
+configured_timeout(void)
+{
+	double s = cr__rt.cfg.shutdown_timeout;
+
+	return s <= 0 ? 0 : s >= 1e9 ? UINT64_MAX : (uint64_t)(s * 1e9);
+}
+
+/* UINT64_MAX - 1 asks for the configured --shutdown-timeout, read while counted in (the
+ * configuration is rewritten by the next cr_reactor_init()). */
+#define TIMEOUT_CONFIGURED (UINT64_MAX - 1)
+
 void
 cr_shutdown(uint64_t timeout_ns)
 {
@@ -63,6 +75,8 @@ cr_shutdown(uint64_t timeout_ns)
 
 	if (!visit_begin())
 		return;
+	if (timeout_ns == TIMEOUT_CONFIGURED)
+		timeout_ns = configured_timeout();
 	now = cr_clock_ns();
 	deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
 	/* Only ever earlier: a second signal forces, a later graceful call cannot un-force. */
@@ -84,9 +98,7 @@ cr_shutdown_force(void)
 void
 cr_reactor_stop(void)
 {
-	double s = cr__rt.cfg.shutdown_timeout;
-
-	cr_shutdown(s <= 0 ? 0 : s >= 1e9 ? UINT64_MAX : (uint64_t)(s * 1e9));
+	cr_shutdown(TIMEOUT_CONFIGURED);
 }
 
 int
@@ -175,15 +187,30 @@ out:
 	return rc;
 }
 
+static int resize(unsigned n);
+
 int
 cr_pool_resize(unsigned n)
+{
+	int rc;
+
+	/* Counted in: the table is rewritten by the next cr_reactor_init(). */
+	if (!visit_begin())
+		return -ESHUTDOWN;
+	rc = resize(n);
+	visit_end();
+	return rc;
+}
+
+static int
+resize(unsigned n)
 {
 	unsigned i, have = 0;
 	int rc = 0;
 
 	if (n == 0 || n > cr__rt.table.n)
 		return -EINVAL;
-	if (!atomic_load(&cr__rt.up) || atomic_load(&cr__rt.stop))
+	if (atomic_load(&cr__rt.stop))
 		return -ESHUTDOWN;
 	for (i = 0; i < cr__rt.table.n; i++) {
 		int st = cr_lcore_state(cr__rt.table.lcores[i].lcore_id);
