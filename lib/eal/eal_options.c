@@ -238,7 +238,8 @@ static const struct common_opt common_opts[] = {
 	{
 		.o = {.name = "telemetry",
 		      .metavar = "PATH|off",
-		      .help = "telemetry socket path, or off (parsed; the socket is not built yet)",
+		      .help = "telemetry socket, or off (default: <app>.<pid>.sock in "
+			      "$XDG_RUNTIME_DIR/coreact, else /tmp/coreact-<uid>)",
 		      .accepted = "off or a socket path of at most 107 bytes"},
 		.apply = set_telemetry,
 	},
@@ -253,7 +254,7 @@ static const struct common_opt common_opts[] = {
 	{
 		.o = {.name = "shutdown-timeout",
 		      .metavar = "SECONDS",
-		      .help = "bound on a graceful shutdown (default: 10; parsed, not used yet)",
+		      .help = "graceful shutdown time before it is forced (default: 10)",
 		      .accepted = "a number of seconds >= 0, e.g. 0.5 or 10"},
 		.apply = set_shutdown_timeout,
 	},

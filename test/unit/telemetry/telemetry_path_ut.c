@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Socket paths: the default directory rule, the directory made 0700 whatever the umask or
+ * refused when it is not ours and closed, sockets of dead processes cleared (and nothing
+ * else), and what may be at an explicit path.
+ */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "telemetry_internal.h"
+#include "tel_ut.h"
+
+static char tmpdir[64];
+static char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+static int
+suite_init(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/cr_tel_path_ut.XXXXXX");
+	return mkdtemp(tmpdir) != NULL ? 0 : 1;
+}
+
+static int
+suite_fini(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	return system(cmd) == 0 ? 0 : 1;
+}
+
+static bool
+exists(const char *p)
+{
+	struct stat st;
+
+	return lstat(p, &st) == 0;
+}
+
+static void
+make_socket(const char *p, bool listening, int *keep)
+{
+	struct sockaddr_un sa;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	CU_ASSERT_TRUE_FATAL(ut_sun(&sa, p));
+	CU_ASSERT_EQUAL(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	if (listening) {
+		CU_ASSERT_EQUAL(listen(fd, 1), 0);
+		*keep = fd;
+	} else {
+		close(fd);
+	}
+}
+
+static void
+make_file(const char *p)
+{
+	int fd = open(p, O_CREAT | O_WRONLY, 0600);
+
+	CU_ASSERT_TRUE(fd >= 0);
+	close(fd);
+}
+
+static pid_t
+dead_pid(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	return pid;
+}
+
+/* A fresh XDG_RUNTIME_DIR under tmpdir. */
+static void
+use_xdg(const char *name, char *xdg, size_t len)
+{
+	snprintf(xdg, len, "%s/%s", tmpdir, name);
+	CU_ASSERT_EQUAL(mkdir(xdg, 0700), 0);
+	setenv("XDG_RUNTIME_DIR", xdg, 1);
+}
+
+static void
+test_default_dir_rule(void)
+{
+	char buf[128], longer[200];
+
+	setenv("XDG_RUNTIME_DIR", "/run/user/42", 1);
+	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf)), 0);
+	CU_ASSERT_STRING_EQUAL(buf, "/run/user/42/coreact");
+	setenv("XDG_RUNTIME_DIR", "", 1);
+	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf)), 0);
+	snprintf(longer, sizeof(longer), "/tmp/coreact-%u", (unsigned)geteuid());
+	CU_ASSERT_STRING_EQUAL(buf, longer);
+	unsetenv("XDG_RUNTIME_DIR");
+	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf)), 0);
+	CU_ASSERT_STRING_EQUAL(buf, longer);
+	memset(longer, 'x', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	setenv("XDG_RUNTIME_DIR", longer, 1);
+	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf)), -ENAMETOOLONG);
+	CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), -ENAMETOOLONG);
+}
+
+static void
+test_directory_made_0700(void)
+{
+	char xdg[128], want[192];
+	struct stat st;
+	mode_t old;
+
+	use_xdg("umask", xdg, sizeof(xdg));
+	/* The strictest umask would give 0000, the laxest 0777: 0700 either way. */
+	old = umask(0777);
+	CU_ASSERT_EQUAL(cr__tel_choose_path("", "my-app", path, sizeof(path)), 0);
+	umask(old);
+	snprintf(want, sizeof(want), "%s/coreact/my-app.%d.sock", xdg, (int)getpid());
+	CU_ASSERT_STRING_EQUAL(path, want);
+	snprintf(want, sizeof(want), "%s/coreact", xdg);
+	CU_ASSERT_EQUAL(lstat(want, &st), 0);
+	CU_ASSERT_EQUAL(st.st_mode & 07777, 0700);
+	/* Again: the directory is there and fine. */
+	CU_ASSERT_EQUAL(cr__tel_choose_path("", "my-app", path, sizeof(path)), 0);
+}
+
+static void
+test_directory_refused(void)
+{
+	char xdg[128], dir[160];
+
+	use_xdg("refused", xdg, sizeof(xdg));
+	snprintf(dir, sizeof(dir), "%s/coreact", xdg);
+	CU_ASSERT_EQUAL(mkdir(dir, 0700), 0);
+	CU_ASSERT_EQUAL(chmod(dir, 0750), 0);
+	CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), -EPERM);
+	CU_ASSERT_EQUAL(chmod(dir, 0701), 0);
+	CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), -EPERM);
+	if (geteuid() == 0) {
+		CU_ASSERT_EQUAL(chmod(dir, 0700), 0);
+		CU_ASSERT_EQUAL(chown(dir, 65534, 65534), 0);
+		CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), -EPERM);
+	}
+	CU_ASSERT_EQUAL(rmdir(dir), 0);
+	CU_ASSERT_EQUAL(symlink(tmpdir, dir), 0);
+	CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), -EPERM);
+	CU_ASSERT_EQUAL(unlink(dir), 0);
+	make_file(dir);
+	CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), -EPERM);
+	CU_ASSERT_EQUAL(unlink(dir), 0);
+	setenv("XDG_RUNTIME_DIR", "/nonexistent/run", 1);
+	CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), -ENOENT);
+}
+
+static void
+test_stale_sockets_cleared(void)
+{
+	char xdg[128], dir[160], p[12][224];
+	pid_t gone = dead_pid();
+	int n = 0, i;
+
+	use_xdg("stale", xdg, sizeof(xdg));
+	snprintf(dir, sizeof(dir), "%s/coreact", xdg);
+	CU_ASSERT_EQUAL(mkdir(dir, 0700), 0);
+	/* Removed: sockets named for a dead pid, any app name, and one for our own pid. */
+	snprintf(p[n++], sizeof(p[0]), "%s/cr-echo.%d.sock", dir, (int)gone);
+	snprintf(p[n++], sizeof(p[0]), "%s/x.y.z.%d.sock", dir, (int)gone);
+	snprintf(p[n++], sizeof(p[0]), "%s/app.%d.sock", dir, (int)getpid());
+	for (i = 0; i < n; i++)
+		make_socket(p[i], false, NULL);
+	/* Kept: a live pid's, other shapes, and a regular file with a dead pid's name. */
+	snprintf(p[n++], sizeof(p[0]), "%s/alive.%d.sock", dir, (int)getppid());
+	snprintf(p[n++], sizeof(p[0]), "%s/x.sock", dir);
+	snprintf(p[n++], sizeof(p[0]), "%s/a.b.sock", dir);
+	snprintf(p[n++], sizeof(p[0]), "%s/a.12345678.sock", dir);
+	snprintf(p[n++], sizeof(p[0]), "%s/a.%d.sockx", dir, (int)gone);
+	for (i = 3; i < n; i++)
+		make_socket(p[i], false, NULL);
+	snprintf(p[n++], sizeof(p[0]), "%s/file.%d.sock", dir, (int)gone);
+	make_file(p[n - 1]);
+
+	CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), 0);
+	CU_ASSERT_STRING_EQUAL(path, p[2]);
+	for (i = 0; i < n; i++)
+		CU_ASSERT_EQUAL(exists(p[i]), i >= 3);
+}
+
+static void
+test_explicit_path(void)
+{
+	char p[128], longer[sizeof(path) + 8];
+	int live = -1;
+
+	snprintf(p, sizeof(p), "%s/explicit.sock", tmpdir);
+	/* Nothing there, or a stale socket (removed). */
+	CU_ASSERT_EQUAL(cr__tel_choose_path(p, "app", path, sizeof(path)), 0);
+	CU_ASSERT_STRING_EQUAL(path, p);
+	make_socket(p, false, NULL);
+	CU_ASSERT_EQUAL(cr__tel_choose_path(p, "app", path, sizeof(path)), 0);
+	CU_ASSERT_FALSE(exists(p));
+	/* Served by someone: refused and left. */
+	make_socket(p, true, &live);
+	CU_ASSERT_EQUAL(cr__tel_choose_path(p, "app", path, sizeof(path)), -EADDRINUSE);
+	CU_ASSERT_TRUE(exists(p));
+	close(live);
+	unlink(p);
+	/* Not a socket: refused and left. */
+	make_file(p);
+	CU_ASSERT_EQUAL(cr__tel_choose_path(p, "app", path, sizeof(path)), -EEXIST);
+	CU_ASSERT_TRUE(exists(p));
+	unlink(p);
+	/* No room for it. */
+	memset(longer, 'y', sizeof(longer) - 1);
+	longer[0] = '/';
+	longer[sizeof(longer) - 1] = '\0';
+	CU_ASSERT_EQUAL(cr__tel_choose_path(longer, "app", path, sizeof(path)), -ENAMETOOLONG);
+}
+
+static void
+test_unix_addr(void)
+{
+	struct sockaddr_un sa;
+	char longer[sizeof(sa.sun_path) + 1];
+
+	CU_ASSERT_EQUAL(cr__tel_unix_addr(&sa, "/a/b"), 0);
+	CU_ASSERT_EQUAL(sa.sun_family, AF_UNIX);
+	CU_ASSERT_STRING_EQUAL(sa.sun_path, "/a/b");
+	memset(longer, 'z', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	/* 108 bytes leave no room for the NUL; 107 do. */
+	CU_ASSERT_EQUAL(cr__tel_unix_addr(&sa, longer), -ENAMETOOLONG);
+	longer[sizeof(longer) - 2] = '\0';
+	CU_ASSERT_EQUAL(cr__tel_unix_addr(&sa, longer), 0);
+}
+
+static const struct ut_case cases[] = {
+	UT_CASE(test_default_dir_rule),
+	UT_CASE(test_directory_made_0700),
+	UT_CASE(test_directory_refused),
+	UT_CASE(test_stale_sockets_cleared),
+	UT_CASE(test_explicit_path),
+	UT_CASE(test_unix_addr),
+};
+
+UT_MAIN("telemetry_path", cases, suite_init, suite_fini)
