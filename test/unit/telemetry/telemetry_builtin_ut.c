@@ -106,6 +106,48 @@ test_stats_one_lcore(void)
 	CU_ASSERT_EQUAL(v, 1000 + id);
 }
 
+/* /lcore/retire, /lcore/start and /pool/resize drive the lifecycle; bad values get a
+ * JSON error naming them. */
+static bool
+state_is(unsigned id, enum cr_lcore_state st)
+{
+	for (int i = 0; i < 5000 && cr_lcore_state(id) != st; i++)
+		ut_sleep_ms(1);
+	return cr_lcore_state(id) == st;
+}
+
+static void
+test_lifecycle_commands(void)
+{
+	unsigned last = CR_LCORE_NONE, id, n = 0;
+	char req[64];
+
+	CR_LCORE_FOREACH(id)
+	{
+		last = id;
+		n++;
+	}
+	CU_ASSERT_PTR_NOT_NULL(strstr(ask("/lcore/retire,x"), "\"error\":\"/lcore/retire: 'x' is not"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ask("/pool/resize,0"), "\"error\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ask("/pool/resize,999"), "\"error\""));
+	snprintf(req, sizeof(req), "/lcore/retire,%u", cr_lcore_main());
+	CU_ASSERT_PTR_NOT_NULL(strstr(ask(req), "the main lcore cannot retire"));
+	if (last == cr_lcore_main())
+		return; /* one lcore: nothing to retire */
+	snprintf(req, sizeof(req), "/lcore/retire,%u", last);
+	CU_ASSERT_PTR_NOT_NULL(strstr(ask(req), "\"requested\":\"retire\""));
+	CU_ASSERT_TRUE(state_is(last, CR_LCORE_OFFLINE));
+	snprintf(req, sizeof(req), "/lcore/start,%u", last);
+	CU_ASSERT_PTR_NOT_NULL(strstr(ask(req), "\"requested\":\"start\""));
+	CU_ASSERT_TRUE(state_is(last, CR_LCORE_RUNNING));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ask(req), "it is not OFFLINE"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(ask("/pool/resize,1"), "\"requested\":\"resize\""));
+	CU_ASSERT_TRUE(state_is(last, CR_LCORE_OFFLINE));
+	snprintf(req, sizeof(req), "/pool/resize,%u", n);
+	CU_ASSERT_PTR_NOT_NULL(strstr(ask(req), "\"requested\":\"resize\""));
+	CU_ASSERT_TRUE(state_is(last, CR_LCORE_RUNNING));
+}
+
 static void
 test_stats_totals_frozen(void)
 {
@@ -169,6 +211,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_lcores),
 	UT_CASE(test_info),
 	UT_CASE(test_stats_one_lcore),
+	UT_CASE(test_lifecycle_commands),
 	UT_CASE(test_stats_totals_frozen),
 };
 
