@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cr_io_driver.h"
 #include "cr_log.h"
@@ -360,6 +361,9 @@ cr_io_complete(uint64_t user_data, int32_t res, uint32_t flags, void *buf, uint3
 	if (op->state == CR_OP_ABANDONED) {
 		if (flags & CR_IO_F_BUFFER)
 			io->drv->buf_release(io->be, buf_id);
+		/* A connection accepted for an owner that is gone: nobody else will close it. */
+		if (op->kind == CR_OP_ACCEPT && res >= 0)
+			close(res);
 		if (final) {
 			cr_msg_fn release = op->release;
 			void *arg = op->release_arg;

@@ -3,9 +3,11 @@
  * epoll backend: readiness + nonblocking syscalls, for kernels or sandboxes that refuse
  * io_uring. Wakes (from lcores and foreign threads alike) raise a flag and write an
  * eventfd registered in the lcore's epoll set; the flag lets poll() skip the read
- * syscall when no wake came.
+ * syscall when no wake came. The I/O ops live in epoll_io.c; this file hands them the
+ * readiness events, whether a park or a poll collected them.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,16 +19,12 @@
 
 #include "cr_log.h"
 #include "cr_reactor_backend.h"
+#include "epoll_internal.h"
 
 CR_LOG_COMPONENT(log_epoll, "drv.epoll");
 
-#define MAX_EVENTS 64
-
-struct cr_backend {
-	int epfd;
-	int efd;
-	_Atomic int woken; /* set by wakers before the eventfd write */
-};
+/* pending() asks the kernel for readiness once in this many calls (see there). */
+#define PEEK_EVERY 16
 
 static int
 probe(char *why, size_t len)
@@ -44,15 +42,15 @@ probe(char *why, size_t len)
 static int
 init(struct cr_backend **out, unsigned lcore, const struct cr_eal_config *cfg)
 {
-	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EPOLL_TAG_EFD};
 	struct cr_backend *be;
 	int rc;
 
-	(void)lcore;
 	(void)cfg;
 	be = calloc(1, sizeof(*be));
 	if (be == NULL)
 		return -ENOMEM;
+	be->lcore = lcore;
 	be->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (be->epfd < 0) {
 		rc = -errno;
@@ -84,30 +82,86 @@ fini(struct cr_backend *be)
 {
 	if (be == NULL)
 		return;
+	cr__epoll_io_free(be);
 	close(be->efd);
 	close(be->epfd);
 	free(be);
 }
 
-static unsigned
-poll(struct cr_backend *be, unsigned budget, uint64_t *wakes)
+static void
+drain_efd(struct cr_backend *be)
 {
 	uint64_t v;
 
-	(void)budget;
-	/* acquire: pairs with the release in wake() */
-	if (!atomic_exchange_explicit(&be->woken, 0, memory_order_acquire))
-		return 0;
 	if (read(be->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		CR_LOG(log_epoll, ERR, "eventfd read: %s", strerror(errno));
-	(*wakes)++;
-	return 1;
 }
 
+/* Hand the collected events to their owners; none stays behind for the next turn. */
+static void
+apply_events(struct cr_backend *be)
+{
+	int i;
+
+	for (i = 0; i < be->n_evs; i++) {
+		uint64_t tag = be->evs[i].data.u64;
+
+		if (tag == EPOLL_TAG_EFD)
+			/* The wake flag carries the wake; the counter is emptied so that the
+			 * level-triggered eventfd does not end every later park at once (a
+			 * wake's write can land after the poll that took its flag). */
+			drain_efd(be);
+		else
+			cr__epoll_io_event(be, (int)(tag - 1), be->evs[i].events);
+	}
+	be->n_evs = 0;
+}
+
+static unsigned
+poll(struct cr_backend *be, unsigned budget, uint64_t *wakes)
+{
+	unsigned n = 0;
+	int rc;
+
+	/* acquire: pairs with the release in wake() */
+	if (atomic_exchange_explicit(&be->woken, 0, memory_order_acquire)) {
+		drain_efd(be);
+		(*wakes)++;
+		n++;
+	}
+	/* One syscall per turn, and only while some fd waits for readiness. */
+	if (be->n_evs == 0 && cr__epoll_io_watching(be)) {
+		rc = epoll_wait(be->epfd, be->evs, EPOLL_MAX_EVENTS, 0);
+		if (rc < 0 && errno != EINTR)
+			CR_LOG(log_epoll, ERR, "epoll_wait: %s", strerror(errno));
+		be->n_evs = rc > 0 ? rc : 0;
+	}
+	apply_events(be);
+	if (n < budget)
+		n += cr__epoll_io_poll(be, budget - n);
+	return n;
+}
+
+/*
+ * The spinning lcore asks this every few hundred ns. io_uring completions show up in a
+ * shared ring, but epoll readiness only through a syscall: without one in a while, I/O
+ * that arrives during the spin would wait for the park, behind any message that came
+ * meanwhile. So one call in PEEK_EVERY, while some fd is watched, asks the kernel (no
+ * wait) and keeps what it finds for the next poll.
+ */
 static bool
 pending(struct cr_backend *be)
 {
-	return atomic_load_explicit(&be->woken, memory_order_relaxed) != 0;
+	int rc;
+
+	if (atomic_load_explicit(&be->woken, memory_order_relaxed) != 0 || be->n_evs != 0 ||
+	    cr__epoll_io_pending(be))
+		return true;
+	if (!cr__epoll_io_watching(be) || ++be->peeks % PEEK_EVERY != 0)
+		return false;
+	rc = epoll_wait(be->epfd, be->evs, EPOLL_MAX_EVENTS, 0);
+	be->n_evs = rc > 0 ? rc : 0;
+	return be->n_evs != 0;
 }
 
 static void
@@ -116,17 +170,41 @@ submit(struct cr_backend *be)
 	(void)be;
 }
 
+static int
+wait_events(struct cr_backend *be, uint64_t timeout_ns)
+{
+	struct timespec ts;
+	uint64_t ms;
+	int rc;
+
+	if (!be->no_pwait2) {
+		ts.tv_sec = (time_t)(timeout_ns / 1000000000u);
+		ts.tv_nsec = (long)(timeout_ns % 1000000000u);
+		rc = epoll_pwait2(be->epfd, be->evs, EPOLL_MAX_EVENTS,
+				  timeout_ns == UINT64_MAX ? NULL : &ts, NULL);
+		if (rc >= 0 || errno != ENOSYS)
+			return rc;
+		CR_LOG(log_epoll, INFO, "no epoll_pwait2 here; parking with ms timeouts");
+		be->no_pwait2 = true;
+	}
+	/* Rounded up: waking early would only park again. */
+	ms = timeout_ns == UINT64_MAX ? 0 : timeout_ns / 1000000u + (timeout_ns % 1000000u != 0);
+	return epoll_wait(be->epfd, be->evs, EPOLL_MAX_EVENTS,
+			  timeout_ns == UINT64_MAX ? -1 : (ms > INT_MAX ? INT_MAX : (int)ms));
+}
+
+/* The events that end the sleep are kept for the next poll, which applies them. */
 static void
 park(struct cr_backend *be, uint64_t timeout_ns)
 {
-	struct epoll_event evs[MAX_EVENTS];
-	struct timespec ts;
+	int rc;
 
-	if (timeout_ns == 0)
+	if (timeout_ns == 0 || be->n_evs != 0 || cr__epoll_io_pending(be))
 		return;
-	ts.tv_sec = (time_t)(timeout_ns / 1000000000u);
-	ts.tv_nsec = (long)(timeout_ns % 1000000000u);
-	epoll_pwait2(be->epfd, evs, MAX_EVENTS, timeout_ns == UINT64_MAX ? NULL : &ts, NULL);
+	rc = wait_events(be, timeout_ns);
+	if (rc < 0 && errno != EINTR)
+		CR_LOG(log_epoll, ERR, "epoll_pwait2: %s", strerror(errno));
+	be->n_evs = rc > 0 ? rc : 0;
 }
 
 static void
@@ -162,6 +240,7 @@ static const struct cr_backend_ops epoll_ops = {
 	.park = park,
 	.wake_from_lcore = wake_lcore,
 	.wake_from_foreign = wake,
+	.io = &cr__epoll_io_ops,
 };
 
 CR_BACKEND_REGISTER(epoll_ops)

@@ -2,12 +2,14 @@
 /*
  * io_uring backend: the lcore's private ring. Park is submit-and-wait with a timeout;
  * lcore-to-lcore wakes are IORING_OP_MSG_RING SQEs riding on the sender's next submit;
- * foreign threads write an eventfd whose read the lcore keeps armed in its ring.
+ * foreign threads write an eventfd whose read the lcore keeps armed in its ring. The I/O
+ * ops of lib/io ride on the same ring (uring_io.c); user_data tags are in uring_internal.h.
  *
- * user_data tags (low 3 bits; the rest is a pointer or an index):
- *   TAG_WAKE   a MSG_RING wake posted into our CQ by another lcore
- *   TAG_EFD    our eventfd read completed: a foreign wake
- *   TAG_MSGERR a MSG_RING we sent failed; the payload is the target backend
+ * Ring size: RING_ENTRIES SQEs and a CQ four times that, so bursts of multishot
+ * completions fit. The environment variable CR_URING_CQ_ENTRIES (2..65536, read when each
+ * lcore's ring is set up) overrides the CQ size, the SQ shrinking to match if needed; the
+ * tests use a tiny CQ to force overflow. Completions that do not fit wait in the kernel's
+ * overflow list (IORING_FEAT_NODROP) and are fetched by poll().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,22 +23,16 @@
 
 #include "cr_log.h"
 #include "cr_reactor_backend.h"
+#include "uring_internal.h"
 
 CR_LOG_COMPONENT(log_uring, "drv.uring");
 
-#define RING_ENTRIES 256
-#define TAG_MASK 7u
-#define TAG_WAKE 1u
-#define TAG_EFD 2u
-#define TAG_MSGERR 3u
-
-struct cr_backend {
-	struct io_uring ring;
-	int efd;
-	uint64_t efd_val; /* the armed read's buffer */
-	bool efd_armed;
-	unsigned setup_flags;
-};
+#define RING_ENTRIES	 256
+#define CQ_PER_SQ	 4
+#define CQ_ENTRIES_MAX	 65536
+#define CQ_ENTRIES_ENV	 "CR_URING_CQ_ENTRIES"
+/* Overflowed CQEs are flushed into the CQ a CQ-full at a time; a few rounds per poll. */
+#define OVERFLOW_ROUNDS	 4
 
 static int
 probe(char *why, size_t len)
@@ -47,7 +43,8 @@ probe(char *why, size_t len)
 
 	rc = io_uring_queue_init(4, &ring, 0);
 	if (rc < 0) {
-		if (rc == -EPERM && (fd = open("/proc/sys/kernel/io_uring_disabled", O_RDONLY)) >= 0) {
+		fd = rc == -EPERM ? open("/proc/sys/kernel/io_uring_disabled", O_RDONLY) : -1;
+		if (fd >= 0) {
 			char c = '0';
 
 			if (read(fd, &c, 1) != 1)
@@ -67,8 +64,34 @@ probe(char *why, size_t len)
 		rc = -ENOSYS;
 	}
 	io_uring_free_probe(p);
+	if (rc == 0)
+		rc = cr__uring_io_probe(&ring, why, len);
 	io_uring_queue_exit(&ring);
 	return rc;
+}
+
+/* SQ and CQ sizes: the defaults, or a CQ size from the environment (tests). */
+static void
+ring_sizes(unsigned *sq, unsigned *cq)
+{
+	const char *s = getenv(CQ_ENTRIES_ENV);
+	unsigned long v;
+	char *end;
+
+	*sq = RING_ENTRIES;
+	*cq = RING_ENTRIES * CQ_PER_SQ;
+	if (s == NULL || *s == '\0')
+		return;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < 2 || v > CQ_ENTRIES_MAX) {
+		CR_LOG(log_uring, WARNING, "%s=%s ignored: expected 2..%u", CQ_ENTRIES_ENV, s,
+		       CQ_ENTRIES_MAX);
+		return;
+	}
+	*cq = (unsigned)v;
+	if (*sq > *cq)
+		*sq = *cq; /* the kernel wants at least as many CQ entries as SQ entries */
 }
 
 /* Newest flags first; older kernels refuse some with EINVAL. */
@@ -84,17 +107,23 @@ ring_setup(struct cr_backend *be)
 		0,
 	};
 	struct io_uring_params p;
-	unsigned i;
+	unsigned i, sq, cq;
 	int rc = -EINVAL;
 
+	ring_sizes(&sq, &cq);
 	for (i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
 		memset(&p, 0, sizeof(p));
-		p.flags = tries[i];
-		rc = io_uring_queue_init_params(RING_ENTRIES, &be->ring, &p);
+		p.flags = tries[i] | IORING_SETUP_CQSIZE;
+		p.cq_entries = cq;
+		rc = io_uring_queue_init_params(sq, &be->ring, &p);
 		if (rc == 0) {
 			be->setup_flags = tries[i];
 			if (i != 0)
-				CR_LOG(log_uring, INFO, "ring set up with fewer flags (%#x)", tries[i]);
+				CR_LOG(log_uring, INFO, "ring set up with fewer flags (%#x)",
+				       tries[i]);
+			if (!(p.features & IORING_FEAT_NODROP))
+				CR_LOG(log_uring, WARNING,
+				       "no IORING_FEAT_NODROP: a full CQ may drop completions");
 			return 0;
 		}
 		if (rc != -EINVAL)
@@ -103,8 +132,8 @@ ring_setup(struct cr_backend *be)
 	return rc;
 }
 
-static struct io_uring_sqe *
-get_sqe(struct cr_backend *be)
+struct io_uring_sqe *
+cr__uring_get_sqe(struct cr_backend *be)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&be->ring);
 
@@ -118,7 +147,7 @@ get_sqe(struct cr_backend *be)
 static void
 efd_arm(struct cr_backend *be)
 {
-	struct io_uring_sqe *sqe = get_sqe(be);
+	struct io_uring_sqe *sqe = cr__uring_get_sqe(be);
 
 	if (sqe == NULL)
 		return; /* retried at the next poll */
@@ -168,8 +197,16 @@ fini(struct cr_backend *be)
 	/* Closing the ring cancels the armed eventfd read; the kernel then owns nothing of
 	 * ours (efd_val lives until this free, after the exit that waits for it). */
 	io_uring_queue_exit(&be->ring);
+	/* Normally lib/io's stop freed the receive buffers; if not, only now is it safe. */
+	cr__uring_io_free(be);
 	close(be->efd);
 	free(be);
+}
+
+static unsigned
+sq_flags(const struct cr_backend *be)
+{
+	return IO_URING_READ_ONCE(*be->ring.sq.kflags);
 }
 
 static bool
@@ -177,44 +214,71 @@ needs_enter(const struct cr_backend *be)
 {
 	/* Deferred task work (DEFER_TASKRUN) or an overflowed CQ only reach the CQ through
 	 * io_uring_enter; the kernel flags both in sq_flags. */
-	return IO_URING_READ_ONCE(*be->ring.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW);
+	return sq_flags(be) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW);
 }
 
 static void wake_foreign(struct cr_backend *target);
+
+static void
+dispatch(struct cr_backend *be, uint64_t ud, int32_t res, uint32_t flags, uint64_t *wakes)
+{
+	switch (ud & TAG_MASK) {
+	case TAG_OP:
+		cr__uring_io_cqe(be, ud, res, flags);
+		break;
+	case TAG_WAKE:
+		(*wakes)++;
+		break;
+	case TAG_EFD:
+		(*wakes)++;
+		be->efd_armed = false;
+		break;
+	case TAG_MSGERR:
+		/* The target's CQ could not take our wake; never lose it. */
+		CR_LOG(log_uring, DEBUG, "MSG_RING wake failed: %s", strerror(-res));
+		wake_foreign((struct cr_backend *)(uintptr_t)(ud & ~(uint64_t)TAG_MASK));
+		break;
+	case TAG_CANCEL:
+		/* -ENOENT or -EALREADY: the op completes by itself; its own CQE says how. */
+		break;
+	default:
+		CR_LOG(log_uring, ERR, "CQE with unknown tag: user_data %#llx res %d",
+		       (unsigned long long)ud, res);
+		break;
+	}
+}
 
 static unsigned
 poll(struct cr_backend *be, unsigned budget, uint64_t *wakes)
 {
 	struct io_uring_cqe *cqe;
-	unsigned head, n = 0;
+	unsigned n = 0, rounds = 0;
 
-	if (needs_enter(be))
-		io_uring_get_events(&be->ring);
-	io_uring_for_each_cqe(&be->ring, head, cqe)
-	{
-		uint64_t ud = cqe->user_data;
+	while (n < budget) {
+		uint64_t ud;
+		int32_t res;
+		uint32_t flags;
 
-		if (n == budget)
-			break;
-		n++;
-		switch (ud & TAG_MASK) {
-		case TAG_WAKE:
-			(*wakes)++;
-			break;
-		case TAG_EFD:
-			(*wakes)++;
-			be->efd_armed = false;
-			break;
-		case TAG_MSGERR:
-			/* The target's CQ could not take our wake; never lose it. */
-			CR_LOG(log_uring, DEBUG, "MSG_RING wake failed: %s", strerror(-cqe->res));
-			wake_foreign((struct cr_backend *)(uintptr_t)(ud & ~(uint64_t)TAG_MASK));
-			break;
-		default:
-			break;
+		if (io_uring_cq_ready(&be->ring) == 0) {
+			if (!needs_enter(be) || rounds++ == OVERFLOW_ROUNDS)
+				break;
+			if (sq_flags(be) & IORING_SQ_CQ_OVERFLOW)
+				be->io.stats.cq_overflows++;
+			io_uring_get_events(&be->ring);
+			continue;
 		}
+		if (__io_uring_peek_cqe(&be->ring, &cqe, NULL) != 0 || cqe == NULL)
+			break;
+		ud = cqe->user_data;
+		res = cqe->res;
+		flags = cqe->flags;
+		/* Consumed before it is acted on: a callback may submit, and so reap, more. */
+		io_uring_cqe_seen(&be->ring, cqe);
+		n++;
+		dispatch(be, ud, res, flags, wakes);
 	}
-	io_uring_cq_advance(&be->ring, n);
+	if (n < budget)
+		n += cr__uring_io_run(be, budget - n);
 	if (!be->efd_armed)
 		efd_arm(be);
 	return n;
@@ -223,8 +287,7 @@ poll(struct cr_backend *be, unsigned budget, uint64_t *wakes)
 static bool
 pending(struct cr_backend *be)
 {
-	/* An unarmed eventfd read could miss a foreign wake: keep turning until re-armed. */
-	return io_uring_cq_ready(&be->ring) != 0 || needs_enter(be) || !be->efd_armed;
+	return io_uring_cq_ready(&be->ring) != 0 || needs_enter(be) || cr__uring_io_pending(be);
 }
 
 static void
@@ -253,7 +316,7 @@ park(struct cr_backend *be, uint64_t timeout_ns)
 static void
 wake_lcore(struct cr_backend *self, struct cr_backend *target)
 {
-	struct io_uring_sqe *sqe = get_sqe(self);
+	struct io_uring_sqe *sqe = cr__uring_get_sqe(self);
 
 	if (sqe == NULL) {
 		wake_foreign(target);
@@ -286,6 +349,7 @@ static const struct cr_backend_ops uring_ops = {
 	.park = park,
 	.wake_from_lcore = wake_lcore,
 	.wake_from_foreign = wake_foreign,
+	.io = &cr__uring_io_ops,
 };
 
 CR_BACKEND_REGISTER(uring_ops)
