@@ -14,6 +14,7 @@
 #include "cr_io_driver.h"
 #include "cr_log.h"
 #include "cr_reactor.h"
+#include "cr_telemetry.h"
 
 CR_LOG_COMPONENT(log_io, "lib.io");
 
@@ -26,12 +27,21 @@ struct io_lcore {
 	struct cr_op *ops;
 	unsigned cap;
 	struct cr_op *free;
-	unsigned inflight;
+	_Atomic unsigned inflight; /* written by the owner only; read by telemetry */
 	struct cr_backend *be;
 	const struct cr_io_driver_ops *drv;
 };
 
 static struct io_lcore io_lcores[CR_MAX_LCORES];
+
+/* Owner-only writes (no lock prefix); relaxed so telemetry may read from any thread. */
+static inline void
+inflight_add(struct io_lcore *io, int d)
+{
+	atomic_store_explicit(&io->inflight,
+			      atomic_load_explicit(&io->inflight, memory_order_relaxed) + (unsigned)d,
+			      memory_order_relaxed);
+}
 
 static struct io_lcore *
 cur_io(void)
@@ -113,7 +123,7 @@ op_submit(struct io_lcore *io, struct cr_op *op)
 		errno = -rc;
 		return 0;
 	}
-	io->inflight++;
+	inflight_add(io, 1);
 	return op->id;
 }
 
@@ -318,7 +328,7 @@ cr_io_inflight(void)
 {
 	struct io_lcore *io = cur_io();
 
-	return io != NULL ? io->inflight : 0;
+	return io != NULL ? atomic_load_explicit(&io->inflight, memory_order_relaxed) : 0;
 }
 
 void
@@ -368,7 +378,7 @@ cr_io_complete(uint64_t user_data, int32_t res, uint32_t flags, void *buf, uint3
 			cr_msg_fn release = op->release;
 			void *arg = op->release_arg;
 
-			io->inflight--;
+			inflight_add(io, -1);
 			op_put(io, op);
 			if (release != NULL)
 				release(arg);
@@ -383,7 +393,7 @@ cr_io_complete(uint64_t user_data, int32_t res, uint32_t flags, void *buf, uint3
 	ctx = op->ctx;
 	if (final) {
 		/* Retire the slot first: the callback may start a new op in it. */
-		io->inflight--;
+		inflight_add(io, -1);
 		op_put(io, op);
 	}
 	fn(ctx, &cqe);
@@ -442,7 +452,7 @@ io_lcore_stop(unsigned lcore)
 			cr_io_abandon(io->ops[i].id, NULL, NULL);
 	/* The kernel may still write into what these ops name: wait for every CQE. */
 	deadline = cr_clock_ns() + STOP_WAIT_NS;
-	while (io->inflight != 0) {
+	while (atomic_load_explicit(&io->inflight, memory_order_relaxed) != 0) {
 		bops->submit(io->be);
 		if (bops->poll(io->be, 256, &wakes) == 0)
 			bops->park(io->be, 1000 * 1000);
@@ -450,7 +460,7 @@ io_lcore_stop(unsigned lcore)
 			CR_LOG(log_io, ERR,
 			       "lcore %u: %u ops still in flight after cancel; aborting rather "
 			       "than free memory the kernel may write",
-			       lcore, io->inflight);
+			       lcore, atomic_load_explicit(&io->inflight, memory_order_relaxed));
 			abort();
 		}
 	}
@@ -459,14 +469,36 @@ io_lcore_stop(unsigned lcore)
 	memset(io, 0, sizeof(*io));
 }
 
+/* A graceful retire or shutdown waits for ops in flight (the app's on_retire /
+ * on_shutdown hook cancels or finishes them); once forced, io_lcore_stop abandons them. */
+static bool
+io_lcore_busy(unsigned lcore, bool forced)
+{
+	return !forced && atomic_load_explicit(&io_lcores[lcore].inflight, memory_order_relaxed);
+}
+
+static int
+read_inflight(unsigned lcore, uint64_t *out, void *arg)
+{
+	(void)arg;
+	if (lcore >= CR_MAX_LCORES)
+		return -EINVAL;
+	*out = atomic_load_explicit(&io_lcores[lcore].inflight, memory_order_relaxed);
+	return 0;
+}
+
 static const struct cr_reactor_module io_module = {
 	.name = "io",
 	.lcore_start = io_lcore_start,
 	.lcore_stop = io_lcore_stop,
+	.lcore_busy = io_lcore_busy,
 };
 
 __attribute__((constructor)) static void
 io_register(void)
 {
 	cr_reactor_module_register(&io_module);
+	cr_telemetry_reader_register("ops_in_flight", CR_TELEMETRY_GAUGE,
+				     "I/O ops in flight (abandoned ones included).", read_inflight,
+				     NULL);
 }

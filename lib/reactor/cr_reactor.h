@@ -282,6 +282,7 @@ struct cr_lcore_stats {
 	uint64_t spin_misses;
 	uint64_t spin_budget_ns; /**< current adaptive budget (a gauge) */
 	uint64_t incarnation;	 /**< bumped at every start */
+	uint64_t mailbox_depth;	 /**< messages queued in its mailbox (a gauge) */
 };
 
 /** Snapshot lcore @p id's counters into @p out. Any thread. @return 0 or -EINVAL. */

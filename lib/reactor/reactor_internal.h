@@ -170,6 +170,8 @@ int cr__sim_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *t
 void cr__sim_fini(void);
 
 /* Lifecycle (reactor_lifecycle.c / reactor_lcore.c) */
+bool cr__visit_begin(void);
+void cr__visit_end(void);
 void cr__lifecycle_lock(void);
 void cr__lifecycle_unlock(void);
 int cr__lcore_reset(struct cr_lcore *lc);

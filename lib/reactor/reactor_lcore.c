@@ -585,6 +585,12 @@ cr_lcore_stats(unsigned id, struct cr_lcore_stats *out)
 	out->spin_budget_ns = LOAD(spin_budget_ns);
 	out->incarnation = atomic_load_explicit(&lc->incarnation, memory_order_relaxed);
 	out->wakes_recv = LOAD(wakes_recv);
+	/* The rings are freed at fini: read them only while counted in. */
+	if (cr__visit_begin()) {
+		if (atomic_load_explicit(&lc->exists, memory_order_acquire))
+			out->mailbox_depth = cr_mailbox_depth(&lc->mbox);
+		cr__visit_end();
+	}
 	return 0;
 }
 

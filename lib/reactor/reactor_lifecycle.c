@@ -30,8 +30,8 @@ cr__lifecycle_unlock(void)
 }
 
 /* Count ourselves in; false (and counted out) if the runtime is not up. */
-static bool
-visit_begin(void)
+bool
+cr__visit_begin(void)
 {
 	atomic_fetch_add(&cr__rt.stoppers, 1);
 	if (atomic_load(&cr__rt.up))
@@ -40,8 +40,8 @@ visit_begin(void)
 	return false;
 }
 
-static void
-visit_end(void)
+void
+cr__visit_end(void)
 {
 	atomic_fetch_sub(&cr__rt.stoppers, 1);
 }
@@ -73,7 +73,7 @@ cr_shutdown(uint64_t timeout_ns)
 {
 	uint64_t now, deadline, cur;
 
-	if (!visit_begin())
+	if (!cr__visit_begin())
 		return;
 	if (timeout_ns == TIMEOUT_CONFIGURED)
 		timeout_ns = configured_timeout();
@@ -86,7 +86,7 @@ cr_shutdown(uint64_t timeout_ns)
 	/* seq_cst store, then each wake's fence: a parked lcore is woken to see it. */
 	atomic_store(&cr__rt.stop, true);
 	wake_all();
-	visit_end();
+	cr__visit_end();
 }
 
 void
@@ -107,7 +107,7 @@ cr_lcore_retire(unsigned id, void (*done)(unsigned lcore, void *arg), void *arg)
 	struct cr_lcore *lc;
 	int expected = CR_LCORE_RUNNING, rc = 0;
 
-	if (!visit_begin())
+	if (!cr__visit_begin())
 		return -ESHUTDOWN;
 	lc = cr__lcore(id);
 	if (lc == NULL) {
@@ -141,7 +141,7 @@ cr_lcore_retire(unsigned id, void (*done)(unsigned lcore, void *arg), void *arg)
 		cr__wake_if_parked(cr__cur, lc);
 	}
 out:
-	visit_end();
+	cr__visit_end();
 	return rc;
 }
 
@@ -151,7 +151,7 @@ cr_lcore_start(unsigned id)
 	struct cr_lcore *lc;
 	int rc;
 
-	if (!visit_begin())
+	if (!cr__visit_begin())
 		return -ESHUTDOWN;
 	lc = cr__lcore(id);
 	if (lc == NULL) {
@@ -183,7 +183,7 @@ cr_lcore_start(unsigned id)
 	}
 	cr__lifecycle_unlock();
 out:
-	visit_end();
+	cr__visit_end();
 	return rc;
 }
 
@@ -195,10 +195,10 @@ cr_pool_resize(unsigned n)
 	int rc;
 
 	/* Counted in: the table is rewritten by the next cr_reactor_init(). */
-	if (!visit_begin())
+	if (!cr__visit_begin())
 		return -ESHUTDOWN;
 	rc = resize(n);
-	visit_end();
+	cr__visit_end();
 	return rc;
 }
 
@@ -266,7 +266,7 @@ cr_reactor_unhold(unsigned id, uint64_t incarnation)
 	uint64_t w;
 	bool dropped = false;
 
-	if (!visit_begin())
+	if (!cr__visit_begin())
 		return false; /* the runtime is gone: nothing left to release */
 	lc = cr__lcore(id);
 	if (lc == NULL)
@@ -286,6 +286,6 @@ cr_reactor_unhold(unsigned id, uint64_t incarnation)
 		}
 	}
 out:
-	visit_end();
+	cr__visit_end();
 	return dropped;
 }

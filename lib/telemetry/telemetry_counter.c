@@ -37,6 +37,7 @@ const struct cr__tel_field cr__tel_fields[] = {
 	F(spin_budget_ns, G, false, "coreact_lcore_spin_budget_seconds", 1e-9,
 	  "Current adaptive spin budget."),
 	F(incarnation, G, false, "coreact_lcore_incarnation", 1, "Starts of the lcore."),
+	F(mailbox_depth, G, true, "coreact_lcore_mailbox_depth", 1, "Messages queued in the mailbox."),
 };
 /* clang-format on */
 const unsigned cr__tel_n_fields = sizeof(cr__tel_fields) / sizeof(cr__tel_fields[0]);
