@@ -34,6 +34,18 @@ struct io_lcore {
 
 static struct io_lcore io_lcores[CR_MAX_LCORES];
 
+/* Clear the per-lcore state; the count with an atomic store, as telemetry may be reading. */
+static void
+io_reset(struct io_lcore *io)
+{
+	io->ops = NULL;
+	io->cap = 0;
+	io->free = NULL;
+	io->be = NULL;
+	io->drv = NULL;
+	atomic_store_explicit(&io->inflight, 0, memory_order_relaxed);
+}
+
 /* Owner-only writes (no lock prefix); relaxed so telemetry may read from any thread. */
 static inline void
 inflight_add(struct io_lcore *io, int d)
@@ -410,7 +422,7 @@ io_lcore_start(unsigned lcore)
 	unsigned i;
 	int rc;
 
-	memset(io, 0, sizeof(*io));
+	io_reset(io);
 	if (bops == NULL || bops->io == NULL)
 		return 0; /* a backend without I/O (the test harness): ops fail with ENOTSUP */
 	io->cap = CR_IO_OPS;
@@ -430,7 +442,7 @@ io_lcore_start(unsigned lcore)
 	rc = ((const struct cr_io_driver_ops *)bops->io)->init(io->be, &cfg);
 	if (rc != 0) {
 		cr_numa_free(io->ops);
-		memset(io, 0, sizeof(*io));
+		io_reset(io);
 		return rc;
 	}
 	io->drv = bops->io;
@@ -466,7 +478,7 @@ io_lcore_stop(unsigned lcore)
 	}
 	io->drv->fini(io->be);
 	cr_numa_free(io->ops);
-	memset(io, 0, sizeof(*io));
+	io_reset(io);
 }
 
 /* A graceful retire or shutdown waits for ops in flight (the app's on_retire /
