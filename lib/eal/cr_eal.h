@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cr_config.h"
 
@@ -175,6 +176,13 @@ struct cr_app_info {
  */
 int cr_eal_parse_args(int argc, char **argv, const struct cr_app_info *app,
 		      struct cr_eal_config *cfg, struct cr_lcore_table *table, int *first_arg);
+
+/**
+ * Let a higher layer add lines to --version output (the reactor adds the io driver that
+ * --io-driver would choose here). Call from a constructor. @p fn gets the options parsed
+ * so far.
+ */
+void cr_eal_set_version_extra(void (*fn)(FILE *f, const struct cr_eal_config *cfg));
 
 /** Parse "0.5" etc. into seconds; -EINVAL unless a finite number >= 0 (no spaces). */
 int cr_parse_seconds(const char *s, double *out);

@@ -393,11 +393,21 @@ print_help(const struct cr_app_info *app, FILE *f)
 	fflush(f);
 }
 
+static void (*version_extra)(FILE *f, const struct cr_eal_config *cfg);
+
+void
+cr_eal_set_version_extra(void (*fn)(FILE *f, const struct cr_eal_config *cfg))
+{
+	version_extra = fn;
+}
+
 static void
-print_version(const struct cr_app_info *app, FILE *f)
+print_version(const struct cr_app_info *app, const struct cr_eal_config *cfg, FILE *f)
 {
 	fprintf(f, "%s coreact %s\n", app->name, CR_VERSION);
-	/* The I/O driver line (what auto resolves to on this kernel) goes here. */
+	/* Layers above (the reactor) add what they know: the io driver --io-driver picks. */
+	if (version_extra != NULL)
+		version_extra(f, cfg);
 	fflush(f);
 }
 
@@ -477,7 +487,7 @@ parse_one(int argc, char **argv, int *i, const struct cr_app_info *app,
 		return 1;
 	}
 	if (f.common != NULL && f.common->act == ACT_VERSION) {
-		print_version(app, stdout);
+		print_version(app, cfg, stdout);
 		return 1;
 	}
 	if (f.o->metavar != NULL && val == NULL) {

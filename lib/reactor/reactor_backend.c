@@ -47,6 +47,39 @@ try_backend(const char *name, const struct cr_backend_ops **out, char *why, size
 	return rc;
 }
 
+/* --version: which driver this configuration would run, and why not the other. */
+static void
+version_driver(FILE *f, const struct cr_eal_config *cfg)
+{
+	const struct cr_backend_ops *ops = NULL;
+	char why[256] = "";
+	const char *asked = cfg->io_driver == CR_IO_DRIVER_URING   ? "uring"
+			    : cfg->io_driver == CR_IO_DRIVER_EPOLL ? "epoll"
+								   : "auto";
+
+	if (cfg->io_driver != CR_IO_DRIVER_EPOLL &&
+	    try_backend("uring", &ops, why, sizeof(why)) == 0) {
+		fprintf(f, "io driver: uring (--io-driver %s)\n", asked);
+		return;
+	}
+	if (cfg->io_driver == CR_IO_DRIVER_URING) {
+		fprintf(f, "io driver: none: io_uring was refused: %s\n", why);
+		return;
+	}
+	if (try_backend("epoll", &ops, why, sizeof(why)) == 0)
+		fprintf(f, "io driver: epoll (--io-driver %s)%s%s\n", asked,
+			cfg->io_driver == CR_IO_DRIVER_AUTO ? "; io_uring unavailable: " : "",
+			cfg->io_driver == CR_IO_DRIVER_AUTO ? why : "");
+	else
+		fprintf(f, "io driver: none: %s\n", why);
+}
+
+__attribute__((constructor)) static void
+version_register(void)
+{
+	cr_eal_set_version_extra(version_driver);
+}
+
 int
 cr__select_backend(const struct cr_eal_config *cfg, const struct cr_backend_ops **out)
 {
