@@ -346,6 +346,7 @@ main(int argc, char **argv)
 	    .summary = summary,
 	    .opts = opts,
 	    .n_opts = sizeof(opts) / sizeof(opts[0]),
+	    .args = "MODE",
 	};
 
 	memset(&env, 0, sizeof(env));

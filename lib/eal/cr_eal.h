@@ -149,6 +149,7 @@ struct cr_app_info {
 	const char *summary;	 /**< one line for --help */
 	const struct cr_opt *opts; /**< app options, may be NULL */
 	unsigned n_opts;
+	const char *args;	 /**< positional arguments for the usage line, e.g. "MODE"; may be NULL */
 };
 
 /**

@@ -379,7 +379,10 @@ print_help(const struct cr_app_info *app, FILE *f)
 		int w = synopsis_width(&app->opts[i]);
 		width = w > width ? w : width;
 	}
-	fprintf(f, "Usage: %s [OPTIONS]\n", app->name);
+	if (app->args != NULL)
+		fprintf(f, "Usage: %s %s [OPTIONS]\n", app->name, app->args);
+	else
+		fprintf(f, "Usage: %s [OPTIONS]\n", app->name);
 	if (app->summary != NULL)
 		fprintf(f, "%s\n", app->summary);
 	fprintf(f, "\nCommon options:\n");

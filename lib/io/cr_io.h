@@ -13,7 +13,13 @@
  * read buffer) must stay valid until the op's final completion (one without
  * CR_IO_F_MORE), or, after cr_io_abandon(), until its release callback runs. Receive
  * buffers of multishot recv belong to lib/io; the callback borrows one and gives it back
- * with cr_io_buf_release().
+ * with cr_io_buf_release(). At a forced stop lib/io abandons every op still live, after the
+ * app's on_lcore_stop hook and without release callbacks: memory such ops name must stay
+ * valid until cr_reactor_run() has returned.
+ *
+ * Handles belong to the lcore that started the op; using one on another lcore is a bug
+ * (generations start at a different base on every lcore, so it is caught as -ENOENT, not
+ * applied to an unrelated op, unless a slot was reused 2^24 times).
  */
 #ifndef CR_IO_H
 #define CR_IO_H
@@ -110,7 +116,8 @@ cr_op_id cr_io_fsync(int fd, cr_io_fn fn, void *ctx);
 /**
  * Set a deadline on op @p id: if it has not completed @p timeout_ns from now, it is
  * cancelled and its (final) completion reports -ETIMEDOUT.
- * @return 0, -ENOENT (no such live op), -EPERM off its lcore.
+ * @return 0, -ENOENT (no such live op of this lcore), -EPERM off an lcore, -ENOTSUP no io
+ *         driver.
  */
 int cr_io_set_deadline(cr_op_id id, uint64_t timeout_ns);
 
@@ -118,7 +125,8 @@ int cr_io_set_deadline(cr_op_id id, uint64_t timeout_ns);
  * Cancel op @p id: the kernel is asked to stop it, and its callback still runs for its
  * final completion (typically -ECANCELED, or the result if it completed first): exactly
  * one outcome.
- * @return 0, -ENOENT (no such live op: it already completed or was abandoned).
+ * @return 0, -ENOENT (no such live op: it already completed or was abandoned), -EPERM
+ *         off an lcore, -ENOTSUP no io driver.
  */
 int cr_io_cancel(cr_op_id id);
 
@@ -127,7 +135,8 @@ int cr_io_cancel(cr_op_id id);
  * the op names, stay in the kernel's hands until its final CQE; then lib/io releases what
  * it owns (receive buffers) and runs @p release(@p arg) if non-NULL, so the owner knows
  * its memory is free. Use this when destroying the owner.
- * @return 0, -ENOENT (no such live op; @p release is not called).
+ * @return 0, -ENOENT (no such live op; @p release is not called), -EPERM off an lcore,
+ *         -ENOTSUP no io driver.
  */
 int cr_io_abandon(cr_op_id id, cr_msg_fn release, void *arg);
 

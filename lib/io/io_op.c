@@ -433,7 +433,9 @@ io_lcore_start(unsigned lcore)
 		struct cr_op *op = &io->ops[i];
 
 		op->index = i;
-		op->id = make_id(i, 1);
+		/* A different generation base per lcore: a handle passed to the wrong lcore
+		 * does not match one of its ops. */
+		op->id = make_id(i, ((uint64_t)lcore << 24) + 1);
 		cr_timer_init(&op->deadline, deadline_fired, op);
 		op->next_free = io->free;
 		io->free = op;

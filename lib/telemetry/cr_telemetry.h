@@ -7,7 +7,8 @@
  * A telemetry thread (not an lcore) owns the sockets. A client sends one request line per
  * command, "/stats" or "/lcore/retire,3" (the command, then optionally ',' and parameters),
  * and gets one JSON document on one line back: {"/stats": ...} on success, {"error": "..."}
- * otherwise. Built in: /help, /lcores, /stats, /info; libraries and apps add theirs with
+ * otherwise. Built in: /help, /lcores, /stats, /info, and the lifecycle requests
+ * /pool/resize,N, /lcore/retire,ID, /lcore/start,ID; libraries and apps add theirs with
  * cr_telemetry_register().
  *
  * The socket is `<dir>/<app>.<pid>.sock`, where dir is `$XDG_RUNTIME_DIR/coreact` or else
@@ -218,8 +219,8 @@ typedef int (*cr_telemetry_read_fn)(unsigned lcore, uint64_t *out, void *arg);
 
 /**
  * Register a reader: a per-lcore value reported by /stats next to the reactor's counters
- * (same JSON object, same total) and exported as coreact_lcore_<name>[_total]. Well-known
- * names that cr-top shows: "ops_in_flight", "connections", "mailbox_depth". Control path;
+ * (same JSON object, same total) and exported as coreact_lcore_<name>[_total]. lib/io
+ * registers "ops_in_flight"; "mailbox_depth" is a built-in field already. Control path;
  * any thread (a constructor is fine).
  *
  * @param name as for cr_telemetry_counter_register(); copied.
