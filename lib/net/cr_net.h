@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * TCP listeners and connections, outbound TCP connections and UDP sockets on top of
+ * lib/io, one lcore at a time.
+ *
+ * Ownership (DESIGN.md rule 1). A connection or UDP socket belongs to the lcore that
+ * accepted, connected or bound it; every call on it is made there and every callback runs
+ * there. A listener belongs to the lcore that created it (its *home*); by default it has
+ * one SO_REUSEPORT socket on every RUNNING lcore, so the kernel spreads connections over
+ * the lcores and each accepted connection stays on the lcore that accepted it.
+ *
+ * Memory (rule 4). Each lcore sizes, when it starts, a slab of connection slots
+ * (cr_net_config.max_conns) and a pool of output chunks (chunks x chunk_size bytes); no
+ * connection, accept or send allocates. cr_conn_send() copies the caller's bytes into the
+ * connection's output queue, appending to the last chunk while it has room.
+ *
+ * Callbacks (struct cr_conn_ops). on_open when the connection is established, on_data for
+ * each received piece (borrowed: valid only during the call), on_eof when the peer shut
+ * its write side, on_drain when the output queue falls to the low watermark after it rose
+ * above the high one, and on_close exactly once at the end, unless the app destroyed the
+ * connection first. A callback is never called from inside a cr_* call the app made, only
+ * from the lcore's loop; after on_close returns, or after cr_conn_destroy(), nothing
+ * about the connection is called and its pointer is dead.
+ *
+ * Backpressure. While more than the high watermark (default 64 KiB) is queued, the
+ * connection stops reading (the kernel's receive window then throttles the peer); it
+ * reads again, and calls on_drain, once the queue is at or below the low watermark
+ * (default a quarter of the high one). The watermarks do not cap cr_conn_send(); the pool
+ * does (-ENOBUFS).
+ *
+ * Teardown (rule 6). Destroying or closing a connection abandons its ops in flight; its
+ * slot, its queued chunks and its socket are released only when the last of those ops
+ * has had its final completion.
+ *
+ * Retiring and shutting down. When an lcore retires or the runtime shuts down, lib/net
+ * drains it (cr_net_drain(): call it from the app's on_shutdown and on_retire hooks):
+ * its listening sockets close, its UDP sockets stop, and each of its connections closes
+ * as by cr_conn_close() (queued bytes go out, then EOF); the lcore keeps running while
+ * they finish, about 2 s at most after their queues are sent, unless the shutdown is
+ * forced. Whatever is left when the lcore stops is closed then (connections: on_close
+ * with -ESHUTDOWN).
+ */
+#ifndef CR_NET_H
+#define CR_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- addresses ---- */
+
+/** An IPv4 or IPv6 socket address. Plain data: copy it freely. */
+struct cr_net_addr {
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in4;
+		struct sockaddr_in6 in6;
+		struct sockaddr_storage ss;
+	} u;
+	socklen_t len; /**< bytes of u in use; 0 = no address */
+};
+
+/** Longest text cr_net_addr_format() writes, with its terminating NUL. */
+#define CR_NET_ADDR_STRLEN (INET6_ADDRSTRLEN + 16 + 8)
+
+/**
+ * Parse "HOST:PORT" into @p out. HOST is a numeric IPv4 address, a numeric IPv6 address in
+ * brackets ("[::1]:7000", "[fe80::1%eth0]:7000"), "localhost" (127.0.0.1), or "*" or
+ * empty for 0.0.0.0. No name is resolved: a reactor never waits on DNS. PORT is 0-65535
+ * (0: let the kernel choose when binding). Any thread.
+ * @param out unchanged on failure.
+ * @return 0, or -EINVAL (no ':' / no port, port not a number in 0-65535, an IPv6 address
+ *         without brackets, a HOST that is not numeric, NULL argument).
+ */
+int cr_net_addr_parse(const char *s, struct cr_net_addr *out);
+
+/**
+ * Format @p a as "1.2.3.4:80" or "[::1]:80" into @p buf (truncated to @p len; use
+ * CR_NET_ADDR_STRLEN). An empty or unknown address prints "?". Any thread.
+ * @return @p buf.
+ */
+char *cr_net_addr_format(const struct cr_net_addr *a, char *buf, size_t len);
+
+/** The port of @p a in host order (0 for an empty address). Any thread. */
+uint16_t cr_net_addr_port(const struct cr_net_addr *a);
+
+/* ---- per-lcore sizing ---- */
+
+/** How every lcore sizes lib/net's memory when it starts. */
+struct cr_net_config {
+	uint32_t max_conns;  /**< connection slots per lcore (default 4096) */
+	uint32_t chunks;     /**< output chunks per lcore (default 1024) */
+	uint32_t chunk_size; /**< bytes per chunk (default 16384; 256 to 1 MiB) */
+};
+
+/** Fill @p cfg with the defaults. Any thread. */
+void cr_net_config_defaults(struct cr_net_config *cfg);
+
+/**
+ * Set the sizes lcores use from their next start on. Call before cr_reactor_init(); a
+ * running lcore keeps the sizes it started with. Control path; any thread, but not
+ * concurrently with lcores starting.
+ * @param cfg copied.
+ * @return 0, -EINVAL (NULL, max_conns or chunks 0 or above 1<<24, chunk_size not in
+ *         256..1 MiB), -EBUSY (lcores are running).
+ */
+int cr_net_configure(const struct cr_net_config *cfg);
+
+/* ---- connections ---- */
+
+/** A TCP connection, owned by one lcore. Opaque. */
+struct cr_conn;
+/** A TCP listener, possibly with a socket on every lcore. Opaque. */
+struct cr_listener;
+
+/**
+ * What a connection calls. Any member may be NULL. The table is not copied: it must stay
+ * valid until every connection made with it has closed (a static const table is usual).
+ * Every callback runs on the connection's lcore and may call any cr_conn_* function on
+ * it, cr_conn_destroy() included.
+ */
+struct cr_conn_ops {
+	/** Established: accepted, or connected by cr_tcp_connect(). */
+	void (*on_open)(struct cr_conn *c);
+	/**
+	 * @p len > 0 bytes arrived. @p data is borrowed: it is valid only during the call
+	 * (keep a copy; cr_conn_send() copies).
+	 */
+	void (*on_data)(struct cr_conn *c, const void *data, size_t len);
+	/**
+	 * The peer shut its write side: no more on_data. NULL means "shut ours when the queue
+	 * is sent" (cr_conn_shutdown_write()); otherwise the app decides, and the connection
+	 * stays open until it shuts its side or closes.
+	 */
+	void (*on_eof)(struct cr_conn *c);
+	/** The output queue fell to the low watermark after rising above the high one. */
+	void (*on_drain)(struct cr_conn *c);
+	/**
+	 * The end, exactly once unless cr_conn_destroy() came first. @p err is 0 after an
+	 * orderly end (both sides shut, or cr_conn_close() finished), else -errno:
+	 * -ECONNRESET / -EPIPE (peer reset), -ETIMEDOUT (idle timeout or connect timeout),
+	 * -ECONNREFUSED and other connect errors, -ENOSPC (no lib/io op slot), -ESHUTDOWN
+	 * (the lcore stopped). The pointer is dead once this returns.
+	 */
+	void (*on_close)(struct cr_conn *c, int err);
+};
+
+/** Per-connection options; zero means the default. */
+struct cr_conn_opts {
+	/** Close with -ETIMEDOUT after this long without a byte in or out; 0 = never. */
+	uint64_t idle_timeout_ns;
+	/** Stop reading above this many queued bytes (default CR_NET_HIGH_WATERMARK). */
+	uint32_t high_watermark;
+	/** Read again, and call on_drain, at or below this (default high / 4; <= high). */
+	uint32_t low_watermark;
+	/** Leave Nagle's algorithm on (TCP_NODELAY is set by default). */
+	bool nagle;
+};
+
+/** Default high watermark of the output queue, in bytes. */
+#define CR_NET_HIGH_WATERMARK (64u * 1024)
+
+/** How cr_tcp_listen() listens. */
+struct cr_tcp_listen_opts {
+	struct cr_net_addr addr; /**< to bind; port 0 lets the kernel choose (one port for all) */
+	struct cr_conn_opts conn; /**< for every accepted connection */
+	unsigned backlog;	  /**< listen(2) backlog per socket; 0 = 1024 */
+	/**
+	 * One socket, accepted on the home lcore, which hands each connection to the RUNNING
+	 * lcores round robin (itself included) with cr_send(). Default: one SO_REUSEPORT
+	 * socket per RUNNING lcore.
+	 */
+	bool single_acceptor;
+	/** IPV6_V6ONLY on an IPv6 address (default: the system's, usually dual stack). */
+	bool v6only;
+};
+
+/**
+ * Listen on opts->addr and serve each accepted connection with @p ops and @p arg.
+ *
+ * The sockets are created, bound and listening when this returns (connections that
+ * arrive are queued by the kernel); accepting starts on each lcore as a message reaches
+ * it. By default there is one SO_REUSEPORT socket per lcore RUNNING at the time of the
+ * call, and a connection stays on the lcore whose socket the kernel gave it to. With
+ * single_acceptor, one socket on the calling lcore. An lcore that runs out of connection
+ * slots stops accepting (connections wait in the kernel's backlog) until one frees; an
+ * lcore out of file descriptors (EMFILE/ENFILE) retries after a back-off of 10 ms,
+ * doubling to at most 160 ms, so it never spins.
+ *
+ * Lcores started later (cr_lcore_start()) get no socket of this listener. When an lcore
+ * retires, its socket closes and connections still in that socket's backlog are reset
+ * (steering them to other lcores first is not done).
+ *
+ * Lcore only; the calling lcore becomes the listener's home, which alone can close it:
+ * use the main lcore, which never retires.
+ * @param opts copied.
+ * @param ops  not copied (see struct cr_conn_ops).
+ * @param arg  given to every connection (cr_conn_arg()).
+ * @param out  receives the listener, to pass to cr_listener_close().
+ * @return 0; -EPERM off an lcore or where lib/net is not running; -EINVAL (NULL or
+ *         unusable argument, watermarks inverted); -EADDRINUSE, -EACCES,
+ *         -EADDRNOTAVAIL, -EMFILE, ... from socket/bind/listen; -ENOMEM; -ENOSPC (too
+ *         many listeners, at most 64 at a time).
+ */
+int cr_tcp_listen(const struct cr_tcp_listen_opts *opts, const struct cr_conn_ops *ops,
+		  void *arg, struct cr_listener **out);
+
+/**
+ * The address the listener is bound to (with the port the kernel chose for port 0).
+ * Any thread, while the listener is not closed.
+ */
+void cr_listener_addr(const struct cr_listener *l, struct cr_net_addr *out);
+
+/** Number of listening sockets (one per lcore, or one with single_acceptor). Any thread. */
+unsigned cr_listener_sockets(const struct cr_listener *l);
+
+/**
+ * Stop listening: every lcore closes its socket (connections still in the kernel's
+ * backlog are reset). Connections already accepted are not affected. The handle is dead
+ * after this call; the memory goes when the last socket has closed. NULL is fine.
+ * On the listener's home lcore only (-EPERM is not reported: a call elsewhere is ignored
+ * and logged).
+ */
+void cr_listener_close(struct cr_listener *l);
+
+/**
+ * Connect to @p to, on the calling lcore. Returns at once; on_open runs when connected, or
+ * on_close with the error (-ETIMEDOUT after @p timeout_ns, 0 = the kernel's own timeout;
+ * -ECONNREFUSED, -ENETUNREACH, ...). cr_conn_send() may be called before on_open: the
+ * bytes go out once connected.
+ * Lcore only.
+ * @param to         copied.
+ * @param timeout_ns connect deadline; 0 = none of ours.
+ * @param opts       copied; may be NULL for the defaults.
+ * @param ops        not copied (see struct cr_conn_ops).
+ * @param arg        for the app (cr_conn_arg()).
+ * @return the connection, or NULL with errno EPERM (off lcore / lib/net not running),
+ *         EINVAL, EMFILE (no slot: too many connections on this lcore; or no fd), ENOSPC
+ *         (no lib/io op slot), or an errno from socket(2).
+ */
+struct cr_conn *cr_tcp_connect(const struct cr_net_addr *to, uint64_t timeout_ns,
+			       const struct cr_conn_opts *opts, const struct cr_conn_ops *ops,
+			       void *arg);
+
+/**
+ * Queue a copy of @p len bytes of @p data for sending, after everything queued before.
+ * All of it is queued or none. Sends happen in order; a short send is resumed where it
+ * stopped. On the connection's lcore.
+ * @return 0 (@p data may be reused at once); -ENOBUFS (this lcore's chunk pool cannot
+ *         hold it; nothing queued); -EPIPE (the write side is shut or the connection is
+ *         closing or closed); -EINVAL (NULL).
+ */
+int cr_conn_send(struct cr_conn *c, const void *data, size_t len);
+
+/** Bytes queued and not yet acknowledged by a send completion. On the connection's lcore. */
+size_t cr_conn_queued(const struct cr_conn *c);
+
+/** True while the queue is at or below the high watermark. On the connection's lcore. */
+bool cr_conn_writable(const struct cr_conn *c);
+
+/**
+ * Half-close: once everything queued is sent, shut the write side (the peer reads EOF).
+ * Receiving goes on. When both sides are shut the connection ends with on_close(0).
+ * Idempotent. On the connection's lcore.
+ * @return 0, or -ENOTCONN (closing or closed).
+ */
+int cr_conn_shutdown_write(struct cr_conn *c);
+
+/**
+ * Graceful close: no more on_data or on_eof; send what is queued, shut the write side,
+ * read and drop until the peer's EOF (at most 2 s, so the kernel sends no reset for
+ * unread data), then on_close(c, 0) — or on_close with the error if one comes first.
+ * Idempotent. On the connection's lcore.
+ */
+void cr_conn_close(struct cr_conn *c);
+
+/**
+ * Abort: no callback runs after this, on_close included. Ops in flight are abandoned; the
+ * socket is closed and the slot and its queued bytes are released after their final
+ * completions. NULL is fine. Not after on_close returned. On the connection's lcore.
+ */
+void cr_conn_destroy(struct cr_conn *c);
+
+/**
+ * Stop reading: the receive is cancelled and the kernel's window then throttles the peer.
+ * Data already received when the cancel lands (a few receive buffers at most) is still
+ * passed to on_data: nothing is dropped. Idempotent. On the connection's lcore.
+ */
+void cr_conn_read_stop(struct cr_conn *c);
+
+/** Undo cr_conn_read_stop(). On the connection's lcore. */
+void cr_conn_read_start(struct cr_conn *c);
+
+/** The app's per-connection pointer (NULL until set). On the connection's lcore. */
+void *cr_conn_data(const struct cr_conn *c);
+
+/** Set the app's per-connection pointer. On the connection's lcore. */
+void cr_conn_set_data(struct cr_conn *c, void *data);
+
+/** The arg given to cr_tcp_listen() or cr_tcp_connect(). On the connection's lcore. */
+void *cr_conn_arg(const struct cr_conn *c);
+
+/**
+ * The connection's socket, for getsockopt and the like; never close it, nor read or
+ * write it directly. On the connection's lcore.
+ */
+int cr_conn_fd(const struct cr_conn *c);
+
+/**
+ * The connection's slot index on its lcore, in [0, cr_net_config.max_conns), stable while
+ * the connection lives and reused after it ends: an app keeps per-connection state in
+ * arrays sized at start instead of allocating. On the connection's lcore.
+ */
+unsigned cr_conn_index(const struct cr_conn *c);
+
+/** The lcore the connection belongs to. Any thread. */
+unsigned cr_conn_lcore(const struct cr_conn *c);
+
+/** The peer's address. On the connection's lcore. @return 0 or -errno of getpeername. */
+int cr_conn_peer(const struct cr_conn *c, struct cr_net_addr *out);
+
+/* ---- UDP ---- */
+
+/** A UDP socket, owned by one lcore. Opaque. */
+struct cr_udp;
+
+/** What a UDP socket calls; any member may be NULL. Not copied (as cr_conn_ops). */
+struct cr_udp_ops {
+	/** A datagram arrived; @p data and @p from are borrowed for the call. */
+	void (*on_datagram)(struct cr_udp *u, const void *data, size_t len,
+			    const struct cr_net_addr *from);
+	/** Receiving failed with @p err; one receive slot stops after a fatal error. */
+	void (*on_error)(struct cr_udp *u, int err);
+};
+
+/** UDP socket options; zero means the default. */
+struct cr_udp_opts {
+	uint32_t max_datagram; /**< bytes per receive / send buffer (default 65536) */
+	uint32_t recv_depth;   /**< receives kept posted (default 8) */
+	uint32_t send_depth;   /**< sends in flight at most (default 32) */
+	bool reuseport;	       /**< SO_REUSEPORT, to bind one socket per lcore */
+	bool v6only;	       /**< IPV6_V6ONLY on an IPv6 address */
+};
+
+/**
+ * Bind a UDP socket to @p addr on the calling lcore and start receiving. Its buffers
+ * (recv_depth + send_depth buffers of max_datagram bytes) are allocated here, once; a
+ * longer datagram is truncated. Lcore only (control path: allocates).
+ * @param addr copied; port 0 lets the kernel choose (see cr_udp_addr()).
+ * @param opts copied; may be NULL for the defaults.
+ * @param ops  not copied (see struct cr_udp_ops).
+ * @param arg  for the app (cr_udp_arg()).
+ * @return the socket, or NULL with errno EPERM (off lcore / lib/net not running), EINVAL,
+ *         ENOMEM, ENOSPC (no lib/io op slot), or an errno from socket/bind.
+ */
+struct cr_udp *cr_udp_bind(const struct cr_net_addr *addr, const struct cr_udp_opts *opts,
+			   const struct cr_udp_ops *ops, void *arg);
+
+/**
+ * Send a copy of @p len bytes of @p data to @p to. On the socket's lcore.
+ * @return 0 (queued; @p data may be reused), -ENOBUFS (send_depth sends in flight),
+ *         -EMSGSIZE (longer than max_datagram), -EBADF (stopped by cr_net_drain()),
+ *         -EINVAL (NULL @p u or @p to, or NULL @p data with @p len), -ENOSPC (no lib/io
+ *         op slot).
+ */
+int cr_udp_send(struct cr_udp *u, const void *data, size_t len, const struct cr_net_addr *to);
+
+/** The bound address (with the chosen port). On the socket's lcore. @return 0 or -errno. */
+int cr_udp_addr(const struct cr_udp *u, struct cr_net_addr *out);
+
+/** The arg given to cr_udp_bind(). On the socket's lcore. */
+void *cr_udp_arg(const struct cr_udp *u);
+
+/**
+ * Close: no callback after this; the memory goes after the final completions of the ops
+ * in flight. NULL is fine. On the socket's lcore.
+ */
+void cr_udp_close(struct cr_udp *u);
+
+/* ---- retiring and shutting down ---- */
+
+/**
+ * Drain lib/net on the calling lcore: close its listening sockets, stop its UDP sockets
+ * (no more datagrams in or out, no more callbacks; the handles stay valid for
+ * cr_udp_close() until the lcore stops) and close each of its connections gracefully, as
+ * cr_conn_close() does. Idempotent; a no-op off an lcore.
+ *
+ * lib/net also drains an lcore by itself when the reactor first asks whether it is busy
+ * retiring or shutting down; but the reactor stops asking at the first busy module, and
+ * lib/io counts as busy while the ops this drain ends (accepts, receives) are in flight.
+ * So call this from the app's on_shutdown and on_retire hooks (struct cr_reactor_hooks)
+ * for the drain to start at once rather than when the shutdown is forced.
+ */
+void cr_net_drain(void);
+
+/* ---- counters ---- */
+
+/** Counters of one lcore, written by it, read by anyone without locks. */
+struct cr_net_stats {
+	uint64_t accepted;	  /**< connections accepted (or handed to this lcore) */
+	uint64_t refused;	  /**< accepted sockets closed at once: no slot, none to wait in */
+	uint64_t accept_backoffs; /**< accepts paused by EMFILE/ENFILE/ENOBUFS/ENOMEM */
+	uint64_t connected;	  /**< cr_tcp_connect() successes */
+	uint64_t closed;	  /**< connections ended (on_close or destroy) */
+	uint64_t conns;		  /**< a gauge: connection slots in use (closing included) */
+	uint64_t bytes_in;
+	uint64_t bytes_out;
+	uint64_t send_nobufs; /**< cr_conn_send() refused with -ENOBUFS */
+	uint64_t short_sends; /**< sends the kernel took only part of (the rest is resent) */
+	uint64_t udp_in;      /**< datagrams received */
+	uint64_t udp_out;     /**< datagrams sent */
+	uint64_t udp_drops;   /**< cr_udp_send() refused, or a send failed */
+	uint64_t chunks_free; /**< a gauge: output chunks free */
+};
+
+/** Snapshot lcore @p lcore's counters. Any thread. @return 0 or -EINVAL. */
+int cr_net_stats(unsigned lcore, struct cr_net_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CR_NET_H */

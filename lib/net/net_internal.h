@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * lib/net internals shared by its source files and its unit suites. Never installed.
+ */
+#ifndef NET_INTERNAL_H
+#define NET_INTERNAL_H
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "cr_io.h"
+#include "cr_log.h"
+#include "cr_net.h"
+#include "cr_reactor.h"
+#include "cr_timer.h"
+
+#ifdef CR_DEBUG
+#define NET_ASSERT_OWNER(nl) assert((nl)->lcore == cr_lcore_id())
+#else
+#define NET_ASSERT_OWNER(nl) ((void)(nl))
+#endif
+
+/* -EAGAIN completions of one connection's sends (or receives) in a row before it ends. */
+#define NET_AGAIN_MAX 64
+/* Chunks one sendmsg covers at most. */
+#define NET_IOV_MAX 8
+/* cr_conn_close(): how long to read and drop while waiting for the peer's EOF. */
+#define NET_LINGER_NS (2ull * 1000 * 1000 * 1000)
+/* Accept back-off after EMFILE and friends: first delay, then doubled up to the cap. */
+#define NET_BACKOFF_MIN_NS (10ull * 1000 * 1000)
+#define NET_BACKOFF_MAX_NS (160ull * 1000 * 1000)
+#define NET_MAX_LISTENERS 64
+/* Accepted sockets a listening socket holds while its lcore has no free slot. */
+#define NET_STASH 16
+
+/* One piece of an output queue: data[off, len) is still to be sent. */
+struct net_chunk {
+	struct net_chunk *next;
+	uint32_t off;
+	uint32_t len;
+	uint8_t data[];
+};
+
+enum conn_state {
+	CONN_FREE = 0,
+	CONN_CONNECTING,
+	CONN_OPEN,
+	CONN_CLOSING, /* cr_conn_close(): flushing, then dropping input until EOF */
+	CONN_DEAD,    /* ended; waiting for its ops' final completions */
+};
+
+struct net_lcore;
+
+struct cr_conn {
+	/* The lcore's live list, or the free list (next only). */
+	struct cr_conn *next, *prev;
+	struct net_lcore *nl;
+	const struct cr_conn_ops *ops;
+	void *arg;
+	void *data;
+	int fd;
+	uint8_t state; /* enum conn_state */
+	bool read_eof;
+	bool read_stopped; /* by the app */
+	bool above_high;
+	bool recv_cancel; /* cr_io_cancel sent to recv_op */
+	bool wr_shut_req;
+	bool wr_shut_done;
+	bool finish_pending; /* end at the next timer run (never inside an app call) */
+	int finish_err;
+	uint8_t send_again, recv_again; /* -EAGAIN completions in a row */
+	/* Ops in flight plus callbacks on the stack; the slot is freed at 0 once DEAD. */
+	unsigned holds;
+	cr_op_id recv_op, send_op, connect_op;
+	size_t queued;
+	size_t sending; /* bytes of the send in flight */
+	struct net_chunk *head, *tail;
+	struct msghdr msg;
+	struct iovec iov[NET_IOV_MAX];
+	uint32_t high_wm, low_wm;
+	uint64_t idle_ns;
+	uint64_t last_active;
+	uint64_t linger_until;
+	struct cr_timer timer; /* kicks, idle timeout, linger */
+};
+
+struct net_shard;
+struct cr_udp;
+
+/* Counters: written by the owner only (relaxed load + store), read by anyone. */
+struct net_counters {
+	_Atomic uint64_t accepted, refused, accept_backoffs, connected, closed, conns;
+	_Atomic uint64_t bytes_in, bytes_out, send_nobufs, short_sends, udp_in, udp_out, udp_drops;
+	_Atomic uint64_t chunks_free;
+};
+
+#define NET_STAT_ADD(nl, field, v)                                                         \
+	atomic_store_explicit(&(nl)->stats.field,                                          \
+			      atomic_load_explicit(&(nl)->stats.field, memory_order_relaxed) + \
+				      (v),                                                 \
+			      memory_order_relaxed)
+
+/* An lcore's lib/net state; touched only by that lcore (counters read by anyone). */
+struct net_lcore {
+	_Alignas(64) bool up;
+	bool stopping;
+	bool orphaned; /* stopped with slots still held: free at the last release */
+	bool draining; /* retiring or shutting down: no new connections */
+	unsigned lcore;
+	int numa;
+
+	struct cr_conn *conns; /* slab */
+	uint32_t max_conns;
+	uint32_t conns_used;
+	struct cr_conn *free_conns;
+	struct cr_conn *live; /* not DEAD */
+
+	uint8_t *chunk_mem;
+	size_t chunk_stride;
+	uint32_t chunk_cap; /* data bytes per chunk */
+	uint32_t chunks_free;
+	struct net_chunk *free_chunks;
+
+	struct net_shard *shards;     /* listening sockets served here */
+	struct cr_listener *homed;    /* listeners whose home is here */
+	struct cr_udp *udps;
+	bool accept_paused;	      /* a shard waits for a free connection slot */
+
+	struct net_counters stats;
+};
+
+extern struct net_lcore cr__net_lcores[CR_MAX_LCORES];
+extern struct cr_log_component cr__net_log;
+
+/* The current lcore's state if lib/net runs on it, else NULL with errno EPERM. */
+struct net_lcore *cr__net_cur(void);
+/* True while new ops may start: the lcore is RUNNING and lib/net is not stopping. */
+bool cr__net_may_start(const struct net_lcore *nl);
+
+/* Slab and pool (net_lcore.c). */
+struct cr_conn *cr__net_conn_get(struct net_lcore *nl);
+void cr__net_conn_put(struct net_lcore *nl, struct cr_conn *c);
+struct net_chunk *cr__net_chunk_get(struct net_lcore *nl);
+void cr__net_chunk_put(struct net_lcore *nl, struct net_chunk *ch);
+
+/* Connections (net_conn.c). */
+void cr__conn_init(struct cr_conn *c, struct net_lcore *nl, int fd,
+		   const struct cr_conn_opts *o, const struct cr_conn_ops *ops, void *arg);
+/* Take accepted socket @p fd as a connection; NULL (fd untouched) when no slot. */
+struct cr_conn *cr__conn_adopt(struct net_lcore *nl, int fd, const struct cr_conn_opts *o,
+			       const struct cr_conn_ops *ops, void *arg);
+/* The connected callback of cr_tcp_connect (net_connect.c). */
+void cr__conn_connected(struct cr_conn *c, int res);
+void cr__conn_end(struct cr_conn *c, int err, bool notify);
+void cr__conn_hold(struct cr_conn *c);
+void cr__conn_unhold(struct cr_conn *c);
+/* Start reading, sending or ending as the state asks; @p may_notify: callbacks allowed. */
+void cr__conn_progress(struct cr_conn *c, bool may_notify);
+void cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o);
+int cr__socket_opts_nodelay(int fd, bool nagle);
+
+/* Listeners (net_listen.c). */
+void cr__listen_lcore_stop(struct net_lcore *nl);
+void cr__listen_lcore_drain(struct net_lcore *nl);
+void cr__listen_slot_freed(struct net_lcore *nl);
+
+/* UDP (net_udp.c). */
+void cr__udp_lcore_drain(struct net_lcore *nl);
+void cr__udp_lcore_stop(struct net_lcore *nl);
+
+/* Options shared by TCP and UDP sockets. */
+int cr__net_bind_socket(const struct cr_net_addr *a, int type, bool reuseport, bool v6only);
+
+#endif /* NET_INTERNAL_H */

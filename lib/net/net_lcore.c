@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * lib/net's per-lcore state: the connection slab and the output chunk pool, sized when
+ * the lcore starts (no allocation afterwards), the counters, and what the lcore closes
+ * when it stops. Memory that ops in flight still name outlives the stop: it is freed by
+ * the last release callback, which lib/io runs while it waits for the final completions.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "cr_reactor_backend.h"
+#include "cr_telemetry.h"
+#include "net_internal.h"
+
+struct cr_log_component cr__net_log = {"lib.net", CR_LOG_NOTICE, NULL};
+
+__attribute__((constructor)) static void
+net_log_register(void)
+{
+	cr_log_register(&cr__net_log);
+}
+
+struct net_lcore cr__net_lcores[CR_MAX_LCORES];
+
+#define DEFAULT_MAX_CONNS 4096
+#define DEFAULT_CHUNKS 1024
+#define DEFAULT_CHUNK_SIZE 16384
+#define MAX_COUNT (1u << 24)
+
+static struct cr_net_config net_cfg = {DEFAULT_MAX_CONNS, DEFAULT_CHUNKS, DEFAULT_CHUNK_SIZE};
+
+void
+cr_net_config_defaults(struct cr_net_config *cfg)
+{
+	cfg->max_conns = DEFAULT_MAX_CONNS;
+	cfg->chunks = DEFAULT_CHUNKS;
+	cfg->chunk_size = DEFAULT_CHUNK_SIZE;
+}
+
+int
+cr_net_configure(const struct cr_net_config *cfg)
+{
+	if (cfg == NULL || cfg->max_conns == 0 || cfg->max_conns > MAX_COUNT ||
+	    cfg->chunks == 0 || cfg->chunks > MAX_COUNT || cfg->chunk_size < 256 ||
+	    cfg->chunk_size > (1u << 20))
+		return -EINVAL;
+	/* Lcores size their memory when they start: changing it under them is refused. */
+	if (cr_lcore_count() != 0)
+		return -EBUSY;
+	net_cfg = *cfg;
+	return 0;
+}
+
+struct net_lcore *
+cr__net_cur(void)
+{
+	unsigned id = cr_lcore_id();
+
+	if (id == CR_LCORE_NONE || !cr__net_lcores[id].up) {
+		errno = EPERM;
+		return NULL;
+	}
+	return &cr__net_lcores[id];
+}
+
+bool
+cr__net_may_start(const struct net_lcore *nl)
+{
+	return nl->up && !nl->stopping && cr_lcore_state(nl->lcore) == CR_LCORE_RUNNING;
+}
+
+struct cr_conn *
+cr__net_conn_get(struct net_lcore *nl)
+{
+	struct cr_conn *c = nl->free_conns;
+
+	if (c == NULL)
+		return NULL;
+	nl->free_conns = c->next;
+	nl->conns_used++;
+	NET_STAT_ADD(nl, conns, 1);
+	return c;
+}
+
+static void net_free_memory(struct net_lcore *nl);
+
+void
+cr__net_conn_put(struct net_lcore *nl, struct cr_conn *c)
+{
+	c->state = CONN_FREE;
+	c->next = nl->free_conns;
+	nl->free_conns = c;
+	nl->conns_used--;
+	NET_STAT_ADD(nl, conns, -1);
+	if (nl->orphaned) {
+		if (nl->conns_used == 0)
+			net_free_memory(nl);
+		return;
+	}
+	if (nl->accept_paused)
+		cr__listen_slot_freed(nl);
+}
+
+struct net_chunk *
+cr__net_chunk_get(struct net_lcore *nl)
+{
+	struct net_chunk *ch = nl->free_chunks;
+
+	if (ch == NULL)
+		return NULL;
+	nl->free_chunks = ch->next;
+	nl->chunks_free--;
+	NET_STAT_ADD(nl, chunks_free, -1);
+	ch->next = NULL;
+	ch->off = 0;
+	ch->len = 0;
+	return ch;
+}
+
+void
+cr__net_chunk_put(struct net_lcore *nl, struct net_chunk *ch)
+{
+	ch->next = nl->free_chunks;
+	nl->free_chunks = ch;
+	nl->chunks_free++;
+	NET_STAT_ADD(nl, chunks_free, 1);
+}
+
+static void
+net_free_memory(struct net_lcore *nl)
+{
+	cr_numa_free(nl->conns);
+	cr_numa_free(nl->chunk_mem);
+	nl->conns = NULL;
+	nl->chunk_mem = NULL;
+	nl->free_conns = NULL;
+	nl->free_chunks = NULL;
+	nl->orphaned = false;
+}
+
+static int
+net_lcore_start(unsigned lcore)
+{
+	struct net_lcore *nl = &cr__net_lcores[lcore];
+	uint32_t i;
+
+	/* A previous incarnation's memory went with its last release (lib/io's stop). */
+	assert(nl->conns == NULL && nl->chunk_mem == NULL);
+	memset(nl, 0, sizeof(*nl));
+	nl->lcore = lcore;
+	nl->numa = cr_lcore_numa(lcore);
+	nl->max_conns = net_cfg.max_conns;
+	nl->chunk_cap = net_cfg.chunk_size;
+	nl->chunk_stride = (sizeof(struct net_chunk) + net_cfg.chunk_size + 63) & ~(size_t)63;
+	nl->conns = cr_numa_zalloc(sizeof(*nl->conns) * nl->max_conns, nl->numa);
+	nl->chunk_mem = cr_numa_zalloc(nl->chunk_stride * net_cfg.chunks, nl->numa);
+	if (nl->conns == NULL || nl->chunk_mem == NULL) {
+		net_free_memory(nl);
+		return -ENOMEM;
+	}
+	for (i = nl->max_conns; i-- > 0;) {
+		nl->conns[i].next = nl->free_conns;
+		nl->free_conns = &nl->conns[i];
+	}
+	for (i = net_cfg.chunks; i-- > 0;)
+		cr__net_chunk_put(nl, (struct net_chunk *)(nl->chunk_mem + nl->chunk_stride * i));
+	nl->up = true;
+	return 0;
+}
+
+/*
+ * Close everything this lcore owns. lib/io may still be up (it then retires the
+ * abandoned ops after us, and their release callbacks free what they held) or already
+ * stopped (abandon fails and everything is released here and now): either order is safe.
+ */
+static void
+net_lcore_stop(unsigned lcore)
+{
+	struct net_lcore *nl = &cr__net_lcores[lcore];
+
+	if (!nl->up)
+		return;
+	nl->stopping = true;
+	cr__listen_lcore_stop(nl);
+	cr__udp_lcore_stop(nl);
+	while (nl->live != NULL)
+		cr__conn_end(nl->live, -ESHUTDOWN, true);
+	nl->up = false;
+	if (nl->conns_used == 0)
+		net_free_memory(nl);
+	else
+		nl->orphaned = true;
+}
+
+/*
+ * No new connections (listening sockets close; UDP sockets stop, their handles staying
+ * valid until closed or the lcore stops), and every connection closes gracefully (the
+ * peer gets what was queued, then EOF). Closing a connection never ends it inside this
+ * call, so the list walk is safe.
+ */
+static void
+net_drain(struct net_lcore *nl)
+{
+	struct cr_conn *c;
+
+	if (nl->draining)
+		return;
+	nl->draining = true;
+	cr__listen_lcore_drain(nl);
+	cr__udp_lcore_drain(nl);
+	for (c = nl->live; c != NULL; c = c->next)
+		cr_conn_close(c);
+}
+
+void
+cr_net_drain(void)
+{
+	struct net_lcore *nl = cr__net_cur();
+
+	if (nl != NULL)
+		net_drain(nl);
+}
+
+/*
+ * The lcore is retiring or shutting down: drain it (if cr_net_drain() has not already),
+ * and keep it up while a connection is still closing, at most about NET_LINGER_NS after
+ * its queue is sent; once the shutdown is forced, lcore_stop ends the rest.
+ */
+static bool
+net_lcore_busy(unsigned lcore, bool forced)
+{
+	struct net_lcore *nl = &cr__net_lcores[lcore];
+
+	if (!nl->up)
+		return false;
+	net_drain(nl);
+	return !forced && nl->live != NULL;
+}
+
+static const struct cr_reactor_module net_module = {
+	.name = "net",
+	.lcore_start = net_lcore_start,
+	.lcore_stop = net_lcore_stop,
+	.lcore_busy = net_lcore_busy,
+};
+
+/* Telemetry readers: a relaxed load of one lcore's counter, from the telemetry thread. */
+#define READER(field)                                                                      \
+	static int read_##field(unsigned lcore, uint64_t *out, void *arg)                  \
+	{                                                                                  \
+		(void)arg;                                                                 \
+		if (lcore >= CR_MAX_LCORES)                                                \
+			return -EINVAL;                                                    \
+		*out = atomic_load_explicit(&cr__net_lcores[lcore].stats.field,            \
+					    memory_order_relaxed);                         \
+		return 0;                                                                  \
+	}
+READER(conns)
+READER(accepted)
+READER(accept_backoffs)
+READER(bytes_in)
+READER(bytes_out)
+
+__attribute__((constructor)) static void
+net_register(void)
+{
+	cr_reactor_module_register(&net_module);
+	cr_telemetry_reader_register("net_connections", CR_TELEMETRY_GAUGE,
+				     "TCP connection slots in use (closing ones included).",
+				     read_conns, NULL);
+	cr_telemetry_reader_register("net_accepted", CR_TELEMETRY_COUNTER,
+				     "TCP connections accepted.", read_accepted, NULL);
+	cr_telemetry_reader_register("net_accept_backoffs", CR_TELEMETRY_COUNTER,
+				     "Accepts paused for lack of descriptors (EMFILE, ENFILE).",
+				     read_accept_backoffs, NULL);
+	cr_telemetry_reader_register("net_bytes_in", CR_TELEMETRY_COUNTER,
+				     "TCP bytes received.", read_bytes_in, NULL);
+	cr_telemetry_reader_register("net_bytes_out", CR_TELEMETRY_COUNTER,
+				     "TCP bytes sent.", read_bytes_out, NULL);
+}
+
+#define LOAD(f) atomic_load_explicit(&nl->stats.f, memory_order_relaxed)
+
+int
+cr_net_stats(unsigned lcore, struct cr_net_stats *out)
+{
+	const struct net_lcore *nl;
+
+	if (lcore >= CR_MAX_LCORES || out == NULL)
+		return -EINVAL;
+	nl = &cr__net_lcores[lcore];
+	out->accepted = LOAD(accepted);
+	out->refused = LOAD(refused);
+	out->accept_backoffs = LOAD(accept_backoffs);
+	out->connected = LOAD(connected);
+	out->closed = LOAD(closed);
+	out->conns = LOAD(conns);
+	out->bytes_in = LOAD(bytes_in);
+	out->bytes_out = LOAD(bytes_out);
+	out->send_nobufs = LOAD(send_nobufs);
+	out->short_sends = LOAD(short_sends);
+	out->udp_in = LOAD(udp_in);
+	out->udp_out = LOAD(udp_out);
+	out->udp_drops = LOAD(udp_drops);
+	out->chunks_free = LOAD(chunks_free);
+	return 0;
+}

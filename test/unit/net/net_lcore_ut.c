@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Per-lcore state (net_lcore.c): sizing, counters, the calls refused off an lcore, and
+ * what an lcore does with its connections when it stops — a graceful drain, or an end
+ * with -ESHUTDOWN once the shutdown is forced.
+ */
+#include <stddef.h>
+
+#include "net_ut.h"
+
+static void
+test_configure(void)
+{
+	struct cr_net_config c, def;
+
+	cr_net_config_defaults(&def);
+	CU_ASSERT_EQUAL(def.max_conns, 4096);
+	CU_ASSERT_EQUAL(def.chunks, 1024);
+	CU_ASSERT_EQUAL(def.chunk_size, 16384);
+	c = def;
+	c.max_conns = 0;
+	CU_ASSERT_EQUAL(cr_net_configure(&c), -EINVAL);
+	c = def;
+	c.chunks = (1u << 24) + 1;
+	CU_ASSERT_EQUAL(cr_net_configure(&c), -EINVAL);
+	c = def;
+	c.chunk_size = 255;
+	CU_ASSERT_EQUAL(cr_net_configure(&c), -EINVAL);
+	c.chunk_size = (1u << 20) + 1;
+	CU_ASSERT_EQUAL(cr_net_configure(&c), -EINVAL);
+	CU_ASSERT_EQUAL(cr_net_configure(NULL), -EINVAL);
+	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
+}
+
+static struct cr_net_stats seen[CR_MAX_LCORES];
+static int busy_rc;
+
+static void
+snapshot(void *arg)
+{
+	struct cr_net_config c;
+	unsigned i;
+
+	(void)arg;
+	for (i = 0; i < ut_table.n; i++)
+		cr_net_stats(ut_table.lcores[i].lcore_id, &seen[i]);
+	cr_net_config_defaults(&c);
+	busy_rc = cr_net_configure(&c);
+	cr_reactor_stop();
+}
+
+static void
+test_sizes_and_stats(void)
+{
+	struct cr_net_config c, def;
+	struct cr_net_stats st;
+	unsigned i;
+
+	cr_net_config_defaults(&def);
+	c = def;
+	c.max_conns = 16;
+	c.chunks = 32;
+	c.chunk_size = 1024;
+	CU_ASSERT_EQUAL_FATAL(cr_net_configure(&c), 0);
+	ut_net_run(snapshot, NULL, 10000);
+	for (i = 0; i < ut_table.n; i++) {
+		CU_ASSERT_EQUAL(seen[i].chunks_free, 32);
+		CU_ASSERT_EQUAL(seen[i].conns, 0);
+	}
+	CU_ASSERT_EQUAL(busy_rc, -EBUSY);
+	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
+	CU_ASSERT_EQUAL(cr_net_stats(CR_MAX_LCORES, &st), -EINVAL);
+	CU_ASSERT_EQUAL(cr_net_stats(0, NULL), -EINVAL);
+}
+
+static void
+test_off_lcore(void)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+	static const struct cr_conn_ops ops;
+	static const struct cr_udp_ops uops;
+	struct cr_listener *l;
+
+	CU_ASSERT_EQUAL(cr_tcp_listen(&o, &ops, NULL, &l), -EPERM);
+	errno = 0;
+	CU_ASSERT_PTR_NULL(cr_tcp_connect(&o.addr, 0, NULL, &ops, NULL));
+	CU_ASSERT_EQUAL(errno, EPERM);
+	errno = 0;
+	CU_ASSERT_PTR_NULL(cr_udp_bind(&o.addr, NULL, &uops, NULL));
+	CU_ASSERT_EQUAL(errno, EPERM);
+}
+
+/* ---- stopping with connections open ---- */
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	pthread_t client;
+	_Atomic int opens, closes, close_err;
+	_Atomic bool client_eof;
+	bool force;
+	bool client_closes;
+} T;
+
+static void
+t_open(struct cr_conn *c)
+{
+	(void)c;
+	atomic_fetch_add(&T.opens, 1);
+}
+
+static void
+t_close(struct cr_conn *c, int err)
+{
+	(void)c;
+	atomic_store(&T.close_err, err);
+	atomic_fetch_add(&T.closes, 1);
+}
+
+static const struct cr_conn_ops t_ops = {.on_open = t_open, .on_close = t_close};
+
+static void *
+t_client(void *arg)
+{
+	int fd = ut_connect(&T.addr, 0);
+
+	(void)arg;
+	if (fd < 0)
+		return NULL;
+	while (atomic_load(&T.opens) == 0)
+		ut_sleep_ms(1);
+	if (T.force)
+		cr_shutdown_force();
+	else
+		cr_reactor_stop();
+	/* Graceful: the server shuts its side; we answer with ours, so it ends cleanly. */
+	atomic_store(&T.client_eof, ut_wait_eof(fd) == 0);
+	if (!T.client_closes)
+		ut_sleep_ms(300);
+	close(fd);
+	return NULL;
+}
+
+static void
+t_start(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &t_ops, NULL, &T.l), 0);
+	cr_listener_addr(T.l, &T.addr);
+	CU_ASSERT_EQUAL(pthread_create(&T.client, NULL, t_client, NULL), 0);
+}
+
+static void
+test_stop_drains_gracefully(void)
+{
+	memset(&T, 0, sizeof(T));
+	T.client_closes = true;
+	ut_net_run(t_start, NULL, 10000);
+	pthread_join(T.client, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&T.opens), 1);
+	CU_ASSERT_EQUAL(atomic_load(&T.closes), 1);
+	CU_ASSERT_EQUAL(atomic_load(&T.close_err), 0);
+	CU_ASSERT_TRUE(atomic_load(&T.client_eof));
+	CU_ASSERT_EQUAL(UT_STAT(conns), 0);
+}
+
+static void
+test_forced_stop_ends_with_eshutdown(void)
+{
+	memset(&T, 0, sizeof(T));
+	T.force = true;
+	ut_net_run(t_start, NULL, 10000);
+	pthread_join(T.client, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&T.opens), 1);
+	CU_ASSERT_EQUAL(atomic_load(&T.closes), 1);
+	CU_ASSERT_EQUAL(atomic_load(&T.close_err), -ESHUTDOWN);
+	CU_ASSERT_EQUAL(UT_STAT(conns), 0);
+}
+
+/* ---- cr_net_drain() by hand ---- */
+
+static int drain_rc[4];
+
+static void
+drain_now(void *arg)
+{
+	static const struct cr_udp_ops uops;
+	struct cr_net_addr a, to;
+	struct cr_udp *u;
+
+	(void)arg;
+	CU_ASSERT_EQUAL(cr_net_addr_parse("127.0.0.1:0", &a), 0);
+	u = cr_udp_bind(&a, NULL, &uops, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(u);
+	CU_ASSERT_EQUAL(cr_udp_addr(u, &to), 0);
+	drain_rc[0] = cr_udp_send(u, "x", 1, &to);
+	cr_net_drain();
+	cr_net_drain();
+	/* Stopped, not freed: the handle still takes calls until it is closed. */
+	drain_rc[1] = cr_udp_send(u, "x", 1, &to);
+	drain_rc[2] = cr_udp_addr(u, &to);
+	cr_udp_close(u);
+	cr_reactor_stop();
+}
+
+static void
+test_drain_keeps_udp_handles(void)
+{
+	cr_net_drain(); /* off an lcore: nothing */
+	ut_net_run(drain_now, NULL, 10000);
+	CU_ASSERT_EQUAL(drain_rc[0], 0);
+	CU_ASSERT_EQUAL(drain_rc[1], -EBADF);
+	CU_ASSERT_EQUAL(drain_rc[2], 0);
+}
+
+static const struct ut_case cases[] = {
+	UT_CASE(test_configure),
+	UT_CASE(test_sizes_and_stats),
+	UT_CASE(test_off_lcore),
+	UT_CASE(test_stop_drains_gracefully),
+	UT_CASE(test_forced_stop_ends_with_eshutdown),
+	UT_CASE(test_drain_keeps_udp_handles),
+};
+
+UT_MAIN("net_lcore", cases, ut_net_setup, NULL)

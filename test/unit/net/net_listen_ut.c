@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Listeners (net_listen.c): one SO_REUSEPORT socket per lcore, the single-acceptor
+ * hand-off, closing a listener, errors, and the pause at max_conns that resumes when a
+ * slot frees. (Out-of-descriptor back-off is driven by test/integration, with a low
+ * ulimit -n and a connect flood, for both drivers.)
+ */
+#include <stddef.h>
+
+#include "net_ut.h"
+
+#define NCLIENTS 64
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	unsigned sockets;
+	pthread_t client;
+	_Atomic int opens, closes;
+	_Atomic int per_lcore[CR_MAX_LCORES];
+	_Atomic bool done;
+	_Atomic bool closed_listener;
+	int refused_after_close;
+	bool echo_after_close;
+	int listen_rc[4];
+	int fds[NCLIENTS];
+	bool single;
+	int opens_at_limit, opens_after;
+} T;
+
+static void
+t_open(struct cr_conn *c)
+{
+	atomic_fetch_add(&T.per_lcore[cr_conn_lcore(c)], 1);
+	atomic_fetch_add(&T.opens, 1);
+}
+
+static void
+t_data(struct cr_conn *c, const void *d, size_t n)
+{
+	CU_ASSERT_EQUAL(cr_conn_send(c, d, n), 0);
+}
+
+static void
+t_close(struct cr_conn *c, int err)
+{
+	(void)c;
+	(void)err;
+	atomic_fetch_add(&T.closes, 1);
+}
+
+static const struct cr_conn_ops t_ops = {t_open, t_data, NULL, NULL, t_close};
+
+static bool
+t_finished(void *arg)
+{
+	(void)arg;
+	if (!atomic_load(&T.done))
+		return false;
+	cr_reactor_stop();
+	return true;
+}
+
+static struct ut_every every;
+
+static void
+t_start(void *(*client)(void *))
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	o.single_acceptor = T.single;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &t_ops, NULL, &T.l), 0);
+	cr_listener_addr(T.l, &T.addr);
+	T.sockets = cr_listener_sockets(T.l);
+	CU_ASSERT_EQUAL(pthread_create(&T.client, NULL, client, NULL), 0);
+	ut_every(&every, 2, t_finished, NULL);
+}
+
+static void *
+client_many(void *arg)
+{
+	int i;
+
+	(void)arg;
+	for (i = 0; i < NCLIENTS; i++)
+		T.fds[i] = ut_connect(&T.addr, 0);
+	for (i = 0; i < NCLIENTS; i++) {
+		char b[2] = {(char)i, 0};
+
+		if (T.fds[i] < 0)
+			continue;
+		ut_write_all(T.fds[i], b, 2);
+		CU_ASSERT_EQUAL(ut_read_n(T.fds[i], b, 2), 2);
+		CU_ASSERT_EQUAL(b[0], (char)i);
+		close(T.fds[i]);
+	}
+	while (atomic_load(&T.closes) < NCLIENTS)
+		ut_sleep_ms(1);
+	atomic_store(&T.done, true);
+	return NULL;
+}
+
+static void
+start_many(void *arg)
+{
+	(void)arg;
+	t_start(client_many);
+}
+
+static void
+test_socket_per_lcore(void)
+{
+	unsigned i, served = 0;
+
+	memset(&T, 0, sizeof(T));
+	ut_net_run(start_many, NULL, 20000);
+	pthread_join(T.client, NULL);
+	CU_ASSERT_EQUAL(T.sockets, ut_table.n);
+	CU_ASSERT_EQUAL(atomic_load(&T.opens), NCLIENTS);
+	for (i = 0; i < ut_table.n; i++)
+		served += atomic_load(&T.per_lcore[ut_table.lcores[i].lcore_id]) > 0;
+	/* The kernel hashes 64 connections over the sockets: every lcore gets some. */
+	CU_ASSERT_EQUAL(served, ut_table.n);
+}
+
+static void
+test_single_acceptor_round_robin(void)
+{
+	unsigned i;
+
+	memset(&T, 0, sizeof(T));
+	T.single = true;
+	ut_net_run(start_many, NULL, 20000);
+	pthread_join(T.client, NULL);
+	CU_ASSERT_EQUAL(T.sockets, 1);
+	CU_ASSERT_EQUAL(atomic_load(&T.opens), NCLIENTS);
+	for (i = 0; i < ut_table.n; i++)
+		CU_ASSERT_EQUAL(atomic_load(&T.per_lcore[ut_table.lcores[i].lcore_id]),
+				NCLIENTS / (int)ut_table.n);
+}
+
+/* ---- closing a listener: new connections refused, accepted ones unaffected ---- */
+
+static void
+close_listener(void *arg)
+{
+	(void)arg;
+	cr_listener_close(T.l);
+	cr_listener_close(NULL);
+	atomic_store(&T.closed_listener, true);
+}
+
+static void *
+client_close(void *arg)
+{
+	uint64_t t0;
+	char b[4];
+	int live, fd = -1;
+
+	(void)arg;
+	live = ut_connect(&T.addr, 0);
+	CU_ASSERT_FATAL(live >= 0);
+	/* Accepted first: one still in a socket's backlog is reset when that socket closes. */
+	t0 = ut_ms();
+	while (atomic_load(&T.opens) == 0 && ut_ms() - t0 < 3000)
+		ut_sleep_ms(1);
+	CU_ASSERT_EQUAL(cr_send(cr_lcore_main(), close_listener, NULL), 0);
+	while (!atomic_load(&T.closed_listener))
+		ut_sleep_ms(1);
+	/* Each lcore closes its socket when the close message reaches it. */
+	t0 = ut_ms();
+	while (ut_ms() - t0 < 3000) {
+		fd = ut_connect(&T.addr, 0);
+		if (fd < 0) {
+			T.refused_after_close = errno;
+			break;
+		}
+		close(fd);
+		ut_sleep_ms(5);
+	}
+	T.echo_after_close = ut_write_all(live, "live", 4) && ut_read_n(live, b, 4) == 4 &&
+			     memcmp(b, "live", 4) == 0;
+	close(live);
+	while (atomic_load(&T.closes) < atomic_load(&T.opens))
+		ut_sleep_ms(1);
+	atomic_store(&T.done, true);
+	return NULL;
+}
+
+static void
+start_close(void *arg)
+{
+	(void)arg;
+	t_start(client_close);
+}
+
+static void
+test_close_listener(void)
+{
+	memset(&T, 0, sizeof(T));
+	ut_net_run(start_close, NULL, 20000);
+	pthread_join(T.client, NULL);
+	CU_ASSERT_EQUAL(T.refused_after_close, ECONNREFUSED);
+	CU_ASSERT_TRUE(T.echo_after_close);
+}
+
+/* ---- errors ---- */
+
+static void
+errors(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+	struct cr_listener *l = NULL;
+	struct cr_net_addr a;
+	int fd;
+
+	(void)arg;
+	/* A port held by a socket without SO_REUSEPORT. */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_EQUAL(bind(fd, &o.addr.u.sa, o.addr.len), 0);
+	CU_ASSERT_EQUAL(listen(fd, 1), 0);
+	a.len = sizeof(a.u);
+	getsockname(fd, &a.u.sa, &a.len);
+	o.addr = a;
+	T.listen_rc[0] = cr_tcp_listen(&o, &t_ops, NULL, &l);
+	close(fd);
+	o = ut_listen_opts(false);
+	o.conn.high_watermark = 100;
+	o.conn.low_watermark = 200;
+	T.listen_rc[1] = cr_tcp_listen(&o, &t_ops, NULL, &l);
+	o = ut_listen_opts(false);
+	memset(&o.addr, 0, sizeof(o.addr));
+	T.listen_rc[2] = cr_tcp_listen(&o, &t_ops, NULL, &l);
+	o = ut_listen_opts(true);
+	T.listen_rc[3] = cr_tcp_listen(&o, NULL, NULL, &l);
+	cr_reactor_stop();
+}
+
+static void
+test_errors(void)
+{
+	memset(&T, 0, sizeof(T));
+	ut_net_run(errors, NULL, 10000);
+	CU_ASSERT_EQUAL(T.listen_rc[0], -EADDRINUSE);
+	CU_ASSERT_EQUAL(T.listen_rc[1], -EINVAL);
+	CU_ASSERT_EQUAL(T.listen_rc[2], -EINVAL);
+	CU_ASSERT_EQUAL(T.listen_rc[3], -EINVAL);
+}
+
+/* ---- the connection-slot limit: accepting pauses, then resumes ---- */
+
+#define LIMIT 4
+#define OVER 7
+
+static void *
+client_over_limit(void *arg)
+{
+	uint64_t t0;
+	int i;
+
+	(void)arg;
+	for (i = 0; i < OVER; i++) {
+		T.fds[i] = ut_connect(&T.addr, 0); /* the kernel's backlog takes them all */
+		CU_ASSERT(T.fds[i] >= 0);
+		ut_sleep_ms(5);
+	}
+	ut_sleep_ms(200);
+	T.opens_at_limit = atomic_load(&T.opens);
+	for (i = 0; i < OVER - LIMIT; i++)
+		close(T.fds[i]); /* free slots: accepting resumes */
+	t0 = ut_ms();
+	while (atomic_load(&T.opens) < OVER && ut_ms() - t0 < 3000)
+		ut_sleep_ms(1);
+	T.opens_after = atomic_load(&T.opens);
+	for (i = OVER - LIMIT; i < OVER; i++) {
+		char b[1] = {'q'};
+
+		CU_ASSERT_TRUE(ut_write_all(T.fds[i], b, 1) && ut_read_n(T.fds[i], b, 1) == 1);
+		close(T.fds[i]);
+	}
+	while (atomic_load(&T.closes) < atomic_load(&T.opens))
+		ut_sleep_ms(1);
+	atomic_store(&T.done, true);
+	return NULL;
+}
+
+static void
+start_over(void *arg)
+{
+	(void)arg;
+	t_start(client_over_limit);
+}
+
+static void
+test_slot_limit_pauses_accept(void)
+{
+	struct cr_lcore_table full = ut_table;
+	struct cr_net_config c, def;
+
+	/* One lcore, so that every connection counts against the same slab. */
+	ut_table.n = 1;
+	ut_table.lcores[0] = full.lcores[0];
+	ut_table.main_lcore = full.lcores[0].lcore_id;
+	cr_net_config_defaults(&def);
+	c = def;
+	c.max_conns = LIMIT;
+	CU_ASSERT_EQUAL_FATAL(cr_net_configure(&c), 0);
+	memset(&T, 0, sizeof(T));
+	ut_net_run(start_over, NULL, 20000);
+	pthread_join(T.client, NULL);
+	CU_ASSERT_EQUAL(UT_STAT(refused), 0);
+	ut_table = full;
+	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
+	CU_ASSERT_EQUAL(T.opens_at_limit, LIMIT);
+	CU_ASSERT_EQUAL(T.opens_after, OVER);
+}
+
+static const struct ut_case cases[] = {
+	UT_CASE(test_socket_per_lcore),
+	UT_CASE(test_single_acceptor_round_robin),
+	UT_CASE(test_close_listener),
+	UT_CASE(test_errors),
+	UT_CASE(test_slot_limit_pauses_accept),
+};
+
+UT_MAIN("net_listen", cases, ut_net_setup, NULL)
