@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <CUnit/Basic.h>
+#include "ut_cunit.h"
 
 #include "cr_eal.h"
 
@@ -142,27 +142,13 @@ test_table_corelist(void)
 	CU_ASSERT_STRING_EQUAL(cr_lcore_table_corelist(&t, buf, sizeof(buf)), "");
 }
 
-int
-main(void)
-{
-	CU_pSuite s;
-	unsigned failures;
+static const struct ut_case cases[] = {
+	{"good lists", test_good},
+	{"every id", test_full_range},
+	{"bad lists and their messages", test_bad},
+	{"optional or short err buffer", test_null_err},
+	{"cpuset to corelist", test_format},
+	{"table to corelist", test_table_corelist},
+};
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("eal_corelist", NULL, NULL);
-	if (s == NULL || CU_add_test(s, "good lists", test_good) == NULL ||
-	    CU_add_test(s, "every id", test_full_range) == NULL ||
-	    CU_add_test(s, "bad lists and their messages", test_bad) == NULL ||
-	    CU_add_test(s, "optional or short err buffer", test_null_err) == NULL ||
-	    CU_add_test(s, "cpuset to corelist", test_format) == NULL ||
-	    CU_add_test(s, "table to corelist", test_table_corelist) == NULL) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	failures = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return failures != 0;
-}
+UT_MAIN("eal_corelist", cases, NULL, NULL)

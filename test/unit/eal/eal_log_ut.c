@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <CUnit/Basic.h>
+#include "ut_cunit.h"
 
 #include "cr_log.h"
 
@@ -272,44 +272,29 @@ test_lines_do_not_interleave(void)
 		CU_ASSERT_EQUAL(counts[i], LINES);
 }
 
-int
-main(void)
+static int
+suite_init(void)
 {
-	static const struct {
-		const char *name;
-		CU_TestFunc fn;
-	} tests[] = {
-		{"CR_LOG_COMPONENT", test_static_component},
-		{"level names", test_parse_level},
-		{"patterns", test_patterns},
-		{"later registration picks up levels", test_later_registration},
-		{"more specs than are remembered", test_many_specs},
-		{"bad spec changes nothing", test_bad_spec_changes_nothing},
-		{"line format", test_write},
-		{"lines from threads do not interleave", test_lines_do_not_interleave},
-	};
-	CU_pSuite s;
-	unsigned failures;
-
 	err_text = malloc(OUT_MAX);
-	if (err_text == NULL || CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("eal_log", NULL, NULL);
-	if (s == NULL)
-		goto out_cleanup;
-	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-		if (CU_add_test(s, tests[i].name, tests[i].fn) == NULL)
-			goto out_cleanup;
-	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	failures = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	free(err_text);
-	return failures != 0;
-
-out_cleanup:
-	CU_cleanup_registry();
-	free(err_text);
-	return 1;
+	return err_text == NULL;
 }
+
+static int
+suite_fini(void)
+{
+	free(err_text);
+	return 0;
+}
+
+static const struct ut_case cases[] = {
+	{"CR_LOG_COMPONENT", test_static_component},
+	{"level names", test_parse_level},
+	{"patterns", test_patterns},
+	{"later registration picks up levels", test_later_registration},
+	{"more specs than are remembered", test_many_specs},
+	{"bad spec changes nothing", test_bad_spec_changes_nothing},
+	{"line format", test_write},
+	{"lines from threads do not interleave", test_lines_do_not_interleave},
+};
+
+UT_MAIN("eal_log", cases, suite_init, suite_fini)

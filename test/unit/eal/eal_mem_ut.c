@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <CUnit/Basic.h>
+#include "ut_cunit.h"
 #include <hwloc.h>
 
 #include "cr_eal.h"
@@ -83,24 +83,10 @@ test_edge_cases(void)
 	CU_ASSERT_EQUAL(errno, ENOMEM);
 }
 
-int
-main(void)
-{
-	CU_pSuite s;
-	unsigned failures;
+static const struct ut_case cases[] = {
+	{"sizes and nodes", test_sizes_and_nodes},
+	{"bound to its node", test_bound_to_node},
+	{"NULL, zero and huge sizes", test_edge_cases},
+};
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("eal_mem", NULL, NULL);
-	if (s == NULL || CU_add_test(s, "sizes and nodes", test_sizes_and_nodes) == NULL ||
-	    CU_add_test(s, "bound to its node", test_bound_to_node) == NULL ||
-	    CU_add_test(s, "NULL, zero and huge sizes", test_edge_cases) == NULL) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	failures = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return failures != 0;
-}
+UT_MAIN("eal_mem", cases, NULL, NULL)

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <CUnit/Basic.h>
+#include "ut_cunit.h"
 
 #include "cr_eal.h"
 
@@ -83,24 +83,10 @@ test_strerror(void)
 	CU_ASSERT_STRING_EQUAL(other_thread_str, want);
 }
 
-int
-main(void)
-{
-	CU_pSuite s;
-	unsigned failures;
+static const struct ut_case cases[] = {
+	{"monotonic clock", test_clock},
+	{"hypervisor bit", test_is_vm},
+	{"error strings", test_strerror},
+};
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("eal_misc", NULL, NULL);
-	if (s == NULL || CU_add_test(s, "monotonic clock", test_clock) == NULL ||
-	    CU_add_test(s, "hypervisor bit", test_is_vm) == NULL ||
-	    CU_add_test(s, "error strings", test_strerror) == NULL) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	failures = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return failures != 0;
-}
+UT_MAIN("eal_misc", cases, NULL, NULL)

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <CUnit/Basic.h>
+#include "ut_cunit.h"
 
 #include "cr_eal.h"
 #include "cr_log.h"
@@ -489,49 +489,23 @@ test_parse_uint(void)
 	CU_ASSERT_EQUAL(v, 7);
 }
 
-int
-main(void)
-{
-	static const struct {
-		const char *name;
-		CU_TestFunc fn;
-	} tests[] = {
-		{"defaults", test_defaults},
-		{"every common option", test_every_common_option},
-		{"--log-level is applied", test_log_level_applied},
-		{"value forms", test_value_forms},
-		{"non-option arguments", test_non_option_arguments},
-		{"bad corelists", test_bad_corelists},
-		{"main lcore", test_main_lcore},
-		{"unknown option", test_unknown_option},
-		{"bad values", test_bad_values},
-		{"long values", test_long_values},
-		{"missing argument", test_missing_argument},
-		{"app setter rejects a value", test_app_setter_rejects},
-		{"--help", test_help},
-		{"--version", test_version},
-		{"cr_parse_seconds", test_parse_seconds},
-		{"cr_parse_uint", test_parse_uint},
-	};
-	CU_pSuite s;
-	unsigned failures;
+static const struct ut_case cases[] = {
+	{"defaults", test_defaults},
+	{"every common option", test_every_common_option},
+	{"--log-level is applied", test_log_level_applied},
+	{"value forms", test_value_forms},
+	{"non-option arguments", test_non_option_arguments},
+	{"bad corelists", test_bad_corelists},
+	{"main lcore", test_main_lcore},
+	{"unknown option", test_unknown_option},
+	{"bad values", test_bad_values},
+	{"long values", test_long_values},
+	{"missing argument", test_missing_argument},
+	{"app setter rejects a value", test_app_setter_rejects},
+	{"--help", test_help},
+	{"--version", test_version},
+	{"cr_parse_seconds", test_parse_seconds},
+	{"cr_parse_uint", test_parse_uint},
+};
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("eal_options", NULL, NULL);
-	if (s == NULL)
-		goto out_cleanup;
-	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-		if (CU_add_test(s, tests[i].name, tests[i].fn) == NULL)
-			goto out_cleanup;
-	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	failures = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return failures != 0;
-
-out_cleanup:
-	CU_cleanup_registry();
-	return 1;
-}
+UT_MAIN("eal_options", cases, NULL, NULL)

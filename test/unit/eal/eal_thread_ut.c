@@ -7,7 +7,7 @@
 #include <sched.h>
 #include <string.h>
 
-#include <CUnit/Basic.h>
+#include "ut_cunit.h"
 
 #include "cr_eal.h"
 
@@ -137,25 +137,10 @@ test_errors(void)
 	CU_ASSERT_EQUAL(s.pin_rc, -EINVAL);
 }
 
-int
-main(void)
-{
-	CU_pSuite s;
-	unsigned failures;
+static const struct ut_case cases[] = {
+	{"pinned and named before fn", test_pinned_before_fn},
+	{"pin self", test_pin_self},
+	{"errors", test_errors},
+};
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("eal_thread", NULL, NULL);
-	if (s == NULL ||
-	    CU_add_test(s, "pinned and named before fn", test_pinned_before_fn) == NULL ||
-	    CU_add_test(s, "pin self", test_pin_self) == NULL ||
-	    CU_add_test(s, "errors", test_errors) == NULL) {
-		CU_cleanup_registry();
-		return 1;
-	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	failures = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return failures != 0;
-}
+UT_MAIN("eal_thread", cases, NULL, NULL)

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <CUnit/Basic.h>
+#include "ut_cunit.h"
 
 #include "cr_eal.h"
 #include "cr_log.h"
@@ -256,47 +256,21 @@ test_this_machine(void)
 	CU_ASSERT_EQUAL(cr_eal_lcore_table(&cfg, &table, NULL, 0), -EINVAL);
 }
 
-int
-main(void)
-{
-	static const struct {
-		const char *name;
-		CU_TestFunc fn;
-	} tests[] = {
-		{"default: first PU of each core", test_default_one_per_core},
-		{"--smt: every PU", test_smt},
-		{"allowed cpuset with holes", test_allowed_with_holes},
-		{"single PU", test_single_pu},
-		{"corelist", test_corelist},
-		{"corelist outside the allowed cpuset", test_corelist_not_allowed},
-		{"corelist naming missing CPUs", test_corelist_missing_cpu},
-		{"corelist syntax error", test_corelist_syntax},
-		{"main lcore", test_main_lcore},
-		{"NUMA nodes", test_numa_nodes},
-		{"no allowed CPU", test_empty_allowed},
-		{"CPUs above CR_MAX_LCORES", test_above_max_lcores},
-		{"bad synthetic topology", test_bad_synthetic},
-		{"this machine", test_this_machine},
-	};
-	CU_pSuite s;
-	unsigned failures;
+static const struct ut_case cases[] = {
+	{"default: first PU of each core", test_default_one_per_core},
+	{"--smt: every PU", test_smt},
+	{"allowed cpuset with holes", test_allowed_with_holes},
+	{"single PU", test_single_pu},
+	{"corelist", test_corelist},
+	{"corelist outside the allowed cpuset", test_corelist_not_allowed},
+	{"corelist naming missing CPUs", test_corelist_missing_cpu},
+	{"corelist syntax error", test_corelist_syntax},
+	{"main lcore", test_main_lcore},
+	{"NUMA nodes", test_numa_nodes},
+	{"no allowed CPU", test_empty_allowed},
+	{"CPUs above CR_MAX_LCORES", test_above_max_lcores},
+	{"bad synthetic topology", test_bad_synthetic},
+	{"this machine", test_this_machine},
+};
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("eal_topology", NULL, NULL);
-	if (s == NULL)
-		goto out_cleanup;
-	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-		if (CU_add_test(s, tests[i].name, tests[i].fn) == NULL)
-			goto out_cleanup;
-	}
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	failures = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return failures != 0;
-
-out_cleanup:
-	CU_cleanup_registry();
-	return 1;
-}
+UT_MAIN("eal_topology", cases, NULL, NULL)
