@@ -160,10 +160,14 @@ cr__modules_busy(unsigned lcore, bool forced)
 {
 	unsigned i;
 
+	bool busy = false;
+
+	/* Ask every module, not just until the first busy one: asking is how a module learns
+	 * the lcore is closing (lib/net starts its drain there, which ends lib/io's ops). */
 	for (i = 0; i < n_modules; i++)
 		if (modules[i]->lcore_busy != NULL && modules[i]->lcore_busy(lcore, forced))
-			return true;
-	return false;
+			busy = true;
+	return busy;
 }
 
 struct cr_backend *
