@@ -475,6 +475,11 @@ main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	rc = cr_reactor_init(&cfg, &app.table, &hooks);
 	if (rc != 0) {
+		/* -ENODEV: the --io-driver asked for was refused; the line above says why. */
+		if (rc == -ENODEV) {
+			fprintf(stderr, "cr-echo: --io-driver: the driver asked for cannot run here\n");
+			return 2;
+		}
 		fprintf(stderr, "cr-echo: cannot start: %s\n", cr_strerror(rc));
 		return 1;
 	}
