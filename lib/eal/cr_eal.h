@@ -205,14 +205,17 @@ int cr_thread_unpin_self(void);
 #define CR_CPU_ANY UINT32_MAX
 
 /**
- * Start a thread pinned to @p cpu (or not pinned: CR_CPU_ANY) (pinned before @p fn runs) named @p name (<= 15 chars,
- * named before @p fn runs; NULL keeps the inherited name). Control path; any thread.
+ * Start a thread pinned to @p cpu before @p fn runs (CR_CPU_ANY: not pinned), named
+ * @p name (<= 15 chars, named before @p fn runs; NULL keeps the inherited name). Control path; any thread.
  * @param handle receives the thread, to pass to cr_thread_join() exactly once.
  * @return 0, -EINVAL (NULL @p handle or @p fn, name too long, CPU not allowed), -ENOMEM,
  *         -EAGAIN (thread limit).
  */
 int cr_thread_create(void **handle, unsigned cpu, const char *name, void *(*fn)(void *),
 		     void *arg);
+/** True when @p handle is the calling thread. Any thread. */
+bool cr_thread_is_self(const void *handle);
+
 /**
  * Wait for a thread started by cr_thread_create() and free its handle (its return value
  * is discarded). @return 0, -EINVAL (NULL), or -errno from pthread_join (handle kept).

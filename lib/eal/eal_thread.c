@@ -137,6 +137,14 @@ out_free_thread:
 	return rc;
 }
 
+bool
+cr_thread_is_self(const void *handle)
+{
+	const struct cr_thread *t = handle;
+
+	return t != NULL && pthread_equal(t->tid, pthread_self());
+}
+
 int
 cr_thread_join(void *handle)
 {

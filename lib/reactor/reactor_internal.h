@@ -172,6 +172,8 @@ void cr__sim_fini(void);
 /* Lifecycle (reactor_lifecycle.c / reactor_lcore.c) */
 bool cr__visit_begin(void);
 void cr__visit_end(void);
+void cr__lifecycle_begin_join(void);
+void cr__lifecycle_end_join(void);
 void cr__lifecycle_lock(void);
 void cr__lifecycle_unlock(void);
 int cr__lcore_reset(struct cr_lcore *lc);

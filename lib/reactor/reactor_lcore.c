@@ -172,6 +172,9 @@ lcore_enter(struct cr_lcore *lc)
 
 	if (rc != 0)
 		return rc;
+	/* A restart: the previous incarnation left it closed, quiesced and empty. */
+	if (!cr_mailbox_is_open(&lc->mbox))
+		cr_mailbox_reopen(&lc->mbox);
 	if (cr__rt.hooks.on_lcore_start != NULL)
 		cr__rt.hooks.on_lcore_start(lc->id, cr__rt.hooks.arg);
 	/* release: the start hook's set-up is visible to whoever sees RUNNING */
@@ -210,7 +213,8 @@ lcore_thread(void *arg)
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
 	cr__cur = NULL;
-	if (lc->retire_done != NULL)
+	/* Consume the request: exactly one of us and a racing cr_lcore_retire() gets it. */
+	if (atomic_exchange(&lc->retire_req, false) && lc->retire_done != NULL)
 		lc->retire_done(lc->id, lc->retire_done_arg);
 	return NULL;
 }
@@ -241,7 +245,8 @@ cr__lcore_reset(struct cr_lcore *lc)
 	lc->last_work = 0;
 	atomic_store(&lc->retire_req, false);
 	atomic_store(&lc->started, false);
-	cr_mailbox_reopen(&lc->mbox);
+	/* The mailbox stays closed (sends fail with -ESHUTDOWN) until the new thread is up:
+	 * a start that fails must not leave an open mailbox nobody drains. */
 	atomic_store_explicit(&lc->state, CR_LCORE_STARTING, memory_order_release);
 	return 0;
 }
@@ -295,7 +300,8 @@ join_all(void)
 {
 	unsigned i;
 
-	cr__lifecycle_lock();
+	/* No start runs or begins from here; joins happen without the lifecycle lock. */
+	cr__lifecycle_begin_join();
 	for (i = 0; i < CR_MAX_LCORES; i++) {
 		struct cr_lcore *lc = &cr__lcores[i];
 
@@ -304,7 +310,7 @@ join_all(void)
 			lc->thread = NULL;
 		}
 	}
-	cr__lifecycle_unlock();
+	cr__lifecycle_end_join();
 }
 
 static void

@@ -9,13 +9,40 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include "reactor_internal.h"
 
 CR_LOG_COMPONENT(log_life, "lib.reactor.lifecycle");
 
-/* Serializes start / retire / join: control path only, never taken on a fast path. */
+/*
+ * Serializes lifecycle decisions: control path only, never taken on a fast path, and never
+ * held across a thread join (a joined lcore may be making lifecycle requests itself).
+ */
 static pthread_mutex_t lifecycle_mutex = PTHREAD_MUTEX_INITIALIZER;
+static unsigned starting; /* cr_lcore_start() calls between claim and spawn */
+static bool joining;	  /* join_all() has begun: no more starts */
+
+void
+cr__lifecycle_begin_join(void)
+{
+	cr__lifecycle_lock();
+	joining = true;
+	while (starting != 0) {
+		cr__lifecycle_unlock();
+		sched_yield();
+		cr__lifecycle_lock();
+	}
+	cr__lifecycle_unlock();
+}
+
+void
+cr__lifecycle_end_join(void)
+{
+	cr__lifecycle_lock();
+	joining = false;
+	cr__lifecycle_unlock();
+}
 
 void
 cr__lifecycle_lock(void)
@@ -126,14 +153,18 @@ cr_lcore_retire(unsigned id, void (*done)(unsigned lcore, void *arg), void *arg)
 	if (atomic_load(&lc->retire_req) || atomic_load(&lc->state) != CR_LCORE_RUNNING) {
 		rc = -EALREADY;
 	} else {
-		/* Written before the request is published: the lcore reads them after it
-		 * acquires retire_req, possibly before we leave this function. */
+		/* Written before the request is published: the lcore reads them only after it
+		 * consumes retire_req (exchange, acquire) on its way out. */
 		lc->retire_done = done;
 		lc->retire_done_arg = arg;
 		atomic_store_explicit(&lc->retire_req, true, memory_order_release);
-		/* Out of the placement pool at once; the lcore does the rest itself. If it
-		 * has started a shutdown meanwhile, the CAS fails and that is fine. */
-		atomic_compare_exchange_strong(&lc->state, &expected, CR_LCORE_RETIRING);
+		/* Out of the placement pool at once; the lcore does the rest itself. */
+		if (!atomic_compare_exchange_strong(&lc->state, &expected, CR_LCORE_RETIRING) &&
+		    atomic_exchange(&lc->retire_req, false)) {
+			/* It began closing for a shutdown first and had not consumed the request:
+			 * taken back, so done will not run; say so. */
+			rc = -ESHUTDOWN;
+		}
 	}
 	cr__lifecycle_unlock();
 	if (rc == 0) {
@@ -162,25 +193,41 @@ cr_lcore_start(unsigned id)
 		rc = -EDEADLK;
 		goto out;
 	}
+	if (lc->thread != NULL && cr_thread_is_self(lc->thread)) {
+		rc = -EDEADLK; /* from its own retire callback: it has not ended yet */
+		goto out;
+	}
 	cr__lifecycle_lock();
-	if (atomic_load(&cr__rt.stop)) {
+	if (atomic_load(&cr__rt.stop) || joining) {
 		rc = -ESHUTDOWN;
 	} else if (atomic_load(&lc->state) != CR_LCORE_OFFLINE || lc->is_main) {
 		rc = -EALREADY;
 	} else {
-		if (lc->thread != NULL) {
-			/* It is OFFLINE: the join returns once its exit path has finished. */
-			cr_thread_join(lc->thread);
-			lc->thread = NULL;
-		}
-		rc = cr__lcore_reset(lc);
-		if (rc == 0)
-			rc = cr__lcore_spawn(lc);
-		if (rc != 0)
-			atomic_store(&lc->state, CR_LCORE_OFFLINE);
-		else
-			CR_LOG(log_life, INFO, "lcore %u starting", id);
+		/* Claimed: nobody else starts it; join_all waits for us. */
+		atomic_store(&lc->state, CR_LCORE_STARTING);
+		starting++;
+		rc = 0;
 	}
+	cr__lifecycle_unlock();
+	if (rc != 0)
+		goto out;
+	/*
+	 * Without the lock: the old thread may still be in its retire callback, which may
+	 * itself make lifecycle requests. It is OFFLINE, so the join returns once that is done.
+	 */
+	if (lc->thread != NULL) {
+		cr_thread_join(lc->thread);
+		lc->thread = NULL;
+	}
+	rc = cr__lcore_reset(lc);
+	if (rc == 0)
+		rc = cr__lcore_spawn(lc);
+	if (rc != 0)
+		atomic_store(&lc->state, CR_LCORE_OFFLINE);
+	else
+		CR_LOG(log_life, INFO, "lcore %u starting", id);
+	cr__lifecycle_lock();
+	starting--;
 	cr__lifecycle_unlock();
 out:
 	cr__visit_end();

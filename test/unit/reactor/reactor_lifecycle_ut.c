@@ -319,12 +319,84 @@ test_stale_lease_across_incarnations(void)
 	free(heap_lease);
 }
 
+/* Regression (lifecycle review): a retire callback that starts its own lcore again must
+ * be refused (it runs on the thread being retired), not join itself. */
+static _Atomic int self_start_rc = 1;
+
+static void
+retired_then_self_start(unsigned lcore, void *arg)
+{
+	(void)arg;
+	atomic_store(&self_start_rc, cr_lcore_start(lcore));
+}
+
+static void *
+ctl_self_start(void *arg)
+{
+	(void)arg;
+	CTL_CHECK(cr_lcore_retire(worker, retired_then_self_start, NULL) == 0);
+	WAIT_FOR(atomic_load(&self_start_rc) != 1);
+	WAIT_FOR(cr_lcore_start(worker) == 0);
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_RUNNING);
+	CTL_CHECK(cr_lcore_state(worker) == CR_LCORE_RUNNING);
+	cr_reactor_stop();
+	return NULL;
+}
+
+static void
+test_retire_callback_cannot_restart_itself(void)
+{
+	pthread_t t;
+
+	if (table.n < 2)
+		return;
+	atomic_store(&ctl_failures, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
+	pthread_create(&t, NULL, ctl_self_start, NULL);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&self_start_rc), -EDEADLK);
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+}
+
+/* Regression (lifecycle review): a lifecycle request made by an lcore while the main
+ * thread joins the lcores at shutdown used to block on the lock join_all held. */
+static _Atomic int late_start_rc = 1;
+
+static void
+slow_shutdown_hook(unsigned lcore, void *arg)
+{
+	(void)arg;
+	if (lcore != worker)
+		return;
+	sleep_ms(50); /* let the main lcore finish and reach its joins first */
+	atomic_store(&late_start_rc, cr_lcore_start(cr_lcore_main()));
+	cr_pool_resize(1);
+}
+
+static void
+test_lifecycle_request_during_join(void)
+{
+	const struct cr_reactor_hooks h = {.on_shutdown = slow_shutdown_hook};
+
+	if (table.n < 2)
+		return;
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &h), 0);
+	cr_reactor_stop();
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0); /* returns: no deadlock */
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&late_start_rc), -ESHUTDOWN);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_retire_start_resize),
 	UT_CASE(test_lease_holds_retirement),
 	UT_CASE(test_graceful_shutdown_waits_for_lease),
 	UT_CASE(test_forced_shutdown_with_active_lease),
 	UT_CASE(test_stale_lease_across_incarnations),
+	UT_CASE(test_retire_callback_cannot_restart_itself),
+	UT_CASE(test_lifecycle_request_during_join),
 };
 
 UT_MAIN("reactor_lifecycle", cases, setup, NULL)
