@@ -107,17 +107,19 @@ void cr_shutdown_force(void);
  * accepted and goes OFFLINE. Then @p done(@p lcore, @p arg) runs on the retired lcore's
  * thread as its last act, outside any lcore (it may cr_send like a foreign thread).
  * Any thread.
- * @return 0; -EINVAL not an lcore; -EBUSY the main lcore (it cannot retire);
- *         -EALREADY not RUNNING; -ESHUTDOWN the runtime is shutting down.
+ * @return 0 (@p done will run exactly once); -EINVAL not an lcore; -EBUSY the main lcore
+ *         (it cannot retire); -EALREADY not RUNNING; -ESHUTDOWN the runtime is shutting
+ *         down (also when a shutdown overtook this request: @p done will not run).
  */
 int cr_lcore_retire(unsigned lcore, void (*done)(unsigned lcore, void *arg), void *arg);
 
 /**
  * Start OFFLINE lcore @p lcore again (a new incarnation): a new pinned thread, backend,
  * module and app start hooks; it joins the placement pool when RUNNING. Returns once the
- * thread is launched. Any thread but @p lcore's own.
+ * thread is launched. Any thread; from the retired lcore's own retire callback it is
+ * refused (that thread has not ended yet).
  * @return 0; -EINVAL not in the lcore table; -EALREADY not OFFLINE; -ESHUTDOWN shutting
- *         down; -errno from thread creation.
+ *         down; -EDEADLK called on @p lcore's own thread; -errno from thread creation.
  */
 int cr_lcore_start(unsigned lcore);
 
