@@ -9,6 +9,7 @@
 #define CR_BENCH_H
 
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -38,6 +39,9 @@ extern const unsigned bench_bursts[BENCH_N_BURSTS];
 /* Idle time before each sample: well past the largest spin budget, so the target parks. */
 #define BENCH_WAKE_GAP_NS (2 * 1000 * 1000)
 
+/* The echo mode's three servers take turns this many times; figures are medians. */
+#define BENCH_ECHO_ROUNDS 3
+
 #define BENCH_STARTSTOP_CYCLES 20
 #define BENCH_IDLE_NS	       (1000 * 1000 * 1000)
 
@@ -48,6 +52,7 @@ struct bench_env {
 	unsigned main, other;	     /* lcore ids (== CPUs) */
 	uint64_t messages;	     /* per throughput run */
 	bool json;
+	unsigned connections, seconds, message_size; /* echo mode */
 	cpu_set_t affinity; /* the main thread's at start; restored after each runtime */
 };
 
@@ -96,8 +101,14 @@ enum bench_phase {
 	PHASE_WAKE_FOREIGN,
 	PHASE_STARTSTOP,
 	PHASE_IDLE,
+	PHASE_ECHO_URING,
+	PHASE_ECHO_EPOLL,
+	PHASE_ECHO_CR,
 	PHASE_COUNT,
 };
+
+/* The server process of the echo run in progress (0: none); the watchdog kills it. */
+extern volatile sig_atomic_t bench_child_pid;
 
 /* Enter @p p: if it is still running 60 s from now the process says so and exits 1. */
 void bench_phase(enum bench_phase p);
@@ -158,6 +169,15 @@ int bench_call_rtt(const struct bench_env *env, double *rtt_ns);
 
 int bench_wake_lcore(const struct bench_env *env, struct wake_result *out);
 int bench_wake_foreign(const struct bench_env *env, struct wake_result *out);
+
+/* ---- bench_echo.c, bench_echo_servers.c: the echo mode ---- */
+
+/* cr-echo on one lcore vs a minimal liburing and a minimal epoll echo loop. */
+int bench_echo_run(const struct bench_env *env);
+/* `cr-bench echo-server-uring|echo-server-epoll PORT`: serve until killed. @return exit
+ * status (1 set-up failed, 2 bad PORT). */
+int bench_echo_server_uring(const char *port);
+int bench_echo_server_epoll(const char *port);
 
 /* ---- bench_report.c ---- */
 

@@ -42,10 +42,14 @@ static const struct {
     PHASE(PHASE_WAKE_FOREIGN, "wake from a foreign thread"),
     PHASE(PHASE_STARTSTOP, "start + stop"),
     PHASE(PHASE_IDLE, "idle CPU"),
+    PHASE(PHASE_ECHO_URING, "echo: liburing loop"),
+    PHASE(PHASE_ECHO_EPOLL, "echo: epoll loop"),
+    PHASE(PHASE_ECHO_CR, "echo: cr-echo"),
 };
 _Static_assert(sizeof(phases) / sizeof(phases[0]) == PHASE_COUNT, "one entry per phase");
 
 static volatile sig_atomic_t cur_phase = -1;
+volatile sig_atomic_t bench_child_pid;
 static bool show_progress;
 
 static void
@@ -55,6 +59,8 @@ on_alarm(int sig)
 
 	(void)sig;
 	/* Only async-signal-safe calls: the message was put together at compile time. */
+	if (bench_child_pid > 0)
+		kill((pid_t)bench_child_pid, SIGKILL);
 	if (p >= 0 && p < PHASE_COUNT)
 		(void)!write(STDERR_FILENO, phases[p].msg, phases[p].len);
 	_exit(1);
@@ -206,6 +212,16 @@ static const struct {
 	int (*run)(const struct bench_env *env);
 } modes[] = {
     {"handoff", run_handoff},
+    {"echo", bench_echo_run},
+};
+
+/* Modes cr-bench runs in its own child processes (the echo mode's servers). */
+static const struct {
+	const char *name;
+	int (*run)(const char *port);
+} internal_modes[] = {
+    {"echo-server-uring", bench_echo_server_uring},
+    {"echo-server-epoll", bench_echo_server_epoll},
 };
 
 #define N_MODES (sizeof(modes) / sizeof(modes[0]))
@@ -231,6 +247,35 @@ set_messages(const char *val, void *ctx)
 	return 0;
 }
 
+static int
+set_uint(const char *val, unsigned long long min, unsigned long long max, void *ctx)
+{
+	unsigned long long v;
+
+	if (cr_parse_uint(val, min, max, &v) != 0)
+		return -EINVAL;
+	*(unsigned *)ctx = (unsigned)v;
+	return 0;
+}
+
+static int
+set_connections(const char *val, void *ctx)
+{
+	return set_uint(val, 1, 4096, ctx);
+}
+
+static int
+set_seconds(const char *val, void *ctx)
+{
+	return set_uint(val, 1, 30, ctx);
+}
+
+static int
+set_message_size(const char *val, void *ctx)
+{
+	return set_uint(val, 1, 4096, ctx);
+}
+
 static const char summary[] =
     "Measure coreact against its raw peers on two CPUs, in one process and one run.\n"
     "Run as: " APP_NAME " MODE [OPTIONS]  (options may also come before MODE)\n"
@@ -240,6 +285,13 @@ static const char summary[] =
     "           burst 1 and 32, round trip (cr_send and cr_call), wake latency of a parked\n"
     "           lcore (from an lcore and from a foreign thread) vs an eventfd, start+stop\n"
     "           time and idle CPU. Uses the main lcore and the next lcore of the table.\n"
+    "  echo     cr-echo on one lcore vs a minimal liburing echo loop (the limit) and a\n"
+    "           minimal epoll loop, each a process alone on the second CPU, one after\n"
+    "           another in 3 rounds; the client (this process, first CPU) keeps one message\n"
+    "           in flight per connection over 127.0.0.1. Messages per server-CPU-second\n"
+    "           and the ratios. Options: --connections, --seconds, --message-size.\n"
+    "  echo-server-uring PORT, echo-server-epoll PORT\n"
+    "           internal: the echo mode's raw servers (PORT 0: any port), which it starts.\n"
     "\n"
     "Exit status: 0 measured (targets missed or not), 1 a run failed or hung, 2 usage.";
 
@@ -292,16 +344,16 @@ find_mode(const char *mode)
 
 /* The main lcore and the lowest other one; the runtime's table holds just those two. */
 static int
-pick_pair(struct bench_env *env, const struct cr_lcore_table *all)
+pick_pair(struct bench_env *env, const struct cr_lcore_table *all, const char *mode)
 {
 	char list[256];
 	unsigned i, id;
 
 	if (all->n < 2) {
 		fprintf(stderr,
-			"%s: handoff needs two CPUs, one per lcore, and the lcore table has %u "
+			"%s: %s needs two CPUs, one per lcore, and the lcore table has %u "
 			"(CPUs %s); run where two CPUs are allowed, or pass -l with two CPUs\n",
-			APP_NAME, all->n, cr_lcore_table_corelist(all, list, sizeof(list)));
+			APP_NAME, mode, all->n, cr_lcore_table_corelist(all, list, sizeof(list)));
 		return -ENODEV;
 	}
 	env->main = all->main_lcore;
@@ -340,6 +392,24 @@ main(int argc, char **argv)
 	     .accepted = "an integer from 1000 to 1000000000",
 	     .set = set_messages,
 	     .ctx = &env.messages},
+	    {.name = "connections",
+	     .metavar = "N",
+	     .help = "echo: client connections, one message in flight each (default: 64)",
+	     .accepted = "an integer from 1 to 4096",
+	     .set = set_connections,
+	     .ctx = &env.connections},
+	    {.name = "seconds",
+	     .metavar = "S",
+	     .help = "echo: measured seconds per server per round (default: 3)",
+	     .accepted = "an integer from 1 to 30",
+	     .set = set_seconds,
+	     .ctx = &env.seconds},
+	    {.name = "message-size",
+	     .metavar = "B",
+	     .help = "echo: bytes per message (default: 64)",
+	     .accepted = "an integer from 1 to 4096",
+	     .set = set_message_size,
+	     .ctx = &env.message_size},
 	};
 	const struct cr_app_info app = {
 	    .name = APP_NAME,
@@ -349,9 +419,18 @@ main(int argc, char **argv)
 	    .args = "MODE",
 	};
 
+	unsigned i;
+
+	/* Internal modes take one PORT and none of the options. */
+	for (i = 0; argc >= 2 && i < sizeof(internal_modes) / sizeof(internal_modes[0]); i++)
+		if (strcmp(argv[1], internal_modes[i].name) == 0)
+			return internal_modes[i].run(argc == 3 ? argv[2] : NULL);
 	memset(&env, 0, sizeof(env));
 	cr_eal_config_defaults(&env.cfg);
 	env.messages = DEFAULT_MESSAGES;
+	env.connections = 64;
+	env.seconds = 3;
+	env.message_size = 64;
 	rc = parse_args(argc, argv, &app, &env, &mode);
 	if (rc == 1)
 		return 0;
@@ -365,7 +444,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", APP_NAME, err);
 		return rc == -EINVAL ? 2 : 1;
 	}
-	if (pick_pair(&env, &all) != 0)
+	if (pick_pair(&env, &all, modes[m].name) != 0)
 		return 1;
 	rc = pthread_getaffinity_np(pthread_self(), sizeof(env.affinity), &env.affinity);
 	if (rc == 0)
