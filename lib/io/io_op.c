@@ -274,17 +274,35 @@ deadline_fired(struct cr_timer *t, void *arg)
 	send_cancel(io, op);
 }
 
-int
-cr_io_set_deadline(cr_op_id id, uint64_t timeout_ns)
+/* The live op @p id names on this lcore, or NULL with *rc = -errno (-ENOENT: none). */
+static struct cr_op *
+find_live(cr_op_id id, struct io_lcore **iop, int *rc)
 {
 	struct io_lcore *io = cur_io();
 	struct cr_op *op;
 
-	if (io == NULL)
-		return -errno;
+	if (io == NULL) {
+		*rc = -errno;
+		return NULL;
+	}
 	op = lookup(io, id);
-	if (op == NULL || op->state != CR_OP_LIVE)
-		return -ENOENT;
+	if (op == NULL || op->state != CR_OP_LIVE) {
+		*rc = -ENOENT;
+		return NULL;
+	}
+	*iop = io;
+	return op;
+}
+
+int
+cr_io_set_deadline(cr_op_id id, uint64_t timeout_ns)
+{
+	struct io_lcore *io;
+	int rc;
+	struct cr_op *op = find_live(id, &io, &rc);
+
+	if (op == NULL)
+		return rc;
 	cr_timer_start(&op->deadline, timeout_ns);
 	return 0;
 }
@@ -292,14 +310,12 @@ cr_io_set_deadline(cr_op_id id, uint64_t timeout_ns)
 int
 cr_io_cancel(cr_op_id id)
 {
-	struct io_lcore *io = cur_io();
-	struct cr_op *op;
+	struct io_lcore *io;
+	int rc;
+	struct cr_op *op = find_live(id, &io, &rc);
 
-	if (io == NULL)
-		return -errno;
-	op = lookup(io, id);
-	if (op == NULL || op->state != CR_OP_LIVE)
-		return -ENOENT;
+	if (op == NULL)
+		return rc;
 	send_cancel(io, op);
 	return 0;
 }
@@ -307,14 +323,12 @@ cr_io_cancel(cr_op_id id)
 int
 cr_io_abandon(cr_op_id id, cr_msg_fn release, void *arg)
 {
-	struct io_lcore *io = cur_io();
-	struct cr_op *op;
+	struct io_lcore *io;
+	int rc;
+	struct cr_op *op = find_live(id, &io, &rc);
 
-	if (io == NULL)
-		return -errno;
-	op = lookup(io, id);
-	if (op == NULL || op->state != CR_OP_LIVE)
-		return -ENOENT;
+	if (op == NULL)
+		return rc;
 	op->state = CR_OP_ABANDONED;
 	op->release = release;
 	op->release_arg = arg;
@@ -326,13 +340,10 @@ cr_io_abandon(cr_op_id id, cr_msg_fn release, void *arg)
 bool
 cr_io_live(cr_op_id id)
 {
-	struct io_lcore *io = cur_io();
-	struct cr_op *op;
+	struct io_lcore *io;
+	int rc;
 
-	if (io == NULL)
-		return false;
-	op = lookup(io, id);
-	return op != NULL && op->state == CR_OP_LIVE;
+	return find_live(id, &io, &rc) != NULL;
 }
 
 unsigned
