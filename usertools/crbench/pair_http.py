@@ -43,7 +43,7 @@ http {{
     keepalive_timeout 75s;
     default_type text/plain;
     server {{
-        listen 127.0.0.1:{port} reuseport;
+        listen 127.0.0.1:{port};
         location / {{
             return 200 "Hello, World!";
         }}
