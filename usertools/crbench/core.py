@@ -241,7 +241,7 @@ _UNIT_US = {"us": 1.0, "ms": 1000.0, "s": 1e6, "m": 60e6, "h": 3600e6}
 
 
 def _us(value, unit):
-    return float(value) * _UNIT_US[unit]
+    return round(float(value) * _UNIT_US[unit], 3)
 
 
 def parse_wrk(text):
@@ -250,8 +250,9 @@ def parse_wrk(text):
 
     With pipelining wrk records one latency per batch and its coordinated-omission
     correction then adds samples below the minimum that its percentile walk never reaches:
-    such percentiles come out as 0.00us. A percentile of 0 is reported as None (unknown),
-    never as 0; avg_us and max_us (one sample per batch) stay.
+    the high percentiles come out as 0.00us and the others are ranked against a count that
+    includes the lost samples. If any percentile printed is 0, p50_us and p99_us are both
+    None (unknown), never 0; avg_us and max_us (one sample per batch) stay.
     """
     m = re.search(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m|h),", text, re.M)
     rps = re.search(r"^Requests/sec:\s*([\d.]+)", text, re.M)
@@ -261,9 +262,11 @@ def parse_wrk(text):
                     text, re.M)
     if not (m and rps and p50 and p99 and lat):
         raise BenchError("cannot read wrk's output: %s" % text.strip()[-600:])
+    pcts = re.findall(r"^\s*\d+%\s+([\d.]+)(us|ms|s|m|h)\s*$", text, re.M)
+    broken = any(_us(*p) == 0 for p in pcts)
     res = {"requests": int(m.group(1)), "load_s": _us(m.group(2), m.group(3)) / 1e6,
-           "rps": float(rps.group(1)), "p50_us": _us(*p50.groups()) or None,
-           "p99_us": _us(*p99.groups()) or None, "avg_us": _us(*lat.group(1, 2)),
+           "rps": float(rps.group(1)), "p50_us": None if broken else _us(*p50.groups()),
+           "p99_us": None if broken else _us(*p99.groups()), "avg_us": _us(*lat.group(1, 2)),
            "max_us": _us(*lat.group(3, 4)), "errors": 0, "non_2xx": 0}
     e = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
                   text)
