@@ -32,7 +32,7 @@
 #define BUF_ENTRIES   4096 /* provided buffers; a power of two */
 #define BUF_SIZE      4096
 #define BUF_GROUP     0
-#define MAX_FD        65536
+#define MAX_FD	      65536
 
 /* What nginx and cr-http send for /plaintext, less the changing Date. */
 static const char RESPONSE[] = "HTTP/1.1 200 OK\r\n"
@@ -53,8 +53,8 @@ struct obuf {
 
 struct conn {
 	struct obuf out[2]; /* out[sending] is in flight, the other fills */
-	size_t sent;        /* of out[sending] */
-	unsigned match;     /* bytes of "\r\n\r\n" matched at the end of the last recv */
+	size_t sent;	    /* of out[sending] */
+	unsigned match;	    /* bytes of "\r\n\r\n" matched at the end of the last recv */
 	bool open, in_flight, recv_live, sending;
 };
 
@@ -286,9 +286,8 @@ setup_buf_ring(void)
 		return rc;
 	io_uring_buf_ring_init(br);
 	for (i = 0; i < BUF_ENTRIES; i++)
-		io_uring_buf_ring_add(br, bufs + (size_t)i * BUF_SIZE, BUF_SIZE,
-				      (unsigned short)i, io_uring_buf_ring_mask(BUF_ENTRIES),
-				      (int)i);
+		io_uring_buf_ring_add(br, bufs + (size_t)i * BUF_SIZE, BUF_SIZE, (unsigned short)i,
+				      io_uring_buf_ring_mask(BUF_ENTRIES), (int)i);
 	io_uring_buf_ring_advance(br, BUF_ENTRIES);
 	return 0;
 }
