@@ -350,14 +350,14 @@ static struct {
 	pthread_t client;
 	struct cr_call call;
 	_Atomic bool blocked, connected, closed, done;
-	_Atomic int opens_after_close;
-	int connected_n;
+	_Atomic int opens, opens_after_close;
 } C;
 
 static void
 c_open(struct cr_conn *c)
 {
 	(void)c;
+	atomic_fetch_add(&C.opens, 1);
 	if (atomic_load(&C.closed))
 		atomic_fetch_add(&C.opens_after_close, 1);
 }
@@ -398,13 +398,29 @@ c_block_other(void *arg)
 static void *
 c_client(void *arg)
 {
-	int fds[64], i;
+	int fds[64], i, seen = -1;
+	uint64_t until, still = 0;
 
 	(void)arg;
 	CU_ASSERT_TRUE(wait_flag(&C.blocked, 5000));
 	for (i = 0; i < 64; i++)
 		fds[i] = ut_connect(&C.addr, 0);
 	atomic_store(&C.connected, true);
+	/* Main accepts its own share meanwhile (its socket closes only when the close chain
+	 * visits it): wait until that has settled, so every open after the close would be
+	 * one handed over by the draining lcore. */
+	until = ut_ms() + 5000;
+	while (ut_ms() < until) {
+		int now = atomic_load(&C.opens);
+
+		if (now != seen) {
+			seen = now;
+			still = ut_ms();
+		} else if (ut_ms() - still >= 100) {
+			break;
+		}
+		ut_sleep_ms(5);
+	}
 	CU_ASSERT_EQUAL(cr_send(C.main_id, c_close_listener, NULL), 0);
 	ut_sleep_ms(300); /* lcore 1 drains: grace and hand-offs */
 	for (i = 0; i < 64; i++)
