@@ -54,6 +54,9 @@ struct http_conn {
 	bool failed;	    /* a send failed: destroy once back in the callback */
 	bool read_stopped;
 	bool drain_wait;    /* counted in http_lcore.pending at shutdown */
+	bool pend_keep;	    /* the answer due once the body is read */
+	uint8_t pend_kind;
+	uint16_t pend_status;
 	struct http_file *file;
 };
 

@@ -44,6 +44,7 @@ static struct {
 	const char *root;
 	int exit_code;
 	int ctr[CNT_COUNT];
+	struct cr_call stop_call;
 } app = {
 	.max_conns = 4096,
 	.header_timeout = 10,
@@ -283,48 +284,69 @@ reply_body(struct http_conn *h, int status, const char *ctype, const char *body,
 
 /* ---- requests ---- */
 
+/* What a request is answered with, decided from its head. */
+enum { ANS_PLAIN = 1, ANS_JSON, ANS_STATUS, ANS_ALLOW, ANS_STATIC };
+
 static bool
 path_is(const char *head, const struct http_request *r, const char *lit, size_t n)
 {
 	return r->path.len == n && memcmp(head + r->path.off, lit, n) == 0;
 }
 
-static void
-route(struct http_lcore *hl, struct http_conn *h, const char *head, bool keep)
+static int
+route(const char *head, const struct http_request *r, int *status)
 {
-	const struct http_request *r = &h->p.req;
 	bool get = r->method == HTTP_GET || r->method == HTTP_HEAD;
+
+	if (path_is(head, r, "/plaintext", 10))
+		return get ? ANS_PLAIN : ANS_ALLOW;
+	if (path_is(head, r, "/json", 5))
+		return get ? ANS_JSON : ANS_ALLOW;
+	if (http_cfg.root_fd < 0) {
+		*status = 404;
+		return ANS_STATUS;
+	}
+	if (!get)
+		return ANS_ALLOW;
+	if (r->chunked || r->content_length > 0) {
+		/* Files are served as the head is read; a body would have to wait behind the
+		 * transfer. Nothing needs one: refused. */
+		*status = 400;
+		return ANS_STATUS;
+	}
+	return ANS_STATIC;
+}
+
+static void
+answer(struct http_lcore *hl, struct http_conn *h, int kind, int status, bool keep)
+{
 	static const char allow[] = "Allow: GET, HEAD\r\n";
+	const struct http_request *r = &h->p.req;
 
-	if (path_is(head, r, "/plaintext", 10) || path_is(head, r, "/json", 5)) {
-		bool plain = r->path.len == 10;
-
-		if (!get) {
-			reply_status(h, 405, keep, allow, sizeof(allow) - 1);
-		} else if (keep && r->minor == 1 && r->method == HTTP_GET) {
+	switch (kind) {
+	case ANS_PLAIN:
+	case ANS_JSON:
+		if (keep && r->minor == 1 && r->method == HTTP_GET) {
 			/* The common case: a canned answer with this second's Date. */
-			if (plain)
+			if (kind == ANS_PLAIN)
 				http_out(h, hl->plain, hl->plain_len);
 			else
 				http_out(h, hl->json, hl->json_len);
 			hl->cnt[CNT_RESP_2XX]++;
-		} else if (plain) {
+		} else if (kind == ANS_PLAIN) {
 			reply_body(h, 200, "text/plain", PLAIN_BODY, sizeof(PLAIN_BODY) - 1, keep);
 		} else {
 			reply_body(h, 200, "application/json", JSON_BODY, sizeof(JSON_BODY) - 1,
 				   keep);
 		}
-		return;
-	}
-	if (http_cfg.root_fd < 0) {
-		reply_status(h, 404, keep, NULL, 0);
-		return;
-	}
-	if (!get) {
+		break;
+	case ANS_ALLOW:
 		reply_status(h, 405, keep, allow, sizeof(allow) - 1);
-		return;
+		break;
+	default:
+		reply_status(h, status, keep, NULL, 0);
+		break;
 	}
-	http_static_serve(hl, h, head, r, keep);
 }
 
 static void
@@ -369,6 +391,7 @@ handle_request(struct http_lcore *hl, struct http_conn *h, const char *head)
 {
 	struct http_request *r = &h->p.req;
 	bool keep = r->keep_alive && !hl->shutting;
+	int kind, status = 0;
 	bool body;
 
 	hl->cnt[CNT_REQUESTS]++;
@@ -380,12 +403,24 @@ handle_request(struct http_lcore *hl, struct http_conn *h, const char *head)
 		http_out(h, cont, sizeof(cont) - 1);
 		hl->cnt[CNT_RESP_1XX]++;
 	}
-	/* The answer goes before the body is read: none of our routes needs the body, and
-	 * the body is still framed (and limited) so the next request starts where it ends. */
-	route(hl, h, head, keep);
+	kind = route(head, r, &status);
 	if (!keep)
 		h->closing = true;
-	h->phase = body ? PH_BODY : PH_HEAD;
+	if (body) {
+		/* Answered once the body is read (and found well framed and within the limit);
+		 * no route needs its bytes, so they are only counted. */
+		h->pend_kind = (uint8_t)kind;
+		h->pend_status = (uint16_t)status;
+		h->pend_keep = keep;
+		h->phase = PH_BODY;
+		h->closing = false; /* not before the body is read */
+		return;
+	}
+	h->phase = PH_HEAD;
+	if (kind == ANS_STATIC)
+		http_static_serve(hl, h, head, r, keep);
+	else
+		answer(hl, h, kind, status, keep);
 }
 
 static void
@@ -417,6 +452,9 @@ process(struct http_lcore *hl, struct http_conn *h, const char *data, size_t len
 			}
 			if (rc == 1) {
 				h->phase = PH_HEAD;
+				answer(hl, h, h->pend_kind, h->pend_status, h->pend_keep);
+				if (!h->pend_keep)
+					h->closing = true;
 				next_request_reset(h);
 			}
 			continue;
@@ -743,10 +781,6 @@ drain_hook(unsigned lcore, void *arg)
 	if (hl->shutting)
 		return;
 	hl->shutting = true;
-	if (lcore == cr_lcore_main() && app.listener != NULL) {
-		cr_listener_close(app.listener);
-		app.listener = NULL;
-	}
 	for (i = 0; i < http_cfg.max_conns; i++) {
 		struct http_conn *h = &hl->conns[i];
 
@@ -807,6 +841,39 @@ start_serving(void *arg)
 	print_ready();
 }
 
+static void
+stop_now(void *arg)
+{
+	(void)arg;
+	cr_reactor_stop();
+}
+
+static void
+visit_nothing(void *arg)
+{
+	(void)arg;
+}
+
+/*
+ * On the main lcore: stop accepting first, while every lcore is still RUNNING (the
+ * listener's close visits the RUNNING lcores), then start the shutdown once a visit of
+ * our own has followed the close round every lcore (messages from one lcore to another
+ * run in order).
+ */
+static void
+begin_stop(void *arg)
+{
+	(void)arg;
+	if (app.listener == NULL) {
+		cr_reactor_stop();
+		return;
+	}
+	cr_listener_close(app.listener);
+	app.listener = NULL;
+	if (cr_for_each_lcore(&app.stop_call, visit_nothing, NULL, stop_now, NULL) != 0)
+		cr_reactor_stop();
+}
+
 static void *
 signal_thread(void *arg)
 {
@@ -815,9 +882,9 @@ signal_thread(void *arg)
 	int sig;
 
 	for (n = 0; sigwait(set, &sig) == 0; n++) {
-		if (n == 0)
+		if (n == 0 && cr_send(cr_lcore_main(), begin_stop, NULL) != 0)
 			cr_reactor_stop();
-		else
+		else if (n > 0)
 			cr_shutdown_force();
 	}
 	return NULL;
