@@ -344,6 +344,16 @@ http_parse_head(struct http_parser *p, const char *buf, size_t len,
 			break;
 		}
 		ll = (size_t)(lf - s);
+		/* The limits first, as for an incomplete line, so that where the bytes were cut
+		 * never changes the answer. */
+		if (p->state == ST_LINE && p->pos + ll > (size_t)lim->max_line + 1) {
+			rc = -414;
+			break;
+		}
+		if (p->state == ST_FIELDS && p->hdr_bytes + ll > (size_t)lim->max_header_bytes) {
+			rc = -431;
+			break;
+		}
 		if (ll == 0 || s[ll - 1] != '\r') {
 			rc = -400; /* bare LF */
 			break;
@@ -351,10 +361,6 @@ http_parse_head(struct http_parser *p, const char *buf, size_t len,
 		ll--; /* without CR; a CR inside a line fails the character checks */
 		if (p->state == ST_LINE) {
 			/* Empty lines before it count towards the request line's limit. */
-			if (p->pos + ll > lim->max_line) {
-				rc = -414;
-				break;
-			}
 			p->pos += (uint32_t)ll + 2;
 			if (ll == 0)
 				continue; /* empty lines before a request are ignored (RFC 9112 2.2) */
