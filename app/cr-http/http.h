@@ -16,9 +16,13 @@
 #include "cr_reactor.h"
 #include "http_parse.h"
 
-/* Bytes a static transfer reads at a time, and transfers per lcore at once. */
-#define HTTP_FILE_CHUNK (64u * 1024)
-#define HTTP_FILE_SLOTS 256u
+/*
+ * Bytes a static transfer reads at a time, and transfers per lcore at once. Each queues at
+ * most the high watermark plus a chunk, so all of them together (6 MiB) stay well inside
+ * lib/net's default chunk pool (16 MiB per lcore) and leave room for everything else.
+ */
+#define HTTP_FILE_CHUNK (32u * 1024)
+#define HTTP_FILE_SLOTS 64u
 /* Input a connection may stage beyond the head limits while a file goes out. */
 #define HTTP_STAGE_SLACK (32u * 1024)
 

@@ -451,9 +451,12 @@ process(struct http_lcore *hl, struct http_conn *h, const char *data, size_t len
 				break;
 			}
 			if (rc == 1) {
+				/* A shutdown may have begun while the body came. */
+				bool keep = h->pend_keep && !hl->shutting;
+
 				h->phase = PH_HEAD;
-				answer(hl, h, h->pend_kind, h->pend_status, h->pend_keep);
-				if (!h->pend_keep)
+				answer(hl, h, h->pend_kind, h->pend_status, keep);
+				if (!keep)
 					h->closing = true;
 				next_request_reset(h);
 			}

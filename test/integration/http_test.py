@@ -46,8 +46,11 @@ def log(msg):
 class Server:
     """A cr-http child on an ephemeral port; stop() checks its exit status."""
 
-    def __init__(self, exe, driver, extra=()):
-        self.args = [exe, "-l", str(min(os.sched_getaffinity(0))), "--io-driver", driver,
+    def __init__(self, exe, driver, extra=(), lcores=None):
+        """One lcore (the first allowed CPU) unless lcores names a corelist."""
+        if lcores is None:
+            lcores = str(min(os.sched_getaffinity(0)))
+        self.args = [exe, "-l", lcores, "--io-driver", driver,
                      "--listen", "127.0.0.1:0"] + list(extra)
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "exitcode=23")
@@ -565,7 +568,25 @@ def t_static(exe, driver):
         check(a.body == big and b.body == b"Hello, World!" and c.body == b"0123456789",
               "pipelined file, plaintext, file out of order or short")
         log("static: 3 MiB file streamed intact; pipelined after a file in order")
+        # A shutdown while a file goes out to a slow reader: the file completes, then the
+        # connection closes and cr-http exits cleanly.
+        s = srv.connect()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+        s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        rd = Reader(s)
+        while len(rd.buf) < 4096:
+            rd._fill()
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        check(srv.proc.poll() is None, "cr-http exited with a file going out")
+        a = rd.response()
+        check(a.status == 200 and a.body == big, "file during shutdown: %d bytes of %d"
+              % (len(a.body), len(big)))
+        check(rd.closed(3.0), "not closed after the file, during shutdown")
+        s.close()
+        srv.proc.wait(timeout=10)
         srv.stop()
+        log("static: a shutdown waits for a file going out, then exits cleanly")
     finally:
         srv.kill()
         shutil.rmtree(top)
@@ -668,38 +689,52 @@ def t_slowhttptest(exe, driver):
 # ---- shutdown ----
 
 def t_shutdown(exe, driver):
-    srv = Server(exe, driver, ["--shutdown-timeout", "10"])
+    # Every allowed CPU (at most 4): connections spread over the lcores' sockets.
+    cpus = sorted(os.sched_getaffinity(0))[:4]
+    srv = Server(exe, driver, ["--shutdown-timeout", "10"],
+                 lcores=",".join(str(c) for c in cpus))
     try:
-        idle = srv.connect()
-        idle.sendall(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n")
-        ird = Reader(idle)
-        check(ird.response().status == 200, "idle connection's first request")
-        busy = srv.connect()
-        busy.sendall(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n")  # head not complete
+        idle = []
+        for _ in range(6):
+            s = srv.connect()
+            s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n")
+            rd = Reader(s)
+            check(rd.response().status == 200, "idle connection's first request")
+            idle.append(rd)
+        busy = []
+        for i in range(6):
+            s = srv.connect()
+            if i % 2:
+                s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n")  # head not complete
+            else:  # head done, body not
+                s.sendall(b"POST /plaintext HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab")
+            busy.append(s)
         time.sleep(0.3)
         srv.proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         # Idle keep-alive connections are closed; new connections are refused.
-        check(ird.closed(3.0), "an idle connection stayed open during shutdown")
+        for rd in idle:
+            check(rd.closed(3.0), "an idle connection stayed open during shutdown")
         try:
             socket.create_connection(srv.addr, timeout=1).close()
             refused = False
         except OSError:
             refused = True
         check(refused, "a new connection was accepted during shutdown")
-        check(srv.proc.poll() is None, "cr-http exited with a request in flight")
-        busy.sendall(b"X-Late: 1\r\n\r\n")
-        brd = Reader(busy)
-        r = brd.response()
-        check(r.status == 200 and r.body == b"Hello, World!", "in-flight request: %d" % r.status)
-        check(r.h("connection") == "close", "last response lacks Connection: close: %r"
-              % r.headers)
-        check(brd.closed(3.0), "the busy connection stayed open after its answer")
-        t0 = time.monotonic()
+        check(srv.proc.poll() is None, "cr-http exited with requests in flight")
+        for i, s in enumerate(busy):
+            s.sendall(b"X-Late: 1\r\n\r\n" if i % 2 else b"cd")
+            brd = Reader(s)
+            r = brd.response()
+            want = 405 if i % 2 == 0 else 200
+            check(r.status == want, "in-flight request %d: %d, want %d" % (i, r.status, want))
+            check(r.h("connection") == "close", "last response lacks Connection: close: %r"
+                  % r.headers)
+            check(brd.closed(3.0), "a busy connection stayed open after its answer")
         srv.proc.wait(timeout=10)
         srv.stop()
-        log("shutdown: idle closed, new refused, the request in flight answered with "
-            "Connection: close, clean exit")
+        log("shutdown on %d lcores: idle closed, new refused, 6 requests in flight (heads "
+            "and bodies) answered with Connection: close, clean exit" % len(cpus))
     finally:
         srv.kill()
 
