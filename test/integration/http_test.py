@@ -571,7 +571,7 @@ def t_static(exe, driver):
         # A shutdown while a file goes out to a slow reader: the file completes, then the
         # connection closes and cr-http exits cleanly.
         s = srv.connect()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
         rd = Reader(s)
         while len(rd.buf) < 4096:
