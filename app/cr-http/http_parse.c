@@ -135,11 +135,34 @@ parse_version(const char *s, size_t len)
 	return s[7] >= '1' ? 1 : 0;
 }
 
+/* "http://authority/path...": the offset of the path; 0 if not that form. */
+static size_t
+absolute_path(const char *t, size_t len)
+{
+	size_t i;
+
+	if (len > 7 && http_ieq(t, 7, "http://"))
+		i = 7;
+	else if (len > 8 && http_ieq(t, 8, "https://"))
+		i = 8;
+	else
+		return 0;
+	if (t[i] == '/')
+		return 0; /* no authority */
+	for (; i < len; i++) {
+		if (t[i] == '/')
+			return i;
+		if (t[i] == '?' || t[i] == '#')
+			return 0;
+	}
+	return 0; /* no path: refused rather than invented */
+}
+
 static int
 parse_request_line(struct http_parser *p, const char *line, size_t len, uint32_t base)
 {
 	struct http_request *r = &p->req;
-	size_t i = 0, m_end, t_start, t_end;
+	size_t i = 0, m_end, t_start, t_end, q;
 	int m, v;
 
 	while (i < len && (cclass[(uint8_t)line[i]] & C_TCHAR))
@@ -156,22 +179,32 @@ parse_request_line(struct http_parser *p, const char *line, size_t len, uint32_t
 	v = parse_version(line + i + 1, len - i - 1);
 	if (v < 0)
 		return v;
-	/* The target: origin-form ("/path?query"), or "*" for OPTIONS. */
-	if (line[t_start] != '/' &&
-	    !(t_end - t_start == 1 && line[t_start] == '*' && m_end == 7 &&
-	      memcmp(line, "OPTIONS", 7) == 0))
-		return -400;
+	/* The target: origin-form ("/path?query"); absolute-form ("http://host/path", whose
+	 * path we use) with a path; "*" for OPTIONS. */
 	r->target.off = base + (uint32_t)t_start;
 	r->target.len = (uint32_t)(t_end - t_start);
 	r->path = r->target;
+	if (line[t_start] != '/') {
+		size_t a = absolute_path(line + t_start, t_end - t_start);
+
+		if (a > 0) {
+			r->path.off += (uint32_t)a;
+			r->path.len -= (uint32_t)a;
+		} else if (!(t_end - t_start == 1 && line[t_start] == '*' && m_end == 7 &&
+			     memcmp(line, "OPTIONS", 7) == 0)) {
+			return -400;
+		}
+	}
+	q = t_end;
 	for (i = t_start; i < t_end; i++) {
-		if (line[i] == '?' && r->path.len == r->target.len)
-			r->path.len = (uint32_t)(i - t_start);
+		if (line[i] == '?' && q == t_end)
+			q = i; /* the path ends at the first '?' (the authority has none) */
 		if (line[i] == '%' &&
 		    (i + 2 >= t_end || !(cclass[(uint8_t)line[i + 1]] & C_HEX) ||
 		     !(cclass[(uint8_t)line[i + 2]] & C_HEX)))
 			return -400;
 	}
+	r->path.len = (uint32_t)(base + q - r->path.off);
 	m = method_of(line, m_end);
 	if (m < 0)
 		return -501;

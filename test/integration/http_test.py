@@ -414,6 +414,11 @@ def t_curl(exe, driver):
         sts = [rd.response().status for _ in range(3)]
         s.close()
         check(sts == [405, 405, 200], "bodies framed on one connection: %r" % sts)
+        # Absolute-form targets are served by their path.
+        resp, _ = exchange(srv, b"GET http://t/json?x=1 HTTP/1.1\r\nHost: t\r\n\r\n",
+                           wait_close=0)
+        check(resp.status == 200 and resp.body.startswith(b"{"), "absolute-form: %d"
+              % resp.status)
         # Unknown path: 404, connection kept.
         resp, closed = exchange(srv, b"GET /nothing HTTP/1.1\r\nHost: t\r\n\r\n")
         check(resp.status == 404 and not closed, "404: %d closed=%s" % (resp.status, closed))

@@ -158,6 +158,20 @@ test_good_chunked(void)
 }
 
 static void
+check_absolute(const char *buf, const struct http_request *r)
+{
+	span_is(buf, r->target, "HTTP://example.com:80/x/y?q=/z");
+	span_is(buf, r->path, "/x/y");
+}
+
+static void
+test_good_absolute_form(void)
+{
+	good_every_cut("GET HTTP://example.com:80/x/y?q=/z HTTP/1.1\r\nHost: example.com\r\n\r\n",
+		       check_absolute);
+}
+
+static void
 test_incomplete(void)
 {
 	CU_ASSERT_EQUAL(parse_str(""), 0);
@@ -184,6 +198,9 @@ static const struct bad bads[] = {
 	{"GET / HTTP/1\r\nHost: h\r\n\r\n", 400},
 	{"GET / HTTP/1.x\r\nHost: h\r\n\r\n", 400},
 	{"GET a HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+	{"GET http://h HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+	{"GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+	{"GET ftp://h/x HTTP/1.1\r\nHost: h\r\n\r\n", 400},
 	{"GET * HTTP/1.1\r\nHost: h\r\n\r\n", 400},
 	{"G(T / HTTP/1.1\r\nHost: h\r\n\r\n", 400},
 	/* URI with a space or a control char, bad escapes. */
@@ -409,7 +426,7 @@ test_pct_and_dates(void)
 
 static const struct ut_case cases[] = {
 	UT_CASE(test_good_get),	      UT_CASE(test_good_post),	 UT_CASE(test_good_http10),
-	UT_CASE(test_good_chunked),   UT_CASE(test_incomplete),	 UT_CASE(test_bad_inputs),
+	UT_CASE(test_good_chunked),   UT_CASE(test_good_absolute_form), UT_CASE(test_incomplete),	 UT_CASE(test_bad_inputs),
 	UT_CASE(test_nul_in_value),   UT_CASE(test_limits),	 UT_CASE(test_chunked),
 	UT_CASE(test_chunked_sum_limit), UT_CASE(test_length_body), UT_CASE(test_pct_and_dates),
 };
