@@ -931,6 +931,42 @@ print_totals(void)
 	fflush(stdout);
 }
 
+/* /http: the configuration and the totals (telemetry thread; the config is immutable
+ * once the lcores run, the counters are read as /stats reads them). */
+static int
+tel_http(const char *cmd, const char *params, struct cr_json *j)
+{
+	char a[CR_NET_ADDR_STRLEN];
+	uint64_t v, t;
+	unsigned i, k;
+
+	(void)cmd;
+	(void)params;
+	cr_json_object_begin(j, NULL);
+	cr_json_string(j, "listen", cr_net_addr_format(&app.listen, a, sizeof(a)));
+	cr_json_string(j, "root", http_cfg.root_fd >= 0 ? http_cfg.root : NULL);
+	cr_json_object_begin(j, "limits");
+	cr_json_u64(j, "max_request_line", http_cfg.lim.max_line);
+	cr_json_u64(j, "max_header_bytes", http_cfg.lim.max_header_bytes);
+	cr_json_u64(j, "max_header_fields", http_cfg.lim.max_fields);
+	cr_json_u64(j, "max_body", http_cfg.lim.max_body);
+	cr_json_double(j, "header_timeout_s", (double)http_cfg.header_timeout_ns / 1e9);
+	cr_json_double(j, "keepalive_timeout_s", (double)http_cfg.keepalive_ns / 1e9);
+	cr_json_u64(j, "max_connections_per_lcore", http_cfg.max_conns);
+	cr_json_object_end(j);
+	cr_json_object_begin(j, "totals");
+	for (k = 0; k < CNT_COUNT; k++) {
+		for (t = 0, i = 0; i < app.table.n; i++)
+			if (cr_telemetry_counter_read(app.ctr[k], app.table.lcores[i].lcore_id,
+						      &v) == 0)
+				t += v;
+		cr_json_u64(j, ctr_names[k][0], t);
+	}
+	cr_json_object_end(j);
+	cr_json_object_end(j);
+	return 0;
+}
+
 /* ---- options ---- */
 
 static int
@@ -1091,6 +1127,12 @@ main(int argc, char **argv)
 				cr_strerror(app.ctr[i]));
 			return 1;
 		}
+	}
+	rc = cr_telemetry_register("/http", tel_http,
+				   "cr-http: listen address, root, limits and request totals");
+	if (rc != 0) {
+		fprintf(stderr, "cr-http: telemetry command /http: %s\n", cr_strerror(rc));
+		return 1;
 	}
 	cr_net_config_defaults(&ncfg);
 	ncfg.max_conns = http_cfg.max_conns;

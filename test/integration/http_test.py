@@ -777,8 +777,16 @@ def t_telemetry(exe, driver):
             return None
         check(find(doc, "http_responses_2xx") == 5, "2xx in /stats: %r" % text[:600])
         check(find(doc, "http_parse_errors") == 1, "parse errors in /stats")
+        r = subprocess.run([sys.executable, tool, "-p", str(srv.proc.pid), "--json", "-c",
+                            "/http"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=20)
+        check(r.returncode == 0, "cr-telemetry /http: %s" % r.stderr)
+        doc = json.loads(r.stdout.strip().splitlines()[0])["/http"]
+        check(doc["limits"]["max_body"] == 1048576 and doc["limits"]["max_header_fields"] == 100
+              and doc["totals"]["http_requests"] == 5 and doc["totals"]["http_parse_errors"] == 1,
+              "/http: %r" % doc)
         srv.stop()
-        log("telemetry: /stats shows the http counters")
+        log("telemetry: /stats shows the http counters; /http the limits and totals")
     finally:
         srv.kill()
 
