@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "cr_io.h"
@@ -64,14 +65,23 @@ struct http_conn {
 	struct http_file *file;
 };
 
-/* A static transfer in progress. */
+/* A static request: its file being opened (on a helper thread), then sent. */
 struct http_file {
 	struct http_conn *h; /* NULL once the connection went away */
-	int fd;
+	int fd;		     /* or -status once the open failed */
 	uint64_t off, left;
 	char *buf;
 	cr_op_id op;
 	bool wait_drain;
+	bool opening; /* the open job is out: its completion owns the slot */
+	/* What the answer needs from the head, which is gone by the time the open ends. */
+	bool head_only, keep, has_ims;
+	int64_t ims;
+	uint8_t range_len;
+	char range[64];
+	const char *type;
+	struct stat st;
+	char path[4096]; /* %-decoded */
 };
 
 struct http_lcore {

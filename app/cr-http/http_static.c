@@ -9,8 +9,8 @@
  * No escape from the root: a path is %-decoded, a "." or ".." segment (literal or
  * encoded) is refused with 400, and the file is opened with openat2(RESOLVE_BENEATH |
  * RESOLVE_NO_MAGICLINKS) relative to the root, so no symlink leads out of it either (403).
- * The open itself is a synchronous syscall on the lcore: metadata of a local directory
- * tree, normally in the dentry cache.
+ * The open (and fstat) may block on the file system, so a lib/offload helper does it; the
+ * connection waits, its further input held, until the answer can be written.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cr_offload.h"
 #include "http.h"
 
 static const struct {
@@ -118,20 +119,20 @@ errno_status(int err)
 	}
 }
 
-/* Open the file @p path names (a directory: its index.html); @return fd or -status. */
+/*
+ * Open the file @p path names (a directory: its index.html). On a helper thread (it may
+ * block on the file system), or on the lcore when no helper takes the job.
+ * @return fd or -status.
+ */
 static int
 open_file(const char *path, struct stat *st, const char **type)
 {
-	static _Thread_local char rel[4096 + 16];
-	size_t n;
+	const char *rel;
 	int fd, fd2;
 
 	while (*path == '/')
 		path++;
-	n = strlen(path);
-	if (n + 12 > sizeof(rel))
-		return -404;
-	memcpy(rel, n == 0 ? "." : path, n == 0 ? 2 : n + 1);
+	rel = *path == '\0' ? "." : path;
 	fd = open_beneath(http_cfg.root_fd, rel);
 	if (fd < 0)
 		return -errno_status(fd);
@@ -295,56 +296,46 @@ http_static_abort(struct http_lcore *hl, struct http_conn *h)
 	if (f == NULL)
 		return;
 	f->h = NULL;
+	if (f->opening)
+		return; /* open_done() sees no connection and puts the slot */
 	/* The kernel may still write into f->buf: the slot comes back after the read ends. */
 	if (f->op != 0 && cr_io_abandon(f->op, file_released, f) == 0)
 		return;
 	file_put(hl, f);
 }
 
-void
-http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
-		  const struct http_request *req, bool keep)
+/*
+ * The file is open (or not): answer. Either the whole answer is written and the slot put
+ * back (h->file NULL), or the head is sent and the first read started (h->file set).
+ */
+static void
+answer_file(struct http_lcore *hl, struct http_conn *h, struct http_file *f)
 {
-	static _Thread_local char path[4096];
 	char extra[256], lm[30];
-	const char *type = NULL;
-	struct stat st;
 	uint64_t size, first = 0, last = 0, len;
-	int64_t ims;
-	int status, fd, rng = 0;
+	int status, rng = 0;
 	size_t xl;
-	struct http_file *f;
 
-	status = clean_path(head + req->path.off, req->path.len, path, sizeof(path));
-	if (status != 0) {
-		http_out_head(h, status, NULL, 0, NULL, 0, keep);
-		return;
+	h->file = NULL;
+	if (f->fd < 0) {
+		http_out_head(h, -f->fd, NULL, 0, NULL, 0, f->keep);
+		goto out_put;
 	}
-	fd = open_file(path, &st, &type);
-	if (fd < 0) {
-		http_out_head(h, -fd, NULL, 0, NULL, 0, keep);
-		return;
-	}
-	size = (uint64_t)st.st_size;
-	http_date_format((int64_t)st.st_mtim.tv_sec, lm);
+	size = (uint64_t)f->st.st_size;
+	http_date_format((int64_t)f->st.st_mtim.tv_sec, lm);
 	xl = (size_t)snprintf(extra, sizeof(extra), "Last-Modified: %s\r\nAccept-Ranges: bytes\r\n",
 			      lm);
-	if (req->if_modified_since.len > 0 &&
-	    http_date_parse(head + req->if_modified_since.off, req->if_modified_since.len,
-			    &ims) == 0 &&
-	    (int64_t)st.st_mtim.tv_sec <= ims) {
-		close(fd);
-		http_out_head(h, 304, NULL, UINT64_MAX, extra, xl, keep);
-		return;
+	if (f->has_ims && (int64_t)f->st.st_mtim.tv_sec <= f->ims) {
+		http_out_head(h, 304, NULL, UINT64_MAX, extra, xl, f->keep);
+		goto out_put;
 	}
-	if (req->range.len > 0)
-		rng = parse_range(head + req->range.off, req->range.len, size, &first, &last);
+	if (f->range_len > 0)
+		rng = parse_range(f->range, f->range_len, size, &first, &last);
 	if (rng < 0) {
-		close(fd);
 		xl += (size_t)snprintf(extra + xl, sizeof(extra) - xl,
 				       "Content-Range: bytes */%llu\r\n", (unsigned long long)size);
-		http_out_head(h, 416, NULL, 0, extra, xl, keep);
-		return;
+		http_out_head(h, 416, NULL, 0, extra, xl, f->keep);
+		goto out_put;
 	}
 	if (rng > 0) {
 		len = last - first + 1;
@@ -354,35 +345,94 @@ http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
 				       (unsigned long long)size);
 		status = 206;
 	} else {
-		first = 0;
 		len = size;
 		status = 200;
 	}
-	if (req->method == HTTP_HEAD || len == 0) {
-		close(fd);
-		http_out_head(h, status, type, len, extra, xl, keep);
-		return;
-	}
-	if (hl->file_nfree == 0) {
-		close(fd);
-		static const char retry[] = "Retry-After: 1\r\n";
-
-		http_out_head(h, 503, NULL, 0, retry, sizeof(retry) - 1, keep);
-		return;
-	}
-	f = &hl->files[hl->file_free[--hl->file_nfree]];
-	f->h = h;
-	f->fd = fd;
+	http_out_head(h, status, f->type, len, extra, xl, f->keep);
+	if (f->head_only || len == 0)
+		goto out_put;
 	f->off = first;
 	f->left = len;
-	f->op = 0;
-	f->wait_drain = false;
 	h->file = f;
-	http_out_head(h, status, type, len, extra, xl, keep);
 	http_out_flush(h);
 	if (h->failed || file_read(f) != 0) {
 		h->file = NULL;
-		file_put(hl, f);
 		h->failed = true;
+		goto out_put;
 	}
+	return;
+out_put:
+	file_put(hl, f);
+}
+
+/* On a helper thread. */
+static void
+open_job(void *arg)
+{
+	struct http_file *f = arg;
+
+	f->fd = open_file(f->path, &f->st, &f->type);
+}
+
+/* Back on the lcore. */
+static void
+open_done(void *arg)
+{
+	struct http_file *f = arg;
+	struct http_lcore *hl = http_lcores[cr_lcore_id()];
+	struct http_conn *h = f->h;
+
+	f->opening = false;
+	if (h == NULL) {
+		file_put(hl, f); /* the connection went away meanwhile */
+		return;
+	}
+	answer_file(hl, h, f);
+	if (h->file == NULL)
+		http_file_done(hl, h, h->failed ? -EPIPE : 0);
+	/* else the transfer runs; it ends in http_file_done() too */
+}
+
+void
+http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
+		  const struct http_request *req, bool keep)
+{
+	static const char retry[] = "Retry-After: 1\r\n";
+	struct http_file *f;
+	int status;
+
+	if (hl->file_nfree == 0) {
+		http_out_head(h, 503, NULL, 0, retry, sizeof(retry) - 1, keep);
+		return;
+	}
+	f = &hl->files[hl->file_free[hl->file_nfree - 1]];
+	status = clean_path(head + req->path.off, req->path.len, f->path, sizeof(f->path));
+	if (status != 0) {
+		http_out_head(h, status, NULL, 0, NULL, 0, keep);
+		return;
+	}
+	hl->file_nfree--;
+	f->h = h;
+	f->fd = -1;
+	f->op = 0;
+	f->wait_drain = false;
+	f->head_only = req->method == HTTP_HEAD;
+	f->keep = keep;
+	f->has_ims = req->if_modified_since.len > 0 &&
+		     http_date_parse(head + req->if_modified_since.off,
+				     req->if_modified_since.len, &f->ims) == 0;
+	/* A longer Range is no single range we serve: ignored, the whole file goes. */
+	f->range_len = req->range.len < sizeof(f->range) ? (uint8_t)req->range.len : 0;
+	memcpy(f->range, head + req->range.off, f->range_len);
+	f->type = NULL;
+	/* The open may block on the file system: a helper thread does it, and the
+	 * connection waits (its further input is held) until open_done(). */
+	f->opening = true;
+	h->file = f;
+	if (cr_offload(open_job, f, open_done) == 0)
+		return;
+	/* No helper takes it (queue full, or this lcore is retiring): here, then. */
+	f->opening = false;
+	open_job(f);
+	answer_file(hl, h, f);
 }

@@ -572,6 +572,25 @@ def t_static(exe, driver):
         s.close()
         check(a.body == big and b.body == b"Hello, World!" and c.body == b"0123456789",
               "pipelined file, plaintext, file out of order or short")
+        # Every kind of file answer pipelined on one connection, each waiting for the
+        # open before it: in order.
+        s = srv.connect()
+        reqs = [b"GET /missing HTTP/1.1\r\nHost: t\r\n\r\n",
+                b"GET /a.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: " + lm.encode()
+                + b"\r\n\r\n",
+                b"GET /a.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=3-5\r\n\r\n",
+                b"HEAD /a.txt HTTP/1.1\r\nHost: t\r\n\r\n",
+                b"GET /a.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=50-\r\n\r\n",
+                b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n",
+                b"GET /sub/s.css HTTP/1.1\r\nHost: t\r\n\r\n"] * 3
+        s.sendall(b"".join(reqs))
+        rd = Reader(s)
+        got = [(r.status, r.body) for r in
+               [rd.response(head_only=(i % 7 == 3)) for i in range(len(reqs))]]
+        s.close()
+        want = [(404, b""), (304, b""), (206, b"345"), (200, b""), (416, b""),
+                (200, b"Hello, World!"), (200, b"body{}")] * 3
+        check(got == want, "pipelined file answers: %r" % got)
         log("static: 3 MiB file streamed intact; pipelined after a file in order")
         # A shutdown while a file goes out to a slow reader: the file completes, then the
         # connection closes and cr-http exits cleanly.
