@@ -1069,7 +1069,8 @@ main(int argc, char **argv)
 		 "a number of seconds from 0 to 1000000, e.g. 0.5 or 10", set_seconds,
 		 &app.header_timeout},
 		{"keepalive-timeout", 0, "SECONDS",
-		 "close a connection idle this long between requests (default 75; 0: never)",
+		 "close a connection with no byte in or out this long, as between requests "
+		 "(default 75; 0: never)",
 		 "a number of seconds from 0 to 1000000", set_seconds, &app.keepalive},
 		{"max-request-line", 0, "BYTES", "longest request line, else 414 (default 8192)",
 		 "64-1048576", set_line, &app.max_line},
