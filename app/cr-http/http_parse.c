@@ -17,6 +17,7 @@ enum { ST_LINE = 0, ST_FIELDS, ST_DONE };
 #define C_TARGET 0x02 /* request-target: VCHAR */
 #define C_VALUE 0x04 /* field value: VCHAR, SP, HTAB, obs-text */
 #define C_HEX 0x08
+#define C_QPCT 0x10 /* '?' and '%' in a target */
 
 static uint8_t cclass[256];
 
@@ -44,6 +45,8 @@ cclass_init(void)
 		cclass[c] |= C_HEX;
 	for (c = 0; tspecial[c] != '\0'; c++)
 		cclass[(uint8_t)tspecial[c]] |= C_TCHAR;
+	cclass['?'] |= C_QPCT;
+	cclass['%'] |= C_QPCT;
 }
 
 static const char *const method_names[HTTP_METHOD_COUNT] = {
@@ -99,7 +102,9 @@ method_of(const char *s, size_t len)
 	unsigned m;
 
 	/* Methods are case-sensitive. GET first: it is nearly every request. */
-	for (m = 0; m < HTTP_METHOD_COUNT; m++)
+	if (len == 3 && s[0] == 'G' && s[1] == 'E' && s[2] == 'T')
+		return HTTP_GET;
+	for (m = 1; m < HTTP_METHOD_COUNT; m++)
 		if (strlen(method_names[m]) == len && memcmp(method_names[m], s, len) == 0)
 			return (int)m;
 	return -1;
@@ -163,6 +168,7 @@ parse_request_line(struct http_parser *p, const char *line, size_t len, uint32_t
 {
 	struct http_request *r = &p->req;
 	size_t i = 0, m_end, t_start, t_end, q;
+	bool bad_pct = false;
 	int m, v;
 
 	while (i < len && (cclass[(uint8_t)line[i]] & C_TCHAR))
@@ -171,8 +177,24 @@ parse_request_line(struct http_parser *p, const char *line, size_t len, uint32_t
 		return -400;
 	m_end = i++;
 	t_start = i;
-	while (i < len && (cclass[(uint8_t)line[i]] & C_TARGET))
+	q = 0;
+	/* One pass over the target: its end, where the query starts, and its escapes. */
+	while (i < len) {
+		uint8_t c = cclass[(uint8_t)line[i]];
+
+		if (!(c & C_TARGET))
+			break;
+		if (c & C_QPCT) {
+			if (line[i] == '?') {
+				if (q == 0)
+					q = i; /* the path ends at the first '?' */
+			} else if (i + 2 >= len || !(cclass[(uint8_t)line[i + 1]] & C_HEX) ||
+				   !(cclass[(uint8_t)line[i + 2]] & C_HEX)) {
+				bad_pct = true;
+			}
+		}
 		i++;
+	}
 	t_end = i;
 	if (t_end == t_start || i == len || line[i] != ' ')
 		return -400; /* empty target, a control char or obs-text in it, no version */
@@ -195,16 +217,10 @@ parse_request_line(struct http_parser *p, const char *line, size_t len, uint32_t
 			return -400;
 		}
 	}
-	q = t_end;
-	for (i = t_start; i < t_end; i++) {
-		if (line[i] == '?' && q == t_end)
-			q = i; /* the path ends at the first '?' (the authority has none) */
-		if (line[i] == '%' &&
-		    (i + 2 >= t_end || !(cclass[(uint8_t)line[i + 1]] & C_HEX) ||
-		     !(cclass[(uint8_t)line[i + 2]] & C_HEX)))
-			return -400;
-	}
-	r->path.len = (uint32_t)(base + q - r->path.off);
+	if (bad_pct)
+		return -400; /* '%' not followed by two hex digits */
+	/* An absolute-form authority has no '?': q, if any, is in the path. */
+	r->path.len = (uint32_t)(base + (q != 0 ? q : t_end) - r->path.off);
 	m = method_of(line, m_end);
 	if (m < 0)
 		return -501;
@@ -668,6 +684,15 @@ days_from_civil(int64_t y, unsigned m, unsigned d)
 	return era * 146097 + (int64_t)doe - 719468;
 }
 
+static int
+days_in_month(int y, unsigned mon)
+{
+	static const uint8_t dim[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+	return dim[mon] + (mon == 1 && leap);
+}
+
 int
 http_date_parse(const char *s, size_t len, int64_t *out)
 {
@@ -688,8 +713,8 @@ http_date_parse(const char *s, size_t len, int64_t *out)
 	hh = two_digits(s + 17);
 	mm = two_digits(s + 20);
 	ss = two_digits(s + 23);
-	if (mon == 12 || day < 1 || day > 31 || yh < 0 || yl < 0 || hh < 0 || hh > 23 ||
-	    mm < 0 || mm > 59 || ss < 0 || ss > 60)
+	if (mon == 12 || yh < 0 || yl < 0 || hh < 0 || hh > 23 || mm < 0 || mm > 59 || ss < 0 ||
+	    ss > 59 || day < 1 || day > days_in_month(yh * 100 + yl, mon))
 		return -1;
 	*out = days_from_civil(yh * 100 + yl, mon + 1, (unsigned)day) * 86400 + hh * 3600 +
 	       mm * 60 + ss;

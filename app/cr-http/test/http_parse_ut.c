@@ -422,6 +422,10 @@ test_pct_and_dates(void)
 	CU_ASSERT_STRING_EQUAL(d, "Sun, 06 Nov 1994 08:49:37 GMT");
 	CU_ASSERT_EQUAL(http_date_parse("Sunday, 06-Nov-94 08:49:37 GMT", 30, &t), -1);
 	CU_ASSERT_EQUAL(http_date_parse("Sun, 06 Foo 1994 08:49:37 GMT", 29, &t), -1);
+	CU_ASSERT_EQUAL(http_date_parse("Sun, 31 Nov 1994 08:49:37 GMT", 29, &t), -1);
+	CU_ASSERT_EQUAL(http_date_parse("Sun, 29 Feb 1900 08:49:37 GMT", 29, &t), -1);
+	CU_ASSERT_EQUAL(http_date_parse("Tue, 29 Feb 2000 08:49:37 GMT", 29, &t), 0);
+	CU_ASSERT_EQUAL(http_date_parse("Sun, 06 Nov 1994 24:00:00 GMT", 29, &t), -1);
 }
 
 static const struct ut_case cases[] = {
