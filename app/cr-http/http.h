@@ -58,6 +58,7 @@ struct http_conn {
 	bool closing;	    /* the response written last says close: read no more */
 	bool failed;	    /* a send failed: destroy once back in the callback */
 	bool read_stopped;
+	bool peer_eof;	    /* the peer shut its side: ours shuts once the answers are out */
 	bool drain_wait;    /* counted in http_lcore.pending at shutdown */
 	bool pend_keep;	    /* the answer due once the body is read */
 	uint8_t pend_kind;

@@ -638,6 +638,36 @@ http_file_done(struct http_lcore *hl, struct http_conn *h, int err)
 		h->read_stopped = false;
 		cr_conn_read_start(h->c);
 	}
+	if (h->peer_eof && h->file == NULL && !h->closing) {
+		/* As on_eof() would have: a request left incomplete is dropped. */
+		if (h->stage_len > 0 || h->phase == PH_BODY)
+			h->closing = true;
+		else
+			(void)cr_conn_shutdown_write(h->c);
+		cr_timer_stop(&h->hdr_timer);
+	}
+	conn_settle(hl, h);
+}
+
+/*
+ * The peer shut its side: no more requests. Whatever is answered goes out, then ours
+ * shuts; but an answer still to come (a file being opened or sent, and the requests held
+ * behind it) goes first. A request cut short by the EOF is dropped with the connection.
+ */
+static void
+on_eof(struct cr_conn *c)
+{
+	struct http_lcore *hl = cur();
+	struct http_conn *h = &hl->conns[cr_conn_index(c)];
+
+	h->peer_eof = true;
+	if (h->file != NULL)
+		return; /* http_file_done() finishes */
+	if (h->stage_len > 0 || h->phase == PH_BODY)
+		h->closing = true;
+	else
+		(void)cr_conn_shutdown_write(c);
+	cr_timer_stop(&h->hdr_timer);
 	conn_settle(hl, h);
 }
 
@@ -677,9 +707,9 @@ on_close(struct cr_conn *c, int err)
 static const struct cr_conn_ops http_ops = {
 	.on_open = on_open,
 	.on_data = on_data,
+	.on_eof = on_eof,
 	.on_drain = on_drain,
 	.on_close = on_close,
-	/* on_eof NULL: the peer is done sending; ours shuts once the answers are out. */
 };
 
 /* ---- lcores, start and stop ---- */

@@ -414,6 +414,16 @@ def t_curl(exe, driver):
         sts = [rd.response().status for _ in range(3)]
         s.close()
         check(sts == [405, 405, 200], "bodies framed on one connection: %r" % sts)
+        # Half-close: answered, then EOF; a request cut short by the EOF is dropped.
+        s = srv.connect()
+        s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\nGET /json HTTP/1.1\r\n"
+                  b"Host: t\r\n\r\nGET /plaintext HTTP/1.1\r\nHo")
+        s.shutdown(socket.SHUT_WR)
+        rd = Reader(s)
+        sts = [rd.response().status for _ in range(2)]
+        check(sts == [200, 200] and rd.closed(3.0) and rd.buf == b"",
+              "half-close: %r, then %r" % (sts, rd.buf))
+        s.close()
         # Absolute-form targets are served by their path.
         resp, _ = exchange(srv, b"GET http://t/json?x=1 HTTP/1.1\r\nHost: t\r\n\r\n",
                            wait_close=0)
@@ -591,6 +601,18 @@ def t_static(exe, driver):
         want = [(404, b""), (304, b""), (206, b"345"), (200, b""), (416, b""),
                 (200, b"Hello, World!"), (200, b"body{}")] * 3
         check(got == want, "pipelined file answers: %r" % got)
+        # The client shuts its side right after its requests (a half-close): the file
+        # (still being opened when the EOF comes) and what follows are answered, then EOF.
+        s = srv.connect()
+        s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /a.txt HTTP/1.1\r\n"
+                  b"Host: t\r\n\r\n")
+        s.shutdown(socket.SHUT_WR)
+        rd = Reader(s)
+        a = rd.response()
+        b = rd.response()
+        check(a.body == big and b.body == b"0123456789", "half-close after file requests")
+        check(rd.closed(3.0), "no EOF after the answers to a half-closed connection")
+        s.close()
         log("static: 3 MiB file streamed intact; pipelined after a file in order")
         # A shutdown while a file goes out to a slow reader: the file completes, then the
         # connection closes and cr-http exits cleanly.
