@@ -92,7 +92,8 @@ class Server:
             raise Failure("cr-http did not stop within %.0f s" % timeout)
         text = err.decode(errors="replace")
         check("ERROR: AddressSanitizer" not in text and "runtime error:" not in text
-              and "LeakSanitizer" not in text, "sanitizer report:\n" + text)
+              and "LeakSanitizer" not in text and "ThreadSanitizer" not in text,
+              "sanitizer report:\n" + text)
         check(self.proc.returncode == 0, "cr-http exited with %d; stderr:\n%s"
               % (self.proc.returncode, text))
         return (self.out + out).decode()
