@@ -51,16 +51,16 @@ struct http_conn {
 	struct http_parser p;
 	struct http_body body;
 	struct cr_timer hdr_timer;
-	char *stage;	    /* a partial head (or input held while a file goes out) */
+	char *stage; /* a partial head (or input held while a file goes out) */
 	uint32_t stage_len;
-	uint8_t phase;	    /* PH_HEAD, PH_BODY */
+	uint8_t phase; /* PH_HEAD, PH_BODY */
 	bool open;
-	bool closing;	    /* the response written last says close: read no more */
-	bool failed;	    /* a send failed: destroy once back in the callback */
+	bool closing; /* the response written last says close: read no more */
+	bool failed;  /* a send failed: destroy once back in the callback */
 	bool read_stopped;
-	bool peer_eof;	    /* the peer shut its side: ours shuts once the answers are out */
-	bool drain_wait;    /* counted in http_lcore.pending at shutdown */
-	bool pend_keep;	    /* the answer due once the body is read */
+	bool peer_eof;	 /* the peer shut its side: ours shuts once the answers are out */
+	bool drain_wait; /* counted in http_lcore.pending at shutdown */
+	bool pend_keep;	 /* the answer due once the body is read */
 	uint8_t pend_kind;
 	uint16_t pend_status;
 	struct http_file *file;

@@ -13,16 +13,15 @@
 enum { ST_LINE = 0, ST_FIELDS, ST_DONE };
 
 /* Character classes, one bit each. */
-#define C_TCHAR 0x01 /* token (method, field name) */
+#define C_TCHAR	 0x01 /* token (method, field name) */
 #define C_TARGET 0x02 /* request-target: VCHAR */
-#define C_VALUE 0x04 /* field value: VCHAR, SP, HTAB, obs-text */
-#define C_HEX 0x08
-#define C_QPCT 0x10 /* '?' and '%' in a target */
+#define C_VALUE	 0x04 /* field value: VCHAR, SP, HTAB, obs-text */
+#define C_HEX	 0x08
+#define C_QPCT	 0x10 /* '?' and '%' in a target */
 
 static uint8_t cclass[256];
 
-static void __attribute__((constructor))
-cclass_init(void)
+static void __attribute__((constructor)) cclass_init(void)
 {
 	static const char tspecial[] = "!#$%&'*+-.^_`|~";
 	unsigned c;
@@ -50,9 +49,9 @@ cclass_init(void)
 }
 
 static const char *const method_names[HTTP_METHOD_COUNT] = {
-	[HTTP_GET] = "GET",	    [HTTP_HEAD] = "HEAD",	[HTTP_POST] = "POST",
-	[HTTP_PUT] = "PUT",	    [HTTP_DELETE] = "DELETE",	[HTTP_OPTIONS] = "OPTIONS",
-	[HTTP_PATCH] = "PATCH",	    [HTTP_CONNECT] = "CONNECT", [HTTP_TRACE] = "TRACE",
+    [HTTP_GET] = "GET",	    [HTTP_HEAD] = "HEAD",	[HTTP_POST] = "POST",
+    [HTTP_PUT] = "PUT",	    [HTTP_DELETE] = "DELETE",	[HTTP_OPTIONS] = "OPTIONS",
+    [HTTP_PATCH] = "PATCH", [HTTP_CONNECT] = "CONNECT", [HTTP_TRACE] = "TRACE",
 };
 _Static_assert(sizeof(method_names) / sizeof(method_names[0]) == HTTP_METHOD_COUNT,
 	       "a name per method");
@@ -372,8 +371,7 @@ finish_head(struct http_parser *p, const struct http_limits *lim)
 }
 
 int
-http_parse_head(struct http_parser *p, const char *buf, size_t len,
-		const struct http_limits *lim)
+http_parse_head(struct http_parser *p, const char *buf, size_t len, const struct http_limits *lim)
 {
 	struct http_request *r = &p->req;
 	int rc = 0;
@@ -412,7 +410,8 @@ http_parse_head(struct http_parser *p, const char *buf, size_t len,
 			/* Empty lines before it count towards the request line's limit. */
 			p->pos += (uint32_t)ll + 2;
 			if (ll == 0)
-				continue; /* empty lines before a request are ignored (RFC 9112 2.2) */
+				continue; /* empty lines before a request are ignored (RFC 9112 2.2)
+					   */
 			rc = parse_request_line(p, s, ll, (uint32_t)(s - buf));
 			if (rc != 0)
 				break;
@@ -586,8 +585,8 @@ http_body_feed(struct http_body *b, const char *buf, size_t len, size_t *used,
 			break;
 		}
 		if (b->state != B_DATA && b->state != B_LENGTH &&
-		    ++b->line > (b->state >= B_TRAILER_START ? lim->max_header_bytes
-							      : CHUNK_LINE_MAX))
+		    ++b->line >
+			(b->state >= B_TRAILER_START ? lim->max_header_bytes : CHUNK_LINE_MAX))
 			rc = b->state >= B_TRAILER_START ? -431 : -400;
 		i++;
 	}

@@ -51,13 +51,13 @@ struct http_span {
 
 /** What a complete head says. */
 struct http_request {
-	uint8_t method;	     /**< enum http_method */
-	uint8_t minor;	     /**< HTTP/1.minor: 0 or 1 (1.2+ is served as 1.1) */
-	bool keep_alive;     /**< after the response, the connection may carry another */
-	bool chunked;	     /**< Transfer-Encoding: chunked */
-	bool has_length;     /**< Content-Length present */
+	uint8_t method;	      /**< enum http_method */
+	uint8_t minor;	      /**< HTTP/1.minor: 0 or 1 (1.2+ is served as 1.1) */
+	bool keep_alive;      /**< after the response, the connection may carry another */
+	bool chunked;	      /**< Transfer-Encoding: chunked */
+	bool has_length;      /**< Content-Length present */
 	bool expect_continue; /**< Expect: 100-continue */
-	uint32_t fields;     /**< header fields */
+	uint32_t fields;      /**< header fields */
 	uint64_t content_length;
 	struct http_span target; /**< the request-target as sent ("/a/b?c") */
 	struct http_span path;	 /**< its path ("/a/b"), still %-encoded */

@@ -28,23 +28,23 @@ static const struct {
 	const char *ext;
 	const char *type;
 } mime[] = {
-	{"html", "text/html; charset=utf-8"},
-	{"htm", "text/html; charset=utf-8"},
-	{"txt", "text/plain; charset=utf-8"},
-	{"css", "text/css"},
-	{"js", "text/javascript"},
-	{"json", "application/json"},
-	{"xml", "application/xml"},
-	{"svg", "image/svg+xml"},
-	{"png", "image/png"},
-	{"jpg", "image/jpeg"},
-	{"jpeg", "image/jpeg"},
-	{"gif", "image/gif"},
-	{"webp", "image/webp"},
-	{"ico", "image/x-icon"},
-	{"pdf", "application/pdf"},
-	{"wasm", "application/wasm"},
-	{"md", "text/markdown; charset=utf-8"},
+    {"html", "text/html; charset=utf-8"},
+    {"htm", "text/html; charset=utf-8"},
+    {"txt", "text/plain; charset=utf-8"},
+    {"css", "text/css"},
+    {"js", "text/javascript"},
+    {"json", "application/json"},
+    {"xml", "application/xml"},
+    {"svg", "image/svg+xml"},
+    {"png", "image/png"},
+    {"jpg", "image/jpeg"},
+    {"jpeg", "image/jpeg"},
+    {"gif", "image/gif"},
+    {"webp", "image/webp"},
+    {"ico", "image/x-icon"},
+    {"pdf", "application/pdf"},
+    {"wasm", "application/wasm"},
+    {"md", "text/markdown; charset=utf-8"},
 };
 
 static const char *
@@ -93,8 +93,8 @@ static int
 open_beneath(int dirfd, const char *rel)
 {
 	struct open_how how = {
-		.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	    .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
 	};
 	long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
 
@@ -339,10 +339,9 @@ answer_file(struct http_lcore *hl, struct http_conn *h, struct http_file *f)
 	}
 	if (rng > 0) {
 		len = last - first + 1;
-		xl += (size_t)snprintf(extra + xl, sizeof(extra) - xl,
-				       "Content-Range: bytes %llu-%llu/%llu\r\n",
-				       (unsigned long long)first, (unsigned long long)last,
-				       (unsigned long long)size);
+		xl += (size_t)snprintf(
+		    extra + xl, sizeof(extra) - xl, "Content-Range: bytes %llu-%llu/%llu\r\n",
+		    (unsigned long long)first, (unsigned long long)last, (unsigned long long)size);
 		status = 206;
 	} else {
 		len = size;
@@ -419,8 +418,8 @@ http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
 	f->head_only = req->method == HTTP_HEAD;
 	f->keep = keep;
 	f->has_ims = req->if_modified_since.len > 0 &&
-		     http_date_parse(head + req->if_modified_since.off,
-				     req->if_modified_since.len, &f->ims) == 0;
+		     http_date_parse(head + req->if_modified_since.off, req->if_modified_since.len,
+				     &f->ims) == 0;
 	/* A longer Range is no single range we serve: ignored, the whole file goes. */
 	f->range_len = req->range.len < sizeof(f->range) ? (uint8_t)req->range.len : 0;
 	memcpy(f->range, head + req->range.off, f->range_len);

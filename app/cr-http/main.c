@@ -46,25 +46,25 @@ static struct {
 	int ctr[CNT_COUNT];
 	struct cr_call stop_call;
 } app = {
-	.max_conns = 4096,
-	.header_timeout = 10,
-	.keepalive = 75,
-	.max_line = 8192,
-	.max_header_bytes = 16384,
-	.max_fields = 100,
-	.max_body = 1u << 20,
+    .max_conns = 4096,
+    .header_timeout = 10,
+    .keepalive = 75,
+    .max_line = 8192,
+    .max_header_bytes = 16384,
+    .max_fields = 100,
+    .max_body = 1u << 20,
 };
 
 static const char *const ctr_names[CNT_COUNT][2] = {
-	[CNT_REQUESTS] = {"http_requests", "requests whose head was parsed"},
-	[CNT_RESP_1XX] = {"http_responses_1xx", "100 Continue sent"},
-	[CNT_RESP_2XX] = {"http_responses_2xx", "responses 200-299"},
-	[CNT_RESP_3XX] = {"http_responses_3xx", "responses 300-399 (304)"},
-	[CNT_RESP_4XX] = {"http_responses_4xx", "responses 400-499"},
-	[CNT_RESP_5XX] = {"http_responses_5xx", "responses 500-599"},
-	[CNT_PARSE_ERRORS] = {"http_parse_errors", "requests refused as malformed (closed)"},
-	[CNT_HEADER_TIMEOUTS] = {"http_header_timeouts", "connections closed at --header-timeout"},
-	[CNT_STATIC_BYTES] = {"http_static_bytes", "file bytes sent from --root"},
+    [CNT_REQUESTS] = {"http_requests", "requests whose head was parsed"},
+    [CNT_RESP_1XX] = {"http_responses_1xx", "100 Continue sent"},
+    [CNT_RESP_2XX] = {"http_responses_2xx", "responses 200-299"},
+    [CNT_RESP_3XX] = {"http_responses_3xx", "responses 300-399 (304)"},
+    [CNT_RESP_4XX] = {"http_responses_4xx", "responses 400-499"},
+    [CNT_RESP_5XX] = {"http_responses_5xx", "responses 500-599"},
+    [CNT_PARSE_ERRORS] = {"http_parse_errors", "requests refused as malformed (closed)"},
+    [CNT_HEADER_TIMEOUTS] = {"http_header_timeouts", "connections closed at --header-timeout"},
+    [CNT_STATIC_BYTES] = {"http_static_bytes", "file bytes sent from --root"},
 };
 
 static const char PLAIN_BODY[] = "Hello, World!";
@@ -104,25 +104,44 @@ static const char *
 reason(int status)
 {
 	switch (status) {
-	case 100: return "Continue";
-	case 200: return "OK";
-	case 206: return "Partial Content";
-	case 304: return "Not Modified";
-	case 400: return "Bad Request";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 416: return "Range Not Satisfiable";
-	case 417: return "Expectation Failed";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 503: return "Service Unavailable";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Unknown";
+	case 100:
+		return "Continue";
+	case 200:
+		return "OK";
+	case 206:
+		return "Partial Content";
+	case 304:
+		return "Not Modified";
+	case 400:
+		return "Bad Request";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
+	case 413:
+		return "Content Too Large";
+	case 414:
+		return "URI Too Long";
+	case 416:
+		return "Range Not Satisfiable";
+	case 417:
+		return "Expectation Failed";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 501:
+		return "Not Implemented";
+	case 503:
+		return "Service Unavailable";
+	case 505:
+		return "HTTP Version Not Supported";
+	default:
+		return "Unknown";
 	}
 }
 
@@ -218,8 +237,8 @@ format_head(char *d0, const char *date, int status, const char *ctype, uint64_t 
 #define HEAD_MAX 512
 
 void
-http_out_head(struct http_conn *h, int status, const char *ctype, uint64_t clen,
-	      const char *extra, size_t extra_len, bool keep)
+http_out_head(struct http_conn *h, int status, const char *ctype, uint64_t clen, const char *extra,
+	      size_t extra_len, bool keep)
 {
 	struct http_lcore *hl = cur();
 	char buf[HEAD_MAX + 512];
@@ -240,12 +259,12 @@ http_canned_rebuild(struct http_lcore *hl)
 {
 	size_t n;
 
-	n = format_head(hl->plain, hl->date, 200, "text/plain", sizeof(PLAIN_BODY) - 1, NULL,
-			0, true, false);
+	n = format_head(hl->plain, hl->date, 200, "text/plain", sizeof(PLAIN_BODY) - 1, NULL, 0,
+			true, false);
 	memcpy(hl->plain + n, PLAIN_BODY, sizeof(PLAIN_BODY) - 1);
 	hl->plain_len = (uint32_t)(n + sizeof(PLAIN_BODY) - 1);
-	n = format_head(hl->json, hl->date, 200, "application/json", sizeof(JSON_BODY) - 1,
-			NULL, 0, true, false);
+	n = format_head(hl->json, hl->date, 200, "application/json", sizeof(JSON_BODY) - 1, NULL, 0,
+			true, false);
 	memcpy(hl->json + n, JSON_BODY, sizeof(JSON_BODY) - 1);
 	hl->json_len = (uint32_t)(n + sizeof(JSON_BODY) - 1);
 }
@@ -363,8 +382,8 @@ stash(struct http_lcore *hl, struct http_conn *h, const char *data, size_t n)
 	if (h->stage == NULL) {
 		if (hl->stage_nfree == 0)
 			return false;
-		h->stage = hl->stage_mem +
-			   (size_t)hl->stage_free[--hl->stage_nfree] * http_cfg.stage_cap;
+		h->stage =
+		    hl->stage_mem + (size_t)hl->stage_free[--hl->stage_nfree] * http_cfg.stage_cap;
 		h->stage_len = 0;
 	}
 	if (h->stage_len + n > http_cfg.stage_cap)
@@ -380,7 +399,7 @@ stage_put(struct http_lcore *hl, struct http_conn *h)
 	if (h->stage == NULL)
 		return;
 	hl->stage_free[hl->stage_nfree++] =
-		(uint32_t)((size_t)(h->stage - hl->stage_mem) / http_cfg.stage_cap);
+	    (uint32_t)((size_t)(h->stage - hl->stage_mem) / http_cfg.stage_cap);
 	h->stage = NULL;
 	h->stage_len = 0;
 }
@@ -705,11 +724,11 @@ on_close(struct cr_conn *c, int err)
 }
 
 static const struct cr_conn_ops http_ops = {
-	.on_open = on_open,
-	.on_data = on_data,
-	.on_eof = on_eof,
-	.on_drain = on_drain,
-	.on_close = on_close,
+    .on_open = on_open,
+    .on_data = on_data,
+    .on_eof = on_eof,
+    .on_drain = on_drain,
+    .on_close = on_close,
 };
 
 /* ---- lcores, start and stop ---- */
@@ -833,10 +852,10 @@ drain_hook(unsigned lcore, void *arg)
 }
 
 static const struct cr_reactor_hooks hooks = {
-	.on_lcore_start = lcore_start,
-	.on_lcore_stop = lcore_stop,
-	.on_retire = drain_hook,
-	.on_shutdown = drain_hook,
+    .on_lcore_start = lcore_start,
+    .on_lcore_stop = lcore_stop,
+    .on_retire = drain_hook,
+    .on_shutdown = drain_hook,
 };
 
 static void
@@ -956,8 +975,8 @@ print_totals(void)
 	printf("cr-http: stopped: %" PRIu64 " requests, responses 2xx %" PRIu64 " 3xx %" PRIu64
 	       " 4xx %" PRIu64 " 5xx %" PRIu64 ", %" PRIu64 " parse errors, %" PRIu64
 	       " header timeouts\n",
-	       t[CNT_REQUESTS], t[CNT_RESP_2XX], t[CNT_RESP_3XX], t[CNT_RESP_4XX],
-	       t[CNT_RESP_5XX], t[CNT_PARSE_ERRORS], t[CNT_HEADER_TIMEOUTS]);
+	       t[CNT_REQUESTS], t[CNT_RESP_2XX], t[CNT_RESP_3XX], t[CNT_RESP_4XX], t[CNT_RESP_5XX],
+	       t[CNT_PARSE_ERRORS], t[CNT_HEADER_TIMEOUTS]);
 	fflush(stdout);
 }
 
@@ -1085,36 +1104,35 @@ int
 main(int argc, char **argv)
 {
 	static const struct cr_opt opts[] = {
-		{"listen", 0, "HOST:PORT", "address to serve (default 127.0.0.1:8080)",
-		 "HOST:PORT with a numeric host, [IPv6]:PORT, localhost:PORT or *:PORT; port "
-		 "0-65535",
-		 set_listen, NULL},
-		{"root", 0, "DIR", "serve the files under DIR (GET/HEAD; default: none)",
-		 "an existing directory", set_root, NULL},
-		{"max-connections", 0, "N", "connections per lcore (default 4096)", "1-1048576",
-		 set_conns, &app.max_conns},
-		{"header-timeout", 0, "SECONDS",
-		 "close a connection whose request head is not complete this long after it "
-		 "began, or that sends nothing this long after opening (default 10)",
-		 "a number of seconds from 0 to 1000000, e.g. 0.5 or 10", set_seconds,
-		 &app.header_timeout},
-		{"keepalive-timeout", 0, "SECONDS",
-		 "close a connection with no byte in or out this long, as between requests "
-		 "(default 75; 0: never)",
-		 "a number of seconds from 0 to 1000000", set_seconds, &app.keepalive},
-		{"max-request-line", 0, "BYTES", "longest request line, else 414 (default 8192)",
-		 "64-1048576", set_line, &app.max_line},
-		{"max-header-bytes", 0, "BYTES",
-		 "largest header section, else 431 (default 16384)", "64-1048576", set_hdr_bytes,
-		 &app.max_header_bytes},
-		{"max-header-fields", 0, "N", "most header fields, else 431 (default 100)",
-		 "1-10000", set_fields, &app.max_fields},
-		{"max-body", 0, "BYTES", "largest request body, else 413 (default 1048576)",
-		 "0-1099511627776", set_body, &app.max_body},
-		CR_TELEMETRY_OPTS,
+	    {"listen", 0, "HOST:PORT", "address to serve (default 127.0.0.1:8080)",
+	     "HOST:PORT with a numeric host, [IPv6]:PORT, localhost:PORT or *:PORT; port "
+	     "0-65535",
+	     set_listen, NULL},
+	    {"root", 0, "DIR", "serve the files under DIR (GET/HEAD; default: none)",
+	     "an existing directory", set_root, NULL},
+	    {"max-connections", 0, "N", "connections per lcore (default 4096)", "1-1048576",
+	     set_conns, &app.max_conns},
+	    {"header-timeout", 0, "SECONDS",
+	     "close a connection whose request head is not complete this long after it "
+	     "began, or that sends nothing this long after opening (default 10)",
+	     "a number of seconds from 0 to 1000000, e.g. 0.5 or 10", set_seconds,
+	     &app.header_timeout},
+	    {"keepalive-timeout", 0, "SECONDS",
+	     "close a connection with no byte in or out this long, as between requests "
+	     "(default 75; 0: never)",
+	     "a number of seconds from 0 to 1000000", set_seconds, &app.keepalive},
+	    {"max-request-line", 0, "BYTES", "longest request line, else 414 (default 8192)",
+	     "64-1048576", set_line, &app.max_line},
+	    {"max-header-bytes", 0, "BYTES", "largest header section, else 431 (default 16384)",
+	     "64-1048576", set_hdr_bytes, &app.max_header_bytes},
+	    {"max-header-fields", 0, "N", "most header fields, else 431 (default 100)", "1-10000",
+	     set_fields, &app.max_fields},
+	    {"max-body", 0, "BYTES", "largest request body, else 413 (default 1048576)",
+	     "0-1099511627776", set_body, &app.max_body},
+	    CR_TELEMETRY_OPTS,
 	};
-	static const struct cr_app_info info = {"cr-http", "HTTP/1.1 server on every lcore",
-						opts, sizeof(opts) / sizeof(opts[0])};
+	static const struct cr_app_info info = {"cr-http", "HTTP/1.1 server on every lcore", opts,
+						sizeof(opts) / sizeof(opts[0])};
 	struct cr_eal_config cfg;
 	struct cr_net_config ncfg;
 	pthread_t sigt;
@@ -1128,8 +1146,9 @@ main(int argc, char **argv)
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
 	if (first < argc) {
-		fprintf(stderr, "cr-http: %s: unexpected argument; accepted: options only, see "
-				"cr-http --help\n",
+		fprintf(stderr,
+			"cr-http: %s: unexpected argument; accepted: options only, see "
+			"cr-http --help\n",
 			argv[first]);
 		return 2;
 	}
@@ -1148,8 +1167,9 @@ main(int argc, char **argv)
 	http_cfg.keepalive_ns = (uint64_t)(app.keepalive * 1e9);
 	http_cfg.max_conns = (uint32_t)app.max_conns;
 	/* A head at its limits, plus input held behind a transfer. */
-	http_cfg.stage_cap = (uint32_t)((app.max_line + 2 + app.max_header_bytes + 2 +
-					 HTTP_STAGE_SLACK + 63) & ~63ull);
+	http_cfg.stage_cap =
+	    (uint32_t)((app.max_line + 2 + app.max_header_bytes + 2 + HTTP_STAGE_SLACK + 63) &
+		       ~63ull);
 	for (i = 0; i < CNT_COUNT; i++) {
 		app.ctr[i] = cr_telemetry_counter_register(ctr_names[i][0], CR_TELEMETRY_COUNTER,
 							   ctr_names[i][1]);
@@ -1188,7 +1208,8 @@ main(int argc, char **argv)
 	if (rc != 0) {
 		lcores_free();
 		if (rc == -ENODEV) {
-			fprintf(stderr, "cr-http: --io-driver: the driver asked for cannot run here\n");
+			fprintf(stderr,
+				"cr-http: --io-driver: the driver asked for cannot run here\n");
 			return 2;
 		}
 		fprintf(stderr, "cr-http: cannot start: %s\n", cr_strerror(rc));

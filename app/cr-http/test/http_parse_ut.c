@@ -120,9 +120,10 @@ check_post(const char *buf, const struct http_request *r)
 static void
 test_good_post(void)
 {
-	good_every_cut("\r\nPOST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
-		       "Content-Length: 5\r\nConnection: foo, Close\r\nExpect: 100-continue\r\n\r\n",
-		       check_post);
+	good_every_cut(
+	    "\r\nPOST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
+	    "Content-Length: 5\r\nConnection: foo, Close\r\nExpect: 100-continue\r\n\r\n",
+	    check_post);
 }
 
 static void
@@ -188,72 +189,70 @@ struct bad {
 };
 
 static const struct bad bads[] = {
-	/* Bad request line. */
-	{"GET\r\n\r\n", 400},
-	{"GET /\r\n\r\n", 400},
-	{"GET  / HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET / HTTP/1.1 \r\nHost: h\r\n\r\n", 400},
-	{" GET / HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET / HTTX/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET / HTTP/1\r\nHost: h\r\n\r\n", 400},
-	{"GET / HTTP/1.x\r\nHost: h\r\n\r\n", 400},
-	{"GET a HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET http://h HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET ftp://h/x HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET * HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"G(T / HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	/* URI with a space or a control char, bad escapes. */
-	{"GET /a b HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET /a\x01 HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET /a\x7f HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET /\xc3\xa9 HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET /a% HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET /a%1 HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET /a%zz HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	{"GET /a?q=%g1 HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-	/* Methods. */
-	{"FOO / HTTP/1.1\r\nHost: h\r\n\r\n", 501},
-	{"get / HTTP/1.1\r\nHost: h\r\n\r\n", 501},
-	{"TRACE / HTTP/1.1\r\nHost: h\r\n\r\n", 405},
-	/* Versions. */
-	{"GET / HTTP/2.0\r\nHost: h\r\n\r\n", 505},
-	{"GET / HTTP/9\r\nHost: h\r\n\r\n", 505},
-	{"GET / HTTP/0.9\r\nHost: h\r\n\r\n", 505},
-	/* Framing. */
-	{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
-	 400},
-	{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
-	 400},
-	{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 400},
-	{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3, 3\r\n\r\n", 400},
-	{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", 400},
-	{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: \r\n\r\n", 400},
-	{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 400},
-	{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 400},
-	{"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
-	 "Transfer-Encoding: chunked\r\n\r\n",
-	 400},
-	{"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
-	{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1048577\r\n\r\n", 413},
-	{"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999999\r\n\r\n", 413},
-	/* Host. */
-	{"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400},
-	{"GET / HTTP/1.1\r\n\r\n", 400},
-	/* Line endings, folding, whitespace before the colon, bad field syntax. */
-	{"GET / HTTP/1.1\nHost: h\r\n\r\n", 400},
-	{"GET / HTTP/1.1\r\nHost: h\n\r\n", 400},
-	{"GET / HTTP/1.1\r\nHost: h\r\n\n", 400},
-	{"GET / HTTP/1.1\r\nHost: h\r\nX: a\rb\r\n\r\n", 400},
-	{"GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n", 400},
-	{"GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n\tb\r\n\r\n", 400},
-	{"GET / HTTP/1.1\r\nHost : h\r\n\r\n", 400},
-	{"GET / HTTP/1.1\r\nHost\t: h\r\n\r\n", 400},
-	{"GET / HTTP/1.1\r\nHost: h\r\n: x\r\n\r\n", 400},
-	{"GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n", 400},
-	{"GET / HTTP/1.1\r\nHost: h\r\nX: a\x01\r\n\r\n", 400},
-	{"GET / HTTP/1.1\r\nHost: h\r\nExpect: something\r\n\r\n", 417},
+    /* Bad request line. */
+    {"GET\r\n\r\n", 400},
+    {"GET /\r\n\r\n", 400},
+    {"GET  / HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET / HTTP/1.1 \r\nHost: h\r\n\r\n", 400},
+    {" GET / HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET / HTTX/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET / HTTP/1\r\nHost: h\r\n\r\n", 400},
+    {"GET / HTTP/1.x\r\nHost: h\r\n\r\n", 400},
+    {"GET a HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET http://h HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET ftp://h/x HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET * HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"G(T / HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    /* URI with a space or a control char, bad escapes. */
+    {"GET /a b HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET /a\x01 HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET /a\x7f HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET /\xc3\xa9 HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET /a% HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET /a%1 HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET /a%zz HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"GET /a?q=%g1 HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    /* Methods. */
+    {"FOO / HTTP/1.1\r\nHost: h\r\n\r\n", 501},
+    {"get / HTTP/1.1\r\nHost: h\r\n\r\n", 501},
+    {"TRACE / HTTP/1.1\r\nHost: h\r\n\r\n", 405},
+    /* Versions. */
+    {"GET / HTTP/2.0\r\nHost: h\r\n\r\n", 505},
+    {"GET / HTTP/9\r\nHost: h\r\n\r\n", 505},
+    {"GET / HTTP/0.9\r\nHost: h\r\n\r\n", 505},
+    /* Framing. */
+    {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+    {"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 400},
+    {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 400},
+    {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3, 3\r\n\r\n", 400},
+    {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", 400},
+    {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: \r\n\r\n", 400},
+    {"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 400},
+    {"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 400},
+    {"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+     "Transfer-Encoding: chunked\r\n\r\n",
+     400},
+    {"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+    {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1048577\r\n\r\n", 413},
+    {"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999999\r\n\r\n", 413},
+    /* Host. */
+    {"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400},
+    {"GET / HTTP/1.1\r\n\r\n", 400},
+    /* Line endings, folding, whitespace before the colon, bad field syntax. */
+    {"GET / HTTP/1.1\nHost: h\r\n\r\n", 400},
+    {"GET / HTTP/1.1\r\nHost: h\n\r\n", 400},
+    {"GET / HTTP/1.1\r\nHost: h\r\n\n", 400},
+    {"GET / HTTP/1.1\r\nHost: h\r\nX: a\rb\r\n\r\n", 400},
+    {"GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n", 400},
+    {"GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n\tb\r\n\r\n", 400},
+    {"GET / HTTP/1.1\r\nHost : h\r\n\r\n", 400},
+    {"GET / HTTP/1.1\r\nHost\t: h\r\n\r\n", 400},
+    {"GET / HTTP/1.1\r\nHost: h\r\n: x\r\n\r\n", 400},
+    {"GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n", 400},
+    {"GET / HTTP/1.1\r\nHost: h\r\nX: a\x01\r\n\r\n", 400},
+    {"GET / HTTP/1.1\r\nHost: h\r\nExpect: something\r\n\r\n", 417},
 };
 
 static void
@@ -303,7 +302,7 @@ test_limits(void)
 	memset(s, 'a', 9000);
 	memcpy(s, "GET /", 5);
 	CU_ASSERT_EQUAL(parse_all(s, 9000, &p), -414); /* no line end yet */
-	CU_ASSERT_EQUAL(parse_all(s, 8193, &p), 0);   /* could still be 8192 + CR */
+	CU_ASSERT_EQUAL(parse_all(s, 8193, &p), 0);    /* could still be 8192 + CR */
 
 	/* Header bytes: one 17 KiB field, complete or not. */
 	i = (size_t)sprintf(s, "GET / HTTP/1.1\r\nHost: h\r\nX: ");
@@ -429,10 +428,11 @@ test_pct_and_dates(void)
 }
 
 static const struct ut_case cases[] = {
-	UT_CASE(test_good_get),	      UT_CASE(test_good_post),	 UT_CASE(test_good_http10),
-	UT_CASE(test_good_chunked),   UT_CASE(test_good_absolute_form), UT_CASE(test_incomplete),	 UT_CASE(test_bad_inputs),
-	UT_CASE(test_nul_in_value),   UT_CASE(test_limits),	 UT_CASE(test_chunked),
-	UT_CASE(test_chunked_sum_limit), UT_CASE(test_length_body), UT_CASE(test_pct_and_dates),
+    UT_CASE(test_good_get),	 UT_CASE(test_good_post),	   UT_CASE(test_good_http10),
+    UT_CASE(test_good_chunked),	 UT_CASE(test_good_absolute_form), UT_CASE(test_incomplete),
+    UT_CASE(test_bad_inputs),	 UT_CASE(test_nul_in_value),	   UT_CASE(test_limits),
+    UT_CASE(test_chunked),	 UT_CASE(test_chunked_sum_limit),  UT_CASE(test_length_body),
+    UT_CASE(test_pct_and_dates),
 };
 
 UT_MAIN("http_parse", cases, suite_init, NULL)

@@ -13,10 +13,10 @@
 
 #include "http_parse.h"
 
-#define CHECK(c)                                                                           \
-	do {                                                                               \
-		if (!(c))                                                                  \
-			__builtin_trap();                                                  \
+#define CHECK(c)                          \
+	do {                              \
+		if (!(c))                 \
+			__builtin_trap(); \
 	} while (0)
 
 static void
@@ -36,8 +36,8 @@ decoders(const uint8_t *head, const struct http_request *r)
 	CHECK(n < (int)sizeof(out));
 	if (n >= 0)
 		CHECK(out[n] == '\0');
-	if (http_date_parse((const char *)head + r->if_modified_since.off,
-			    r->if_modified_since.len, &t) == 0) {
+	if (http_date_parse((const char *)head + r->if_modified_since.off, r->if_modified_since.len,
+			    &t) == 0) {
 		char d[30];
 
 		http_date_format(t, d);
@@ -71,7 +71,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (pos < size && rounds++ < 64) {
 		struct http_parser whole, cut;
 		const uint8_t *p = data + pos;
-		size_t len = size - pos, k = len ? (cutsel * 131u + (unsigned)rounds) % (len + 1) : 0;
+		size_t len = size - pos,
+		       k = len ? (cutsel * 131u + (unsigned)rounds) % (len + 1) : 0;
 		uint8_t *copy;
 		int a, b;
 
