@@ -46,12 +46,13 @@ def log(msg):
 class Server:
     """A cr-http child on an ephemeral port; stop() checks its exit status."""
 
-    def __init__(self, exe, driver, extra=(), lcores=None):
-        """One lcore (the first allowed CPU) unless lcores names a corelist."""
+    def __init__(self, exe, driver, extra=(), lcores=None, prefix=()):
+        """One lcore (the first allowed CPU) unless lcores names a corelist; prefix runs
+        it under another program (strace)."""
         if lcores is None:
             lcores = str(min(os.sched_getaffinity(0)))
-        self.args = [exe, "-l", lcores, "--io-driver", driver,
-                     "--listen", "127.0.0.1:0"] + list(extra)
+        self.args = list(prefix) + [exe, "-l", lcores, "--io-driver", driver,
+                                    "--listen", "127.0.0.1:0"] + list(extra)
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "exitcode=23")
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE,
@@ -491,6 +492,45 @@ def t_pipeline(exe, driver):
         srv.kill()
 
 
+def t_batch(exe, driver):
+    """The answers to one received batch of pipelined requests leave in one send: counted
+    with strace on the epoll driver, where every send is a syscall (io_uring's are not)."""
+    tool = shutil.which("strace")
+    if tool is None:
+        log("strace not installed")
+        return SKIP
+    trace = os.path.join(tempfile.mkdtemp(), "trace")
+    srv = Server(exe, "epoll", ["--telemetry", "off"],
+                 prefix=[tool, "-f", "-qq", "-e", "trace=sendto,sendmsg,write,writev", "-o",
+                         trace])
+    try:
+        s = srv.connect()
+        for depth in (16, 64):
+            s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n" * depth)
+            rd = Reader(s)
+            for _ in range(depth):
+                check(rd.response().body == b"Hello, World!", "pipelined answer")
+        s.close()
+        # SIGINT to cr-http itself (strace would detach on its own); strace then ends.
+        with open("/proc/%d/task/%d/children" % (srv.proc.pid, srv.proc.pid)) as f:
+            child = int(f.read().split()[0])
+        os.kill(child, signal.SIGINT)
+        srv.stop()
+        with open(trace) as f:
+            sends = [ln for ln in f if re.search(r"\b(sendto|sendmsg|writev?)\(\d+, ", ln)
+                     and "HTTP/1.1" in ln]
+        sizes = [int(re.search(r"= (\d+)$", ln.strip()).group(1)) for ln in sends]
+        check(len(sends) == 2, "want one send per batch (2), strace saw %d: %r"
+              % (len(sends), [ln[:90] for ln in sends]))
+        check(sizes[0] > 16 * 100 and sizes[1] > 64 * 100 and sizes[1] == 4 * sizes[0],
+              "send sizes %r do not hold 16 and 64 answers" % sizes)
+        log("batch: 16 and 64 pipelined requests answered with one send each (%d, %d bytes)"
+            % tuple(sizes))
+    finally:
+        srv.kill()
+        shutil.rmtree(os.path.dirname(trace))
+
+
 # ---- static ----
 
 def t_static(exe, driver):
@@ -838,6 +878,7 @@ TESTS = {
     "bad": t_bad,
     "curl": t_curl,
     "pipeline": t_pipeline,
+    "batch": t_batch,
     "static": t_static,
     "slowloris": t_slowloris,
     "slowhttptest": t_slowhttptest,
