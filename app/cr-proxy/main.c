@@ -363,7 +363,7 @@ main(int argc, char **argv)
 	struct px_conf *c = &app.conf;
 	static const struct cr_opt opts[] = {
 	    {"listen", 0, "HOST:PORT",
-	     "address to accept clients on (required), e.g. "
+	     "address to accept clients on (required here or in --config), e.g. "
 	     "127.0.0.1:8080",
 	     "HOST:PORT with a numeric host, [IPv6]:PORT, localhost:PORT or *:PORT", set_listen,
 	     NULL},
