@@ -311,8 +311,8 @@ check_close(struct cr_conn *c, int err)
 	unsigned i = (unsigned)(uintptr_t)cr_conn_arg(c);
 
 	px_slots[i].check_inflight = false;
-	/* A check cut short by our own stop says nothing about the backend. */
-	if (err != -ESHUTDOWN)
+	/* A check cut short by our own drain (0) or stop says nothing about the backend. */
+	if (err != 0 && err != -ESHUTDOWN)
 		px_backend_failed((int)i);
 }
 
@@ -336,11 +336,10 @@ check_tick(void *arg)
 			continue;
 		c = cr_tcp_connect(&s->addr, check_timeout_ns, NULL, &check_ops,
 				   (void *)(uintptr_t)i);
-		if (c == NULL) {
-			if (errno != EPERM) /* EPERM: stopping */
-				px_backend_failed((int)i);
+		/* A connect that cannot even start is short of local resources (slots,
+		 * descriptors) or stopping: nothing learnt about the backend; next tick. */
+		if (c == NULL)
 			continue;
-		}
 		s->check_inflight = true;
 	}
 }

@@ -421,18 +421,17 @@ srv_close(struct cr_conn *c, int err)
 
 	(void)c;
 	srv_gone(s);
-	if (!s->srv_open) {
+	if (!s->srv_open && (err == 0 || err == -ESHUTDOWN)) {
+		/* Closed by our own drain or stop while connecting: not the backend's fault. */
+		if (s->cli != NULL)
+			cr_conn_close(s->cli);
+	} else if (!s->srv_open) {
 		/* The connect failed (refused, timed out, unreachable): try the next. */
 		PX_ADD(cr_lcore_id(), slot, fails, 1);
 		cr_telemetry_add(px_ctr_connect_fail, 1);
-		if (err != -ESHUTDOWN)
-			px_backend_failed(slot);
-		if (s->cli != NULL) {
-			if (err == -ESHUTDOWN)
-				cr_conn_close(s->cli);
-			else
-				connect_next(pl, s);
-		}
+		px_backend_failed(slot);
+		if (s->cli != NULL)
+			connect_next(pl, s);
 	} else if (err != 0 && s->cli != NULL) {
 		if (pass_on(s->cli, err))
 			s->cli = NULL;
