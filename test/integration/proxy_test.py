@@ -112,20 +112,31 @@ class Backend:
         return "%s:%d" % (LOOP, self.port)
 
     def _accept_loop(self, ls):
-        while not self.stopping:
+        while True:
+            stopping = self.stopping
+            if stopping:
+                # Take what the backlog holds, then close at once: a connection the
+                # kernel completed after the last accept would be reset, so keep that
+                # window to the next two system calls.
+                ls.setblocking(False)
             try:
                 c, _ = ls.accept()
             except socket.timeout:
                 continue
-            except OSError:
+            except (BlockingIOError, OSError):
                 break
-            rec = {"t": time.monotonic(), "bytes": 0, "first_data": None, "end": None,
-                   "how": None}
-            with self.lock:
-                self.accepted.append(rec)
-                self.conns.append(c)
-            c.settimeout(30)
-            threading.Thread(target=self._serve, args=(c, rec), daemon=True).start()
+            self._take(c)
+        ls.close()
+
+    def _take(self, c):
+        rec = {"t": time.monotonic(), "bytes": 0, "first_data": None, "end": None,
+               "how": None}
+        with self.lock:
+            self.accepted.append(rec)
+            self.conns.append(c)
+        c.setblocking(True)
+        c.settimeout(30)
+        threading.Thread(target=self._serve, args=(c, rec), daemon=True).start()
 
     def _serve(self, c, rec):
         try:
@@ -142,7 +153,6 @@ class Backend:
         """Stop listening (new connects are refused); live connections go on."""
         self.stopping = True
         self.thread.join()
-        self.lsock.close()
 
     def close(self):
         if not self.stopping:
@@ -541,23 +551,24 @@ def t_blackhole(exe, driver):
             name, how = ask(p)
             times.append(time.monotonic() - t0)
             check(name == "good", "request %d: %r %s" % (i, name, how))
-        check(times[0] >= 0.25 and times[0] < 2.0,
+        check(times[0] >= 0.25 and times[0] < 5.0,
               "first request should wait one connect timeout: %.3f s" % times[0])
         bs = p.backends()
         check(bs[hole]["failures"] >= 1, "blackhole timeouts not counted: %r" % bs[hole])
         log("blackholed backend: requests took %s s (connect timeout 0.3 s)"
             % ", ".join("%.2f" % t for t in times))
         p.stop()
-        # With checks, the blackhole is marked down and skipped.
+        # With checks (timing out after 0.1 s) the blackhole is marked down and skipped:
+        # no request waits the 1 s connect timeout any more.
         p = env.add(Proxy(exe, driver, ["--backend", hole, "--backend", good.addr(),
-                                        "--connect-timeout", "0.3", "--check-interval", "0.1",
+                                        "--connect-timeout", "1", "--check-interval", "0.1",
                                         "--fall", "2"], lcores="0"))
         wait_for(lambda: p.backends()[hole]["state"] == "down", 5, "blackhole marked down")
         for i in range(4):
             t0 = time.monotonic()
             name, how = ask(p)
             dt = time.monotonic() - t0
-            check(name == "good" and dt < 0.25, "request %d after mark-down: %r in %.3f s"
+            check(name == "good" and dt < 0.8, "request %d after mark-down: %r in %.3f s"
                   % (i, name, dt))
         log("checks marked the blackhole down; requests then skip it")
         p.stop()
