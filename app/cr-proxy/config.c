@@ -188,9 +188,11 @@ conf_line(struct px_conf *c, char **w, unsigned n, const char *file, unsigned li
 		return 0;
 	}
 	if (strcmp(k, "maxconn") == 0 || strcmp(k, "buffers") == 0) {
-		if (cr_parse_uint(w[1], 1, 1u << 22, &u) != 0) {
-			fprintf(stderr, "cr-proxy: %s:%u: %s %s: accepted: 1-4194304\n", file, line,
-				k, w[1]);
+		unsigned long long hi = k[0] == 'm' ? PX_MAXCONN_MAX : PX_BUFFERS_MAX;
+
+		if (cr_parse_uint(w[1], 1, hi, &u) != 0) {
+			fprintf(stderr, "cr-proxy: %s:%u: %s %s: accepted: 1-%llu\n", file, line, k,
+				w[1], hi);
 			return -EINVAL;
 		}
 		*(k[0] == 'm' ? &c->maxconn : &c->chunks) = u;

@@ -281,9 +281,15 @@ set_count(const char *v, void *ctx)
 }
 
 static int
-set_big(const char *v, void *ctx)
+set_maxconn(const char *v, void *ctx)
 {
-	return cr_parse_uint(v, 1, 1u << 22, ctx);
+	return cr_parse_uint(v, 1, PX_MAXCONN_MAX, ctx);
+}
+
+static int
+set_buffers(const char *v, void *ctx)
+{
+	return cr_parse_uint(v, 1, PX_BUFFERS_MAX, ctx);
 }
 
 /* --config FILE or --config=FILE before "--" (cr-proxy takes no other words, so every
@@ -407,10 +413,11 @@ main(int argc, char **argv)
 	     "close a backend connection idle this long (default 60; 0: never)",
 	     "seconds from 0 to 1000000", set_secs, &app.conf.server_timeout},
 	    {"maxconn", 0, "N",
-	     "client sessions at once over all lcores; more wait unread (default 4096)",
-	     "1-4194304", set_big, &app.conf.maxconn},
+	     "client sessions at once over all lcores; more wait unread (default 4096; each lcore "
+	     "reserves about 1.2 KiB per session)",
+	     "1-1048576", set_maxconn, &app.conf.maxconn},
 	    {"buffers", 0, "N", "16 KiB output chunks per lcore for queued bytes (default 2048)",
-	     "1-4194304", set_big, &app.conf.chunks},
+	     "1-4194304", set_buffers, &app.conf.chunks},
 	    CR_TELEMETRY_OPTS,
 	};
 	static const struct cr_app_info info = {"cr-proxy", "L4 TCP load balancer", opts,
@@ -452,7 +459,10 @@ main(int argc, char **argv)
 	app.shutdown_timeout = cfg.shutdown_timeout;
 	rc = setup();
 	if (rc != 0) {
-		fprintf(stderr, "cr-proxy: cannot start: %s\n", cr_strerror(rc));
+		fprintf(stderr, "cr-proxy: cannot start: %s%s\n", cr_strerror(rc),
+			rc == -ENOMEM ? " (each lcore sizes 2 x --maxconn connection slots and "
+					"--buffers chunks of 16 KiB at start)"
+				      : "");
 		return 1;
 	}
 	sigemptyset(&set);

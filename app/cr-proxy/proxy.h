@@ -24,6 +24,9 @@
 #define PX_MAX_BACKENDS 64
 #define PX_NAME_LEN	CR_NET_ADDR_STRLEN
 #define PX_WEIGHT_MAX	256
+/* Each lcore sizes 2 x maxconn connection slots at start (about 1.2 KiB per maxconn). */
+#define PX_MAXCONN_MAX (1ull << 20)
+#define PX_BUFFERS_MAX (1ull << 22)
 
 enum px_balance {
 	PX_ROUNDROBIN = 0,
