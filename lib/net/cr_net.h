@@ -241,7 +241,8 @@ int cr_tcp_listen(const struct cr_tcp_listen_opts *opts, const struct cr_conn_op
  */
 void cr_listener_addr(const struct cr_listener *l, struct cr_net_addr *out);
 
-/** Number of listening sockets (one per lcore, or one with single_acceptor). Any thread. */
+/** Listening sockets made by cr_tcp_listen() (one per RUNNING lcore, or one with
+ * single_acceptor); restarted lcores' sockets are not counted. Any thread. */
 unsigned cr_listener_sockets(const struct cr_listener *l);
 
 /**

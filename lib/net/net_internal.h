@@ -35,8 +35,12 @@
 #define NET_MAX_LISTENERS 64
 /* Accepted sockets a listening socket holds while its lcore has no free slot. */
 #define NET_STASH 16
-/* A draining socket's last non-blocking accepts, at most (then it closes). */
+/* A draining socket's last non-blocking accepts: per tick, and in all on a listener's
+ * home for a socket whose lcore never started accepting. */
+#define NET_DRAIN_BATCH 64
 #define NET_DRAIN_ACCEPT_MAX 4096
+/* A draining socket retries hand-offs the mailboxes refused (full) this often. */
+#define NET_DRAIN_RETRY_NS (100ull * 1000)
 
 /* One piece of an output queue: data[off, len) is still to be sent. */
 struct net_chunk {

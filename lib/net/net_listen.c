@@ -66,8 +66,12 @@ struct net_shard {
 	bool in_group;	/* listening: in the kernel's reuseport array (steer_lock) */
 	bool leaving;	/* steered away from (steer_lock) */
 	bool rejoined;	/* made by a restarted lcore: check the phase once RUNNING */
+	bool finishing; /* draining, grace over: the accept cancelled, taking the rest */
 	cr_op_id op;
 	uint64_t drain_until;
+	/* Draining: connections taken while every staying mailbox was full. */
+	int *pend;
+	unsigned n_pend, cap_pend;
 	uint64_t backoff_ns;
 	struct cr_timer timer;
 	/* Accepted while the slab was full (the multishot raced the pause): adopted as
@@ -124,6 +128,20 @@ listener_put(struct cr_listener *l)
 	free(l);
 }
 
+/* A reference, unless the last one is already gone (the listener is being freed). */
+static bool
+ref_unless_zero(struct cr_listener *l)
+{
+	unsigned r = atomic_load_explicit(&l->refs, memory_order_relaxed);
+
+	while (r != 0)
+		if (atomic_compare_exchange_weak_explicit(&l->refs, &r, r + 1,
+							  memory_order_relaxed,
+							  memory_order_relaxed))
+			return true;
+	return false;
+}
+
 static int
 listener_register(struct cr_listener *l)
 {
@@ -159,8 +177,10 @@ steer_update(struct cr_listener *l)
 	unsigned stay[CR_MAX_LCORES], n = 0, i, k = 0;
 	int fd, zero = 0;
 
-	if (l->n_group == 0)
-		return; /* no array left to steer */
+	if (l->n_group == 0) {
+		l->steering = false; /* the kernel's group went with its last socket */
+		return;
+	}
 	fd = l->shards[l->group[0]].fd;
 	for (i = 0; i < l->n_group; i++)
 		if (!l->shards[l->group[i]].leaving)
@@ -257,31 +277,37 @@ group_steer_away(struct cr_listener *l, struct net_shard *sh)
 	return others;
 }
 
-/* A staying lcore to hand a connection to, round robin; CR_LCORE_NONE if none. */
+/* The lcores whose socket stays, into @p ids, starting round robin; returns how many. */
 static unsigned
-group_pick(struct cr_listener *l)
+group_staying(struct cr_listener *l, unsigned *ids)
 {
-	unsigned i, id = CR_LCORE_NONE;
+	unsigned i, n = 0;
 
 	pthread_mutex_lock(&l->steer_lock);
 	for (i = 0; i < l->n_group; i++) {
 		unsigned cand = l->group[(l->steer_rr + i) % l->n_group];
 
-		if (!l->shards[cand].leaving) {
-			id = cand;
-			l->steer_rr = (l->steer_rr + i + 1) % l->n_group;
-			break;
-		}
+		if (!l->shards[cand].leaving)
+			ids[n++] = cand;
 	}
+	if (l->n_group != 0)
+		l->steer_rr = (l->steer_rr + 1) % l->n_group;
 	pthread_mutex_unlock(&l->steer_lock);
-	return id;
+	return n;
+}
+
+/* Not closing (starting counts: its home hands off the backlog of shards never started). */
+static bool
+listener_open(const struct cr_listener *l)
+{
+	return atomic_load_explicit(&l->phase, memory_order_acquire) != LP_CLOSING;
 }
 
 /* ---- one shard, on its lcore ---- */
 
 static void shard_sync(struct net_shard *sh);
 static void shard_close(struct net_lcore *nl, struct net_shard *sh);
-static void drain_finish(struct net_lcore *nl, struct net_shard *sh);
+static void drain_tick(struct net_lcore *nl, struct net_shard *sh);
 
 static void
 shard_list_add(struct net_lcore *nl, struct net_shard *sh)
@@ -337,13 +363,7 @@ shard_timer_fired(struct cr_timer *t, void *arg)
 		}
 	}
 	if (sh->state == SH_DRAIN) {
-		if (cr_now_ns() >= sh->drain_until) {
-			drain_finish(nl, sh);
-			return;
-		}
-		shard_sync(sh);
-		if (!sh->backing_off)
-			cr_timer_start(&sh->timer, sh->drain_until - cr_now_ns());
+		drain_tick(nl, sh);
 		return;
 	}
 	while (sh->n_stash > 0 && nl->free_conns != NULL) {
@@ -356,7 +376,15 @@ shard_timer_fired(struct cr_timer *t, void *arg)
 	shard_sync(sh);
 }
 
-static void drain_hand_off(struct cr_listener *l, struct net_lcore *nl, int fd);
+static int place_conn(struct cr_listener *l, struct net_lcore *nl, int fd);
+
+static void
+refuse(struct net_lcore *nl, int fd)
+{
+	close(fd);
+	if (nl != NULL)
+		NET_STAT_ADD(nl, refused, 1);
+}
 
 static void
 handoff_msg(void *arg)
@@ -366,14 +394,15 @@ handoff_msg(void *arg)
 	int fd = (int)(uint32_t)v;
 	struct net_lcore *nl = cr__net_cur();
 
-	if (nl != NULL && nl->draining && !l->opts.single_acceptor) {
+	if (nl == NULL || !listener_open(l)) {
+		refuse(nl, fd); /* the listener closed meanwhile: as its backlog would be */
+	} else if (nl->draining && !l->opts.single_acceptor) {
 		/* Began retiring since it was picked: on to a socket still staying. */
-		drain_hand_off(l, nl, fd);
-	} else if (nl == NULL || nl->draining ||
+		if (place_conn(l, nl, fd) == -EAGAIN)
+			refuse(nl, fd);
+	} else if (nl->draining ||
 		   cr__conn_adopt(nl, fd, &l->opts.conn, l->ops, l->arg) == NULL) {
-		close(fd);
-		if (nl != NULL)
-			NET_STAT_ADD(nl, refused, 1);
+		refuse(nl, fd);
 	}
 	listener_put(l);
 }
@@ -381,39 +410,136 @@ handoff_msg(void *arg)
 static int
 send_handoff(struct cr_listener *l, unsigned target, int fd)
 {
+	int rc;
+
 	atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
-	if (cr_send(target, handoff_msg, (void *)((uintptr_t)l->idx << 32 | (uint32_t)fd)) == 0)
-		return 0;
-	listener_put(l); /* never the last: the caller's shard or message holds one */
-	return -1;
+	rc = cr_send(target, handoff_msg, (void *)((uintptr_t)l->idx << 32 | (uint32_t)fd));
+	if (rc != 0)
+		listener_put(l); /* never the last: the caller's shard or message holds one */
+	return rc;
 }
 
-/* A connection taken by a draining shard: to an lcore whose socket stays. */
-static void
-drain_hand_off(struct cr_listener *l, struct net_lcore *nl, int fd)
+/*
+ * A connection a draining socket took: to a RUNNING lcore whose socket stays (an lcore
+ * still starting has joined the array before its mailbox opens), trying each in turn;
+ * adopted here if this lcore is not draining. Returns 0 placed, -EAGAIN every one
+ * refused for now (mailboxes full: @p fd is still the caller's), or -ESHUTDOWN refused
+ * for good (@p fd closed and counted).
+ */
+static int
+place_conn(struct cr_listener *l, struct net_lcore *nl, int fd)
 {
-	unsigned target = group_pick(l);
+	unsigned ids[CR_MAX_LCORES], n, i;
+	bool again = false;
 
-	if (target == nl->lcore && !nl->draining &&
-	    cr__conn_adopt(nl, fd, &l->opts.conn, l->ops, l->arg) != NULL)
+	if (!listener_open(l)) {
+		refuse(nl, fd);
+		return -ESHUTDOWN;
+	}
+	n = group_staying(l, ids);
+	for (i = 0; i < n; i++) {
+		int rc;
+
+		if (ids[i] == nl->lcore || cr_lcore_state(ids[i]) != CR_LCORE_RUNNING)
+			continue;
+		rc = send_handoff(l, ids[i], fd);
+		if (rc == 0) {
+			NET_STAT_ADD(nl, handed_off, 1);
+			return 0;
+		}
+		again |= rc == -EAGAIN;
+	}
+	if (!nl->draining && cr__conn_adopt(nl, fd, &l->opts.conn, l->ops, l->arg) != NULL)
+		return 0;
+	if (again)
+		return -EAGAIN;
+	refuse(nl, fd);
+	return -ESHUTDOWN;
+}
+
+/*
+ * Connections a draining shard took while every staying mailbox was full, kept in order
+ * until they take them. The list grows as needed: a retiring lcore is not a fast path,
+ * and the kernel may have accepted a whole backlog before the accept could be stopped.
+ */
+static bool
+pend_push(struct net_shard *sh, int fd)
+{
+	if (sh->n_pend == sh->cap_pend) {
+		unsigned cap = sh->cap_pend != 0 ? sh->cap_pend * 2 : 64;
+		int *p = realloc(sh->pend, cap * sizeof(*p));
+
+		if (p == NULL)
+			return false;
+		sh->pend = p;
+		sh->cap_pend = cap;
+	}
+	sh->pend[sh->n_pend++] = fd;
+	return true;
+}
+
+/* Place what waits, oldest first; false if some must wait longer. */
+static bool
+pend_place(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh)
+{
+	unsigned i = 0;
+
+	while (i < sh->n_pend && place_conn(l, nl, sh->pend[i]) != -EAGAIN)
+		i++;
+	if (i == 0)
+		return sh->n_pend == 0;
+	sh->n_pend -= i;
+	memmove(sh->pend, sh->pend + i, sh->n_pend * sizeof(*sh->pend));
+	return sh->n_pend == 0;
+}
+
+/* Close what still waits (the listener closed, or the shutdown is forced). */
+static void
+pend_drop(struct net_lcore *nl, struct net_shard *sh)
+{
+	while (sh->n_pend > 0)
+		refuse(nl, sh->pend[--sh->n_pend]);
+	free(sh->pend);
+	sh->pend = NULL;
+	sh->cap_pend = 0;
+}
+
+/* A connection a draining shard took: placed, or kept for the next tick. */
+static void
+drain_take(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh, int fd)
+{
+	if (sh->n_pend == 0 && place_conn(l, nl, fd) != -EAGAIN)
 		return;
-	if (target != CR_LCORE_NONE && target != nl->lcore && send_handoff(l, target, fd) == 0) {
-		NET_STAT_ADD(nl, handed_off, 1);
+	if (!pend_push(sh, fd)) {
+		refuse(nl, fd);
 		return;
 	}
-	close(fd);
-	NET_STAT_ADD(nl, refused, 1);
+	if (sh->n_pend == 1)
+		cr_timer_start(&sh->timer, NET_DRAIN_RETRY_NS);
 }
 
-/* Take what @p fd holds queued, at most NET_DRAIN_ACCEPT_MAX, and hand it off. */
-static void
-take_queued(struct cr_listener *l, struct net_lcore *nl, int lfd)
+/*
+ * Take what @p lfd holds queued, a batch at a time while mailboxes take them. Returns
+ * true when the socket is empty and nothing waits in the stash.
+ */
+static bool
+take_queued(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh, int lfd)
 {
 	int fd, n = 0;
 
-	while (n++ < NET_DRAIN_ACCEPT_MAX &&
-	       (fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
-		drain_hand_off(l, nl, fd);
+	if (!pend_place(l, nl, sh))
+		return false;
+	while (n++ < NET_DRAIN_BATCH) {
+		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return errno != EINTR || take_queued(l, nl, sh, lfd);
+		if (place_conn(l, nl, fd) == -EAGAIN) {
+			if (!pend_push(sh, fd))
+				refuse(nl, fd);
+			return false;
+		}
+	}
+	return false;
 }
 
 /* single_acceptor: the next RUNNING lcore round robin; ourselves if sending fails. */
@@ -454,7 +580,7 @@ accept_done(void *ctx, const struct cr_io_cqe *cqe)
 	if (cqe->res >= 0) {
 		sh->backoff_ns = NET_BACKOFF_MIN_NS;
 		if (sh->state == SH_DRAIN) {
-			drain_hand_off(l, nl, cqe->res);
+			drain_take(l, nl, sh, cqe->res);
 		} else if (sh->state != SH_RUN) {
 			close(cqe->res); /* closed with the accept still reporting */
 			NET_STAT_ADD(nl, refused, 1);
@@ -477,6 +603,10 @@ accept_done(void *ctx, const struct cr_io_cqe *cqe)
 		       cr_strerror(cqe->res));
 		backoff(sh);
 	}
+	if (final && sh->state == SH_DRAIN && sh->finishing) {
+		cr_timer_start(&sh->timer, 0); /* every result is in: take the rest */
+		return;
+	}
 	/* Every time: the connection just adopted may have taken the last slot. */
 	shard_sync(sh);
 }
@@ -492,7 +622,7 @@ shard_sync(struct net_shard *sh)
 		return;
 	if (sh->state == SH_DRAIN) {
 		/* Handing off: no slot of ours needed; lib/io ops may still start. */
-		if (!sh->backing_off && sh->op == 0) {
+		if (!sh->backing_off && !sh->finishing && sh->n_pend == 0 && sh->op == 0) {
 			sh->op = cr_io_accept(sh->fd, accept_done, sh);
 			if (sh->op == 0)
 				backoff(sh);
@@ -568,6 +698,7 @@ shard_close(struct net_lcore *nl, struct net_shard *sh)
 	sh->waiting_slot = false;
 	while (sh->n_stash > 0)
 		close(sh->stash[--sh->n_stash]);
+	pend_drop(nl, sh);
 	/* The socket stays open until the accept's final completion. */
 	if (sh->op != 0 && cr_io_abandon(sh->op, shard_released, sh) == 0) {
 		sh->op = 0;
@@ -578,14 +709,44 @@ shard_close(struct net_lcore *nl, struct net_shard *sh)
 }
 
 /*
- * The grace is over: take what the socket still holds (handshakes that completed after
- * the program went on), stop listening, hand those off, close.
+ * A draining shard's timer: during the grace, retry what waits in the stash and keep the
+ * accept armed; after it, cancel the accept and, once its last result is in (every
+ * connection it took placed, none closed by an abandon), take what the socket still
+ * holds, a batch per tick, stop listening and close. A listener closed meanwhile closes
+ * the shard at once.
  */
 static void
-drain_finish(struct net_lcore *nl, struct net_shard *sh)
+drain_tick(struct net_lcore *nl, struct net_shard *sh)
 {
-	take_queued(sh->l, nl, sh->fd);
-	shard_close(nl, sh);
+	struct cr_listener *l = sh->l;
+	uint64_t now = cr_now_ns();
+
+	if (!listener_open(l)) {
+		shard_close(nl, sh);
+		return;
+	}
+	if (now < sh->drain_until) {
+		bool waiting = !pend_place(l, nl, sh);
+
+		shard_sync(sh);
+		if (!sh->backing_off)
+			cr_timer_start(&sh->timer, waiting ? NET_DRAIN_RETRY_NS
+							   : sh->drain_until - now);
+		return;
+	}
+	if (sh->op != 0) {
+		sh->finishing = true;
+		if (!sh->cancel_sent) {
+			sh->cancel_sent = true;
+			cr_io_cancel(sh->op);
+		}
+		return; /* accept_done() ticks again at the final result */
+	}
+	sh->finishing = true;
+	if (take_queued(l, nl, sh, sh->fd))
+		shard_close(nl, sh);
+	else
+		cr_timer_start(&sh->timer, NET_DRAIN_RETRY_NS);
 }
 
 /* Steer new connections to the other sockets and drain this one; or close it now. */
@@ -608,11 +769,12 @@ shard_drain(struct net_lcore *nl, struct net_shard *sh, bool forced)
 	sh->waiting_slot = false;
 	cr_timer_stop(&sh->timer);
 	sh->backing_off = false;
-	/* What the stash holds is ours already: hand it off too. */
+	/* What the stash holds is ours already: handed off at the first tick. */
 	while (sh->n_stash > 0)
-		drain_hand_off(l, nl, sh->stash[--sh->n_stash]);
+		if (!pend_push(sh, sh->stash[--sh->n_stash]))
+			refuse(nl, sh->stash[sh->n_stash]);
 	shard_sync(sh);
-	cr_timer_start(&sh->timer, cr__net_drain_grace_ns);
+	cr_timer_start(&sh->timer, sh->n_pend > 0 ? 0 : cr__net_drain_grace_ns);
 }
 
 /* ---- start and close, driven from the home lcore ---- */
@@ -652,8 +814,15 @@ start_done(void *arg)
 			continue;
 		/* Connections may wait in it: steered away, taken and handed off here. */
 		sh->state = SH_CLOSED;
-		if (group_steer_away(l, sh))
-			take_queued(l, &cr__net_lcores[l->home], sh->fd);
+		if (group_steer_away(l, sh)) {
+			/* Home is not draining: what no mailbox takes it adopts itself. */
+			unsigned k;
+
+			for (k = 0; k < NET_DRAIN_ACCEPT_MAX / NET_DRAIN_BATCH; k++)
+				if (take_queued(l, &cr__net_lcores[l->home], sh, sh->fd))
+					break;
+			pend_drop(&cr__net_lcores[l->home], sh);
+		}
 		group_leave_locked(l, sh);
 		close(sh->fd);
 		sh->fd = -1;
@@ -773,6 +942,10 @@ cr__listen_lcore_stop(struct net_lcore *nl)
 		assert(!l->starting);
 		l->closed = true;
 		homed_del(nl, l);
+		/* Nobody can close it now: restarted lcores must not join it. */
+		pthread_mutex_lock(&listeners_lock);
+		atomic_store_explicit(&l->phase, LP_CLOSING, memory_order_release);
+		pthread_mutex_unlock(&listeners_lock);
 		listener_put(l);
 	}
 }
@@ -928,7 +1101,10 @@ cr__listen_lcore_rejoin(struct net_lcore *nl)
 			pthread_mutex_unlock(&listeners_lock);
 			continue;
 		}
-		atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
+		if (!ref_unless_zero(l)) {
+			pthread_mutex_unlock(&listeners_lock); /* its last put is under way */
+			continue;
+		}
 		pthread_mutex_unlock(&listeners_lock);
 
 		sh = &l->shards[nl->lcore];

@@ -10,12 +10,15 @@
  * connection served by the wrong lcore all show.
  */
 #include <stddef.h>
+#include <stdlib.h>
+#include <sys/resource.h>
 
 #include "net_ut.h"
 
 #define NQUEUED 64 /* connected while the lcore that will retire is blocked */
 #define NAFTER 32  /* connected after it retired */
 #define NREJOIN 64 /* connected after it started again */
+#define NLARGE 2400 /* about half queued on the retiring lcore */
 
 static struct {
 	struct cr_listener *l;
@@ -28,6 +31,8 @@ static struct {
 	int failed[3];			 /* client side: no byte (reset, EOF, timeout) */
 	int retire_rc, start_rc;
 	bool early;
+	int nqueued;
+	unsigned backlog;
 	struct cr_call call;
 	struct cr_net_stats other_after;
 } T;
@@ -71,8 +76,9 @@ block_then_retire(void *arg)
 static void
 connect_and_read(int phase, int n)
 {
-	int fds[NREJOIN], i;
+	int *fds = calloc((size_t)n, sizeof(int)), i;
 
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fds);
 	for (i = 0; i < n; i++)
 		fds[i] = ut_connect(&T.addr, 0);
 	if (phase == 0)
@@ -87,6 +93,7 @@ connect_and_read(int phase, int n)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	}
+	free(fds);
 }
 
 static bool
@@ -107,7 +114,7 @@ client(void *arg)
 	(void)arg;
 	/* Phase 0: a full backlog on the lcore that retires. */
 	CU_ASSERT_TRUE(wait_flag(&T.blocked, 5000));
-	connect_and_read(0, NQUEUED);
+	connect_and_read(0, T.nqueued);
 	/* Phase 1: it is gone; everything goes to the main lcore. */
 	until = ut_ms() + 5000;
 	while (cr_lcore_state(T.other_id) != CR_LCORE_OFFLINE && ut_ms() < until)
@@ -157,6 +164,7 @@ d_start(void *arg)
 	struct cr_tcp_listen_opts o = ut_listen_opts(false);
 
 	(void)arg;
+	o.backlog = T.backlog;
 	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &d_ops, NULL, &T.l), 0);
 	cr_listener_addr(T.l, &T.addr);
 	if (T.early) {
@@ -171,14 +179,23 @@ d_start(void *arg)
 }
 
 static void
-run_drain(bool early)
+run_drain(bool early, int nqueued)
 {
+	struct rlimit rl;
+
 	if (ut_table.n < 2) {
 		CU_PASS("one lcore: nothing to drain to");
 		return;
 	}
 	memset(&T, 0, sizeof(T));
 	T.early = early;
+	T.nqueued = nqueued;
+	T.backlog = 4096;
+	/* Both ends of every connection live in this process. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	T.main_id = ut_table.lcores[0].lcore_id;
 	T.other_id = ut_table.lcores[1].lcore_id;
 	ut_table.main_lcore = T.main_id;
@@ -191,7 +208,7 @@ run_drain(bool early)
 	CU_ASSERT_EQUAL(T.failed[1], 0);
 	CU_ASSERT_EQUAL(T.failed[2], 0);
 	/* The backlog of the retiring lcore was served by the main lcore: handed off. */
-	CU_ASSERT_EQUAL(T.served_by[0][T.main_id], NQUEUED);
+	CU_ASSERT_EQUAL(T.served_by[0][T.main_id], T.nqueued);
 	/* Early, the home took the backlog itself (nothing counted on the other lcore). */
 	if (!T.early)
 		CU_ASSERT_TRUE(T.other_after.handed_off > 0);
@@ -206,19 +223,259 @@ run_drain(bool early)
 static void
 test_retire_hands_off_queued_and_rejoins(void)
 {
-	run_drain(false);
+	run_drain(false, NQUEUED);
 }
 
 /* It retires before it ever accepted: the listener's home takes its backlog. */
 static void
 test_retire_before_accepting_hands_off(void)
 {
-	run_drain(true);
+	run_drain(true, NQUEUED);
+}
+
+/* ---- a listener whose home retires is not joined again ---- */
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	unsigned home, other;
+	pthread_t client;
+	_Atomic bool listening, done;
+	int served_by[CR_MAX_LCORES], failed, rc;
+} H;
+
+static void
+home_listen(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	H.rc = cr_tcp_listen(&o, &d_ops, NULL, &H.l);
+	if (H.rc == 0)
+		cr_listener_addr(H.l, &H.addr);
+	atomic_store(&H.listening, true);
+}
+
+static void *
+home_client(void *arg)
+{
+	uint64_t until;
+	int i;
+
+	(void)arg;
+	if (!wait_flag(&H.listening, 5000) || H.rc != 0)
+		goto out;
+	ut_sleep_ms(20); /* the start messages go round */
+	CU_ASSERT_EQUAL(cr_lcore_retire(H.home, NULL, NULL), 0);
+	until = ut_ms() + 5000;
+	while (cr_lcore_state(H.home) != CR_LCORE_OFFLINE && ut_ms() < until)
+		ut_sleep_ms(1);
+	CU_ASSERT_EQUAL(cr_lcore_start(H.home), 0);
+	until = ut_ms() + 5000;
+	while (cr_lcore_state(H.home) != CR_LCORE_RUNNING && ut_ms() < until)
+		ut_sleep_ms(1);
+	ut_sleep_ms(20);
+	for (i = 0; i < 32; i++) {
+		int fd = ut_connect(&H.addr, 0);
+		uint8_t id;
+
+		if (fd >= 0 && ut_read_n(fd, &id, 1) == 1)
+			H.served_by[id]++;
+		else
+			H.failed++;
+		if (fd >= 0)
+			close(fd);
+	}
+out:
+	atomic_store(&H.done, true);
+	return NULL;
+}
+
+static bool
+h_finished(void *arg)
+{
+	(void)arg;
+	if (!atomic_load(&H.done))
+		return false;
+	cr_reactor_stop();
+	return true;
+}
+
+static void
+h_start(void *arg)
+{
+	(void)arg;
+	CU_ASSERT_EQUAL(cr_send(H.home, home_listen, NULL), 0);
+	CU_ASSERT_EQUAL(pthread_create(&H.client, NULL, home_client, NULL), 0);
+	ut_every(&every, 2, h_finished, NULL);
+}
+
+/*
+ * The app's handle dies with the listener's home lcore (nothing can close the listener
+ * afterwards), so the home's next incarnation must not open a socket in it; the other
+ * lcores' sockets serve on until they stop.
+ */
+static void
+test_listener_of_retired_home_not_rejoined(void)
+{
+	if (ut_table.n < 2) {
+		CU_PASS("one lcore");
+		return;
+	}
+	memset(&H, 0, sizeof(H));
+	H.other = ut_table.lcores[0].lcore_id;
+	H.home = ut_table.lcores[1].lcore_id;
+	ut_table.main_lcore = H.other;
+	ut_net_run(h_start, NULL, 30000);
+	pthread_join(H.client, NULL);
+	CU_ASSERT_EQUAL(H.rc, 0);
+	CU_ASSERT_EQUAL(H.failed, 0);
+	CU_ASSERT_EQUAL(H.served_by[H.home], 0);
+	CU_ASSERT_EQUAL(H.served_by[H.other], 32);
+}
+
+/* More than a mailbox ring holds, queued on the retiring lcore: all handed off. */
+static void
+test_retire_hands_off_a_large_backlog(void)
+{
+	run_drain(false, NLARGE);
+}
+
+/* ---- a listener closed while a shard drains ---- */
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	unsigned main_id, other_id;
+	pthread_t client;
+	struct cr_call call;
+	_Atomic bool blocked, connected, closed, done;
+	_Atomic int opens, opens_after_close;
+} C;
+
+static void
+c_open(struct cr_conn *c)
+{
+	(void)c;
+	atomic_fetch_add(&C.opens, 1);
+	if (atomic_load(&C.closed))
+		atomic_fetch_add(&C.opens_after_close, 1);
+}
+
+static const struct cr_conn_ops c_ops = {c_open, NULL, NULL, NULL, d_close};
+
+/* On main: the listener closes while lcore 1 still has its backlog. */
+static void
+c_close_listener(void *arg)
+{
+	(void)arg;
+	cr_listener_close(C.l);
+	atomic_store(&C.closed, true);
+}
+
+/* On lcore 1: blocked until the clients are queued and main has closed the listener,
+ * then it retires and drains: the backlog it takes must not reach on_open. */
+static void
+c_block(void *arg)
+{
+	uint64_t until = ut_ms() + 5000;
+
+	(void)arg;
+	atomic_store(&C.blocked, true);
+	while ((!atomic_load(&C.connected) || !atomic_load(&C.closed)) && ut_ms() < until)
+		ut_sleep_ms(1);
+	CU_ASSERT_EQUAL(cr_lcore_retire(C.other_id, NULL, NULL), 0);
+	cr_net_drain();
+}
+
+static void
+c_block_other(void *arg)
+{
+	(void)arg;
+	CU_ASSERT_EQUAL(cr_send(C.other_id, c_block, NULL), 0);
+}
+
+static void *
+c_client(void *arg)
+{
+	int fds[64], i, seen = -1;
+	uint64_t until, still = 0;
+
+	(void)arg;
+	CU_ASSERT_TRUE(wait_flag(&C.blocked, 5000));
+	for (i = 0; i < 64; i++)
+		fds[i] = ut_connect(&C.addr, 0);
+	atomic_store(&C.connected, true);
+	/* Main accepts its own share meanwhile (its socket closes only when the close chain
+	 * visits it): wait until that has settled, so every open after the close would be
+	 * one handed over by the draining lcore. */
+	until = ut_ms() + 5000;
+	while (ut_ms() < until) {
+		int now = atomic_load(&C.opens);
+
+		if (now != seen) {
+			seen = now;
+			still = ut_ms();
+		} else if (ut_ms() - still >= 100) {
+			break;
+		}
+		ut_sleep_ms(5);
+	}
+	CU_ASSERT_EQUAL(cr_send(C.main_id, c_close_listener, NULL), 0);
+	ut_sleep_ms(300); /* lcore 1 drains: grace and hand-offs */
+	for (i = 0; i < 64; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	atomic_store(&C.done, true);
+	return NULL;
+}
+
+static bool
+c_finished(void *arg)
+{
+	(void)arg;
+	if (!atomic_load(&C.done))
+		return false;
+	cr_reactor_stop();
+	return true;
+}
+
+static void
+c_start(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &c_ops, NULL, &C.l), 0);
+	cr_listener_addr(C.l, &C.addr);
+	CU_ASSERT_EQUAL(cr_for_each_lcore(&C.call, nop, NULL, c_block_other, NULL), 0);
+	CU_ASSERT_EQUAL(pthread_create(&C.client, NULL, c_client, NULL), 0);
+	ut_every(&every, 2, c_finished, NULL);
+}
+
+/* A draining shard of a closed listener hands nothing on: no on_open after the close. */
+static void
+test_closed_listener_drains_nothing(void)
+{
+	if (ut_table.n < 2) {
+		CU_PASS("one lcore");
+		return;
+	}
+	memset(&C, 0, sizeof(C));
+	C.main_id = ut_table.lcores[0].lcore_id;
+	C.other_id = ut_table.lcores[1].lcore_id;
+	ut_table.main_lcore = C.main_id;
+	ut_net_run(c_start, NULL, 30000);
+	pthread_join(C.client, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&C.opens_after_close), 0);
 }
 
 static const struct ut_case cases[] = {
 	UT_CASE(test_retire_hands_off_queued_and_rejoins),
 	UT_CASE(test_retire_before_accepting_hands_off),
+	UT_CASE(test_listener_of_retired_home_not_rejoined),
+	UT_CASE(test_retire_hands_off_a_large_backlog),
+	UT_CASE(test_closed_listener_drains_nothing),
 };
 
 UT_MAIN("net_drain", cases, ut_net_setup, NULL)
