@@ -205,9 +205,16 @@ conf_line(struct px_conf *c, char **w, unsigned n, const char *file, unsigned li
 		file, line, k);
 	return -EINVAL;
 usage:
-	fprintf(stderr, "cr-proxy: %s:%u: %s: wrong number of values; accepted: `%s VALUE`%s\n",
-		file, line, k, k,
-		strcmp(k, "backend") == 0 ? " or `backend HOST:PORT weight N`" : "");
+	if (strcmp(k, "backend") == 0)
+		fprintf(stderr,
+			"cr-proxy: %s:%u: backend: wrong values; accepted: `backend "
+			"HOST:PORT` or `backend HOST:PORT weight N`\n",
+			file, line);
+	else
+		fprintf(stderr,
+			"cr-proxy: %s:%u: %s: wrong number of values; accepted: `%s "
+			"VALUE`\n",
+			file, line, k, k);
 	return -EINVAL;
 }
 
