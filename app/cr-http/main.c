@@ -833,6 +833,9 @@ drain_hook(unsigned lcore, void *arg)
 	if (hl->shutting)
 		return;
 	hl->shutting = true;
+	/* New connections go to the other lcores from now on, queued ones are handed to
+	 * them; ours finish below. */
+	cr_net_stop_accepting();
 	for (i = 0; i < http_cfg.max_conns; i++) {
 		struct http_conn *h = &hl->conns[i];
 
