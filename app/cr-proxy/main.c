@@ -50,16 +50,44 @@ secs_ns(double v)
 /* ---- start, drain, stop ---- */
 
 static void
-drain_hook(unsigned lcore, void *arg)
+lcore_start_hook(unsigned lcore, void *arg)
 {
-	(void)lcore;
 	(void)arg;
+	px_relay_lcore_start(lcore);
+}
+
+static void
+lcore_stop_hook(unsigned lcore, void *arg)
+{
+	(void)arg;
+	px_relay_lcore_stop(lcore);
+}
+
+/* An lcore leaves the pool: its sessions finish first (see px_relay_retire()). */
+static void
+retire_hook(unsigned lcore, void *arg)
+{
+	(void)arg;
+	px_relay_retire(lcore);
+}
+
+/*
+ * The runtime stops: by now drain_start() let the sessions finish (or the timeout ran
+ * out), so close what is left.
+ */
+static void
+shutdown_hook(unsigned lcore, void *arg)
+{
+	(void)arg;
+	px_relay_lcore_stop(lcore);
 	cr_net_drain();
 }
 
 static const struct cr_reactor_hooks hooks = {
-    .on_retire = drain_hook,
-    .on_shutdown = drain_hook,
+    .on_lcore_start = lcore_start_hook,
+    .on_lcore_stop = lcore_stop_hook,
+    .on_retire = retire_hook,
+    .on_shutdown = shutdown_hook,
 };
 
 static void
@@ -329,6 +357,7 @@ setup(void)
 	px_relay.client_idle_ns = (uint64_t)secs_ns(c->client_timeout);
 	px_relay.server_idle_ns = (uint64_t)secs_ns(c->server_timeout);
 	px_relay.maxconn = c->maxconn;
+	px_relay.retire_timeout_ns = (uint64_t)secs_ns(app.shutdown_timeout);
 	rc = px_backends_apply(c->backends, c->n_backends);
 	if (rc != 0)
 		return rc;

@@ -152,6 +152,7 @@ struct px_relay_conf {
 	unsigned retries;
 	uint64_t client_idle_ns, server_idle_ns;
 	uint64_t maxconn;
+	uint64_t retire_timeout_ns; /* how long a retiring lcore waits for its sessions */
 };
 
 extern const struct cr_conn_ops px_client_ops;
@@ -159,6 +160,13 @@ extern struct px_relay_conf px_relay;
 /* Per-lcore memory, before cr_reactor_init(). @return 0 or -ENOMEM. */
 int px_relay_alloc(unsigned lcore, int numa, unsigned sessions);
 void px_relay_free(void);
+/*
+ * Lcore hooks. start: hold the lcore (a lease) while it serves. retire: stop accepting,
+ * and let the lcore go when its last session ends or after retire_timeout_ns. stop: let go.
+ */
+void px_relay_lcore_start(unsigned lcore);
+void px_relay_retire(unsigned lcore);
+void px_relay_lcore_stop(unsigned lcore);
 /* Sessions alive, over every lcore (any thread). */
 uint64_t px_sessions_live(void);
 

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "cr_lease.h"
 #include "cr_telemetry.h"
 #include "proxy.h"
 
@@ -41,6 +42,11 @@ struct px_lcore {
 	struct px_session *wait_head, *wait_tail;
 	struct cr_timer wait_timer;
 	struct px_chooser ch;
+	unsigned live; /* sessions on this lcore */
+	/* Held while the lcore serves, so a retirement waits for its sessions. */
+	struct cr_lease lease;
+	bool retiring;
+	struct cr_timer retire_timer; /* --shutdown-timeout: stop waiting for them */
 };
 
 #define WAIT_RETRY_NS (10ull * 1000 * 1000)
@@ -130,6 +136,52 @@ wait_timer_fired(struct cr_timer *t, void *arg)
 	admit_waiting(arg);
 }
 
+/* ---- retiring ---- */
+
+/* Release the lcore: its retirement goes on, and lib/net closes what is left. */
+static void
+let_go(struct px_lcore *pl)
+{
+	cr_timer_stop(&pl->retire_timer);
+	(void)cr_lease_release(&pl->lease);
+}
+
+static void
+retire_timer_fired(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	let_go(arg);
+}
+
+void
+px_relay_lcore_start(unsigned lcore)
+{
+	struct px_lcore *pl = lcores[lcore];
+
+	pl->retiring = false;
+	(void)cr_lease_acquire(&pl->lease);
+}
+
+void
+px_relay_retire(unsigned lcore)
+{
+	struct px_lcore *pl = lcores[lcore];
+
+	/* New clients go to the other lcores; ours finish, within the timeout. */
+	cr_net_stop_accepting();
+	pl->retiring = true;
+	if (pl->live == 0)
+		let_go(pl);
+	else
+		cr_timer_start(&pl->retire_timer, px_relay.retire_timeout_ns);
+}
+
+void
+px_relay_lcore_stop(unsigned lcore)
+{
+	let_go(lcores[lcore]);
+}
+
 /* ---- sessions ---- */
 
 static struct px_session *
@@ -142,6 +194,7 @@ session_get(struct px_lcore *pl)
 	pl->free = s->next;
 	memset(s, 0, sizeof(*s));
 	s->slot = -1;
+	pl->live++;
 	atomic_fetch_add_explicit(&live, 1, memory_order_relaxed);
 	return s;
 }
@@ -157,6 +210,8 @@ session_done(struct px_lcore *pl, struct px_session *s)
 	s->next = pl->free;
 	pl->free = s;
 	atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
+	if (--pl->live == 0 && pl->retiring)
+		let_go(pl);
 	if (s->admitted) {
 		s->admitted = false;
 		atomic_fetch_sub_explicit(&admitted, 1, memory_order_relaxed);
@@ -467,6 +522,7 @@ px_relay_alloc(unsigned lcore, int numa, unsigned sessions)
 		pl->free = &pl->slab[i];
 	}
 	cr_timer_init(&pl->wait_timer, wait_timer_fired, pl);
+	cr_timer_init(&pl->retire_timer, retire_timer_fired, pl);
 	lcores[lcore] = pl;
 	return 0;
 }

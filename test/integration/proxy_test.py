@@ -1060,6 +1060,83 @@ def t_maxconn(exe, driver):
         env.close()
 
 
+def t_retire(exe, driver):
+    """Retiring an lcore: its sessions finish (a lease holds it), new clients go to the
+    other lcore; it goes offline when its last session ends, or after
+    --shutdown-timeout."""
+    env = Env()
+
+    def lcores(p):
+        return {l["lcore"]: l for l in p.telemetry("/stats")["/stats"]["lcores"]}
+
+    def held_on_1(p, n=16):
+        held = [hold(p) for _ in range(n)]
+        on1 = lcores(p)[1]["net_connections"]
+        check(on1 > 0, "none of %d sessions landed on lcore 1" % n)
+        return held, on1
+
+    try:
+        b1 = env.add(Backend(h_hold, "one"))
+        p = env.add(Proxy(exe, driver, ["--backend", b1.addr(), "--shutdown-timeout", "20"],
+                          lcores="0-1"))
+        held, on1 = held_on_1(p)
+        r = p.telemetry("/lcore/retire,1")
+        check("error" not in r, "retire: %r" % r)
+        time.sleep(0.5)
+        check(lcores(p)[1]["state"] == "RETIRING",
+              "lcore 1 with %d connections: %r" % (on1, lcores(p)[1]["state"]))
+        for s, _ in held:
+            echo_check(s, "session on a retiring lcore")
+        for _ in range(8):
+            s, n = hold(p)
+            s.close()
+            check(n == "one", "new client while lcore 1 retires")
+        check(lcores(p)[1]["state"] == "RETIRING", "lcore 1 left before its sessions ended")
+        for s, _ in held:
+            s.close()
+        wait_for(lambda: lcores(p)[1]["state"] == "OFFLINE", 5,
+                 "lcore 1 offline once its sessions ended")
+        r = p.telemetry("/lcore/start,1")
+        wait_for(lambda: lcores(p)[1]["state"] == "RUNNING", 5, "lcore 1 running again")
+        held, _ = held_on_1(p)
+        for s, _ in held:
+            s.close()
+        log("retire: %d connections on lcore 1 kept working until their clients closed; "
+            "then offline, and back" % on1)
+        p.stop()
+
+        p = env.add(Proxy(exe, driver, ["--backend", b1.addr(), "--shutdown-timeout", "1"],
+                          lcores="0-1"))
+        held, on1 = held_on_1(p)
+        t0 = time.monotonic()
+        p.telemetry("/lcore/retire,1")
+        wait_for(lambda: lcores(p)[1]["state"] == "OFFLINE", 8,
+                 "lcore 1 offline after --shutdown-timeout")
+        dt = time.monotonic() - t0
+        check(dt >= 0.8, "lcore 1 went offline after %.2f s with sessions open" % dt)
+        closed = alive = 0
+        for s, _ in held:
+            s.settimeout(2)
+            try:
+                s.sendall(b"ping")
+                got = recv_exact(s, 4)
+            except OSError:
+                got = b""
+            if got == b"ping":
+                alive += 1
+            else:
+                closed += 1
+            s.close()
+        check(closed == on1 // 2 and alive == len(held) - closed,
+              "after the timeout: %d closed, %d alive; lcore 1 had %d connections"
+              % (closed, alive, on1))
+        log("retire with --shutdown-timeout 1: offline after %.2f s, its %d sessions closed, "
+            "the other %d alive" % (dt, closed, alive))
+        p.stop()
+    finally:
+        env.close()
+
+
 TESTS = {
     "cli": t_cli,
     "basic": t_basic,
@@ -1076,6 +1153,7 @@ TESTS = {
     "reload": t_reload,
     "drain": t_drain,
     "maxconn": t_maxconn,
+    "retire": t_retire,
 }
 
 
