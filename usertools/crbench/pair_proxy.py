@@ -78,17 +78,19 @@ backend servers
 """
 
 SINK_PY = """\
-import socket, sys
+import socket, sys, threading
+def drain(c):
+    buf = bytearray(1 << 20)
+    while c.recv_into(buf):
+        pass
+    c.close()
 ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind(("127.0.0.1", int(sys.argv[1])))
 ls.listen(16)
-buf = bytearray(1 << 20)
 while True:
     c, _ = ls.accept()
-    while c.recv_into(buf):
-        pass
-    c.close()
+    threading.Thread(target=drain, args=(c,), daemon=True).start()
 """
 
 SEND_PY = """\
