@@ -53,6 +53,8 @@ struct px_lcore {
 
 struct px_relay_conf px_relay;
 static struct px_lcore *lcores[CR_MAX_LCORES];
+/* Counts shared by every lcore, all accesses relaxed: they order nothing else; the CAS
+ * in try_admit() alone keeps admitted at or below --maxconn. */
 static _Atomic uint64_t live;	  /* sessions alive, every lcore */
 static _Atomic uint64_t admitted; /* sessions counted against --maxconn */
 
