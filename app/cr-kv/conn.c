@@ -339,6 +339,8 @@ conn_gone(struct kconn *kc)
 {
 	if (kc->conn == NULL)
 		return;
+	if (kc->close_hard)
+		cr_timer_stop(&kc->kill_timer);
 	cr_conn_set_data(kc->conn, NULL);
 	kc->conn = NULL;
 	if (kc->next != NULL)
@@ -376,6 +378,35 @@ kc_send(struct kconn *kc, const char *p, size_t n)
 }
 
 static void
+kill_fired(struct cr_timer *t, void *arg)
+{
+	struct kconn *kc = arg;
+
+	(void)t;
+	if (kc->conn != NULL)
+		kc_abort(kc);
+}
+
+/*
+ * After a protocol error: send the error, shut our side and stop reading, and reset the
+ * connection shortly after, as redis closes such a client at once rather than reading
+ * whatever else it sends (a NUL and then endless data must not keep it open).
+ */
+static void
+close_hard(struct kconn *kc)
+{
+	if (cr_timer_armed(&kc->kill_timer))
+		return;
+	cr_conn_shutdown_write(kc->conn);
+	if (!kc->read_stopped) {
+		kc->read_stopped = true;
+		cr_conn_read_stop(kc->conn);
+	}
+	cr_timer_init(&kc->kill_timer, kill_fired, kc);
+	cr_timer_start(&kc->kill_timer, 100 * 1000 * 1000ull);
+}
+
+static void
 flush_fifo(struct kconn *kc)
 {
 	struct kv_shard *sh = kc->sh;
@@ -395,7 +426,10 @@ flush_fifo(struct kconn *kc)
 		return;
 	}
 	if (kc->close_after && kc->head == NULL) {
-		cr_conn_close(kc->conn);
+		if (kc->close_hard)
+			close_hard(kc);
+		else
+			cr_conn_close(kc->conn);
 		return;
 	}
 	if (kc->read_stopped && kc->queued < KC_MAX_QUEUED / 4 && kc->blocked == 0) {
@@ -563,6 +597,79 @@ nomem:
 	kreq_finish(kr);
 }
 
+/* SCAN across shards: the shard in the cursor's low bits, from the shard cursor in its
+ * high bits. A shard that finishes with fewer keys than COUNT hands on to the next shard
+ * in the same call (so an empty keyspace answers cursor 0 at once, as redis does). */
+struct scan_state {
+	unsigned bits;
+	long long count, n;
+	bool blocked;
+	char cursor[24];
+};
+
+static void
+scan_cont(struct kreq *kr)
+{
+	struct scan_state *st = kr->state;
+	struct rbuf *o = &kr->one.out;
+	const char *p = o->p, *end = o->p + o->len, *body;
+	unsigned shard = kr->one.shard;
+	unsigned long long local;
+	struct kconn *kc = kr->kc;
+	bool was_blocked = st->blocked;
+	char hdr[64];
+	long long n;
+
+	if (o->len == 0 || p[0] == '-') {
+		rb_reset(&kr->reply);
+		rb_raw(&kr->reply, o->p, o->len);
+		goto done;
+	}
+	p = memchr(p, '\n', (size_t)(end - p)) + 1;	/* "*2" */
+	p = memchr(p, '\n', (size_t)(end - p)) + 1;	/* "$len" */
+	local = strtoull(p, NULL, 10);
+	p = memchr(p, '\n', (size_t)(end - p)) + 1;	/* the cursor */
+	n = strtoll(p + 1, NULL, 10);
+	body = memchr(p, '\n', (size_t)(end - p)) + 1; /* "*n" */
+	rb_raw(&kr->reply, body, (size_t)(end - body));
+	st->n += n;
+	if (local == 0 && shard + 1 < kv.nshards && st->n < st->count) {
+		kreq_set_parts(kr, 1);
+		kr->one.shard = shard + 1;
+		kr->argv[1].p = "0";
+		kr->argv[1].len = 1;
+		kreq_part_args(&kr->one, kr->argc, kr->argv);
+		kr->cont = scan_cont;
+		if (!st->blocked) {
+			/* Later commands of this client wait: they must not overtake the scan. */
+			st->blocked = true;
+			kc->blocked++;
+		}
+		kreq_launch(kr);
+		return;
+	}
+	{
+		unsigned long long global = local != 0 ? local << st->bits | shard
+				 : shard + 1 < kv.nshards ? shard + 1 : 0;
+		struct rbuf keys = kr->reply;
+		int h;
+
+		snprintf(st->cursor, sizeof(st->cursor), "%llu", global);
+		h = snprintf(hdr, sizeof(hdr), "*2\r\n$%zu\r\n%s\r\n*%lld\r\n",
+			     strlen(st->cursor), st->cursor, st->n);
+		rb_init(&kr->reply, NULL, 0);
+		rb_raw(&kr->reply, hdr, (size_t)h);
+		rb_raw(&kr->reply, keys.p, keys.len);
+		rb_fini(&keys);
+	}
+done:
+	kr->cont = NULL;
+	kr->final = &kr->reply;
+	kreq_finish(kr); /* may free kr */
+	if (was_blocked)
+		kv_unblock(kc);
+}
+
 static void
 dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 {
@@ -586,11 +693,26 @@ dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		cursor = 0;
 	}
 	kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
-	if (kr == NULL) {
+	if (kr != NULL)
+		kr->state = calloc(1, sizeof(struct scan_state));
+	if (kr == NULL || kr->state == NULL) {
+		if (kr != NULL)
+			kreq_free(kc->sh, kr);
 		kc_abort(kc);
 		return;
 	}
 	enqueue(kc, kr);
+	{
+		struct scan_state *st = kr->state;
+		uint32_t i;
+
+		st->bits = bits;
+		st->count = 10;
+		for (i = 2; i + 1 < x->argc; i++)
+			if (strcasecmp(x->argv[i].p, "count") == 0)
+				resp_string2ll(x->argv[i + 1].p, x->argv[i + 1].len, &st->count);
+		kr->cont = scan_cont;
+	}
 	kreq_set_parts(kr, 1);
 	kr->one.shard = shard;
 	snprintf(kr->scratch, sizeof(kr->scratch), "%llu", cursor >> bits);
@@ -755,6 +877,7 @@ protocol_error(struct kconn *kc, const char *err, size_t errlen)
 		reply_local_error(kc, buf, errlen + 4);
 	}
 	kc->close_after = true;
+	kc->close_hard = true;
 }
 
 /* Drop the consumed part of the query buffer. */

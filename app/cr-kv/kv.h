@@ -190,6 +190,8 @@ struct kconn {
 	unsigned blocked;	  /* reasons not to run the next command */
 	bool have_cmd;		  /* rp holds a parsed command not yet run */
 	bool close_after;	  /* close once every reply is out */
+	bool close_hard;	  /* ... and promptly: a protocol error, not QUIT */
+	struct cr_timer kill_timer; /* close_hard: reset if the peer keeps sending */
 	bool read_stopped;
 	bool in_input;		  /* process_input() is on the stack */
 	uint64_t id;

@@ -84,6 +84,8 @@ kv_store_create(void)
 	return s;
 }
 
+static void resize(struct kv_store *s, uint64_t n);
+
 static void
 entry_free(struct kv_store *s, struct kv_entry *e)
 {
@@ -109,6 +111,8 @@ kv_store_flush(struct kv_store *s)
 	}
 	s->count = 0;
 	s->nexp = 0;
+	if (s->mask + 1 > MIN_BUCKETS)
+		resize(s, MIN_BUCKETS);
 }
 
 void
@@ -396,6 +400,8 @@ kv_store_scan(struct kv_store *s, uint64_t v, void (*fn)(struct kv_entry *e, voi
 {
 	struct kv_entry *e;
 
+	if (s->count == 0)
+		return 0; /* as dictScan() on an empty table */
 	for (e = s->buckets[v & s->mask]; e != NULL; e = e->next)
 		fn(e, arg);
 	/* Increment the reversed cursor over the masked bits (dictScan). */
