@@ -11,7 +11,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cr_eal.h"
 #include "cr_reactor.h"
@@ -169,6 +171,34 @@ int bench_call_rtt(const struct bench_env *env, double *rtt_ns);
 
 int bench_wake_lcore(const struct bench_env *env, struct wake_result *out);
 int bench_wake_foreign(const struct bench_env *env, struct wake_result *out);
+
+/* ---- bench_proc.c: server processes ---- */
+
+#define BENCH_READY_MS 5000
+
+/* One server process. */
+struct bench_proc {
+	pid_t pid;
+	int out;       /* read end of its stdout */
+	unsigned port; /* from its ready line */
+};
+
+uint64_t bench_now_ns(void);
+/* The directory of this executable. */
+int bench_exe_dir(char *dir, size_t len);
+/* Fork and exec @p path pinned to @p cpus, stdout on a pipe, killed if we die. */
+int bench_proc_spawn(struct bench_proc *s, const char *path, char *const argv[],
+		     const cpu_set_t *cpus);
+/* Read stdout up to the "listening on HOST:PORT" line (kept in @p line); set s->port. */
+int bench_proc_ready(struct bench_proc *s, char *line, size_t len);
+void bench_proc_stop(struct bench_proc *s);
+/* utime + stime of @p pid, in clock ticks. */
+int bench_proc_ticks(pid_t pid, uint64_t *ticks);
+bool bench_proc_alive(pid_t pid);
+
+/* ---- bench_resize.c ---- */
+
+int bench_resize_run(const struct bench_env *env);
 
 /* ---- bench_echo.c, bench_echo_servers.c: the echo mode ---- */
 

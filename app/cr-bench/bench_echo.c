@@ -31,7 +31,6 @@
 
 #define WARMUP_NS	 (500ull * 1000 * 1000)
 #define STALL_NS	 (2000ull * 1000 * 1000)
-#define READY_MS	 5000
 #define EPOLL_BATCH	 256
 #define TARGET_VS_URING	 0.9
 #define TARGET_VS_EPOLL	 1.2
@@ -64,13 +63,6 @@ struct echo_results {
 	char cr_line[256];	   /* cr-echo's ready line */
 };
 
-/* One server process. */
-struct server {
-	pid_t pid;
-	int out; /* read end of its stdout */
-	unsigned port;
-};
-
 struct conn {
 	int fd;
 	uint32_t seq;
@@ -87,108 +79,18 @@ struct client {
 	uint64_t msgs;
 };
 
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* ---- the server processes ---- */
-
 static int
-exe_dir(char *dir, size_t len)
-{
-	ssize_t n = readlink("/proc/self/exe", dir, len - 1);
-	char *slash;
-
-	if (n <= 0)
-		return -errno;
-	dir[n] = '\0';
-	slash = strrchr(dir, '/');
-	if (slash == NULL)
-		return -ENOENT;
-	*slash = '\0';
-	return 0;
-}
-
-/* In the child: pin, die with the parent, stdout to the pipe, exec. Never returns. */
-static void
-child_exec(const struct bench_env *env, int wfd, const char *path, char *const argv[])
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(env->other, &set);
-	if (sched_setaffinity(0, sizeof(set), &set) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 ||
-	    dup2(wfd, STDOUT_FILENO) < 0)
-		_exit(127);
-	if (getppid() == 1)
-		_exit(127); /* the parent is gone already */
-	execv(path, argv);
-	_exit(127);
-}
-
-/* Read the ready line ("... listening on HOST:PORT ..."); keep it in @p line. */
-static int
-await_ready(struct server *s, char *line, size_t len)
-{
-	struct pollfd pfd = {.fd = s->out, .events = POLLIN};
-	uint64_t deadline = now_ns() + READY_MS * 1000000ull;
-	size_t have = 0;
-	const char *at, *colon;
-	ssize_t n;
-
-	while (now_ns() < deadline && have + 1 < len) {
-		if (poll(&pfd, 1, 100) <= 0)
-			continue;
-		n = read(s->out, line + have, len - 1 - have);
-		if (n <= 0)
-			return -EPIPE; /* exited before it was ready */
-		have += (size_t)n;
-		line[have] = '\0';
-		at = strstr(line, "listening on ");
-		if (at == NULL || strchr(at, '\n') == NULL)
-			continue;
-		at += strlen("listening on ");
-		colon = strchr(at, ' ');
-		colon = colon != NULL ? colon : strchr(at, '\n');
-		while (colon > at && colon[-1] != ':')
-			colon--;
-		*strchr(line, '\n') = '\0';
-		s->port = (unsigned)atoi(colon);
-		return s->port > 0 ? 0 : -EPROTO;
-	}
-	return -ETIMEDOUT;
-}
-
-static void
-server_stop(struct server *s)
-{
-	if (s->pid > 0) {
-		kill(s->pid, SIGKILL);
-		(void)waitpid(s->pid, NULL, 0);
-	}
-	bench_child_pid = 0;
-	s->pid = 0;
-	if (s->out >= 0)
-		close(s->out);
-	s->out = -1;
-}
-
-static int
-server_start(const struct bench_env *env, enum echo_server k, struct server *s, char *line,
+server_start(const struct bench_env *env, enum echo_server k, struct bench_proc *s, char *line,
 	     size_t len)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32], lcore[16];
 	char *argv[10];
-	int p[2], rc;
+	cpu_set_t cpus;
+	int rc;
 
 	s->pid = 0;
 	s->out = -1;
-	rc = exe_dir(dir, sizeof(dir));
+	rc = bench_exe_dir(dir, sizeof(dir));
 	if (rc != 0)
 		return rc;
 	snprintf(lcore, sizeof(lcore), "%u", env->other);
@@ -209,70 +111,24 @@ server_start(const struct bench_env *env, enum echo_server k, struct server *s, 
 		argv[2] = "0";
 		argv[3] = NULL;
 	}
-	if (access(path, X_OK) != 0) {
+	CPU_ZERO(&cpus);
+	CPU_SET(env->other, &cpus);
+	rc = bench_proc_spawn(s, path, argv, &cpus);
+	if (rc == -ENOENT || rc == -EACCES) {
 		fprintf(stderr,
 			"cr-bench: echo: %s: %s (cr-echo is expected next to cr-bench, "
 			"in ../cr-echo/ of the build)\n",
-			path, strerror(errno));
-		return -ENOENT;
-	}
-	if (pipe2(p, O_CLOEXEC) != 0)
-		return -errno;
-	fflush(NULL);
-	s->pid = fork();
-	if (s->pid == 0)
-		child_exec(env, p[1], path, argv);
-	close(p[1]);
-	s->out = p[0];
-	if (s->pid < 0) {
-		rc = -errno;
-		s->pid = 0;
-		server_stop(s);
+			path, strerror(-rc));
 		return rc;
 	}
-	bench_child_pid = s->pid;
-	rc = await_ready(s, line, len);
+	if (rc == 0)
+		rc = bench_proc_ready(s, line, len);
 	if (rc != 0) {
 		fprintf(stderr, "cr-bench: echo: %s did not get ready: %s\n", srv_names[k],
 			cr_strerror(rc));
-		server_stop(s);
+		bench_proc_stop(s);
 	}
 	return rc;
-}
-
-/* utime + stime of @p pid, in clock ticks. */
-static int
-server_ticks(pid_t pid, uint64_t *ticks)
-{
-	char path[64], buf[1024];
-	unsigned long long ut, st;
-	const char *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* comm may hold spaces */
-	/* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
-	 * utime stime (fields 3..15) */
-	if (p == NULL ||
-	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-		return -EPROTO;
-	*ticks = ut + st;
-	return 0;
-}
-
-static bool
-server_alive(pid_t pid)
-{
-	return waitpid(pid, NULL, WNOHANG) == 0;
 }
 
 /* ---- the client ---- */
@@ -417,10 +273,10 @@ static int
 client_run(struct client *cl, pid_t server, uint64_t until)
 {
 	struct epoll_event evs[EPOLL_BATCH];
-	uint64_t t, last_msgs = cl->msgs, last_progress = now_ns();
+	uint64_t t, last_msgs = cl->msgs, last_progress = bench_now_ns();
 	int n, i, rc;
 
-	while ((t = now_ns()) < until) {
+	while ((t = bench_now_ns()) < until) {
 		n = epoll_wait(cl->ep, evs, EPOLL_BATCH, 10);
 		if (n < 0 && errno != EINTR)
 			return -errno;
@@ -437,7 +293,7 @@ client_run(struct client *cl, pid_t server, uint64_t until)
 			last_msgs = cl->msgs;
 			last_progress = t;
 		} else if (t - last_progress > STALL_NS) {
-			return server_alive(server) ? -ETIMEDOUT : -ECHILD;
+			return bench_proc_alive(server) ? -ETIMEDOUT : -ECHILD;
 		}
 	}
 	return 0;
@@ -453,17 +309,17 @@ measure(const struct bench_env *env, struct client *cl, pid_t pid, double *mps, 
 	double secs, cpu_s;
 	int rc;
 
-	rc = client_run(cl, pid, now_ns() + WARMUP_NS);
+	rc = client_run(cl, pid, bench_now_ns() + WARMUP_NS);
 	if (rc == 0)
-		rc = server_ticks(pid, &k0);
+		rc = bench_proc_ticks(pid, &k0);
 	if (rc != 0)
 		return rc;
 	m0 = cl->msgs;
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	rc = client_run(cl, pid, t0 + (uint64_t)env->seconds * 1000000000ull);
-	t1 = now_ns();
+	t1 = bench_now_ns();
 	if (rc == 0)
-		rc = server_ticks(pid, &k1);
+		rc = bench_proc_ticks(pid, &k1);
 	if (rc != 0)
 		return rc;
 	secs = (double)(t1 - t0) / 1e9;
@@ -479,7 +335,7 @@ static int
 run_one(const struct bench_env *env, enum echo_server k, unsigned r, struct echo_results *res)
 {
 	char line[256];
-	struct server s;
+	struct bench_proc s;
 	struct client cl;
 	int rc;
 
@@ -500,7 +356,7 @@ run_one(const struct bench_env *env, enum echo_server k, unsigned r, struct echo
 			: rc == -ECHILD	 ? " (the server exited)"
 					 : "");
 	client_close(&cl);
-	server_stop(&s);
+	bench_proc_stop(&s);
 	bench_phase_end();
 	return rc;
 }

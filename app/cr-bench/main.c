@@ -213,6 +213,7 @@ static const struct {
 } modes[] = {
     {"handoff", run_handoff},
     {"echo", bench_echo_run},
+    {"resize", bench_resize_run},
 };
 
 /* Modes cr-bench runs in its own child processes (the echo mode's servers). */
@@ -290,6 +291,11 @@ static const char summary[] =
     "           another in 3 rounds; the client (this process, first CPU) keeps one message\n"
     "           in flight per connection over 127.0.0.1. Messages per server-CPU-second\n"
     "           and the ratios. Options: --connections, --seconds, --message-size.\n"
+    "  resize   cr-echo on both lcores under ping-pong load (client here, on the same two\n"
+    "           CPUs): /pool/resize,1 then /pool/resize,2 on its telemetry socket; time\n"
+    "           to OFFLINE and to RUNNING, echo rate before/on one lcore/after, the lowest\n"
+    "           50 ms window of each transition, and the client's reconnects and resets.\n"
+    "           3 rounds, medians. Options: --connections, --message-size.\n"
     "  echo-server-uring PORT, echo-server-epoll PORT\n"
     "           internal: the echo mode's raw servers (PORT 0: any port), which it starts.\n"
     "\n"

@@ -35,7 +35,9 @@
  *
  * Retiring and shutting down. When an lcore retires or the runtime shuts down, lib/net
  * drains it (cr_net_drain(): call it from the app's on_shutdown and on_retire hooks):
- * its listening sockets close, its UDP sockets stop, and each of its connections closes
+ * its listening sockets drain (new connections steered to the other lcores, queued ones
+ * handed to them; see cr_tcp_listen()) and close, its UDP sockets stop, and each of its
+ * connections closes
  * as by cr_conn_close() (queued bytes go out, then EOF); the lcore keeps running while
  * they finish, about 2 s at most after their queues are sent, unless the shutdown is
  * forced. Whatever is left when the lcore stops is closed then (connections: on_close
@@ -98,6 +100,13 @@ struct cr_net_config {
 	uint32_t max_conns;  /**< connection slots per lcore (default 4096) */
 	uint32_t chunks;     /**< output chunks per lcore (default 1024) */
 	uint32_t chunk_size; /**< bytes per chunk (default 16384; 256 to 1 MiB) */
+	/**
+	 * How long a retiring lcore's listening socket goes on accepting after new
+	 * connections were steered away from it, for handshakes already under way
+	 * (default 50 ms; 0 to 60000). Raise it for clients far away (a round trip), or
+	 * set net.ipv4.tcp_migrate_req=1, which moves what is left at close.
+	 */
+	uint32_t drain_grace_ms;
 };
 
 /** Fill @p cfg with the defaults. Any thread. */
@@ -109,7 +118,7 @@ void cr_net_config_defaults(struct cr_net_config *cfg);
  * concurrently with lcores starting.
  * @param cfg copied.
  * @return 0, -EINVAL (NULL, max_conns or chunks 0 or above 1<<24, chunk_size not in
- *         256..1 MiB), -EBUSY (lcores are running).
+ *         256..1 MiB, drain_grace_ms above 60000), -EBUSY (lcores are running).
  */
 int cr_net_configure(const struct cr_net_config *cfg);
 
@@ -194,9 +203,15 @@ struct cr_tcp_listen_opts {
  * lcore out of file descriptors (EMFILE/ENFILE) retries after a back-off of 10 ms,
  * doubling to at most 160 ms, so it never spins.
  *
- * Lcores started later (cr_lcore_start()) get no socket of this listener. When an lcore
- * retires, its socket closes and connections still in that socket's backlog are reset
- * (steering them to other lcores first is not done).
+ * An lcore started later (cr_lcore_start(), a new incarnation) opens its own socket in
+ * every listener open at the time, and accepts from its first turn; an lcore starting
+ * while the listener itself is being started (before its start messages have gone
+ * round) gets none. When an lcore retires or drains (cr_net_drain()) while other lcores
+ * keep a socket, a classic BPF program on the SO_REUSEPORT group steers new connections
+ * away from its socket; it goes on accepting for drain_grace_ms (struct cr_net_config),
+ * hands every connection it takes to a staying lcore, takes what is left queued, and
+ * closes: no queued connection is reset. The last socket (a shutdown, or one lcore)
+ * just closes, resetting its backlog.
  *
  * Lcore only; the calling lcore becomes the listener's home, which alone can close it:
  * use the main lcore, which never retires.
@@ -218,7 +233,8 @@ int cr_tcp_listen(const struct cr_tcp_listen_opts *opts, const struct cr_conn_op
  */
 void cr_listener_addr(const struct cr_listener *l, struct cr_net_addr *out);
 
-/** Number of listening sockets (one per lcore, or one with single_acceptor). Any thread. */
+/** Listening sockets made by cr_tcp_listen() (one per RUNNING lcore, or one with
+ * single_acceptor); restarted lcores' sockets are not counted. Any thread. */
 unsigned cr_listener_sockets(const struct cr_listener *l);
 
 /**
@@ -387,7 +403,8 @@ void cr_udp_close(struct cr_udp *u);
 /* ---- retiring and shutting down ---- */
 
 /**
- * Drain lib/net on the calling lcore: close its listening sockets, stop its UDP sockets
+ * Drain lib/net on the calling lcore: drain and close its listening sockets (as
+ * cr_tcp_listen() describes), stop its UDP sockets
  * (no more datagrams in or out, no more callbacks; the handles stay valid for
  * cr_udp_close() until the lcore stops) and close each of its connections gracefully, as
  * cr_conn_close() does. Idempotent; a no-op off an lcore.
@@ -418,6 +435,7 @@ struct cr_net_stats {
 	uint64_t udp_out;     /**< datagrams sent */
 	uint64_t udp_drops;   /**< cr_udp_send() refused, or a send failed */
 	uint64_t chunks_free; /**< a gauge: output chunks free */
+	uint64_t handed_off;  /**< connections a draining listener passed to another lcore */
 };
 
 /** Snapshot lcore @p lcore's counters. Any thread. @return 0 or -EINVAL. */

@@ -35,6 +35,12 @@
 #define NET_MAX_LISTENERS 64
 /* Accepted sockets a listening socket holds while its lcore has no free slot. */
 #define NET_STASH 16
+/* A draining socket's last non-blocking accepts: per tick, and in all on a listener's
+ * home for a socket whose lcore never started accepting. */
+#define NET_DRAIN_BATCH 64
+#define NET_DRAIN_ACCEPT_MAX 4096
+/* A draining socket retries hand-offs the mailboxes refused (full) this often. */
+#define NET_DRAIN_RETRY_NS (100ull * 1000)
 
 /* One piece of an output queue: data[off, len) is still to be sent. */
 struct net_chunk {
@@ -94,7 +100,7 @@ struct cr_udp;
 struct net_counters {
 	_Atomic uint64_t accepted, refused, accept_backoffs, connected, closed, conns;
 	_Atomic uint64_t bytes_in, bytes_out, send_nobufs, short_sends, udp_in, udp_out, udp_drops;
-	_Atomic uint64_t chunks_free;
+	_Atomic uint64_t chunks_free, handed_off;
 };
 
 #define NET_STAT_ADD(nl, field, v)                                                         \
@@ -133,6 +139,8 @@ struct net_lcore {
 };
 
 extern struct net_lcore cr__net_lcores[CR_MAX_LCORES];
+/* How long a retiring lcore's listening socket goes on accepting (cr_net_config). */
+extern uint64_t cr__net_drain_grace_ns;
 extern struct cr_log_component cr__net_log;
 
 /* The current lcore's state if lib/net runs on it, else NULL with errno EPERM. */
@@ -164,7 +172,8 @@ int cr__socket_opts_nodelay(int fd, bool nagle);
 
 /* Listeners (net_listen.c). */
 void cr__listen_lcore_stop(struct net_lcore *nl);
-void cr__listen_lcore_drain(struct net_lcore *nl);
+bool cr__listen_lcore_drain(struct net_lcore *nl, bool forced);
+void cr__listen_lcore_rejoin(struct net_lcore *nl);
 void cr__listen_slot_freed(struct net_lcore *nl);
 
 /* UDP (net_udp.c). */

@@ -25,9 +25,13 @@ struct net_lcore cr__net_lcores[CR_MAX_LCORES];
 #define DEFAULT_MAX_CONNS 4096
 #define DEFAULT_CHUNKS 1024
 #define DEFAULT_CHUNK_SIZE 16384
+#define DEFAULT_DRAIN_GRACE_MS 50
 #define MAX_COUNT (1u << 24)
+#define MAX_DRAIN_GRACE_MS 60000
 
-static struct cr_net_config net_cfg = {DEFAULT_MAX_CONNS, DEFAULT_CHUNKS, DEFAULT_CHUNK_SIZE};
+static struct cr_net_config net_cfg = {DEFAULT_MAX_CONNS, DEFAULT_CHUNKS, DEFAULT_CHUNK_SIZE,
+				       DEFAULT_DRAIN_GRACE_MS};
+uint64_t cr__net_drain_grace_ns = DEFAULT_DRAIN_GRACE_MS * 1000000ull;
 
 void
 cr_net_config_defaults(struct cr_net_config *cfg)
@@ -35,6 +39,7 @@ cr_net_config_defaults(struct cr_net_config *cfg)
 	cfg->max_conns = DEFAULT_MAX_CONNS;
 	cfg->chunks = DEFAULT_CHUNKS;
 	cfg->chunk_size = DEFAULT_CHUNK_SIZE;
+	cfg->drain_grace_ms = DEFAULT_DRAIN_GRACE_MS;
 }
 
 int
@@ -42,12 +47,13 @@ cr_net_configure(const struct cr_net_config *cfg)
 {
 	if (cfg == NULL || cfg->max_conns == 0 || cfg->max_conns > MAX_COUNT ||
 	    cfg->chunks == 0 || cfg->chunks > MAX_COUNT || cfg->chunk_size < 256 ||
-	    cfg->chunk_size > (1u << 20))
+	    cfg->chunk_size > (1u << 20) || cfg->drain_grace_ms > MAX_DRAIN_GRACE_MS)
 		return -EINVAL;
 	/* Lcores size their memory when they start: changing it under them is refused. */
 	if (cr_lcore_count() != 0)
 		return -EBUSY;
 	net_cfg = *cfg;
+	cr__net_drain_grace_ns = cfg->drain_grace_ms * 1000000ull;
 	return 0;
 }
 
@@ -165,6 +171,8 @@ net_lcore_start(unsigned lcore)
 	for (i = net_cfg.chunks; i-- > 0;)
 		cr__net_chunk_put(nl, (struct net_chunk *)(nl->chunk_mem + nl->chunk_stride * i));
 	nl->up = true;
+	/* A restart: listening again on every listener still open. */
+	cr__listen_lcore_rejoin(nl);
 	return 0;
 }
 
@@ -206,7 +214,7 @@ net_drain(struct net_lcore *nl)
 	if (nl->draining)
 		return;
 	nl->draining = true;
-	cr__listen_lcore_drain(nl);
+	(void)cr__listen_lcore_drain(nl, false);
 	cr__udp_lcore_drain(nl);
 	for (c = nl->live; c != NULL; c = c->next)
 		cr_conn_close(c);
@@ -223,18 +231,21 @@ cr_net_drain(void)
 
 /*
  * The lcore is retiring or shutting down: drain it (if cr_net_drain() has not already),
- * and keep it up while a connection is still closing, at most about NET_LINGER_NS after
- * its queue is sent; once the shutdown is forced, lcore_stop ends the rest.
+ * and keep it up while a listening socket is draining (the grace period) or a connection
+ * is still closing, at most about NET_LINGER_NS after its queue is sent; once the
+ * shutdown is forced, the sockets close and lcore_stop ends the rest.
  */
 static bool
 net_lcore_busy(unsigned lcore, bool forced)
 {
 	struct net_lcore *nl = &cr__net_lcores[lcore];
+	bool listening;
 
 	if (!nl->up)
 		return false;
 	net_drain(nl);
-	return !forced && nl->live != NULL;
+	listening = cr__listen_lcore_drain(nl, forced);
+	return !forced && (nl->live != NULL || listening);
 }
 
 static const struct cr_reactor_module net_module = {
@@ -260,6 +271,7 @@ READER(accepted)
 READER(accept_backoffs)
 READER(bytes_in)
 READER(bytes_out)
+READER(handed_off)
 
 __attribute__((constructor)) static void
 net_register(void)
@@ -277,6 +289,9 @@ net_register(void)
 				     "TCP bytes received.", read_bytes_in, NULL);
 	cr_telemetry_reader_register("net_bytes_out", CR_TELEMETRY_COUNTER,
 				     "TCP bytes sent.", read_bytes_out, NULL);
+	cr_telemetry_reader_register("net_handed_off", CR_TELEMETRY_COUNTER,
+				     "Connections a draining listener passed to another lcore.",
+				     read_handed_off, NULL);
 }
 
 #define LOAD(f) atomic_load_explicit(&nl->stats.f, memory_order_relaxed)
@@ -303,5 +318,6 @@ cr_net_stats(unsigned lcore, struct cr_net_stats *out)
 	out->udp_out = LOAD(udp_out);
 	out->udp_drops = LOAD(udp_drops);
 	out->chunks_free = LOAD(chunks_free);
+	out->handed_off = LOAD(handed_off);
 	return 0;
 }

@@ -7,9 +7,14 @@
 
 #include "reactor_internal.h"
 
-/* While closing, holds on our mailbox may drop without a message (a refused sender), so
- * the park is bounded and the state re-checked. */
+/* Once our mailbox is closed, holds on it may drop without a message (a refused sender),
+ * and a shutdown's deadline passes without one: the park is bounded and the state
+ * re-checked. */
 #define CLOSING_PARK_NS (100 * 1000)
+/* Retiring with the mailbox still open, we wait for leases, modules and our calls: a
+ * release wakes us, and so do completions, messages and timers. The bound only guards
+ * against a wake nobody sends. */
+#define CLOSING_OPEN_PARK_NS (10 * 1000 * 1000)
 
 static unsigned
 run_completions(struct cr_lcore *lc)
@@ -200,8 +205,15 @@ cr__park_commit(struct cr_lcore *lc)
 	uint64_t next = cr_timer_wheel_next(lc->wheel), now = cr__rt.clock(), timeout;
 
 	timeout = next == UINT64_MAX ? UINT64_MAX : (next > now ? next - now : 0);
-	if (lc->closing && timeout > CLOSING_PARK_NS)
-		timeout = CLOSING_PARK_NS;
+	if (lc->closing) {
+		uint64_t cap = cr_mailbox_is_open(&lc->mbox) &&
+					       !atomic_load_explicit(&cr__rt.stop, memory_order_relaxed)
+				       ? CLOSING_OPEN_PARK_NS
+				       : CLOSING_PARK_NS;
+
+		if (timeout > cap)
+			timeout = cap;
+	}
 	CR_STAT_ADD(lc, parks, 1);
 	lc->ops->park(lc->be_own, timeout);
 	/* A waker that claimed the flag already cleared it; clearing again is harmless. */

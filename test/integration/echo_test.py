@@ -21,6 +21,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -532,6 +533,129 @@ def t_faults(exe, driver):
         srv.kill()
 
 
+# ---- retirement under a connection storm ----
+
+def telemetry(path, cmd, timeout=5.0):
+    """One telemetry request; the decoded JSON reply."""
+    import json
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(path)
+        s.sendall(cmd.encode() + b"\n")
+        buf = b""
+        while b"\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    return json.loads(buf.split(b"\n", 1)[0])
+
+
+def lcore_state(path, lcore):
+    for lc in telemetry(path, "/lcores")["/lcores"]:
+        if lc["lcore"] == lcore:
+            return lc["state"]
+    return None
+
+
+def wait_state(path, lcore, state, limit=10.0):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if lcore_state(path, lcore) == state:
+            return time.monotonic()
+        time.sleep(0.005)
+    raise Failure("lcore %d not %s within %.0f s" % (lcore, state, limit))
+
+
+def storm_client(srv, stop, counts, lock):
+    """Short connections back to back: connect, 32 bytes, their echo, close."""
+    payload = os.urandom(32)
+    while not stop.is_set():
+        try:
+            s = srv.connect(timeout=5.0)
+        except ConnectionRefusedError:
+            what = "refused"
+        except ConnectionResetError:
+            what = "reset"
+        except OSError:
+            what = "connect_error"
+        else:
+            try:
+                s.sendall(payload)
+                got = recv_exact(s, len(payload))
+                what = "ok" if got == payload else ("eof" if len(got) < len(payload)
+                                                    else "corrupt")
+            except ConnectionResetError:
+                what = "reset"
+            except BrokenPipeError:
+                what = "reset"
+            except socket.timeout:
+                what = "timeout"
+            finally:
+                s.close()
+        with lock:
+            counts[what] = counts.get(what, 0) + 1
+
+
+def t_storm(exe, driver):
+    """Retire lcore 1 and start it again, twice, under a storm of short connections:
+    the clients count no reset and no refusal, and lcore 1 accepts again after each
+    start. A connection live on lcore 1 when it retires is closed gracefully (EOF,
+    never RST): counted as eof, reported, not a failure."""
+    if len(os.sched_getaffinity(0)) < 2:
+        log("SKIP: needs 2 CPUs")
+        return SKIP
+    rt = tempfile.mkdtemp(prefix="cr-storm.")
+    os.chmod(rt, 0o700)
+    os.environ["XDG_RUNTIME_DIR"] = rt
+    srv = Server(exe, driver, lcores="0,1")
+    try:
+        tpath = os.path.join(rt, "coreact", "cr-echo.%d.sock" % srv.pid)
+        stop = threading.Event()
+        counts, lock = {}, threading.Lock()
+        threads = [threading.Thread(target=storm_client, args=(srv, stop, counts, lock))
+                   for _ in range(6)]
+        for t in threads:
+            t.start()
+        accepted_after = []
+        try:
+            for cycle in range(2):
+                time.sleep(0.4)
+                t0 = time.monotonic()
+                r = telemetry(tpath, "/lcore/retire,1")
+                check("error" not in json_text(r), "retire refused: %r" % r)
+                t1 = wait_state(tpath, 1, "OFFLINE")
+                log("cycle %d: /lcore/retire,1 -> OFFLINE in %.1f ms" % (cycle, (t1 - t0) * 1e3))
+                time.sleep(0.3)
+                r = telemetry(tpath, "/lcore/start,1")
+                check("error" not in json_text(r), "start refused: %r" % r)
+                wait_state(tpath, 1, "RUNNING")
+                time.sleep(0.4)
+                st = telemetry(tpath, "/stats")["/stats"]["lcores"]
+                accepted_after.append([lc["net_accepted"] for lc in st if lc["lcore"] == 1][0])
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(10)
+        log("storm (%s): %r; lcore 1 accepted after each restart: %r"
+            % (driver, counts, accepted_after))
+        check(counts.get("ok", 0) > 100, "too few exchanges to mean anything: %r" % counts)
+        for bad in ("reset", "refused", "connect_error", "corrupt", "timeout"):
+            check(counts.get(bad, 0) == 0, "%d %s during retirement: %r"
+                  % (counts.get(bad, 0), bad, counts))
+        check(all(n > 0 for n in accepted_after),
+              "lcore 1 accepted nothing after a restart: %r" % accepted_after)
+    finally:
+        srv.stop()
+        shutil.rmtree(rt, ignore_errors=True)
+    return 0
+
+
+def json_text(obj):
+    import json
+    return json.dumps(obj)
+
+
 TESTS = {
     "cli": t_cli,
     "basic": t_basic,
@@ -540,6 +664,7 @@ TESTS = {
     "payload": t_payload,
     "emfile": t_emfile,
     "faults": t_faults,
+    "storm": t_storm,
 }
 
 

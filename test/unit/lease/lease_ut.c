@@ -110,6 +110,37 @@ test_admission_closed(void)
 	CU_ASSERT_TRUE(done(1));
 }
 
+/*
+ * A retiring lcore kept by a lease sleeps until the release wakes it (bounded at 10 ms
+ * against a lost wake), not in 100 us naps: the release's wake is what ends the wait.
+ */
+static void
+test_retiring_with_lease_parks_until_release(void)
+{
+	struct cr_lease a = CR_LEASE_INIT;
+	struct cr_backend *be = ut_be(1);
+	uint64_t signals;
+
+	fresh();
+	be = ut_be(1);
+	acquire_on(1, &a, 0);
+	CU_ASSERT_EQUAL(cr_lcore_retire(1, NULL, NULL), 0);
+	CU_ASSERT_FALSE(done(1));
+	ut_set_current(1);
+	CU_ASSERT_TRUE_FATAL(cr__park_prepare(ut_lcore(1)));
+	cr__park_commit(ut_lcore(1));
+	ut_set_current(CR_LCORE_NONE);
+	CU_ASSERT_TRUE(be->last_timeout >= 10ull * 1000 * 1000);
+	/* It parked again, flag up: the release from a foreign thread wakes it. */
+	ut_set_current(1);
+	CU_ASSERT_TRUE_FATAL(cr__park_prepare(ut_lcore(1)));
+	ut_set_current(CR_LCORE_NONE);
+	signals = be->wake_signals;
+	cr_lease_release(&a);
+	CU_ASSERT_EQUAL(be->wake_signals, signals + 1);
+	CU_ASSERT_TRUE(done(1));
+}
+
 /* The race itself: a hold counted before the close keeps the lcore; one after fails. */
 static void
 test_acquire_vs_close_ordering(void)
@@ -320,6 +351,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_off_lcore_rejected),
 	UT_CASE(test_stale_incarnation_release),
 	UT_CASE(test_retire_errors),
+	UT_CASE(test_retiring_with_lease_parks_until_release),
 };
 
 UT_MAIN("lease", cases, setup, teardown)

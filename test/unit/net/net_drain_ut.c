@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Listener drain on retirement (net_listen.c): connections queued in a retiring lcore's
+ * SO_REUSEPORT socket are handed to the lcores that stay, none is reset, new ones are
+ * steered away, and a restarted lcore listens again. Runs on two real lcores, once per
+ * io driver.
+ *
+ * Every connection gets, on open, one byte from the server: the id of the lcore that
+ * serves it. The client counts what it read, so a reset, an EOF before the byte or a
+ * connection served by the wrong lcore all show.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+
+#include "net_ut.h"
+
+#define NQUEUED 64 /* connected while the lcore that will retire is blocked */
+#define NAFTER 32  /* connected after it retired */
+#define NREJOIN 64 /* connected after it started again */
+#define NLARGE 2400 /* about half queued on the retiring lcore */
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	unsigned main_id, other_id;
+	pthread_t client;
+	_Atomic bool blocked, connected, done;
+	_Atomic int opens, closes;
+	int served_by[3][CR_MAX_LCORES]; /* client side: phase x lcore */
+	int failed[3];			 /* client side: no byte (reset, EOF, timeout) */
+	int retire_rc, start_rc;
+	bool early;
+	int nqueued;
+	unsigned backlog;
+	struct cr_call call;
+	struct cr_net_stats other_after;
+} T;
+
+static void
+d_open(struct cr_conn *c)
+{
+	uint8_t id = (uint8_t)cr_lcore_id();
+
+	atomic_fetch_add(&T.opens, 1);
+	CU_ASSERT_EQUAL(cr_conn_send(c, &id, 1), 0);
+}
+
+static void
+d_close(struct cr_conn *c, int err)
+{
+	(void)c;
+	(void)err;
+	atomic_fetch_add(&T.closes, 1);
+}
+
+static const struct cr_conn_ops d_ops = {d_open, NULL, NULL, NULL, d_close};
+
+/* On the lcore that will retire: hold its loop (no accepting) until the clients are
+ * queued, then retire it from here, so the drain meets a full backlog. */
+static void
+block_then_retire(void *arg)
+{
+	uint64_t until = ut_ms() + 5000;
+
+	(void)arg;
+	atomic_store(&T.blocked, true);
+	while (!atomic_load(&T.connected) && ut_ms() < until)
+		ut_sleep_ms(1);
+	T.retire_rc = cr_lcore_retire(T.other_id, NULL, NULL);
+	/* As the on_retire hook would, but before this lcore polls its I/O again. */
+	cr_net_drain();
+}
+
+/* Connect @p n clients, then read each one's byte. */
+static void
+connect_and_read(int phase, int n)
+{
+	int *fds = calloc((size_t)n, sizeof(int)), i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fds);
+	for (i = 0; i < n; i++)
+		fds[i] = ut_connect(&T.addr, 0);
+	if (phase == 0)
+		atomic_store(&T.connected, true);
+	for (i = 0; i < n; i++) {
+		uint8_t id;
+
+		if (fds[i] >= 0 && ut_read_n(fds[i], &id, 1) == 1)
+			T.served_by[phase][id]++;
+		else
+			T.failed[phase]++;
+		if (fds[i] >= 0)
+			close(fds[i]);
+	}
+	free(fds);
+}
+
+static bool
+wait_flag(_Atomic bool *f, unsigned ms)
+{
+	uint64_t until = ut_ms() + ms;
+
+	while (!atomic_load(f) && ut_ms() < until)
+		ut_sleep_ms(1);
+	return atomic_load(f);
+}
+
+static void *
+client(void *arg)
+{
+	uint64_t until;
+
+	(void)arg;
+	/* Phase 0: a full backlog on the lcore that retires. */
+	CU_ASSERT_TRUE(wait_flag(&T.blocked, 5000));
+	connect_and_read(0, T.nqueued);
+	/* Phase 1: it is gone; everything goes to the main lcore. */
+	until = ut_ms() + 5000;
+	while (cr_lcore_state(T.other_id) != CR_LCORE_OFFLINE && ut_ms() < until)
+		ut_sleep_ms(1);
+	CU_ASSERT_EQUAL(cr_lcore_state(T.other_id), CR_LCORE_OFFLINE);
+	cr_net_stats(T.other_id, &T.other_after);
+	connect_and_read(1, NAFTER);
+	/* Phase 2: started again, it listens again. */
+	T.start_rc = cr_lcore_start(T.other_id);
+	until = ut_ms() + 5000;
+	while (cr_lcore_state(T.other_id) != CR_LCORE_RUNNING && ut_ms() < until)
+		ut_sleep_ms(1);
+	ut_sleep_ms(20); /* its first turn arms the accept */
+	connect_and_read(2, NREJOIN);
+	atomic_store(&T.done, true);
+	return NULL;
+}
+
+static bool
+d_finished(void *arg)
+{
+	(void)arg;
+	if (!atomic_load(&T.done))
+		return false;
+	cr_reactor_stop();
+	return true;
+}
+
+static struct ut_every every;
+
+static void
+nop(void *arg)
+{
+	(void)arg;
+}
+
+static void
+block_other(void *arg)
+{
+	(void)arg;
+	CU_ASSERT_EQUAL(cr_send(T.other_id, block_then_retire, NULL), 0);
+}
+
+static void
+d_start(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	o.backlog = T.backlog;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &d_ops, NULL, &T.l), 0);
+	cr_listener_addr(T.l, &T.addr);
+	if (T.early) {
+		/* Before the listener's start message reaches it: its socket never accepts. */
+		CU_ASSERT_EQUAL(cr_send(T.other_id, block_then_retire, NULL), 0);
+	} else {
+		/* A chain started after the listener's reaches each lcore after it. */
+		CU_ASSERT_EQUAL(cr_for_each_lcore(&T.call, nop, NULL, block_other, NULL), 0);
+	}
+	CU_ASSERT_EQUAL(pthread_create(&T.client, NULL, client, NULL), 0);
+	ut_every(&every, 2, d_finished, NULL);
+}
+
+static void
+run_drain(bool early, int nqueued)
+{
+	struct rlimit rl;
+
+	if (ut_table.n < 2) {
+		CU_PASS("one lcore: nothing to drain to");
+		return;
+	}
+	memset(&T, 0, sizeof(T));
+	T.early = early;
+	T.nqueued = nqueued;
+	T.backlog = 4096;
+	/* Both ends of every connection live in this process. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	T.main_id = ut_table.lcores[0].lcore_id;
+	T.other_id = ut_table.lcores[1].lcore_id;
+	ut_table.main_lcore = T.main_id;
+	ut_net_run(d_start, NULL, 30000);
+	pthread_join(T.client, NULL);
+	CU_ASSERT_EQUAL(T.retire_rc, 0);
+	CU_ASSERT_EQUAL(T.start_rc, 0);
+	/* Nothing reset or dropped, in any phase. */
+	CU_ASSERT_EQUAL(T.failed[0], 0);
+	CU_ASSERT_EQUAL(T.failed[1], 0);
+	CU_ASSERT_EQUAL(T.failed[2], 0);
+	/* The backlog of the retiring lcore was served by the main lcore: handed off. */
+	CU_ASSERT_EQUAL(T.served_by[0][T.main_id], T.nqueued);
+	/* Early, the home took the backlog itself (nothing counted on the other lcore). */
+	if (!T.early)
+		CU_ASSERT_TRUE(T.other_after.handed_off > 0);
+	CU_ASSERT_EQUAL(T.other_after.refused, 0);
+	CU_ASSERT_EQUAL(T.served_by[1][T.main_id], NAFTER);
+	/* The kernel spreads 64 connections over both sockets again. */
+	CU_ASSERT_TRUE(T.served_by[2][T.other_id] > 0);
+	CU_ASSERT_EQUAL(T.served_by[2][T.main_id] + T.served_by[2][T.other_id], NREJOIN);
+}
+
+/* The retiring lcore accepts (its shard is running): the drain steers and hands off. */
+static void
+test_retire_hands_off_queued_and_rejoins(void)
+{
+	run_drain(false, NQUEUED);
+}
+
+/* It retires before it ever accepted: the listener's home takes its backlog. */
+static void
+test_retire_before_accepting_hands_off(void)
+{
+	run_drain(true, NQUEUED);
+}
+
+/* ---- a listener whose home retires is not joined again ---- */
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	unsigned home, other;
+	pthread_t client;
+	_Atomic bool listening, done;
+	int served_by[CR_MAX_LCORES], failed, rc;
+} H;
+
+static void
+home_listen(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	H.rc = cr_tcp_listen(&o, &d_ops, NULL, &H.l);
+	if (H.rc == 0)
+		cr_listener_addr(H.l, &H.addr);
+	atomic_store(&H.listening, true);
+}
+
+static void *
+home_client(void *arg)
+{
+	uint64_t until;
+	int i;
+
+	(void)arg;
+	if (!wait_flag(&H.listening, 5000) || H.rc != 0)
+		goto out;
+	ut_sleep_ms(20); /* the start messages go round */
+	CU_ASSERT_EQUAL(cr_lcore_retire(H.home, NULL, NULL), 0);
+	until = ut_ms() + 5000;
+	while (cr_lcore_state(H.home) != CR_LCORE_OFFLINE && ut_ms() < until)
+		ut_sleep_ms(1);
+	CU_ASSERT_EQUAL(cr_lcore_start(H.home), 0);
+	until = ut_ms() + 5000;
+	while (cr_lcore_state(H.home) != CR_LCORE_RUNNING && ut_ms() < until)
+		ut_sleep_ms(1);
+	ut_sleep_ms(20);
+	for (i = 0; i < 32; i++) {
+		int fd = ut_connect(&H.addr, 0);
+		uint8_t id;
+
+		if (fd >= 0 && ut_read_n(fd, &id, 1) == 1)
+			H.served_by[id]++;
+		else
+			H.failed++;
+		if (fd >= 0)
+			close(fd);
+	}
+out:
+	atomic_store(&H.done, true);
+	return NULL;
+}
+
+static bool
+h_finished(void *arg)
+{
+	(void)arg;
+	if (!atomic_load(&H.done))
+		return false;
+	cr_reactor_stop();
+	return true;
+}
+
+static void
+h_start(void *arg)
+{
+	(void)arg;
+	CU_ASSERT_EQUAL(cr_send(H.home, home_listen, NULL), 0);
+	CU_ASSERT_EQUAL(pthread_create(&H.client, NULL, home_client, NULL), 0);
+	ut_every(&every, 2, h_finished, NULL);
+}
+
+/*
+ * The app's handle dies with the listener's home lcore (nothing can close the listener
+ * afterwards), so the home's next incarnation must not open a socket in it; the other
+ * lcores' sockets serve on until they stop.
+ */
+static void
+test_listener_of_retired_home_not_rejoined(void)
+{
+	if (ut_table.n < 2) {
+		CU_PASS("one lcore");
+		return;
+	}
+	memset(&H, 0, sizeof(H));
+	H.other = ut_table.lcores[0].lcore_id;
+	H.home = ut_table.lcores[1].lcore_id;
+	ut_table.main_lcore = H.other;
+	ut_net_run(h_start, NULL, 30000);
+	pthread_join(H.client, NULL);
+	CU_ASSERT_EQUAL(H.rc, 0);
+	CU_ASSERT_EQUAL(H.failed, 0);
+	CU_ASSERT_EQUAL(H.served_by[H.home], 0);
+	CU_ASSERT_EQUAL(H.served_by[H.other], 32);
+}
+
+/* More than a mailbox ring holds, queued on the retiring lcore: all handed off. */
+static void
+test_retire_hands_off_a_large_backlog(void)
+{
+	run_drain(false, NLARGE);
+}
+
+/* ---- a listener closed while a shard drains ---- */
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	unsigned main_id, other_id;
+	pthread_t client;
+	struct cr_call call;
+	_Atomic bool blocked, connected, closed, done;
+	_Atomic int opens_after_close;
+	int connected_n;
+} C;
+
+static void
+c_open(struct cr_conn *c)
+{
+	(void)c;
+	if (atomic_load(&C.closed))
+		atomic_fetch_add(&C.opens_after_close, 1);
+}
+
+static const struct cr_conn_ops c_ops = {c_open, NULL, NULL, NULL, d_close};
+
+/* On main: the listener closes while lcore 1 still has its backlog. */
+static void
+c_close_listener(void *arg)
+{
+	(void)arg;
+	cr_listener_close(C.l);
+	atomic_store(&C.closed, true);
+}
+
+/* On lcore 1: blocked until the clients are queued and main has closed the listener,
+ * then it retires and drains: the backlog it takes must not reach on_open. */
+static void
+c_block(void *arg)
+{
+	uint64_t until = ut_ms() + 5000;
+
+	(void)arg;
+	atomic_store(&C.blocked, true);
+	while ((!atomic_load(&C.connected) || !atomic_load(&C.closed)) && ut_ms() < until)
+		ut_sleep_ms(1);
+	CU_ASSERT_EQUAL(cr_lcore_retire(C.other_id, NULL, NULL), 0);
+	cr_net_drain();
+}
+
+static void
+c_block_other(void *arg)
+{
+	(void)arg;
+	CU_ASSERT_EQUAL(cr_send(C.other_id, c_block, NULL), 0);
+}
+
+static void *
+c_client(void *arg)
+{
+	int fds[64], i;
+
+	(void)arg;
+	CU_ASSERT_TRUE(wait_flag(&C.blocked, 5000));
+	for (i = 0; i < 64; i++)
+		fds[i] = ut_connect(&C.addr, 0);
+	atomic_store(&C.connected, true);
+	CU_ASSERT_EQUAL(cr_send(C.main_id, c_close_listener, NULL), 0);
+	ut_sleep_ms(300); /* lcore 1 drains: grace and hand-offs */
+	for (i = 0; i < 64; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	atomic_store(&C.done, true);
+	return NULL;
+}
+
+static bool
+c_finished(void *arg)
+{
+	(void)arg;
+	if (!atomic_load(&C.done))
+		return false;
+	cr_reactor_stop();
+	return true;
+}
+
+static void
+c_start(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &c_ops, NULL, &C.l), 0);
+	cr_listener_addr(C.l, &C.addr);
+	CU_ASSERT_EQUAL(cr_for_each_lcore(&C.call, nop, NULL, c_block_other, NULL), 0);
+	CU_ASSERT_EQUAL(pthread_create(&C.client, NULL, c_client, NULL), 0);
+	ut_every(&every, 2, c_finished, NULL);
+}
+
+/* A draining shard of a closed listener hands nothing on: no on_open after the close. */
+static void
+test_closed_listener_drains_nothing(void)
+{
+	if (ut_table.n < 2) {
+		CU_PASS("one lcore");
+		return;
+	}
+	memset(&C, 0, sizeof(C));
+	C.main_id = ut_table.lcores[0].lcore_id;
+	C.other_id = ut_table.lcores[1].lcore_id;
+	ut_table.main_lcore = C.main_id;
+	ut_net_run(c_start, NULL, 30000);
+	pthread_join(C.client, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&C.opens_after_close), 0);
+}
+
+static const struct ut_case cases[] = {
+	UT_CASE(test_retire_hands_off_queued_and_rejoins),
+	UT_CASE(test_retire_before_accepting_hands_off),
+	UT_CASE(test_listener_of_retired_home_not_rejoined),
+	UT_CASE(test_retire_hands_off_a_large_backlog),
+	UT_CASE(test_closed_listener_drains_nothing),
+};
+
+UT_MAIN("net_drain", cases, ut_net_setup, NULL)
