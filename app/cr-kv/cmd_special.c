@@ -85,9 +85,9 @@ struct rename_state {
 	bool nx;
 	struct kv_arg put[5];
 	char expire[24];
-	char *value;
 	char answer[128]; /* the client's reply, while the source is being restored */
 	size_t alen;
+	char value[]; /* the value taken from the source (the state grows to hold it) */
 };
 
 static void
@@ -180,11 +180,12 @@ rename_taken(struct kreq *kr)
 	}
 	vlen = strtoll(p + 1, NULL, 10);
 	v = memchr(p, '\n', (size_t)(end - p)) + 1;
-	st->value = malloc((size_t)vlen + 1);
-	if (st->value == NULL) {
+	st = realloc(kr->state, sizeof(*st) + (size_t)vlen + 1);
+	if (st == NULL) {
 		finish(kr, "-OOM out of memory in rename\r\n", 30);
 		return;
 	}
+	kr->state = st; /* freed with the request */
 	memcpy(st->value, v, (size_t)vlen);
 	st->value[vlen] = '\0';
 	p = v + vlen + 2; /* ":expire" */

@@ -213,6 +213,27 @@ kv_unblock(struct kconn *kc)
 		process_input(kc);
 }
 
+static void retry_run(void *arg);
+
+static void
+retry_timer(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	retry_run(arg);
+}
+
+/* Retry next turn: a deferred task, or if the defer queue is full a timer one tick away.
+ * (Not an active poller: an lcore with one never parks.) */
+static void
+retry_arm(struct kv_shard *sh)
+{
+	if (sh->retry_armed)
+		return;
+	sh->retry_armed = true;
+	if (cr_defer(retry_run, sh) != 0)
+		cr_timer_start(&sh->retry_timer, 1);
+}
+
 static void
 retry_push(struct kv_shard *sh, struct kreq *kr)
 {
@@ -222,6 +243,7 @@ retry_push(struct kv_shard *sh, struct kreq *kr)
 	kr->next_retry = NULL;
 	*sh->retry_tail = kr;
 	sh->retry_tail = &kr->next_retry;
+	retry_arm(sh);
 }
 
 void
@@ -297,22 +319,21 @@ kreq_finish(struct kreq *kr)
 		flush_fifo(kc);
 }
 
-static int
-retry_poll(void *arg)
+static void
+retry_run(void *arg)
 {
 	struct kv_shard *sh = arg;
 	struct kreq *kr = sh->retry, *next;
-	int n = 0;
 
+	sh->retry_armed = false;
+	cr_timer_stop(&sh->retry_timer);
 	sh->retry = NULL;
 	sh->retry_tail = &sh->retry;
 	for (; kr != NULL; kr = next) {
 		next = kr->next_retry;
 		kr->on_retry = false;
-		kreq_launch(kr);
-		n++;
+		kreq_launch(kr); /* may put it back (and re-arm) */
 	}
-	return n;
 }
 
 /* ---- connections ---- */
@@ -920,6 +941,16 @@ send_batch(struct kconn *kc)
 }
 
 static void
+stop_reading_if_needed(struct kconn *kc)
+{
+	if (kc->conn != NULL && !kc->read_stopped &&
+	    (kc->queued >= KC_MAX_QUEUED || (kc->blocked != 0 && kc->qlen > QBUF_SHRINK))) {
+		kc->read_stopped = true;
+		cr_conn_read_stop(kc->conn);
+	}
+}
+
+static void
 process_input(struct kconn *kc)
 {
 	kc->in_input = true;
@@ -939,21 +970,12 @@ process_input(struct kconn *kc)
 	if (kc->conn != NULL) {
 		compact(kc);
 		send_batch(kc);
+		stop_reading_if_needed(kc);
 	} else {
 		kc->sh->batch.len = 0;
 	}
 	kc->in_input = false;
 	flush_fifo(kc); /* may free kc */
-}
-
-static void
-stop_reading_if_needed(struct kconn *kc)
-{
-	if (kc->conn != NULL && !kc->read_stopped &&
-	    (kc->queued >= KC_MAX_QUEUED || (kc->blocked != 0 && kc->qlen > QBUF_SHRINK))) {
-		kc->read_stopped = true;
-		cr_conn_read_stop(kc->conn);
-	}
 }
 
 static bool
@@ -996,12 +1018,10 @@ conn_data(struct cr_conn *c, const void *data, size_t len)
 		kc_abort(kc);
 		return;
 	}
+	/* process_input() may destroy the connection and free kc: touch neither after. */
 	if (kc->blocked == 0 && !kc->close_after)
-		process_input(kc); /* may free kc */
+		process_input(kc);
 	else
-		stop_reading_if_needed(kc);
-	kc = cr_conn_data(c);
-	if (kc != NULL)
 		stop_reading_if_needed(kc);
 }
 
@@ -1103,9 +1123,7 @@ kv_shard_start(unsigned lcore)
 {
 	struct kv_shard *sh = kv.shards[lcore];
 
-	sh->poller = cr_poller_register(retry_poll, sh, 0);
-	if (sh->poller == NULL)
-		return -errno;
+	cr_timer_init(&sh->retry_timer, retry_timer, sh);
 	cr_timer_init(&sh->expire_timer, expire_tick, sh);
 	cr_timer_start(&sh->expire_timer, 100 * 1000 * 1000ull);
 	return 0;
@@ -1118,7 +1136,7 @@ kv_shard_stop(unsigned lcore)
 	struct kconn *kc;
 
 	cr_timer_stop(&sh->expire_timer);
-	cr_poller_unregister(&sh->poller);
+	cr_timer_stop(&sh->retry_timer);
 	/* Connections lib/net closed without on_close (the lcore stopped): free their
 	 * state. Every call was answered before this hook runs. */
 	while ((kc = sh->conns) != NULL) {

@@ -169,10 +169,11 @@ struct kv_shard {
 	struct kv_arg *args; /* scratch argv for commands run from the query buffer */
 	uint32_t args_cap;
 	struct kreq *retry, **retry_tail; /* requests with parts waiting for mailbox room */
+	bool retry_armed;		  /* a retry_run() is deferred or timed */
+	struct cr_timer retry_timer;	  /* its fallback when cr_defer() is full */
 	struct kreq *free_reqs;
 	unsigned nfree;
 	struct kconn *conns; /* every client connection of this lcore */
-	struct cr_poller *poller;
 	struct cr_timer expire_timer;
 	/* Counters read by INFO from the lcore where it runs: relaxed. */
 	uint64_t hits, misses, expired_active;

@@ -335,12 +335,16 @@ kv_set_expire(struct kv_store *s, struct kv_entry *e, int64_t when_ms)
 	if (e->expire == -1) {
 		if (s->nexp == s->expcap) {
 			size_t ncap = s->expcap ? s->expcap * 2 : 64;
-			struct kv_entry **n = realloc(s->exp, ncap * sizeof(*n));
+			struct kv_entry **n;
 
-			if (n == NULL)
-				return; /* keeps no TTL: reported nowhere, as malloc failing is fatal
-					   in Redis; see doc/guides/kv.md */
+			/* Count the old block out before realloc() may free it. */
 			used_add(s, s->exp, -1);
+			n = realloc(s->exp, ncap * sizeof(*n));
+			if (n == NULL) {
+				/* The key keeps no TTL; Redis would abort on a failed malloc. */
+				used_add(s, s->exp, 1);
+				return;
+			}
 			s->exp = n;
 			s->expcap = ncap;
 			used_add(s, n, 1);
