@@ -202,11 +202,15 @@ set_generic(struct kv_ctx *x, unsigned flags, const struct kv_arg *key,
 		else
 			rb_bulk(x->out, e->val, e->vlen);
 	}
-	found = lookup_write(x, key) != NULL;
-	if (((flags & F_NX) && found) || ((flags & F_XX) && !found)) {
-		if (!(flags & F_GET))
-			rb_raw(x->out, abort, strlen(abort));
-		return;
+	/* Whether the key exists matters only to NX and XX (kv_set() expires a stale one
+	 * itself): a plain SET looks the key up once. */
+	if (flags & (F_NX | F_XX)) {
+		found = lookup_write(x, key) != NULL;
+		if (((flags & F_NX) && found) || ((flags & F_XX) && !found)) {
+			if (!(flags & F_GET))
+				rb_raw(x->out, abort, strlen(abort));
+			return;
+		}
 	}
 	e = set_key(x, key, val, (flags & F_KEEPTTL) != 0);
 	if (e == NULL)

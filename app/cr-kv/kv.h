@@ -177,6 +177,7 @@ struct kv_shard {
 	struct cr_timer expire_timer;
 	/* Counters read by INFO from the lcore where it runs: relaxed. */
 	uint64_t hits, misses, expired_active;
+	int64_t now_ms; /* the clock when the batch being parsed arrived */
 };
 
 struct kconn {

@@ -398,6 +398,21 @@ rev64(uint64_t v)
 	return __builtin_bswap64(v);
 }
 
+void
+kv_prefetch_bucket(const struct kv_store *s, uint64_t h)
+{
+	__builtin_prefetch(&s->buckets[h & s->mask]);
+}
+
+void
+kv_prefetch_entry(const struct kv_store *s, uint64_t h)
+{
+	const struct kv_entry *e = s->buckets[h & s->mask];
+
+	if (e != NULL)
+		__builtin_prefetch(e);
+}
+
 uint64_t
 kv_store_scan(struct kv_store *s, uint64_t v, void (*fn)(struct kv_entry *e, void *arg),
 	      void *arg)

@@ -93,6 +93,11 @@ unsigned kv_store_expire_cycle(struct kv_store *s, int64_t now_ms, uint64_t *rng
 /* Average TTL in ms over the keys with one (for INFO keyspace), 0 if none. */
 int64_t kv_store_avg_ttl(const struct kv_store *s, int64_t now_ms);
 
+/* Prefetch hints for a pipeline of lookups: the bucket of hash @p h, then (once that has
+ * arrived) the first entry of its chain. Never fault; only hints. */
+void kv_prefetch_bucket(const struct kv_store *s, uint64_t h);
+void kv_prefetch_entry(const struct kv_store *s, uint64_t h);
+
 /* xorshift64* for sampling. */
 uint64_t kv_rand(uint64_t *state);
 
