@@ -184,26 +184,166 @@ run_part(struct kpart *p, struct kv_shard *sh)
 	p->fn(&x);
 }
 
-/* On the shard's lcore. */
-static void
-part_remote(void *arg)
-{
-	struct kpart *p = arg;
+/*
+ * Remote parts travel in batches: a part for another shard is queued on this lcore's
+ * out-queue for that shard, and the queue goes as one cr_call() (struct kbatch) at the
+ * end of the input being parsed, or at the end of the turn for parts queued by
+ * completions. One message then carries a pipeline's worth of parts, and the owner
+ * prefetches all their keys before running them. The queue is FIFO per target, so one
+ * client's parts still reach each shard in the order issued. A full mailbox (-EAGAIN)
+ * leaves the queue as it is, to go with the next attempt (next turn).
+ */
+struct kbatch {
+	struct cr_call call;
+	struct kbatch *next_free;
+	struct kpart *head;
+	unsigned n;
+};
 
-	run_part(p, kv_here());
+#define BATCH_MAX 256u
+
+/* On the shard's lcore: prefetch every part's first key, then run them in order. */
+static void
+batch_run(void *arg)
+{
+	struct kbatch *b = arg;
+	struct kv_shard *sh = kv_here();
+	struct kpart *p;
+
+	for (p = b->head; p != NULL; p = p->next_out)
+		if (p->argc >= 2)
+			kv_prefetch_bucket(sh->store, kv_hash(p->argv[1].p, p->argv[1].len));
+	for (p = b->head; p != NULL; p = p->next_out)
+		run_part(p, sh);
 }
 
 static void kreq_complete(struct kreq *kr);
+static void schedule_flush(struct kconn *kc);
 
-/* Back on the client's lcore. */
 static void
-part_done(void *arg)
+part_answered(struct kpart *p)
 {
-	struct kpart *p = arg;
 	struct kreq *kr = p->kr;
 
 	if (--kr->left == 0 && kr->sent == kr->nparts)
-		kreq_complete(kr);
+		kreq_complete(kr); /* may free kr, and p with it */
+}
+
+static void
+batch_put(struct kv_shard *sh, struct kbatch *b)
+{
+	b->next_free = sh->free_batches;
+	sh->free_batches = b;
+}
+
+/* Back on the client's lcore: each part is answered, in order. */
+static void
+batch_done(void *arg)
+{
+	struct kbatch *b = arg;
+	struct kv_shard *sh = kv_here();
+	struct kpart *p = b->head, *next;
+
+	batch_put(sh, b);
+	for (; p != NULL; p = next) {
+		next = p->next_out;
+		part_answered(p);
+	}
+}
+
+static void outq_task(void *arg);
+
+static void
+outq_timer(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	outq_task(arg);
+}
+
+/* Send the out-queues at the end of this turn (or, if the defer queue is full, in a
+ * tick). */
+static void
+outq_arm(struct kv_shard *sh)
+{
+	if (sh->outq_armed)
+		return;
+	sh->outq_armed = true;
+	if (cr_defer(outq_task, sh) != 0)
+		cr_timer_start(&sh->outq_timer, 1);
+}
+
+static void
+outq_send(struct kv_shard *sh, unsigned t)
+{
+	struct kbatch *b = sh->free_batches;
+	struct kpart *p, *next;
+	int rc;
+
+	if (b != NULL) {
+		sh->free_batches = b->next_free;
+	} else {
+		b = malloc(sizeof(*b));
+		if (b == NULL) {
+			outq_arm(sh); /* try again later */
+			return;
+		}
+	}
+	b->head = sh->outq_head[t];
+	b->n = sh->outq_n[t];
+	rc = cr_call(kv.shard_lcore[t], &b->call, batch_run, b, batch_done, b);
+	if (rc == -EAGAIN) {
+		batch_put(sh, b);
+		outq_arm(sh);
+		return;
+	}
+	sh->outq_head[t] = NULL;
+	sh->outq_tail[t] = &sh->outq_head[t];
+	sh->outq_n[t] = 0;
+	if (rc == 0) {
+		cr_telemetry_add(kv.tel_remote, b->n);
+		return;
+	}
+	/* The shard's lcore is gone (retired, or stopping): every part fails. */
+	batch_put(sh, b);
+	for (p = b->head; p != NULL; p = next) {
+		next = p->next_out;
+		rb_reset(&p->out);
+		rb_errorf(&p->out, "ERR the shard of this key is unavailable (%s)",
+			  cr_strerror(rc));
+		part_answered(p);
+	}
+}
+
+static void
+outq_flush(struct kv_shard *sh)
+{
+	unsigned t;
+
+	for (t = 0; t < kv.nshards; t++)
+		if (sh->outq_head[t] != NULL)
+			outq_send(sh, t);
+}
+
+static void
+outq_task(void *arg)
+{
+	struct kv_shard *sh = arg;
+
+	sh->outq_armed = false;
+	cr_timer_stop(&sh->outq_timer);
+	outq_flush(sh);
+}
+
+static void
+outq_push(struct kv_shard *sh, struct kpart *p)
+{
+	unsigned t = p->shard;
+
+	p->next_out = NULL;
+	*sh->outq_tail[t] = p;
+	sh->outq_tail[t] = &p->next_out;
+	if (++sh->outq_n[t] >= BATCH_MAX)
+		outq_send(sh, t);
 }
 
 void
@@ -213,82 +353,26 @@ kv_unblock(struct kconn *kc)
 		process_input(kc);
 }
 
-static void retry_run(void *arg);
-
-static void
-retry_timer(struct cr_timer *t, void *arg)
-{
-	(void)t;
-	retry_run(arg);
-}
-
-/* Retry next turn: a deferred task, or if the defer queue is full a timer one tick away.
- * (Not an active poller: an lcore with one never parks.) */
-static void
-retry_arm(struct kv_shard *sh)
-{
-	if (sh->retry_armed)
-		return;
-	sh->retry_armed = true;
-	if (cr_defer(retry_run, sh) != 0)
-		cr_timer_start(&sh->retry_timer, 1);
-}
-
-static void
-retry_push(struct kv_shard *sh, struct kreq *kr)
-{
-	if (kr->on_retry)
-		return;
-	kr->on_retry = true;
-	kr->next_retry = NULL;
-	*sh->retry_tail = kr;
-	sh->retry_tail = &kr->next_retry;
-	retry_arm(sh);
-}
-
 void
 kreq_launch(struct kreq *kr)
 {
 	struct kconn *kc = kr->kc;
 	struct kv_shard *sh = kc->sh;
-	bool was_stalled;
 
 	while (kr->sent < kr->nparts) {
-		struct kpart *p = &kr->parts[kr->sent];
-		int rc;
+		struct kpart *p = &kr->parts[kr->sent++];
 
 		if (p->shard == sh->index) {
 			run_part(p, sh);
-			kr->sent++;
-			kr->left--;
-			continue;
-		}
-		rc = cr_call(kv.shard_lcore[p->shard], &p->call, part_remote, p, part_done, p);
-		if (rc == -EAGAIN) {
-			/* The mailbox towards that lcore is full: hold the connection (nothing
-			 * after this request may overtake it) and retry next turn. */
-			if (!kr->stalled) {
-				kr->stalled = true;
-				kc->blocked++;
-			}
-			retry_push(sh, kr);
-			return;
-		}
-		kr->sent++;
-		if (rc != 0) {
-			rb_errorf(&p->out, "ERR the shard of this key is unavailable (%s)",
-				  cr_strerror(rc));
 			kr->left--;
 		} else {
-			cr_telemetry_add(kv.tel_remote, 1);
+			outq_push(sh, p);
 		}
 	}
-	was_stalled = kr->stalled;
-	kr->stalled = false;
 	if (kr->left == 0)
 		kreq_complete(kr); /* may free kr */
-	if (was_stalled)
-		kv_unblock(kc);
+	else if (!kc->in_input)
+		outq_arm(sh); /* process_input() sends what it queued itself */
 }
 
 static void
@@ -316,24 +400,7 @@ kreq_finish(struct kreq *kr)
 	if (kr->final == NULL)
 		kr->final = &kr->reply;
 	if (!kc->in_input)
-		flush_fifo(kc);
-}
-
-static void
-retry_run(void *arg)
-{
-	struct kv_shard *sh = arg;
-	struct kreq *kr = sh->retry, *next;
-
-	sh->retry_armed = false;
-	cr_timer_stop(&sh->retry_timer);
-	sh->retry = NULL;
-	sh->retry_tail = &sh->retry;
-	for (; kr != NULL; kr = next) {
-		next = kr->next_retry;
-		kr->on_retry = false;
-		kreq_launch(kr); /* may put it back (and re-arm) */
-	}
+		schedule_flush(kc);
 }
 
 /* ---- connections ---- */
@@ -350,8 +417,33 @@ kconn_free(struct kconn *kc)
 static void
 maybe_free(struct kconn *kc)
 {
-	if (kc->conn == NULL && kc->head == NULL && !kc->in_input)
+	if (kc->conn == NULL && kc->head == NULL && !kc->in_input && !kc->flush_pending)
 		kconn_free(kc);
+}
+
+static void
+deferred_flush(void *arg)
+{
+	struct kconn *kc = arg;
+
+	kc->flush_pending = false;
+	flush_fifo(kc); /* may free kc */
+}
+
+/*
+ * Replies completed by messages (other lcores answering) are sent once per turn per
+ * connection, after the turn's messages have run: the deferred phase follows the mailbox
+ * in a turn, so the answers of one burst leave in one send rather than one each.
+ */
+static void
+schedule_flush(struct kconn *kc)
+{
+	if (kc->flush_pending)
+		return;
+	if (cr_defer(deferred_flush, kc) == 0)
+		kc->flush_pending = true;
+	else
+		flush_fifo(kc);
 }
 
 /* The connection is gone (closed by the peer, by us, or destroyed). */
@@ -1040,6 +1132,7 @@ process_input(struct kconn *kc)
 	} else {
 		kc->sh->batch.len = 0;
 	}
+	outq_flush(kc->sh); /* the parts this input queued for other shards, in one go */
 	kc->in_input = false;
 	flush_fifo(kc); /* may free kc */
 }
@@ -1188,8 +1281,11 @@ int
 kv_shard_start(unsigned lcore)
 {
 	struct kv_shard *sh = kv.shards[lcore];
+	unsigned t;
 
-	cr_timer_init(&sh->retry_timer, retry_timer, sh);
+	for (t = 0; t < CR_MAX_LCORES; t++)
+		sh->outq_tail[t] = &sh->outq_head[t];
+	cr_timer_init(&sh->outq_timer, outq_timer, sh);
 	cr_timer_init(&sh->expire_timer, expire_tick, sh);
 	cr_timer_start(&sh->expire_timer, 100 * 1000 * 1000ull);
 	return 0;
@@ -1202,7 +1298,7 @@ kv_shard_stop(unsigned lcore)
 	struct kconn *kc;
 
 	cr_timer_stop(&sh->expire_timer);
-	cr_timer_stop(&sh->retry_timer);
+	cr_timer_stop(&sh->outq_timer);
 	/* Connections lib/net closed without on_close (the lcore stopped): free their
 	 * state. Every call was answered before this hook runs. */
 	while ((kc = sh->conns) != NULL) {
@@ -1214,6 +1310,12 @@ kv_shard_stop(unsigned lcore)
 			kreq_free(sh, kr);
 		}
 		kconn_free(kc);
+	}
+	while (sh->free_batches != NULL) {
+		struct kbatch *b = sh->free_batches;
+
+		sh->free_batches = b->next_free;
+		free(b);
 	}
 	while (sh->free_reqs != NULL) {
 		struct kreq *kr = sh->free_reqs;

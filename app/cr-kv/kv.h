@@ -159,6 +159,7 @@ bool kv_stringmatch(const char *pat, size_t plen, const char *s, size_t slen, bo
 /* ---- shards, connections, requests ---- */
 
 struct kreq;
+struct kbatch;
 
 /* Per lcore, touched only by its lcore (rule 1) except the atomics noted. */
 struct kv_shard {
@@ -168,9 +169,12 @@ struct kv_shard {
 	struct rbuf batch; /* replies of the connection being served, sent in one go */
 	struct kv_arg *args; /* scratch argv for commands run from the query buffer */
 	uint32_t args_cap;
-	struct kreq *retry, **retry_tail; /* requests with parts waiting for mailbox room */
-	bool retry_armed;		  /* a retry_run() is deferred or timed */
-	struct cr_timer retry_timer;	  /* its fallback when cr_defer() is full */
+	/* Parts queued for each other shard, sent as one batch (conn.c). */
+	struct kpart *outq_head[CR_MAX_LCORES], **outq_tail[CR_MAX_LCORES];
+	unsigned outq_n[CR_MAX_LCORES];
+	bool outq_armed;	     /* an outq_task() is deferred or timed */
+	struct cr_timer outq_timer;  /* its fallback when cr_defer() is full */
+	struct kbatch *free_batches;
 	struct kreq *free_reqs;
 	unsigned nfree;
 	struct kconn *conns; /* every client connection of this lcore */
@@ -196,6 +200,7 @@ struct kconn {
 	struct cr_timer kill_timer; /* close_hard: reset if the peer keeps sending */
 	bool read_stopped;
 	bool in_input;		  /* process_input() is on the stack */
+	bool flush_pending;	  /* a deferred_flush() is queued: kc must live until it runs */
 	uint64_t id;
 	char *name;
 };
@@ -204,7 +209,7 @@ struct kconn {
 struct kpart {
 	struct kreq *kr;
 	void (*fn)(struct kv_ctx *x); /* what runs on the shard (the command's by default) */
-	struct cr_call call;
+	struct kpart *next_out;	      /* in a batch to another shard */
 	unsigned shard;
 	uint32_t argc;
 	struct kv_arg *argv;
@@ -216,13 +221,10 @@ typedef void (*kreq_cont_fn)(struct kreq *kr);
 
 struct kreq {
 	struct kreq *next;	 /* on the connection */
-	struct kreq *next_retry; /* on the shard's retry list */
 	struct kconn *kc;
 	const struct kv_cmd *cmd;
 	bool done;
 	bool coalesce; /* a run of local replies: later local ones are appended */
-	bool on_retry;
-	bool stalled; /* counted in kc->blocked until every part is sent */
 	uint32_t nparts, sent, left;
 	struct kpart *parts; /* &one when nparts <= 1 */
 	struct kv_arg *argpool; /* the parts' argument arrays (KV_ROUTE_KEYS) */

@@ -91,7 +91,6 @@ shards_create(void)
 		sh->lcore = id;
 		sh->index = i;
 		sh->rng = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(id + 1) * 0xBF58476D1CE4E5B9ULL;
-		sh->retry_tail = &sh->retry;
 		sh->args_cap = 16;
 		sh->args = malloc(sizeof(*sh->args) * sh->args_cap);
 		sh->store = kv_store_create();
