@@ -583,6 +583,10 @@ reply_local_error(struct kconn *kc, const char *s, size_t n)
 static bool
 is_http(const struct kv_arg *a)
 {
+	char c = (char)(a->p[0] | 0x20);
+
+	if (c != 'h' && c != 'p')
+		return false; /* the common case, without two strcasecmp() per command */
 	return strcasecmp(a->p, "host:") == 0 || strcasecmp(a->p, "post") == 0;
 }
 
