@@ -417,6 +417,16 @@ void cr_udp_close(struct cr_udp *u);
  */
 void cr_net_drain(void);
 
+/**
+ * Stop accepting on the calling lcore and leave its connections alone: its listening
+ * sockets drain (new connections steered to the other lcores, queued ones handed to
+ * them, as cr_tcp_listen() describes) and close. For an app whose on_retire hook finishes
+ * requests in flight before it lets the connections go (holding a lease meanwhile): call
+ * this first in the hook, and cr_net_drain() — or nothing, the lcore drains by itself —
+ * once they are done. Idempotent; a no-op off an lcore.
+ */
+void cr_net_stop_accepting(void);
+
 /* ---- counters ---- */
 
 /** Counters of one lcore, written by it, read by anyone without locks. */

@@ -221,6 +221,15 @@ net_drain(struct net_lcore *nl)
 }
 
 void
+cr_net_stop_accepting(void)
+{
+	struct net_lcore *nl = cr__net_cur();
+
+	if (nl != NULL)
+		(void)cr__listen_lcore_drain(nl, false);
+}
+
+void
 cr_net_drain(void)
 {
 	struct net_lcore *nl = cr__net_cur();

@@ -45,7 +45,7 @@ class Rates(unittest.TestCase):
         prev = stats(1_000_000_000, [lc(0, turns=100, busy_ns=0, msgs_in=10, cqes=5),
                                      lc(1, turns=0)])
         cur = stats(3_000_000_000, [lc(0, turns=300, busy_ns=500_000_000, msgs_in=30, cqes=9),
-                                    lc(1, inc=2, turns=50, connections=7)])
+                                    lc(1, inc=2, turns=50, net_connections=7)])
         rows = self.top.compute_rows(prev, cur, [{"lcore": 0, "cpu": 4}, {"lcore": 1, "cpu": 5}])
         r0, r1 = rows
         self.assertEqual((r0["cpu"], r0["turns"], r0["msgs"], r0["cqes"]), (4, 100, 10, 2))

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
+#include "cr_lease.h"
 #include "net_ut.h"
 
 #define NQUEUED 64 /* connected while the lcore that will retire is blocked */
@@ -350,14 +351,14 @@ static struct {
 	pthread_t client;
 	struct cr_call call;
 	_Atomic bool blocked, connected, closed, done;
-	_Atomic int opens_after_close;
-	int connected_n;
+	_Atomic int opens, opens_after_close;
 } C;
 
 static void
 c_open(struct cr_conn *c)
 {
 	(void)c;
+	atomic_fetch_add(&C.opens, 1);
 	if (atomic_load(&C.closed))
 		atomic_fetch_add(&C.opens_after_close, 1);
 }
@@ -398,13 +399,29 @@ c_block_other(void *arg)
 static void *
 c_client(void *arg)
 {
-	int fds[64], i;
+	int fds[64], i, seen = -1;
+	uint64_t until, still = 0;
 
 	(void)arg;
 	CU_ASSERT_TRUE(wait_flag(&C.blocked, 5000));
 	for (i = 0; i < 64; i++)
 		fds[i] = ut_connect(&C.addr, 0);
 	atomic_store(&C.connected, true);
+	/* Main accepts its own share meanwhile (its socket closes only when the close chain
+	 * visits it): wait until that has settled, so every open after the close would be
+	 * one handed over by the draining lcore. */
+	until = ut_ms() + 5000;
+	while (ut_ms() < until) {
+		int now = atomic_load(&C.opens);
+
+		if (now != seen) {
+			seen = now;
+			still = ut_ms();
+		} else if (ut_ms() - still >= 100) {
+			break;
+		}
+		ut_sleep_ms(5);
+	}
 	CU_ASSERT_EQUAL(cr_send(C.main_id, c_close_listener, NULL), 0);
 	ut_sleep_ms(300); /* lcore 1 drains: grace and hand-offs */
 	for (i = 0; i < 64; i++)
@@ -454,12 +471,144 @@ test_closed_listener_drains_nothing(void)
 	CU_ASSERT_EQUAL(atomic_load(&C.opens_after_close), 0);
 }
 
+/* ---- cr_net_stop_accepting(): the listener drains, the connections stay ---- */
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	unsigned main_id, other_id;
+	pthread_t client;
+	struct cr_call call;
+	struct cr_lease lease;
+	_Atomic bool ready, retiring, done;
+	int served_by[CR_MAX_LCORES], failed;
+	bool kept_echoed, kept_eof;
+} S;
+
+static void
+s_data(struct cr_conn *c, const void *d, size_t n)
+{
+	CU_ASSERT_EQUAL(cr_conn_send(c, d, n), 0);
+}
+
+static const struct cr_conn_ops s_ops = {d_open, s_data, NULL, NULL, d_close};
+
+/* On the other lcore: a lease keeps it RETIRING; only the listener drains. */
+static void
+s_retire_keep_conns(void *arg)
+{
+	(void)arg;
+	CU_ASSERT_EQUAL(cr_lease_acquire(&S.lease), 0);
+	CU_ASSERT_EQUAL(cr_lcore_retire(S.other_id, NULL, NULL), 0);
+	cr_net_stop_accepting();
+	atomic_store(&S.retiring, true);
+}
+
+static void
+s_ready(void *arg)
+{
+	(void)arg;
+	atomic_store(&S.ready, true);
+}
+
+static void *
+s_client(void *arg)
+{
+	int kept = -1, i;
+	uint8_t id;
+	char b = 'x';
+	uint64_t until;
+
+	(void)arg;
+	CU_ASSERT_TRUE(wait_flag(&S.ready, 5000));
+	/* A connection served by the other lcore, kept open. */
+	for (i = 0; i < 200 && kept < 0; i++) {
+		int fd = ut_connect(&S.addr, 0);
+
+		if (fd >= 0 && ut_read_n(fd, &id, 1) == 1 && id == S.other_id)
+			kept = fd;
+		else if (fd >= 0)
+			close(fd);
+	}
+	CU_ASSERT_TRUE_FATAL(kept >= 0);
+	CU_ASSERT_EQUAL(cr_send(S.other_id, s_retire_keep_conns, NULL), 0);
+	CU_ASSERT_TRUE(wait_flag(&S.retiring, 5000));
+	/* New connections: all to main; the kept one still echoes. */
+	for (i = 0; i < 32; i++) {
+		int fd = ut_connect(&S.addr, 0);
+
+		if (fd >= 0 && ut_read_n(fd, &id, 1) == 1)
+			S.served_by[id]++;
+		else
+			S.failed++;
+		if (fd >= 0)
+			close(fd);
+	}
+	S.kept_echoed = ut_write_all(kept, &b, 1) && ut_read_n(kept, &b, 1) == 1 && b == 'x';
+	/* The owner lets go: the lcore drains the rest (the kept connection: EOF) and ends. */
+	cr_lease_release(&S.lease);
+	S.kept_eof = ut_read_n(kept, &b, 1) == 0;
+	close(kept);
+	until = ut_ms() + 5000;
+	while (cr_lcore_state(S.other_id) != CR_LCORE_OFFLINE && ut_ms() < until)
+		ut_sleep_ms(1);
+	CU_ASSERT_EQUAL(cr_lcore_state(S.other_id), CR_LCORE_OFFLINE);
+	atomic_store(&S.done, true);
+	return NULL;
+}
+
+static bool
+s_finished(void *arg)
+{
+	(void)arg;
+	if (!atomic_load(&S.done))
+		return false;
+	cr_reactor_stop();
+	return true;
+}
+
+static void
+s_start(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &s_ops, NULL, &S.l), 0);
+	cr_listener_addr(S.l, &S.addr);
+	CU_ASSERT_EQUAL(cr_for_each_lcore(&S.call, nop, NULL, s_ready, NULL), 0);
+	CU_ASSERT_EQUAL(pthread_create(&S.client, NULL, s_client, NULL), 0);
+	ut_every(&every, 2, s_finished, NULL);
+}
+
+static void
+test_stop_accepting_keeps_connections(void)
+{
+	if (ut_table.n < 2) {
+		CU_PASS("one lcore");
+		return;
+	}
+	memset(&S, 0, sizeof(S));
+	S.lease = (struct cr_lease)CR_LEASE_INIT;
+	S.main_id = ut_table.lcores[0].lcore_id;
+	S.other_id = ut_table.lcores[1].lcore_id;
+	ut_table.main_lcore = S.main_id;
+	ut_retire_keeps_conns = true;
+	ut_net_run(s_start, NULL, 30000);
+	pthread_join(S.client, NULL);
+	ut_retire_keeps_conns = false;
+	CU_ASSERT_EQUAL(S.failed, 0);
+	CU_ASSERT_EQUAL(S.served_by[S.main_id], 32);
+	CU_ASSERT_TRUE(S.kept_echoed);
+	CU_ASSERT_TRUE(S.kept_eof);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_retire_hands_off_queued_and_rejoins),
 	UT_CASE(test_retire_before_accepting_hands_off),
 	UT_CASE(test_listener_of_retired_home_not_rejoined),
 	UT_CASE(test_retire_hands_off_a_large_backlog),
 	UT_CASE(test_closed_listener_drains_nothing),
+	UT_CASE(test_stop_accepting_keeps_connections),
 };
 
 UT_MAIN("net_drain", cases, ut_net_setup, NULL)

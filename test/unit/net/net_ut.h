@@ -96,8 +96,20 @@ ut_drain_hook(unsigned lcore, void *arg)
 	cr_net_drain();
 }
 
+/* Set by a test whose retiring lcore's connections stay until a lease is released. */
+static bool ut_retire_keeps_conns;
+
+static inline void
+ut_retire_hook(unsigned lcore, void *arg)
+{
+	if (ut_retire_keeps_conns)
+		cr_net_stop_accepting();
+	else
+		ut_drain_hook(lcore, arg);
+}
+
 static const struct cr_reactor_hooks ut_hooks = {
-	.on_retire = ut_drain_hook,
+	.on_retire = ut_retire_hook,
 	.on_shutdown = ut_drain_hook,
 };
 

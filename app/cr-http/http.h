@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cr-http internals shared by main.c (connections, routes), http_date.c (the per-lcore
+ * Date header) and http_static.c (files under --root).
+ */
+#ifndef CR_HTTP_H
+#define CR_HTTP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "cr_io.h"
+#include "cr_lease.h"
+#include "cr_net.h"
+#include "cr_reactor.h"
+#include "http_parse.h"
+
+/*
+ * Bytes a static transfer reads at a time, and transfers per lcore at once. Each queues at
+ * most the high watermark plus a chunk, so all of them together (6 MiB) stay well inside
+ * lib/net's default chunk pool (16 MiB per lcore) and leave room for everything else.
+ */
+#define HTTP_FILE_CHUNK (32u * 1024)
+#define HTTP_FILE_SLOTS 64u
+/* Input a connection may stage beyond the head limits while a file goes out. */
+#define HTTP_STAGE_SLACK (32u * 1024)
+
+enum { PH_HEAD = 0, PH_BODY };
+
+/* App counters, summed per lcore in struct http_lcore and pushed to telemetry. */
+enum {
+	CNT_REQUESTS = 0,
+	CNT_RESP_1XX,
+	CNT_RESP_2XX,
+	CNT_RESP_3XX,
+	CNT_RESP_4XX,
+	CNT_RESP_5XX,
+	CNT_PARSE_ERRORS,
+	CNT_HEADER_TIMEOUTS,
+	CNT_STATIC_BYTES,
+	CNT_COUNT
+};
+
+struct http_file;
+
+/* One connection's state, in a per-lcore array indexed by cr_conn_index(). */
+struct http_conn {
+	struct cr_conn *c;
+	struct http_parser p;
+	struct http_body body;
+	struct cr_timer hdr_timer;
+	char *stage; /* a partial head (or input held while a file goes out) */
+	uint32_t stage_len;
+	uint8_t phase; /* PH_HEAD, PH_BODY */
+	bool open;
+	bool closing; /* the response written last says close: read no more */
+	bool failed;  /* a send failed: destroy once back in the callback */
+	bool read_stopped;
+	bool peer_eof;	 /* the peer shut its side: ours shuts once the answers are out */
+	bool drain_wait; /* counted in http_lcore.pending at shutdown */
+	bool pend_keep;	 /* the answer due once the body is read */
+	uint8_t pend_kind;
+	uint16_t pend_status;
+	struct http_file *file;
+};
+
+/* A static request: its file being opened (on a helper thread), then sent. */
+struct http_file {
+	struct http_conn *h; /* NULL once the connection went away */
+	int fd;		     /* or -status once the open failed */
+	uint64_t off, left;
+	char *buf;
+	cr_op_id op;
+	bool wait_drain;
+	bool opening; /* the open job is out: its completion owns the slot */
+	/* What the answer needs from the head, which is gone by the time the open ends. */
+	bool head_only, keep, has_ims;
+	int64_t ims;
+	uint8_t range_len;
+	char range[64];
+	const char *type;
+	struct stat st;
+	char path[4096]; /* %-decoded */
+};
+
+struct http_lcore {
+	struct http_conn *conns;
+	char *out; /* responses of one on_data, sent with one cr_conn_send */
+	size_t out_len, out_cap;
+	char *tmp; /* staged input being replayed after a file went out */
+	/* Free staging buffers and file slots, LIFO so the warm ones come back first. */
+	char *stage_mem;
+	uint32_t *stage_free;
+	uint32_t stage_nfree;
+	struct http_file *files;
+	char *file_mem;
+	uint32_t *file_free;
+	uint32_t file_nfree;
+	/* Date header, refreshed every second, and the canned responses that carry it. */
+	char date[30];
+	char plain[256];
+	uint32_t plain_len;
+	char json[256];
+	uint32_t json_len;
+	struct cr_timer date_timer;
+	struct cr_lease lease; /* held while running: shutdown waits for in-flight requests */
+	bool shutting;
+	uint32_t pending; /* connections with a request in flight at shutdown */
+	uint64_t cnt[CNT_COUNT];
+};
+
+struct http_cfg {
+	struct http_limits lim;
+	uint64_t header_timeout_ns;
+	uint64_t keepalive_ns;
+	uint32_t max_conns;
+	uint32_t stage_cap;
+	int root_fd; /* -1: no --root */
+	char root[4096];
+};
+
+extern struct http_cfg http_cfg;
+extern struct http_lcore *http_lcores[CR_MAX_LCORES];
+
+/* http_date.c */
+void http_date_start(struct http_lcore *hl);
+void http_date_stop(struct http_lcore *hl);
+
+/* main.c: response writing into the lcore's output buffer. */
+void http_out(struct http_conn *h, const void *p, size_t n);
+void http_out_head(struct http_conn *h, int status, const char *ctype, uint64_t clen,
+		   const char *extra, size_t extra_len, bool keep);
+void http_out_flush(struct http_conn *h);
+void http_count_status(struct http_lcore *hl, int status);
+
+/* http_static.c */
+/*
+ * Serve @p req (GET or HEAD, path under --root) on @p h: the response head, and either
+ * the whole answer or a started transfer (h->file set). @return false if the connection
+ * failed (destroyed by the caller).
+ */
+void http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
+		       const struct http_request *req, bool keep);
+/* The connection is going away: end its transfer (the read in flight is abandoned). */
+void http_static_abort(struct http_lcore *hl, struct http_conn *h);
+/* Continue a transfer after the output queue drained. */
+void http_static_drained(struct http_lcore *hl, struct http_conn *h);
+/* main.c: a transfer ended; resume the connection's staged input. */
+void http_file_done(struct http_lcore *hl, struct http_conn *h, int err);
+
+#endif /* CR_HTTP_H */

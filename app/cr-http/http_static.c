@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Files under --root: GET and HEAD, Content-Type from the extension, Last-Modified and
+ * If-Modified-Since, one byte range (Range: bytes=A-B, A-, -N), index.html for a
+ * directory. The bytes are read through lib/io (cr_io_read) a chunk at a time and each
+ * chunk is queued on the connection; the next read starts while the queue is below its
+ * high watermark, or when it drains.
+ *
+ * No escape from the root: a path is %-decoded, a "." or ".." segment (literal or
+ * encoded) is refused with 400, and the file is opened with openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_MAGICLINKS) relative to the root, so no symlink leads out of it either (403).
+ * The open (and fstat) may block on the file system, so a lib/offload helper does it; the
+ * connection waits, its further input held, until the answer can be written.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cr_offload.h"
+#include "http.h"
+
+static const struct {
+	const char *ext;
+	const char *type;
+} mime[] = {
+    {"html", "text/html; charset=utf-8"},
+    {"htm", "text/html; charset=utf-8"},
+    {"txt", "text/plain; charset=utf-8"},
+    {"css", "text/css"},
+    {"js", "text/javascript"},
+    {"json", "application/json"},
+    {"xml", "application/xml"},
+    {"svg", "image/svg+xml"},
+    {"png", "image/png"},
+    {"jpg", "image/jpeg"},
+    {"jpeg", "image/jpeg"},
+    {"gif", "image/gif"},
+    {"webp", "image/webp"},
+    {"ico", "image/x-icon"},
+    {"pdf", "application/pdf"},
+    {"wasm", "application/wasm"},
+    {"md", "text/markdown; charset=utf-8"},
+};
+
+static const char *
+mime_type(const char *path)
+{
+	const char *dot = strrchr(path, '.');
+	unsigned i;
+
+	if (dot == NULL || strchr(dot, '/') != NULL)
+		return "application/octet-stream";
+	for (i = 0; i < sizeof(mime) / sizeof(mime[0]); i++)
+		if (http_ieq(dot + 1, strlen(dot + 1), mime[i].ext))
+			return mime[i].type;
+	return "application/octet-stream";
+}
+
+/* %-decode the path and check its segments; @return 0 or an HTTP status. */
+static int
+clean_path(const char *enc, size_t len, char *out, size_t cap)
+{
+	const char *s;
+	int n = http_pct_decode(enc, len, out, cap);
+
+	if (n < 0)
+		return 400;
+	if (out[0] != '/')
+		return 400;
+	for (s = out; *s != '\0';) {
+		const char *e;
+		size_t sl;
+
+		while (*s == '/')
+			s++;
+		e = strchr(s, '/');
+		sl = e != NULL ? (size_t)(e - s) : strlen(s);
+		if ((sl == 1 && s[0] == '.') || (sl == 2 && s[0] == '.' && s[1] == '.'))
+			return 400;
+		if (memchr(s, '\\', sl) != NULL)
+			return 400;
+		s += sl;
+	}
+	return 0;
+}
+
+static int
+open_beneath(int dirfd, const char *rel)
+{
+	struct open_how how = {
+	    .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	};
+	long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+static int
+errno_status(int err)
+{
+	switch (err) {
+	case -ENOENT:
+	case -ENOTDIR:
+	case -ENAMETOOLONG:
+		return 404;
+	case -EXDEV: /* a symlink or ".." that leaves the root */
+	case -EACCES:
+	case -EPERM:
+	case -ELOOP:
+		return 403;
+	default:
+		return 500;
+	}
+}
+
+/*
+ * Open the file @p path names (a directory: its index.html). On a helper thread (it may
+ * block on the file system), or on the lcore when no helper takes the job.
+ * @return fd or -status.
+ */
+static int
+open_file(const char *path, struct stat *st, const char **type)
+{
+	const char *rel;
+	int fd, fd2;
+
+	while (*path == '/')
+		path++;
+	rel = *path == '\0' ? "." : path;
+	fd = open_beneath(http_cfg.root_fd, rel);
+	if (fd < 0)
+		return -errno_status(fd);
+	if (fstat(fd, st) != 0) {
+		close(fd);
+		return -500;
+	}
+	if (S_ISDIR(st->st_mode)) {
+		fd2 = open_beneath(fd, "index.html");
+		close(fd);
+		if (fd2 < 0)
+			return -errno_status(fd2);
+		fd = fd2;
+		if (fstat(fd, st) != 0) {
+			close(fd);
+			return -500;
+		}
+		*type = mime_type("index.html");
+	} else {
+		*type = mime_type(rel);
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return -403;
+	}
+	return fd;
+}
+
+/*
+ * Range: one "bytes=" range of a @p size-byte file. @return 1 a range to serve in
+ * *first..*last, 0 serve the whole file (no Range, a form we ignore: several ranges or
+ * bad syntax, as RFC 9110 14.2 allows), -1 unsatisfiable (416).
+ */
+static int
+parse_range(const char *v, size_t len, uint64_t size, uint64_t *first, uint64_t *last)
+{
+	uint64_t a = 0, b = 0;
+	size_t i = 6;
+	bool has_a = false, has_b = false;
+
+	if (len < 7 || memcmp(v, "bytes=", 6) != 0 || memchr(v, ',', len) != NULL)
+		return 0;
+	while (i < len && v[i] >= '0' && v[i] <= '9' && a < (UINT64_MAX / 10 - 10)) {
+		a = a * 10 + (uint64_t)(v[i++] - '0');
+		has_a = true;
+	}
+	if (i == len || v[i++] != '-')
+		return 0;
+	while (i < len && v[i] >= '0' && v[i] <= '9' && b < (UINT64_MAX / 10 - 10)) {
+		b = b * 10 + (uint64_t)(v[i++] - '0');
+		has_b = true;
+	}
+	if (i != len || (!has_a && !has_b))
+		return 0;
+	if (!has_a) { /* the last b bytes */
+		if (b == 0 || size == 0)
+			return -1;
+		*first = b >= size ? 0 : size - b;
+		*last = size - 1;
+		return 1;
+	}
+	if (has_b && b < a)
+		return 0; /* invalid: ignored */
+	if (a >= size)
+		return -1;
+	*first = a;
+	*last = has_b && b < size ? b : size - 1;
+	return 1;
+}
+
+static int file_read(struct http_file *f);
+
+static void
+file_put(struct http_lcore *hl, struct http_file *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+	f->h = NULL;
+	f->op = 0;
+	hl->file_free[hl->file_nfree++] = (uint32_t)(f - hl->files);
+}
+
+static void
+file_released(void *arg)
+{
+	struct http_file *f = arg;
+
+	file_put(http_lcores[cr_lcore_id()], f);
+}
+
+static void
+file_end(struct http_lcore *hl, struct http_conn *h, int err)
+{
+	struct http_file *f = h->file;
+
+	h->file = NULL;
+	file_put(hl, f);
+	http_file_done(hl, h, err);
+}
+
+static void
+read_done(void *ctx, const struct cr_io_cqe *cqe)
+{
+	struct http_file *f = ctx;
+	struct http_conn *h = f->h;
+	struct http_lcore *hl = http_lcores[cr_lcore_id()];
+	size_t n;
+
+	f->op = 0;
+	if (cqe->res <= 0) {
+		/* An error, or the file shrank: the Content-Length sent cannot be kept. */
+		file_end(hl, h, cqe->res < 0 ? cqe->res : -EIO);
+		return;
+	}
+	n = (size_t)cqe->res;
+	if (n > f->left)
+		n = (size_t)f->left;
+	if (cr_conn_send(h->c, f->buf, n) != 0) {
+		file_end(hl, h, -ENOBUFS);
+		return;
+	}
+	hl->cnt[CNT_STATIC_BYTES] += n;
+	f->off += n;
+	f->left -= n;
+	if (f->left == 0) {
+		file_end(hl, h, 0);
+		return;
+	}
+	if (!cr_conn_writable(h->c))
+		f->wait_drain = true;
+	else if (file_read(f) != 0)
+		file_end(hl, h, -ENOSPC);
+}
+
+static int
+file_read(struct http_file *f)
+{
+	size_t n = f->left < HTTP_FILE_CHUNK ? (size_t)f->left : HTTP_FILE_CHUNK;
+
+	f->wait_drain = false;
+	f->op = cr_io_read(f->fd, f->buf, n, f->off, read_done, f);
+	return f->op == 0 ? -errno : 0;
+}
+
+void
+http_static_drained(struct http_lcore *hl, struct http_conn *h)
+{
+	struct http_file *f = h->file;
+
+	if (f != NULL && f->wait_drain && f->op == 0 && file_read(f) != 0)
+		file_end(hl, h, -ENOSPC);
+}
+
+void
+http_static_abort(struct http_lcore *hl, struct http_conn *h)
+{
+	struct http_file *f = h->file;
+
+	h->file = NULL;
+	if (f == NULL)
+		return;
+	f->h = NULL;
+	if (f->opening)
+		return; /* open_done() sees no connection and puts the slot */
+	/* The kernel may still write into f->buf: the slot comes back after the read ends. */
+	if (f->op != 0 && cr_io_abandon(f->op, file_released, f) == 0)
+		return;
+	file_put(hl, f);
+}
+
+/*
+ * The file is open (or not): answer. Either the whole answer is written and the slot put
+ * back (h->file NULL), or the head is sent and the first read started (h->file set).
+ */
+static void
+answer_file(struct http_lcore *hl, struct http_conn *h, struct http_file *f)
+{
+	char extra[256], lm[30];
+	uint64_t size, first = 0, last = 0, len;
+	int status, rng = 0;
+	size_t xl;
+
+	h->file = NULL;
+	if (f->fd < 0) {
+		http_out_head(h, -f->fd, NULL, 0, NULL, 0, f->keep);
+		goto out_put;
+	}
+	size = (uint64_t)f->st.st_size;
+	http_date_format((int64_t)f->st.st_mtim.tv_sec, lm);
+	xl = (size_t)snprintf(extra, sizeof(extra), "Last-Modified: %s\r\nAccept-Ranges: bytes\r\n",
+			      lm);
+	if (f->has_ims && (int64_t)f->st.st_mtim.tv_sec <= f->ims) {
+		http_out_head(h, 304, NULL, UINT64_MAX, extra, xl, f->keep);
+		goto out_put;
+	}
+	if (f->range_len > 0)
+		rng = parse_range(f->range, f->range_len, size, &first, &last);
+	if (rng < 0) {
+		xl += (size_t)snprintf(extra + xl, sizeof(extra) - xl,
+				       "Content-Range: bytes */%llu\r\n", (unsigned long long)size);
+		http_out_head(h, 416, NULL, 0, extra, xl, f->keep);
+		goto out_put;
+	}
+	if (rng > 0) {
+		len = last - first + 1;
+		xl += (size_t)snprintf(
+		    extra + xl, sizeof(extra) - xl, "Content-Range: bytes %llu-%llu/%llu\r\n",
+		    (unsigned long long)first, (unsigned long long)last, (unsigned long long)size);
+		status = 206;
+	} else {
+		len = size;
+		status = 200;
+	}
+	http_out_head(h, status, f->type, len, extra, xl, f->keep);
+	if (f->head_only || len == 0)
+		goto out_put;
+	f->off = first;
+	f->left = len;
+	h->file = f;
+	http_out_flush(h);
+	if (h->failed || file_read(f) != 0) {
+		h->file = NULL;
+		h->failed = true;
+		goto out_put;
+	}
+	return;
+out_put:
+	file_put(hl, f);
+}
+
+/* On a helper thread. */
+static void
+open_job(void *arg)
+{
+	struct http_file *f = arg;
+
+	f->fd = open_file(f->path, &f->st, &f->type);
+}
+
+/* Back on the lcore. */
+static void
+open_done(void *arg)
+{
+	struct http_file *f = arg;
+	struct http_lcore *hl = http_lcores[cr_lcore_id()];
+	struct http_conn *h = f->h;
+
+	f->opening = false;
+	if (h == NULL) {
+		file_put(hl, f); /* the connection went away meanwhile */
+		return;
+	}
+	answer_file(hl, h, f);
+	if (h->file == NULL)
+		http_file_done(hl, h, h->failed ? -EPIPE : 0);
+	/* else the transfer runs; it ends in http_file_done() too */
+}
+
+void
+http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
+		  const struct http_request *req, bool keep)
+{
+	static const char retry[] = "Retry-After: 1\r\n";
+	struct http_file *f;
+	int status;
+
+	if (hl->file_nfree == 0) {
+		http_out_head(h, 503, NULL, 0, retry, sizeof(retry) - 1, keep);
+		return;
+	}
+	f = &hl->files[hl->file_free[hl->file_nfree - 1]];
+	status = clean_path(head + req->path.off, req->path.len, f->path, sizeof(f->path));
+	if (status != 0) {
+		http_out_head(h, status, NULL, 0, NULL, 0, keep);
+		return;
+	}
+	hl->file_nfree--;
+	f->h = h;
+	f->fd = -1;
+	f->op = 0;
+	f->wait_drain = false;
+	f->head_only = req->method == HTTP_HEAD;
+	f->keep = keep;
+	f->has_ims = req->if_modified_since.len > 0 &&
+		     http_date_parse(head + req->if_modified_since.off, req->if_modified_since.len,
+				     &f->ims) == 0;
+	/* A longer Range is no single range we serve: ignored, the whole file goes. */
+	f->range_len = req->range.len < sizeof(f->range) ? (uint8_t)req->range.len : 0;
+	memcpy(f->range, head + req->range.off, f->range_len);
+	f->type = NULL;
+	/* The open may block on the file system: a helper thread does it, and the
+	 * connection waits (its further input is held) until open_done(). */
+	f->opening = true;
+	h->file = f;
+	if (cr_offload(open_job, f, open_done) == 0)
+		return;
+	/* No helper takes it (queue full, or this lcore is retiring): here, then. */
+	f->opening = false;
+	open_job(f);
+	answer_file(hl, h, f);
+}
