@@ -672,28 +672,5 @@ kv_merge(struct kreq *kr, struct rbuf *out)
 	case KV_MERGE_INFO:
 		kv_info_merge(kr, out);
 		break;
-	case KV_MERGE_SCAN: {
-		/* "*2 $n cursor *m keys": the shard's cursor becomes the global one, shard
-		 * index in the low bits; a finished shard moves on to the next one. */
-		struct rbuf *b = &kr->parts[0].out;
-		const char *end = b->p + b->len, *p = skip_line(b->p, end);
-		unsigned long long local, global;
-		unsigned bits = 0, sh = kr->parts[0].shard;
-		char cur[24];
-
-		while ((1u << bits) < kv.nshards)
-			bits++;
-		p = skip_line(p, end);
-		local = strtoull(p, NULL, 10);
-		p = skip_line(p, end);
-		if (local != 0)
-			global = local << bits | sh;
-		else
-			global = sh + 1 < kv.nshards ? sh + 1 : 0;
-		rb_array(out, 2);
-		rb_bulk(out, cur, (size_t)snprintf(cur, sizeof(cur), "%llu", global));
-		rb_raw(out, p, (size_t)(end - p));
-		break;
-	}
 	}
 }

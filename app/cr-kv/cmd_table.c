@@ -128,7 +128,7 @@ const struct kv_cmd kv_cmds[] = {
 	    "generic", "Rename a key, only if the new key does not exist"),
 	CMD("keys", 2, R, ALL, KV_MERGE_KEYS, 0, 0, 0, cmd_keys, NULL, "generic",
 	    "Find all keys matching the given pattern"),
-	CMD("scan", -2, R, KV_ROUTE_SCAN, KV_MERGE_SCAN, 0, 0, 0, cmd_scan, NULL, "generic",
+	CMD("scan", -2, R, KV_ROUTE_SCAN, 0, 0, 0, 0, cmd_scan, NULL, "generic",
 	    "Incrementally iterate the keys space"),
 	CMD("dbsize", 1, R | F, ALL, KV_MERGE_SUM, 0, 0, 0, cmd_dbsize, NULL, "server",
 	    "Return the number of keys in the selected database"),

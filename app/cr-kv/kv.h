@@ -8,13 +8,15 @@
  * of that lcore's shard and nothing is waiting to be answered on the connection, it runs
  * at once and its reply is appended to the lcore's batch buffer (no copy, no message).
  * Otherwise it becomes a request (struct kreq) queued on the connection: its arguments
- * are copied, and each shard it touches gets a part, run with cr_call() on that shard's
- * lcore (or at once, for the local shard); when every part has answered, the request's
- * reply is complete, and replies leave the connection strictly in request order.
+ * are copied, and each shard it touches gets a part, run at once for the local shard, or
+ * queued for the other shard's lcore and sent there with the other parts for it in one
+ * cr_call() (struct kbatch); when every part has answered, the request's reply is
+ * complete, and replies leave the connection strictly in request order.
  *
  * Order. Parts are run on their shard in the order the connection issued them (local
- * parts at issue, remote ones through the one FIFO mailbox ring from this lcore to that
- * lcore), so every shard sees one client's commands in program order. A command with more
+ * parts at issue, remote ones through a FIFO queue per target and then the one FIFO
+ * mailbox ring from this lcore to that lcore), so every shard sees one client's commands
+ * in program order. A command with more
  * than one phase (RENAME across shards, MSETNX across shards) blocks the connection's
  * parsing until it is done, so nothing issued after it can overtake it.
  */
@@ -96,7 +98,6 @@ enum kv_merge {
 	KV_MERGE_KEYS,	  /* arrays concatenated */
 	KV_MERGE_RANDOM,  /* one non-nil bulk, chosen at random */
 	KV_MERGE_INFO,	  /* shard statistics, formatted by the INFO command */
-	KV_MERGE_SCAN,	  /* the shard's cursor made global */
 };
 
 /* Command flags (also what COMMAND INFO reports). */
