@@ -600,6 +600,30 @@ def t_redis_benchmark(o):
     c.close()
 
 
+def t_shutdown(o):
+    """SIGTERM while clients pipeline across shards: cr-kv stops within the shutdown
+    timeout with status 0 (and, in sanitizer builds, no report)."""
+    need("redis-benchmark")
+    bench = subprocess.Popen(["redis-benchmark", "-p", str(o.kv.port), "-t", "set,get,mset",
+                              "-c", "30", "-r", "10000", "-n", "100000000", "-P", "16", "-q"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)
+        check(bench.poll() is None, "redis-benchmark ended early")
+        t0 = time.monotonic()
+        o.kv.proc.send_signal(signal.SIGTERM)
+        try:
+            o.kv.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            raise Failure("cr-kv still running 15 s after SIGTERM under load")
+        log("stopped in %.2f s" % (time.monotonic() - t0))
+        check(o.kv.proc.returncode == 0, "exit status %s: %s" % (
+            o.kv.proc.returncode, o.kv.proc.stderr.read().decode(errors="replace")[-2000:]))
+    finally:
+        bench.kill()
+        bench.wait()
+
+
 def t_python(o):
     """redis-py (python3-redis) drives every command and agrees with redis."""
     try:
@@ -882,6 +906,7 @@ TESTS = {
     "oracle": t_oracle, "pipeline": t_pipeline, "order": t_order, "scan": t_scan,
     "expiry": t_expiry, "info": t_info, "hello": t_hello, "quit": t_quit,
     "redis_cli": t_redis_cli, "redis_benchmark": t_redis_benchmark, "python": t_python,
+    "shutdown": t_shutdown,
     "bad_mbulk_len": t_bad_mbulk_len, "bad_mbulk_nonnum": t_bad_mbulk_nonnum,
     "bad_bulk_negative": t_bad_bulk_negative, "bad_bulk_nonnum": t_bad_bulk_nonnum,
     "bad_bulk_too_big": t_bad_bulk_too_big, "bad_bulk_over_limit": t_bad_bulk_over_limit,
