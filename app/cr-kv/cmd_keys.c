@@ -266,7 +266,7 @@ match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase, int
 			pat++;
 			plen--;
 			not = plen > 0 && pat[0] == '^';
-			if (not) {
+			if (not ) {
 				pat++;
 				plen--;
 			}
@@ -298,7 +298,7 @@ match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase, int
 					if (c >= a && c <= b)
 						ok = true;
 				} else if (nocase ? tolower((unsigned char)pat[0]) ==
-							    tolower((unsigned char)s[0])
+							tolower((unsigned char)s[0])
 						  : pat[0] == s[0]) {
 					ok = true;
 				}
@@ -310,7 +310,7 @@ match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase, int
 				pat--;
 				plen++;
 			}
-			if (not)
+			if (not )
 				ok = !ok;
 			if (!ok)
 				return false;

@@ -90,7 +90,7 @@ set_name(struct kconn *kc, const struct kv_arg *a)
 }
 
 static const char err_name[] =
-	"ERR Client names cannot contain spaces, newlines or special characters.";
+    "ERR Client names cannot contain spaces, newlines or special characters.";
 
 KV_CMD(client_setname)
 {
@@ -141,12 +141,18 @@ help(struct kv_ctx *x, const char *const *lines)
 KV_CMD(client_help)
 {
 	static const char *const l[] = {
-		"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-		"GETNAME", "    Return the name of the current connection.", "ID",
-		"    Return the ID of the current connection.", "INFO",
-		"    Return information about the current client connection.",
-		"SETNAME <name>", "    Assign the name <name> to the current connection.",
-		"HELP", "    Print this help.", NULL};
+	    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "GETNAME",
+	    "    Return the name of the current connection.",
+	    "ID",
+	    "    Return the ID of the current connection.",
+	    "INFO",
+	    "    Return information about the current client connection.",
+	    "SETNAME <name>",
+	    "    Assign the name <name> to the current connection.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL};
 
 	help(x, l);
 }
@@ -246,8 +252,9 @@ config_value(const char *name, char *b, size_t n)
 KV_CMD(config_get)
 {
 	static const char *const params[] = {
-		"maxclients", "maxmemory", "proto-max-bulk-len", "client-query-buffer-limit",
-		"port", "databases", "maxmemory-policy", "appendonly", "save", NULL};
+	    "maxclients", "maxmemory", "proto-max-bulk-len", "client-query-buffer-limit",
+	    "port",	  "databases", "maxmemory-policy",   "appendonly",
+	    "save",	  NULL};
 	bool seen[sizeof(params) / sizeof(params[0])] = {false};
 	size_t start, i;
 	uint32_t j;
@@ -283,10 +290,12 @@ KV_CMD(config_get)
 KV_CMD(config_help)
 {
 	static const char *const l[] = {
-		"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-		"GET <pattern>",
-		"    Return parameters matching the glob-like <pattern> and their values.",
-		"HELP", "    Print this help.", NULL};
+	    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "GET <pattern>",
+	    "    Return parameters matching the glob-like <pattern> and their values.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL};
 
 	help(x, l);
 }
@@ -299,8 +308,8 @@ reply_flags(struct rbuf *o, uint32_t f)
 	static const struct {
 		uint32_t bit;
 		const char *name;
-	} names[] = {{KV_WRITE, "write"},     {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
-		     {KV_LOADING, "loading"}, {KV_STALE, "stale"},	 {KV_FAST, "fast"},
+	} names[] = {{KV_WRITE, "write"},      {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
+		     {KV_LOADING, "loading"},  {KV_STALE, "stale"},	  {KV_FAST, "fast"},
 		     {KV_NOSCRIPT, "noscript"}};
 	unsigned i, n = 0;
 
@@ -446,16 +455,24 @@ KV_CMD(command_docs)
 KV_CMD(command_help)
 {
 	static const char *const l[] = {
-		"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-		"(no subcommand)", "    Return details about all commands.", "COUNT",
-		"    Return the total number of commands in this server.", "LIST",
-		"    Return a list of all commands in this server.", "INFO [<command-name> ...]",
-		"    Return details about multiple commands.",
-		"    If no command names are given, documentation details for all",
-		"    commands are returned.", "DOCS [<command-name> ...]",
-		"    Return documentation details about multiple commands.",
-		"    If no command names are given, documentation details for all",
-		"    commands are returned.", "HELP", "    Print this help.", NULL};
+	    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "(no subcommand)",
+	    "    Return details about all commands.",
+	    "COUNT",
+	    "    Return the total number of commands in this server.",
+	    "LIST",
+	    "    Return a list of all commands in this server.",
+	    "INFO [<command-name> ...]",
+	    "    Return details about multiple commands.",
+	    "    If no command names are given, documentation details for all",
+	    "    commands are returned.",
+	    "DOCS [<command-name> ...]",
+	    "    Return documentation details about multiple commands.",
+	    "    If no command names are given, documentation details for all",
+	    "    commands are returned.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL};
 
 	help(x, l);
 }
@@ -475,12 +492,6 @@ KV_CMD(info_shard)
 	rb_int(x->out, (long long)x->sh->hits);
 	rb_int(x->out, (long long)x->sh->misses);
 	rb_int(x->out, (long long)kv_store_expired_total(s));
-}
-
-/* INFO runs on every shard (KV_ROUTE_ALL); this is never called directly. */
-KV_CMD(info)
-{
-	(void)x;
 }
 
 static void
@@ -563,18 +574,18 @@ kv_info_merge(struct kreq *kr, struct rbuf *out)
 		}
 	}
 	rb_init(&b, NULL, 0);
-#define SECTION(name)                                                                      \
-	do {                                                                               \
-		if (secs++)                                                                \
-			rb_raw(&b, "\r\n", 2);                                             \
-		rb_raw(&b, "# " name "\r\n", strlen("# " name "\r\n"));                    \
+#define SECTION(name)                                                   \
+	do {                                                            \
+		if (secs++)                                             \
+			rb_raw(&b, "\r\n", 2);                          \
+		rb_raw(&b, "# " name "\r\n", strlen("# " name "\r\n")); \
 	} while (0)
-#define LINE(...)                                                                          \
-	do {                                                                               \
-		char l_[256];                                                              \
-		int n_ = snprintf(l_, sizeof(l_), __VA_ARGS__);                            \
-		rb_raw(&b, l_, (size_t)n_);                                                \
-		rb_raw(&b, "\r\n", 2);                                                     \
+#define LINE(...)                                               \
+	do {                                                    \
+		char l_[256];                                   \
+		int n_ = snprintf(l_, sizeof(l_), __VA_ARGS__); \
+		rb_raw(&b, l_, (size_t)n_);                     \
+		rb_raw(&b, "\r\n", 2);                          \
 	} while (0)
 	if (want & SEC_SERVER) {
 		uint64_t up = (uint64_t)(now - (int64_t)kv.start_ms) / 1000;
@@ -613,9 +624,8 @@ kv_info_merge(struct kreq *kr, struct rbuf *out)
 	}
 	if (want & SEC_STATS) {
 		SECTION("Stats");
-		LINE("total_connections_received:%llu",
-		     (unsigned long long)atomic_load_explicit(&kv.conns_total,
-							      memory_order_relaxed));
+		LINE("total_connections_received:%llu", (unsigned long long)atomic_load_explicit(
+							    &kv.conns_total, memory_order_relaxed));
 		LINE("total_commands_processed:%llu",
 		     (unsigned long long)counter_total(kv.tel_cmds));
 		LINE("rejected_connections:%llu",
@@ -627,11 +637,9 @@ kv_info_merge(struct kreq *kr, struct rbuf *out)
 		LINE("client_query_buffer_limit_disconnections:%llu",
 		     (unsigned long long)atomic_load_explicit(&kv.qbuf_closed,
 							      memory_order_relaxed));
-		LINE("protocol_errors:%llu",
-		     (unsigned long long)atomic_load_explicit(&kv.proto_errors,
-							      memory_order_relaxed));
-		LINE("cross_lcore_requests:%llu",
-		     (unsigned long long)counter_total(kv.tel_remote));
+		LINE("protocol_errors:%llu", (unsigned long long)atomic_load_explicit(
+						 &kv.proto_errors, memory_order_relaxed));
+		LINE("cross_lcore_requests:%llu", (unsigned long long)counter_total(kv.tel_remote));
 	}
 	if (want & SEC_KEYSPACE) {
 		SECTION("Keyspace");

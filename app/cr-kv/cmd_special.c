@@ -55,8 +55,8 @@ KV_CMD(rename_put)
 		rb_int(x->out, 0);
 		return;
 	}
-	e = kv_set(x->sh->store, k->p, k->len, kv_hash(k->p, k->len), x->argv[2].p,
-		   x->argv[2].len, false, x->now_ms);
+	e = kv_set(x->sh->store, k->p, k->len, kv_hash(k->p, k->len), x->argv[2].p, x->argv[2].len,
+		   false, x->now_ms);
 	if (e == NULL) {
 		rb_error(x->out, "OOM out of memory in rename");
 		return;

@@ -53,8 +53,8 @@ lookup_read(struct kv_ctx *x, const struct kv_arg *k)
 static struct kv_entry *
 set_key(struct kv_ctx *x, const struct kv_arg *k, const struct kv_arg *v, bool keepttl)
 {
-	struct kv_entry *e = kv_set(x->sh->store, k->p, k->len, kv_hash(k->p, k->len), v->p,
-				    v->len, keepttl, x->now_ms);
+	struct kv_entry *e = kv_set(x->sh->store, k->p, k->len, kv_hash(k->p, k->len), v->p, v->len,
+				    keepttl, x->now_ms);
 
 	if (e == NULL)
 		rb_error(x->out, "OOM out of memory storing the value");
@@ -69,15 +69,15 @@ reply_expire_error(struct kv_ctx *x, const char *cmd)
 
 /* ---- SET and friends ---- */
 
-#define F_NX 0x1u
-#define F_XX 0x2u
-#define F_GET 0x4u
+#define F_NX	  0x1u
+#define F_XX	  0x2u
+#define F_GET	  0x4u
 #define F_KEEPTTL 0x8u
 #define F_PERSIST 0x10u
-#define F_EX 0x20u
-#define F_PX 0x40u
-#define F_EXAT 0x80u
-#define F_PXAT 0x100u
+#define F_EX	  0x20u
+#define F_PX	  0x40u
+#define F_EXAT	  0x80u
+#define F_PXAT	  0x100u
 
 enum { MODE_SET, MODE_GET };
 
@@ -185,9 +185,9 @@ expire_ms(struct kv_ctx *x, const struct kv_arg *a, unsigned flags, bool ms, con
 
 /* setGenericCommand() */
 static void
-set_generic(struct kv_ctx *x, unsigned flags, const struct kv_arg *key,
-	    const struct kv_arg *val, const struct kv_arg *expire, bool ms, const char *ok,
-	    const char *abort, const char *cmd)
+set_generic(struct kv_ctx *x, unsigned flags, const struct kv_arg *key, const struct kv_arg *val,
+	    const struct kv_arg *expire, bool ms, const char *ok, const char *abort,
+	    const char *cmd)
 {
 	long long when = 0;
 	struct kv_entry *e;
@@ -546,8 +546,8 @@ to_ld(const char *s, size_t len, long double *out)
 	errno = 0;
 	v = strtold(buf, &end);
 	if (isspace((unsigned char)buf[0]) || end[0] != '\0' || (size_t)(end - buf) != len ||
-	    (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || v == 0)) ||
-	    errno == EINVAL || isnan(v))
+	    (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || v == 0)) || errno == EINVAL ||
+	    isnan(v))
 		return false;
 	*out = v;
 	return true;

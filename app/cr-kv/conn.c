@@ -23,7 +23,7 @@ CR_LOG_COMPONENT(kv_log, "app.kv")
 #define KC_MAX_QUEUED 1024u
 /* A query buffer is shrunk back when it is idle and this big. */
 #define QBUF_INITIAL 4096u
-#define QBUF_SHRINK (64u * 1024)
+#define QBUF_SHRINK  (64u * 1024)
 
 static void process_input(struct kconn *kc);
 static void flush_fifo(struct kconn *kc);
@@ -174,11 +174,11 @@ static void
 run_part(struct kpart *p, struct kv_shard *sh)
 {
 	struct kv_ctx x = {
-		.sh = sh,
-		.argc = p->argc,
-		.argv = p->argv,
-		.out = &p->out,
-		.now_ms = kv_now_ms(),
+	    .sh = sh,
+	    .argc = p->argc,
+	    .argv = p->argv,
+	    .out = &p->out,
+	    .now_ms = kv_now_ms(),
 	};
 
 	p->fn(&x);
@@ -602,8 +602,8 @@ unknown_command(struct kconn *kc, const struct kv_arg *argv, uint32_t argc)
 
 	args[0] = '\0';
 	for (i = 1; i < argc && al < 128; i++) {
-		int w = snprintf(args + al, sizeof(args) - al, "'%.*s' ", (int)(128 - al),
-				 argv[i].p);
+		int w =
+		    snprintf(args + al, sizeof(args) - al, "'%.*s' ", (int)(128 - al), argv[i].p);
 
 		if (w > 0)
 			al += (size_t)w < sizeof(args) - al ? (size_t)w : sizeof(args) - al - 1;
@@ -742,10 +742,10 @@ scan_cont(struct kreq *kr)
 		rb_raw(&kr->reply, o->p, o->len);
 		goto done;
 	}
-	p = memchr(p, '\n', (size_t)(end - p)) + 1;	/* "*2" */
-	p = memchr(p, '\n', (size_t)(end - p)) + 1;	/* "$len" */
+	p = memchr(p, '\n', (size_t)(end - p)) + 1; /* "*2" */
+	p = memchr(p, '\n', (size_t)(end - p)) + 1; /* "$len" */
 	local = strtoull(p, NULL, 10);
-	p = memchr(p, '\n', (size_t)(end - p)) + 1;	/* the cursor */
+	p = memchr(p, '\n', (size_t)(end - p)) + 1; /* the cursor */
 	n = strtoll(p + 1, NULL, 10);
 	body = memchr(p, '\n', (size_t)(end - p)) + 1; /* "*n" */
 	rb_raw(&kr->reply, body, (size_t)(end - body));
@@ -766,14 +766,15 @@ scan_cont(struct kreq *kr)
 		return;
 	}
 	{
-		unsigned long long global = local != 0 ? local << st->bits | shard
-				 : shard + 1 < kv.nshards ? shard + 1 : 0;
+		unsigned long long global = local != 0		     ? local << st->bits | shard
+					    : shard + 1 < kv.nshards ? shard + 1
+								     : 0;
 		struct rbuf keys = kr->reply;
 		int h;
 
 		snprintf(st->cursor, sizeof(st->cursor), "%llu", global);
-		h = snprintf(hdr, sizeof(hdr), "*2\r\n$%zu\r\n%s\r\n*%lld\r\n",
-			     strlen(st->cursor), st->cursor, st->n);
+		h = snprintf(hdr, sizeof(hdr), "*2\r\n$%zu\r\n%s\r\n*%lld\r\n", strlen(st->cursor),
+			     st->cursor, st->n);
 		rb_init(&kr->reply, NULL, 0);
 		rb_raw(&kr->reply, hdr, (size_t)h);
 		rb_raw(&kr->reply, keys.p, keys.len);
@@ -1261,10 +1262,10 @@ conn_eof(struct cr_conn *c)
 }
 
 const struct cr_conn_ops kv_conn_ops = {
-	.on_open = conn_open,
-	.on_data = conn_data,
-	.on_eof = conn_eof,
-	.on_close = conn_close,
+    .on_open = conn_open,
+    .on_data = conn_data,
+    .on_eof = conn_eof,
+    .on_close = conn_close,
 };
 
 /* ---- shards ---- */

@@ -101,14 +101,13 @@ enum kv_merge {
 };
 
 /* Command flags (also what COMMAND INFO reports). */
-#define KV_WRITE 0x1u
+#define KV_WRITE    0x1u
 #define KV_READONLY 0x2u
-#define KV_DENYOOM 0x4u
-#define KV_FAST 0x8u
-#define KV_LOADING 0x10u
-#define KV_STALE 0x20u
+#define KV_DENYOOM  0x4u
+#define KV_FAST	    0x8u
+#define KV_LOADING  0x10u
+#define KV_STALE    0x20u
 #define KV_NOSCRIPT 0x40u
-#define KV_RANDOM 0x80u
 
 struct kv_cmd {
 	const char *name; /* lower case, "client|setname" for subcommands */
@@ -132,19 +131,65 @@ extern const unsigned kv_ncmds;
 
 /* Command implementations (cmd_*.c). */
 #define KV_CMD(n) void cmd_##n(struct kv_ctx *x)
-KV_CMD(get); KV_CMD(set); KV_CMD(setnx); KV_CMD(setex); KV_CMD(psetex); KV_CMD(getset);
-KV_CMD(getdel); KV_CMD(getex); KV_CMD(mget); KV_CMD(mset); KV_CMD(append); KV_CMD(strlen);
-KV_CMD(getrange); KV_CMD(setrange); KV_CMD(incr); KV_CMD(decr); KV_CMD(incrby);
-KV_CMD(decrby); KV_CMD(incrbyfloat); KV_CMD(msetnx_local);
-KV_CMD(del); KV_CMD(exists); KV_CMD(type); KV_CMD(expire); KV_CMD(pexpire);
-KV_CMD(expireat); KV_CMD(pexpireat); KV_CMD(ttl); KV_CMD(pttl); KV_CMD(persist);
-KV_CMD(rename_local); KV_CMD(keys); KV_CMD(scan); KV_CMD(dbsize); KV_CMD(flushdb);
-KV_CMD(randomkey); KV_CMD(info_shard); KV_CMD(msetnx_check); KV_CMD(rename_take);
-KV_CMD(rename_put); KV_CMD(rename_exists);
-KV_CMD(ping); KV_CMD(echo); KV_CMD(select); KV_CMD(quit); KV_CMD(info); KV_CMD(command);
-KV_CMD(command_count); KV_CMD(command_docs); KV_CMD(command_info); KV_CMD(client_setname);
-KV_CMD(client_getname); KV_CMD(client_id); KV_CMD(hello); KV_CMD(config_get); KV_CMD(time);
-KV_CMD(command_list); KV_CMD(client_info); KV_CMD(client_help); KV_CMD(config_help);
+KV_CMD(get);
+KV_CMD(set);
+KV_CMD(setnx);
+KV_CMD(setex);
+KV_CMD(psetex);
+KV_CMD(getset);
+KV_CMD(getdel);
+KV_CMD(getex);
+KV_CMD(mget);
+KV_CMD(mset);
+KV_CMD(append);
+KV_CMD(strlen);
+KV_CMD(getrange);
+KV_CMD(setrange);
+KV_CMD(incr);
+KV_CMD(decr);
+KV_CMD(incrby);
+KV_CMD(decrby);
+KV_CMD(incrbyfloat);
+KV_CMD(msetnx_local);
+KV_CMD(del);
+KV_CMD(exists);
+KV_CMD(type);
+KV_CMD(expire);
+KV_CMD(pexpire);
+KV_CMD(expireat);
+KV_CMD(pexpireat);
+KV_CMD(ttl);
+KV_CMD(pttl);
+KV_CMD(persist);
+KV_CMD(rename_local);
+KV_CMD(keys);
+KV_CMD(scan);
+KV_CMD(dbsize);
+KV_CMD(flushdb);
+KV_CMD(randomkey);
+KV_CMD(info_shard);
+KV_CMD(msetnx_check);
+KV_CMD(rename_take);
+KV_CMD(rename_put);
+KV_CMD(rename_exists);
+KV_CMD(ping);
+KV_CMD(echo);
+KV_CMD(select);
+KV_CMD(quit);
+KV_CMD(command);
+KV_CMD(command_count);
+KV_CMD(command_docs);
+KV_CMD(command_info);
+KV_CMD(client_setname);
+KV_CMD(client_getname);
+KV_CMD(client_id);
+KV_CMD(hello);
+KV_CMD(config_get);
+KV_CMD(time);
+KV_CMD(command_list);
+KV_CMD(client_info);
+KV_CMD(client_help);
+KV_CMD(config_help);
 KV_CMD(command_help);
 bool precheck_mset(struct kv_ctx *x);
 bool precheck_flush(struct kv_ctx *x);
@@ -167,14 +212,14 @@ struct kv_shard {
 	unsigned lcore, index;
 	struct kv_store *store;
 	uint64_t rng;
-	struct rbuf batch; /* replies of the connection being served, sent in one go */
+	struct rbuf batch;   /* replies of the connection being served, sent in one go */
 	struct kv_arg *args; /* scratch argv for commands run from the query buffer */
 	uint32_t args_cap;
 	/* Parts queued for each other shard, sent as one batch (conn.c). */
 	struct kpart *outq_head[CR_MAX_LCORES], **outq_tail[CR_MAX_LCORES];
 	unsigned outq_n[CR_MAX_LCORES];
-	bool outq_armed;	     /* an outq_task() is deferred or timed */
-	struct cr_timer outq_timer;  /* its fallback when cr_defer() is full */
+	bool outq_armed;	    /* an outq_task() is deferred or timed */
+	struct cr_timer outq_timer; /* its fallback when cr_defer() is full */
 	struct kbatch *free_batches;
 	struct kreq *free_reqs;
 	unsigned nfree;
@@ -192,16 +237,16 @@ struct kconn {
 	char *qbuf;
 	size_t qlen, qpos, qcap;
 	struct resp_parser rp;
-	struct kreq *head, *tail; /* replies still owed, in request order */
-	unsigned queued;	  /* requests in head..tail */
-	unsigned blocked;	  /* reasons not to run the next command */
-	bool have_cmd;		  /* rp holds a parsed command not yet run */
-	bool close_after;	  /* close once every reply is out */
-	bool close_hard;	  /* ... and promptly: a protocol error, not QUIT */
+	struct kreq *head, *tail;   /* replies still owed, in request order */
+	unsigned queued;	    /* requests in head..tail */
+	unsigned blocked;	    /* reasons not to run the next command */
+	bool have_cmd;		    /* rp holds a parsed command not yet run */
+	bool close_after;	    /* close once every reply is out */
+	bool close_hard;	    /* ... and promptly: a protocol error, not QUIT */
 	struct cr_timer kill_timer; /* close_hard: reset if the peer keeps sending */
 	bool read_stopped;
-	bool in_input;		  /* process_input() is on the stack */
-	bool flush_pending;	  /* a deferred_flush() is queued: kc must live until it runs */
+	bool in_input;	    /* process_input() is on the stack */
+	bool flush_pending; /* a deferred_flush() is queued: kc must live until it runs */
 	uint64_t id;
 	char *name;
 };
@@ -221,19 +266,19 @@ struct kpart {
 typedef void (*kreq_cont_fn)(struct kreq *kr);
 
 struct kreq {
-	struct kreq *next;	 /* on the connection */
+	struct kreq *next; /* on the connection */
 	struct kconn *kc;
 	const struct kv_cmd *cmd;
 	bool done;
 	bool coalesce; /* a run of local replies: later local ones are appended */
 	uint32_t nparts, sent, left;
-	struct kpart *parts; /* &one when nparts <= 1 */
+	struct kpart *parts;	/* &one when nparts <= 1 */
 	struct kv_arg *argpool; /* the parts' argument arrays (KV_ROUTE_KEYS) */
 	char scratch[32];	/* a part's rewritten argument (SCAN's shard cursor) */
-	kreq_cont_fn cont;   /* when every part has answered; NULL: merge by cmd */
+	kreq_cont_fn cont;	/* when every part has answered; NULL: merge by cmd */
 	int phase;
-	void *state;	     /* a multi-phase command's own */
-	struct rbuf *final;  /* the bytes to send when done */
+	void *state;	    /* a multi-phase command's own */
+	struct rbuf *final; /* the bytes to send when done */
 	struct rbuf reply;
 	uint32_t argc;
 	struct kv_arg *argv;

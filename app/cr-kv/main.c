@@ -61,17 +61,18 @@ retire_hook(unsigned lcore, void *arg)
 	(void)arg;
 	/* The shard's keys stay with this lcore: while it is offline they cannot be
 	 * reached (requests for them fail). See doc/guides/kv.md. */
-	fprintf(stderr, "cr-kv: lcore %u retires: the keys of its shard are unavailable until it "
-			"starts again\n",
+	fprintf(stderr,
+		"cr-kv: lcore %u retires: the keys of its shard are unavailable until it "
+		"starts again\n",
 		lcore);
 	cr_net_drain();
 }
 
 static const struct cr_reactor_hooks hooks = {
-	.on_lcore_start = lcore_start,
-	.on_lcore_stop = lcore_stop,
-	.on_retire = retire_hook,
-	.on_shutdown = drain_hook,
+    .on_lcore_start = lcore_start,
+    .on_lcore_stop = lcore_stop,
+    .on_retire = retire_hook,
+    .on_shutdown = drain_hook,
 };
 
 static int
@@ -183,17 +184,17 @@ telemetry_setup(const struct cr_eal_config *cfg)
 	kv.tel_cmds = cr_telemetry_counter_register("kv_commands", CR_TELEMETRY_COUNTER,
 						    "commands run (parsed on this lcore)");
 	kv.tel_remote = cr_telemetry_counter_register(
-		"kv_remote_parts", CR_TELEMETRY_COUNTER,
-		"command parts handed to the lcore owning the key (cr_call)");
+	    "kv_remote_parts", CR_TELEMETRY_COUNTER,
+	    "command parts handed to the lcore owning the key (cr_call)");
 	kv.tel_proto = cr_telemetry_counter_register("kv_protocol_errors", CR_TELEMETRY_COUNTER,
 						     "clients closed for a protocol error");
 	kv.tel_qbuf = cr_telemetry_counter_register(
-		"kv_qbuf_limit_closed", CR_TELEMETRY_COUNTER,
-		"clients closed for a query buffer over --client-query-buffer-limit");
-	kv.tel_rejected = cr_telemetry_counter_register(
-		"kv_rejected", CR_TELEMETRY_COUNTER, "connections refused over --maxclients");
-	kv.tel_expired = cr_telemetry_counter_register(
-		"kv_expired_active", CR_TELEMETRY_COUNTER, "keys removed by active expiry");
+	    "kv_qbuf_limit_closed", CR_TELEMETRY_COUNTER,
+	    "clients closed for a query buffer over --client-query-buffer-limit");
+	kv.tel_rejected = cr_telemetry_counter_register("kv_rejected", CR_TELEMETRY_COUNTER,
+							"connections refused over --maxclients");
+	kv.tel_expired = cr_telemetry_counter_register("kv_expired_active", CR_TELEMETRY_COUNTER,
+						       "keys removed by active expiry");
 	if (kv.tel_cmds < 0 || kv.tel_remote < 0 || kv.tel_proto < 0 || kv.tel_qbuf < 0 ||
 	    kv.tel_rejected < 0 || kv.tel_expired < 0)
 		return -EINVAL;
@@ -221,15 +222,19 @@ set_listen(const char *v, void *ctx)
 /* A byte count: digits with an optional k/kb/m/mb/g/gb suffix (Redis's memtoull units:
  * k = 1000, kb = 1024, ...). */
 static int
-parse_bytes(const char *v, unsigned long long min, unsigned long long max,
-	    unsigned long long *out)
+parse_bytes(const char *v, unsigned long long min, unsigned long long max, unsigned long long *out)
 {
 	static const struct {
 		const char *s;
 		unsigned long long mul;
-	} units[] = {{"", 1},	       {"b", 1},		{"k", 1000},
-		     {"kb", 1024},     {"m", 1000 * 1000},	{"mb", 1024 * 1024},
-		     {"g", 1000000000ULL}, {"gb", 1024ULL * 1024 * 1024}};
+	} units[] = {{"", 1},
+		     {"b", 1},
+		     {"k", 1000},
+		     {"kb", 1024},
+		     {"m", 1000 * 1000},
+		     {"mb", 1024 * 1024},
+		     {"g", 1000000000ULL},
+		     {"gb", 1024ULL * 1024 * 1024}};
 	char digits[32];
 	size_t n = strspn(v, "0123456789"), i;
 	unsigned long long num;
@@ -289,29 +294,29 @@ int
 main(int argc, char **argv)
 {
 	static const struct cr_opt opts[] = {
-		{"listen", 0, "HOST:PORT", "address to serve (default 127.0.0.1:6379)",
-		 "HOST:PORT with a numeric host, [IPv6]:PORT, localhost:PORT or *:PORT; port "
-		 "0-65535",
-		 set_listen, NULL},
-		{"maxclients", 0, "N",
-		 "client connections at most, over all lcores (default 10000); the next gets "
-		 "-ERR max number of clients reached",
-		 "1-16777216", set_maxclients, NULL},
-		{"maxmemory", 0, "BYTES",
-		 "refuse writes with -OOM while the keyspace uses more (default 0: no limit; "
-		 "no eviction)",
-		 "a byte count with an optional unit: 100mb, 2gb, 0", set_maxmemory, NULL},
-		{"proto-max-bulk-len", 0, "BYTES",
-		 "longest bulk string in a request, and longest value (default 512mb)",
-		 "a byte count of at least 1mb, e.g. 512mb", set_max_bulk, NULL},
-		{"client-query-buffer-limit", 0, "BYTES",
-		 "close a client whose unprocessed input exceeds this (default 1gb)",
-		 "a byte count from 1mb to 1024gb, e.g. 1gb", set_qbuf_limit, NULL},
-		CR_TELEMETRY_OPTS,
+	    {"listen", 0, "HOST:PORT", "address to serve (default 127.0.0.1:6379)",
+	     "HOST:PORT with a numeric host, [IPv6]:PORT, localhost:PORT or *:PORT; port "
+	     "0-65535",
+	     set_listen, NULL},
+	    {"maxclients", 0, "N",
+	     "client connections at most, over all lcores (default 10000); the next gets "
+	     "-ERR max number of clients reached",
+	     "1-16777216", set_maxclients, NULL},
+	    {"maxmemory", 0, "BYTES",
+	     "refuse writes with -OOM while the keyspace uses more (default 0: no limit; "
+	     "no eviction)",
+	     "a byte count with an optional unit: 100mb, 2gb, 0", set_maxmemory, NULL},
+	    {"proto-max-bulk-len", 0, "BYTES",
+	     "longest bulk string in a request, and longest value (default 512mb)",
+	     "a byte count of at least 1mb, e.g. 512mb", set_max_bulk, NULL},
+	    {"client-query-buffer-limit", 0, "BYTES",
+	     "close a client whose unprocessed input exceeds this (default 1gb)",
+	     "a byte count from 1mb to 1024gb, e.g. 1gb", set_qbuf_limit, NULL},
+	    CR_TELEMETRY_OPTS,
 	};
 	static const struct cr_app_info info = {
-		"cr-kv", "an in-memory key-value server speaking RESP, sharded across lcores",
-		opts, sizeof(opts) / sizeof(opts[0])};
+	    "cr-kv", "an in-memory key-value server speaking RESP, sharded across lcores", opts,
+	    sizeof(opts) / sizeof(opts[0])};
 	struct cr_eal_config cfg;
 	struct cr_net_config ncfg;
 	pthread_t sigt;
@@ -328,16 +333,17 @@ main(int argc, char **argv)
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
 	if (first < argc) {
-		fprintf(stderr, "cr-kv: %s: unexpected argument; accepted: options only, see "
-				"cr-kv --help\n",
+		fprintf(stderr,
+			"cr-kv: %s: unexpected argument; accepted: options only, see "
+			"cr-kv --help\n",
 			argv[first]);
 		return 2;
 	}
 	cr_net_config_defaults(&ncfg);
 	/* Connection slots per lcore: enough for every client on one lcore, plus the ones
 	 * refused with an error (they hold a slot until closed). */
-	ncfg.max_conns = (uint32_t)(kv.maxclients + 64 < (1u << 24) ? kv.maxclients + 64
-								 : (1u << 24));
+	ncfg.max_conns =
+	    (uint32_t)(kv.maxclients + 64 < (1u << 24) ? kv.maxclients + 64 : (1u << 24));
 	ncfg.chunks = 4096; /* 64 MiB of output per lcore: room for big replies */
 	rc = cr_net_configure(&ncfg);
 	if (rc != 0) {
@@ -358,7 +364,8 @@ main(int argc, char **argv)
 	if (rc != 0) {
 		shards_destroy();
 		if (rc == -ENODEV) {
-			fprintf(stderr, "cr-kv: --io-driver: the driver asked for cannot run here\n");
+			fprintf(stderr,
+				"cr-kv: --io-driver: the driver asked for cannot run here\n");
 			return 2;
 		}
 		fprintf(stderr, "cr-kv: cannot start: %s\n", cr_strerror(rc));

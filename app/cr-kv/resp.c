@@ -158,7 +158,8 @@ resp_split_inline(char *line, size_t len, size_t base, struct resp_parser *p)
 		tok = w = s;
 		while (!done) {
 			if (inq) {
-				if (s[0] == '\\' && s[1] == 'x' && hexval((unsigned char)s[2]) >= 0 &&
+				if (s[0] == '\\' && s[1] == 'x' &&
+				    hexval((unsigned char)s[2]) >= 0 &&
 				    hexval((unsigned char)s[3]) >= 0) {
 					*w++ = (char)(hexval((unsigned char)s[2]) * 16 +
 						      hexval((unsigned char)s[3]));
@@ -168,12 +169,24 @@ resp_split_inline(char *line, size_t len, size_t base, struct resp_parser *p)
 
 					s++;
 					switch (*s) {
-					case 'n': c = '\n'; break;
-					case 'r': c = '\r'; break;
-					case 't': c = '\t'; break;
-					case 'b': c = '\b'; break;
-					case 'a': c = '\a'; break;
-					default: c = *s; break;
+					case 'n':
+						c = '\n';
+						break;
+					case 'r':
+						c = '\r';
+						break;
+					case 't':
+						c = '\t';
+						break;
+					case 'b':
+						c = '\b';
+						break;
+					case 'a':
+						c = '\a';
+						break;
+					default:
+						c = *s;
+						break;
 					}
 					*w++ = c;
 				} else if (*s == '"') {

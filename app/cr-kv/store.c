@@ -10,7 +10,7 @@
 
 #include "store.h"
 
-#define MIN_BUCKETS 16u
+#define MIN_BUCKETS   16u
 #define EXPIRE_SAMPLE 20u
 
 struct kv_store {
@@ -249,8 +249,8 @@ value_store(struct kv_store *s, struct kv_entry *e, const char *val, size_t vlen
 }
 
 struct kv_entry *
-kv_set(struct kv_store *s, const char *key, size_t klen, uint64_t h, const char *val,
-       size_t vlen, bool keepttl, int64_t now_ms)
+kv_set(struct kv_store *s, const char *key, size_t klen, uint64_t h, const char *val, size_t vlen,
+       bool keepttl, int64_t now_ms)
 {
 	struct kv_entry **pp = find_slot(s, key, klen, h), *e = *pp;
 
@@ -422,8 +422,7 @@ kv_prefetch_entry(const struct kv_store *s, uint64_t h)
 }
 
 uint64_t
-kv_store_scan(struct kv_store *s, uint64_t v, void (*fn)(struct kv_entry *e, void *arg),
-	      void *arg)
+kv_store_scan(struct kv_store *s, uint64_t v, void (*fn)(struct kv_entry *e, void *arg), void *arg)
 {
 	struct kv_entry *e;
 

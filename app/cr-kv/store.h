@@ -31,7 +31,7 @@ struct kv_entry {
 	uint32_t klen;
 	size_t vlen;
 	size_t vcap;
-	char *val; /* vcap bytes + 1 (NUL-terminated for the number parsers) */
+	char *val;  /* vcap bytes + 1 (NUL-terminated for the number parsers) */
 	char key[]; /* klen bytes + NUL */
 };
 

@@ -20,8 +20,8 @@
 struct outcome {
 	uint64_t hash; /* of every command's arguments, in order */
 	unsigned commands;
-	int last;      /* RESP_NEED_MORE or RESP_ERROR */
-	char err[64];  /* the error text, if any ("" for out of memory) */
+	int last;     /* RESP_NEED_MORE or RESP_ERROR */
+	char err[64]; /* the error text, if any ("" for out of memory) */
 };
 
 static uint64_t

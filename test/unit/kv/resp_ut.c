@@ -235,7 +235,8 @@ test_string2ll(void)
 	CU_ASSERT(resp_string2ll("0", 1, &v) && v == 0);
 	CU_ASSERT(resp_string2ll("-1", 2, &v) && v == -1);
 	CU_ASSERT(resp_string2ll("9223372036854775807", 19, &v) && v == 9223372036854775807LL);
-	CU_ASSERT(resp_string2ll("-9223372036854775808", 20, &v) && v == (-9223372036854775807LL - 1));
+	CU_ASSERT(resp_string2ll("-9223372036854775808", 20, &v) &&
+		  v == (-9223372036854775807LL - 1));
 	CU_ASSERT(!resp_string2ll("9223372036854775808", 19, &v));
 	CU_ASSERT(!resp_string2ll("01", 2, &v));
 	CU_ASSERT(!resp_string2ll("+1", 2, &v));
@@ -247,9 +248,9 @@ test_string2ll(void)
 }
 
 static const struct ut_case cases[] = {
-	UT_CASE(test_multibulk),  UT_CASE(test_byte_by_byte),  UT_CASE(test_shift),
-	UT_CASE(test_errors),	  UT_CASE(test_ignored),       UT_CASE(test_inline_quotes),
-	UT_CASE(test_many_args),  UT_CASE(test_string2ll),
+    UT_CASE(test_multibulk), UT_CASE(test_byte_by_byte), UT_CASE(test_shift),
+    UT_CASE(test_errors),    UT_CASE(test_ignored),	 UT_CASE(test_inline_quotes),
+    UT_CASE(test_many_args), UT_CASE(test_string2ll),
 };
 
 UT_MAIN("kv_resp", cases, NULL, NULL)

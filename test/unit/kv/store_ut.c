@@ -222,9 +222,9 @@ test_random_and_flush(void)
 }
 
 static const struct ut_case cases[] = {
-	UT_CASE(test_set_get_delete), UT_CASE(test_resize),	 UT_CASE(test_value_resize),
-	UT_CASE(test_lazy_expiry),    UT_CASE(test_active_expiry), UT_CASE(test_scan_resize),
-	UT_CASE(test_random_and_flush),
+    UT_CASE(test_set_get_delete),   UT_CASE(test_resize),	 UT_CASE(test_value_resize),
+    UT_CASE(test_lazy_expiry),	    UT_CASE(test_active_expiry), UT_CASE(test_scan_resize),
+    UT_CASE(test_random_and_flush),
 };
 
 UT_MAIN("kv_store", cases, NULL, NULL)
