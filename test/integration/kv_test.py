@@ -535,6 +535,46 @@ def t_info(o):
     c.close()
 
 
+def t_telemetry(o):
+    """The app counters reach the telemetry socket: commands run, parts handed to another
+    lcore (2 lcores), protocol errors."""
+    import json
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="kv-tel.")
+    o.tmpdirs.append(tmp)
+    path = os.path.join(tmp, "kv.sock")
+    o.restart(["--telemetry", path])
+    c = Conn(o.kv.port)
+    mset = []
+    for i in range(40):
+        mset += ["tel:%d" % i, "v"]
+    c.cmd("MSET", *mset)
+    c.cmd("MGET", *["tel:%d" % i for i in range(40)])
+    for _ in range(10):
+        c.cmd("PING")
+    c.close()
+    bad = Conn(o.kv.port)
+    bad.send(b"*1\r\n$x\r\n")
+    bad.closed()
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.settimeout(5)
+    u.connect(path)
+    u.sendall(b"/stats\n")
+    data = b""
+    while not data.endswith(b"\n"):
+        d = u.recv(65536)
+        check(d, "telemetry closed: %r" % data)
+        data += d
+    u.close()
+    app = json.loads(data)["/stats"]["total"]["app"]
+    check(app.get("kv_commands", 0) >= 12, "kv_commands: %r" % app)
+    check(app.get("kv_protocol_errors") == 1, "kv_protocol_errors: %r" % app)
+    if o.lcores > 1:
+        check(app.get("kv_remote_parts", 0) > 0, "kv_remote_parts: %r" % app)
+    else:
+        check(app.get("kv_remote_parts") == 0, "kv_remote_parts on 1 lcore: %r" % app)
+
+
 def t_hello(o):
     """HELLO 2 answers with redis's map (id aside); HELLO 3 is refused with -NOPROTO."""
     c = Conn(o.kv.port)
@@ -906,7 +946,7 @@ TESTS = {
     "oracle": t_oracle, "pipeline": t_pipeline, "order": t_order, "scan": t_scan,
     "expiry": t_expiry, "info": t_info, "hello": t_hello, "quit": t_quit,
     "redis_cli": t_redis_cli, "redis_benchmark": t_redis_benchmark, "python": t_python,
-    "shutdown": t_shutdown,
+    "shutdown": t_shutdown, "telemetry": t_telemetry,
     "bad_mbulk_len": t_bad_mbulk_len, "bad_mbulk_nonnum": t_bad_mbulk_nonnum,
     "bad_bulk_negative": t_bad_bulk_negative, "bad_bulk_nonnum": t_bad_bulk_nonnum,
     "bad_bulk_too_big": t_bad_bulk_too_big, "bad_bulk_over_limit": t_bad_bulk_over_limit,
@@ -926,6 +966,7 @@ class Ctx:
         self.lcores = lcores
         self.kv = None
         self._redis = []
+        self.tmpdirs = []
 
     def start(self, extra=()):
         self.kv = KV(self.exe, self.lcores, extra)
@@ -945,9 +986,13 @@ class Ctx:
         for r in self._redis:
             r.stop()
         self._redis = []
-        if self.kv is not None:
-            kv, self.kv = self.kv, None
-            kv.stop()
+        try:
+            if self.kv is not None:
+                kv, self.kv = self.kv, None
+                kv.stop()
+        finally:
+            for d in self.tmpdirs:
+                shutil.rmtree(d, ignore_errors=True)
 
 
 def main():
