@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Integration tests of app/cr-kv against redis-server 7 as the oracle, on loopback.
 
-  kv_test.py CR_KV TEST [--lcores 1|2]
+  kv_test.py CR_KV TEST [--lcores 1|2] [--driver auto|uring|epoll]
 
 Each test starts its own cr-kv (on -l 0 or -l 0-1) and, where it compares, a
 redis-server (persistence off, one database) on free loopback ports, sends the same
@@ -62,11 +62,11 @@ def wait_port(port, proc, timeout=10.0):
 class KV:
     """A cr-kv child; stop() checks it exits cleanly."""
 
-    def __init__(self, exe, lcores, extra=()):
+    def __init__(self, exe, lcores, extra=(), driver="auto"):
         self.port = free_port()
         corelist = "0" if lcores == 1 else "0-%d" % (lcores - 1)
-        self.args = [exe, "-l", corelist, "--listen", "127.0.0.1:%d" % self.port,
-                     "--telemetry", "off"] + list(extra)
+        self.args = [exe, "-l", corelist, "--io-driver", driver, "--listen",
+                     "127.0.0.1:%d" % self.port, "--telemetry", "off"] + list(extra)
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "exitcode=23")
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE,
@@ -961,15 +961,16 @@ TESTS = {
 
 
 class Ctx:
-    def __init__(self, exe, lcores):
+    def __init__(self, exe, lcores, driver="auto"):
         self.exe = exe
         self.lcores = lcores
+        self.driver = driver
         self.kv = None
         self._redis = []
         self.tmpdirs = []
 
     def start(self, extra=()):
-        self.kv = KV(self.exe, self.lcores, extra)
+        self.kv = KV(self.exe, self.lcores, extra, self.driver)
 
     def restart(self, extra):
         kv, self.kv = self.kv, None
@@ -1000,13 +1001,14 @@ def main():
     ap.add_argument("exe")
     ap.add_argument("test", choices=sorted(TESTS))
     ap.add_argument("--lcores", type=int, default=1, choices=(1, 2))
+    ap.add_argument("--driver", default="auto", choices=("auto", "uring", "epoll"))
     args = ap.parse_args()
     if args.lcores > (os.cpu_count() or 1):
         log("SKIP: %d lcores need %d CPUs" % (args.lcores, args.lcores))
         return SKIP
     signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(Failure("test timed out")))
     signal.alarm(TEST_TIMEOUT)
-    o = Ctx(args.exe, args.lcores)
+    o = Ctx(args.exe, args.lcores, args.driver)
     status = 1
     try:
         if args.test != "cli":
