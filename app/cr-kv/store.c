@@ -12,6 +12,9 @@
 
 #define MIN_BUCKETS   16u
 #define EXPIRE_SAMPLE 20u
+/* Values up to this long live inside their entry: one allocation and one cache miss less
+ * per key (a GET reads the key and the value from the same block). */
+#define INLINE_MAX 64u
 
 struct kv_store {
 	struct kv_entry **buckets;
@@ -94,12 +97,28 @@ kv_store_create(void)
 
 static void resize(struct kv_store *s, uint64_t n);
 
+static char *
+inline_val(struct kv_entry *e)
+{
+	return e->key + e->klen + 1;
+}
+
+/* Give back a heap value block, if the value has one. */
+static void
+heap_val_free(struct kv_store *s, struct kv_entry *e)
+{
+	if (e->val != NULL && e->val != inline_val(e)) {
+		used_add(s, e->val, -1);
+		free(e->val);
+	}
+	e->val = NULL;
+}
+
 static void
 entry_free(struct kv_store *s, struct kv_entry *e)
 {
-	used_add(s, e->val, -1);
+	heap_val_free(s, e);
 	used_add(s, e, -1);
-	free(e->val);
 	free(e);
 }
 
@@ -231,13 +250,17 @@ kv_lookup(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t 
 static int
 value_store(struct kv_store *s, struct kv_entry *e, const char *val, size_t vlen)
 {
-	if (e->val == NULL || vlen > e->vcap || (e->vcap > 64 && vlen < e->vcap / 2)) {
+	if (vlen <= e->icap) {
+		heap_val_free(s, e);
+		e->val = inline_val(e);
+		e->vcap = e->icap;
+	} else if (e->val == NULL || e->val == inline_val(e) || vlen > e->vcap ||
+		   (e->vcap > 64 && vlen < e->vcap / 2)) {
 		char *v = malloc(vlen + 1);
 
 		if (v == NULL)
 			return -ENOMEM;
-		used_add(s, e->val, -1);
-		free(e->val);
+		heap_val_free(s, e);
 		e->val = v;
 		e->vcap = vlen;
 		used_add(s, v, 1);
@@ -267,10 +290,15 @@ kv_set(struct kv_store *s, const char *key, size_t klen, uint64_t h, const char 
 			exp_remove(s, e);
 		return e;
 	}
-	e = malloc(sizeof(*e) + klen + 1);
-	if (e == NULL)
-		return NULL;
-	memset(e, 0, sizeof(*e));
+	{
+		uint32_t icap = vlen <= INLINE_MAX ? (uint32_t)((vlen + 8) & ~7u) : 0;
+
+		e = malloc(sizeof(*e) + klen + 1 + icap + 1);
+		if (e == NULL)
+			return NULL;
+		memset(e, 0, sizeof(*e));
+		e->icap = icap;
+	}
 	e->hash = h;
 	e->expire = -1;
 	e->klen = (uint32_t)klen;
@@ -296,11 +324,19 @@ kv_value_resize(struct kv_store *s, struct kv_entry *e, size_t vlen)
 		size_t cap = vlen < 1024 * 1024 ? vlen * 2 : vlen + vlen / 4;
 		char *v;
 
-		used_add(s, e->val, -1);
-		v = realloc(e->val, cap + 1);
-		if (v == NULL) {
-			used_add(s, e->val, 1);
-			return -ENOMEM;
+		if (e->val == inline_val(e)) {
+			/* Outgrows the entry: move to a heap block. */
+			v = malloc(cap + 1);
+			if (v == NULL)
+				return -ENOMEM;
+			memcpy(v, e->val, e->vlen + 1);
+		} else {
+			used_add(s, e->val, -1);
+			v = realloc(e->val, cap + 1);
+			if (v == NULL) {
+				used_add(s, e->val, 1);
+				return -ENOMEM;
+			}
 		}
 		e->val = v;
 		e->vcap = cap;

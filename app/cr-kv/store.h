@@ -30,9 +30,11 @@ struct kv_entry {
 	uint32_t exp_idx; /* position in the expires array while expire != -1 */
 	uint32_t klen;
 	size_t vlen;
-	size_t vcap;
-	char *val;  /* vcap bytes + 1 (NUL-terminated for the number parsers) */
-	char key[]; /* klen bytes + NUL */
+	size_t vcap;   /* what val holds, its NUL excluded */
+	uint32_t icap; /* room for a value inside the entry, after the key */
+	char *val;     /* vcap bytes + 1 (NUL-terminated for the number parsers): the inline
+			* room after the key, or a heap block for a longer value */
+	char key[];    /* klen bytes + NUL, then icap + 1 bytes of inline value */
 };
 
 struct kv_store;
