@@ -171,6 +171,14 @@ struct cr_conn_opts {
 	uint32_t low_watermark;
 	/** Leave Nagle's algorithm on (TCP_NODELAY is set by default). */
 	bool nagle;
+	/**
+	 * Keep reading while the output queue is above the high watermark; on_drain still
+	 * runs when it falls to the low one. For an app that throttles another connection
+	 * instead, as a proxy does with the connection feeding this one's queue: stopping
+	 * this one's reads too would couple the two directions of a relay, and a peer that
+	 * waits for its own sends before reading (an echo) would then never drain it.
+	 */
+	bool keep_reading;
 };
 
 /** Default high watermark of the output queue, in bytes. */

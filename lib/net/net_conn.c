@@ -66,6 +66,7 @@ cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o)
 	if (c->low_wm > c->high_wm)
 		c->low_wm = c->high_wm;
 	c->idle_ns = o != NULL ? o->idle_timeout_ns : 0;
+	c->keep_reading = o != NULL && o->keep_reading;
 }
 
 void
@@ -271,7 +272,7 @@ read_wanted(const struct cr_conn *c)
 		return false;
 	if (c->state == CONN_CLOSING)
 		return true; /* drop input until EOF, so closing sends no reset */
-	return c->state == CONN_OPEN && !c->read_stopped && !c->above_high;
+	return c->state == CONN_OPEN && !c->read_stopped && (!c->above_high || c->keep_reading);
 }
 
 static int

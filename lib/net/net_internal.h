@@ -71,6 +71,7 @@ struct cr_conn {
 	uint8_t state; /* enum conn_state */
 	bool read_eof;
 	bool read_stopped; /* by the app */
+	bool keep_reading; /* cr_conn_opts.keep_reading */
 	bool above_high;
 	bool recv_cancel; /* cr_io_cancel sent to recv_op */
 	bool wr_shut_req;

@@ -45,13 +45,20 @@ struct cr_backend_ops {
 	void (*park)(struct cr_backend *be, uint64_t timeout_ns);
 	/**
 	 * Wake @p target's lcore from lcore @p self (on self's thread). May ride on self's
-	 * next submit; the reactor calls submit at the end of every turn.
+	 * next submit; the reactor submits at the end of every turn, or (poll_submits) in
+	 * the next turn's poll, which follows at once.
 	 */
 	void (*wake_from_lcore)(struct cr_backend *self, struct cr_backend *target);
 	/** Wake @p target's lcore from a thread that is not an lcore. Any thread. */
 	void (*wake_from_foreign)(struct cr_backend *target);
 	/** The driver's I/O operations (struct cr_io_driver_ops, lib/io); NULL if none. */
 	const void *io;
+	/**
+	 * poll() submits what is queued before it reaps. After a turn that did work (the
+	 * next turn follows at once) the reactor then leaves the submit to that turn's poll,
+	 * so one kernel entry both submits and collects (io_uring with DEFER_TASKRUN).
+	 */
+	bool poll_submits;
 };
 
 /** Register a driver (drivers do it from a constructor). At most 8. */

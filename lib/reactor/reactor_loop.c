@@ -43,11 +43,13 @@ run_timers(struct cr_lcore *lc)
 }
 
 static void
-flush_sends(struct cr_lcore *lc)
+flush_sends(struct cr_lcore *lc, unsigned work)
 {
 	cr__retry_backlog(lc);
 	cr__flush_outboxes(lc);
-	lc->ops->submit(lc->be_own);
+	/* A busy turn is followed at once by another, whose poll submits (one entry). */
+	if (work == 0 || !lc->ops->poll_submits)
+		lc->ops->submit(lc->be_own);
 }
 
 /*
@@ -81,7 +83,7 @@ cr__lcore_turn(struct cr_lcore *lc)
 	work += run_completions(lc);
 	work += run_timers(lc);
 	work += cr__run_pollers(lc);
-	flush_sends(lc);
+	flush_sends(lc, work);
 
 	CR_STAT_ADD(lc, turns, 1);
 	lc->last_work = work;
@@ -281,4 +283,6 @@ cr__lcore_loop(struct cr_lcore *lc)
 		if (cr__lcore_turn(lc) == 0)
 			cr__lcore_idle(lc);
 	}
+	/* The last turn may have left its submit to a next turn's poll (wakes among it). */
+	lc->ops->submit(lc->be_own);
 }

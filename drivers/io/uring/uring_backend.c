@@ -254,6 +254,10 @@ poll(struct cr_backend *be, unsigned budget, uint64_t *wakes)
 	struct io_uring_cqe *cqe;
 	unsigned n = 0, rounds = 0;
 
+	/* What the last turn queued: liburing enters with GETEVENTS when task work or an
+	 * overflow waits, so this one entry also brings their completions in. */
+	if (io_uring_sq_ready(&be->ring) != 0)
+		io_uring_submit(&be->ring);
 	while (n < budget) {
 		uint64_t ud;
 		int32_t res;
@@ -346,6 +350,7 @@ static const struct cr_backend_ops uring_ops = {
 	.poll = poll,
 	.pending = pending,
 	.submit = submit,
+	.poll_submits = true,
 	.park = park,
 	.wake_from_lcore = wake_lcore,
 	.wake_from_foreign = wake_foreign,

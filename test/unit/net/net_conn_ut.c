@@ -440,6 +440,47 @@ test_backpressure(void)
 		CU_ASSERT(UT_STAT(short_sends) > 0);
 }
 
+/* Push BIG without reading, then read it all back, and only then shut our side: the
+ * connection is still open when the server's queue drains. */
+static void *
+client_push_read_shut(void *arg)
+{
+	static uint8_t back[BIG];
+	int fd = ut_connect(&S.addr, 16384);
+
+	(void)arg;
+	if (fd >= 0) {
+		S.client_ok = ut_write_all(fd, payload, BIG);
+		S.client_got = ut_read_n(fd, back, BIG);
+		S.client_ok = S.client_ok && S.client_got == BIG && memcmp(back, payload, BIG) == 0;
+		shutdown(fd, SHUT_WR);
+		S.client_eof = ut_wait_eof(fd);
+		close(fd);
+	}
+	atomic_store(&S.client_done, true);
+	return NULL;
+}
+
+/* With keep_reading the queue is not a reason to stop reading: a push that the client
+ * does not read back meanwhile is taken in whole (far past the high watermark; without
+ * keep_reading the client's writes would block for good), and on_drain still runs once
+ * the client reads. */
+static void
+test_keep_reading(void)
+{
+	static const struct cr_conn_ops ops = {on_open, on_data_echo, NULL, on_drain, on_close};
+
+	sc_reset();
+	S.copts.keep_reading = true;
+	sc_run(&ops, client_push_read_shut, one_close, 20000);
+	CU_ASSERT_TRUE(S.client_ok);
+	CU_ASSERT_EQUAL(S.client_got, BIG);
+	CU_ASSERT_EQUAL(S.client_eof, 0);
+	CU_ASSERT(atomic_load(&S.drains) >= 1);
+	CU_ASSERT(atomic_load(&S.max_queued) > 1024 * 1024);
+	CU_ASSERT_EQUAL(atomic_load(&S.close_err), 0);
+}
+
 /* ---- -ENOBUFS, -EPIPE, half-close from our side ---- */
 
 static void
@@ -677,6 +718,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_destroy_with_ops_in_flight),
 	UT_CASE(test_destroy_in_on_data),
 	UT_CASE(test_backpressure),
+	UT_CASE(test_keep_reading),
 	UT_CASE(test_nobufs_epipe_half_close),
 	UT_CASE(test_close_graceful),
 	UT_CASE(test_idle_timeout),

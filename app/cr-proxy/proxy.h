@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cr-proxy internals: settings, the backend table, per-lcore relay state. Never installed.
+ *
+ * Sharing. Backends live in one process-wide table of slots that are never freed: a slot
+ * is assigned to an address once and keeps it (a reload that drops the address only clears
+ * in_config), so an lcore may hold a slot index for as long as it likes. The fields every
+ * lcore reads to choose a backend (in_config, weight, up) are atomics written by the
+ * control path (the signal thread on reload, the main lcore's health checks) and by any
+ * lcore on a connect failure (passive marking). Per-backend counters are per lcore, each
+ * lcore writing only its own row, summed by telemetry and by leastconn.
+ */
+#ifndef PROXY_H
+#define PROXY_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cr_net.h"
+#include "cr_reactor.h"
+
+/* Distinct backend addresses over the life of the process (reloads included). */
+#define PX_MAX_BACKENDS 64
+#define PX_NAME_LEN	CR_NET_ADDR_STRLEN
+#define PX_WEIGHT_MAX	256
+/* Each lcore sizes 2 x maxconn connection slots at start (about 1.2 KiB per maxconn). */
+#define PX_MAXCONN_MAX (1ull << 20)
+#define PX_BUFFERS_MAX (1ull << 22)
+
+enum px_balance {
+	PX_ROUNDROBIN = 0,
+	PX_LEASTCONN,
+	PX_SOURCE,
+};
+
+/* One backend as a settings source lists it. */
+struct px_backend_conf {
+	struct cr_net_addr addr;
+	unsigned weight;
+};
+
+/* Everything --config and the command line set. */
+struct px_conf {
+	struct cr_net_addr listen;
+	bool have_listen;
+	enum px_balance balance;
+	struct px_backend_conf backends[PX_MAX_BACKENDS];
+	unsigned n_backends;
+	double connect_timeout; /* seconds */
+	unsigned retries;	/* further backends tried after the first */
+	double check_interval;	/* 0: no active checks (and no passive marking) */
+	double check_timeout;	/* 0: min(connect_timeout, check_interval) */
+	unsigned rise, fall;
+	double client_timeout, server_timeout; /* idle; 0 = never */
+	unsigned long long maxconn;
+	unsigned long long chunks; /* lib/net output chunks per lcore */
+};
+
+void px_conf_defaults(struct px_conf *c);
+/*
+ * Read a config file into @p c (keys override what @p c holds; backend lines are
+ * appended). On error prints one line "cr-proxy: FILE:LINE: ..." to stderr and returns
+ * -EINVAL (or -errno when the file cannot be read).
+ */
+int px_conf_load(const char *path, struct px_conf *c);
+/* "HOST:PORT[,weight=N]" as --backend takes it. */
+int px_backend_parse(const char *v, struct px_backend_conf *out);
+int px_balance_parse(const char *v, enum px_balance *out);
+const char *px_balance_name(enum px_balance b);
+
+/* ---- the backend table (backend.c) ---- */
+
+struct px_slot {
+	/* Set once before `used` is published; then read-only. */
+	struct cr_net_addr addr;
+	char name[PX_NAME_LEN];
+	uint64_t hash;	   /* of name, for source balancing */
+	_Atomic bool used; /* release: after addr/name/hash; pairs with acquire readers */
+	_Atomic bool in_config;
+	_Atomic unsigned weight;
+	_Atomic bool up;
+	_Atomic unsigned fails; /* consecutive failures: checks and connects */
+	_Atomic unsigned oks;	/* consecutive check successes */
+	_Atomic uint64_t transitions;
+	bool check_inflight; /* main lcore only */
+};
+
+/* Counters of one backend on one lcore, written by that lcore only. */
+struct px_bcount {
+	_Atomic uint64_t active;    /* a gauge: server connections open or connecting */
+	_Atomic uint64_t conns;	    /* connections established */
+	_Atomic uint64_t fails;	    /* connect failures (refused, timed out, ...) */
+	_Atomic uint64_t bytes_in;  /* from the backend */
+	_Atomic uint64_t bytes_out; /* to the backend */
+};
+
+struct px_lcore_counts {
+	_Alignas(64) struct px_bcount b[PX_MAX_BACKENDS];
+};
+
+extern struct px_slot px_slots[PX_MAX_BACKENDS];
+extern struct px_lcore_counts px_counts[CR_MAX_LCORES];
+
+#define PX_ADD(lcore, slot, field, v)                                                     \
+	atomic_store_explicit(                                                            \
+	    &px_counts[lcore].b[slot].field,                                              \
+	    atomic_load_explicit(&px_counts[lcore].b[slot].field, memory_order_relaxed) + \
+		(uint64_t)(v),                                                            \
+	    memory_order_relaxed)
+
+/*
+ * Make the table hold exactly @p n backends (weights included): new addresses get slots,
+ * addresses not listed leave the configuration (their live connections go on). Control
+ * path, one caller at a time. @return 0, or -ENOSPC when more than PX_MAX_BACKENDS
+ * distinct addresses would have been seen (nothing changed).
+ */
+int px_backends_apply(const struct px_backend_conf *b, unsigned n);
+/* Per-lcore chooser state. */
+struct px_chooser {
+	int64_t cur[PX_MAX_BACKENDS]; /* smooth weighted round robin */
+	unsigned rot;
+};
+/*
+ * Choose a backend for a client at @p client, among those up, in the configuration,
+ * of weight > 0 and not in @p tried (a bit per slot). On the calling lcore.
+ * @return a slot, or -1 when there is none.
+ */
+int px_choose(struct px_chooser *ch, enum px_balance bal, const struct cr_net_addr *client,
+	      uint64_t tried);
+/* A connect to @p slot failed / succeeded (any lcore). */
+void px_backend_failed(int slot);
+void px_backend_connected(int slot);
+
+extern bool px_marking; /* checks on: failures may mark a backend down */
+extern unsigned px_fall, px_rise;
+extern unsigned px_lcore_ids[CR_MAX_LCORES];
+extern unsigned px_n_lcores;
+
+/* Start the active checks on the calling (main) lcore. */
+int px_checks_start(uint64_t interval_ns, uint64_t timeout_ns);
+void px_checks_stop(void);
+/* The /backends telemetry command. */
+int px_telemetry_register(void);
+extern enum px_balance px_balance_mode;
+
+/* ---- relay (relay.c) ---- */
+
+struct px_relay_conf {
+	enum px_balance balance;
+	uint64_t connect_timeout_ns;
+	unsigned retries;
+	uint64_t client_idle_ns, server_idle_ns;
+	uint64_t maxconn;
+	uint64_t retire_timeout_ns; /* how long a retiring lcore waits for its sessions */
+};
+
+extern const struct cr_conn_ops px_client_ops;
+extern struct px_relay_conf px_relay;
+/* Per-lcore memory, before cr_reactor_init(). @return 0 or -ENOMEM. */
+int px_relay_alloc(unsigned lcore, int numa, unsigned sessions);
+void px_relay_free(void);
+/*
+ * Lcore hooks. start: hold the lcore (a lease) while it serves. retire: stop accepting,
+ * and let the lcore go when its last session ends or after retire_timeout_ns. stop: let go.
+ */
+void px_relay_lcore_start(unsigned lcore);
+void px_relay_retire(unsigned lcore);
+void px_relay_lcore_stop(unsigned lcore);
+/* Sessions alive, over every lcore (any thread). */
+uint64_t px_sessions_live(void);
+
+/* App counters (telemetry ids). */
+extern int px_ctr_sessions, px_ctr_connect_fail, px_ctr_no_backend, px_ctr_nobufs,
+    px_ctr_maxconn_waits;
+
+#endif /* PROXY_H */

@@ -1,0 +1,544 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Sessions: a client connection accepted on this lcore and the server connection this
+ * lcore opens for it, relayed in both directions without leaving the lcore.
+ *
+ * - The client is not read until the server connection is open, so a failed connect
+ *   loses nothing: the next backend is tried (at most --retries more, each a backend not
+ *   tried yet) and what the client sent waits in the kernel meanwhile.
+ * - Backpressure: bytes read from one side are queued on the other; when that queue goes
+ *   over its high watermark the side they came from stops being read, until the queue's
+ *   on_drain. Each connection keeps reading while its own queue is high (keep_reading):
+ *   the two directions never wait for each other.
+ * - Half-close: an EOF from one side shuts the other side's write once its queue is sent;
+ *   a connection ends by itself when both its directions are done.
+ * - An error on one side (reset, failed send) resets the other; an idle timeout or our
+ *   own stop closes the other gracefully (what is queued still goes out, then EOF).
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "cr_lease.h"
+#include "cr_telemetry.h"
+#include "proxy.h"
+
+struct px_session {
+	struct px_session *next, *prev; /* free list or wait list */
+	struct cr_conn *cli, *srv;
+	struct cr_net_addr peer;
+	uint64_t tried; /* a bit per backend slot */
+	int slot;	/* the backend of srv */
+	unsigned attempts;
+	bool srv_open;
+	bool cli_paused, srv_paused; /* reads we stopped for backpressure */
+	bool admitted;		     /* counted against --maxconn */
+	bool waiting;		     /* on the wait list */
+};
+
+struct px_lcore {
+	struct px_session *slab;
+	struct px_session *free;
+	struct px_session *wait_head, *wait_tail;
+	struct cr_timer wait_timer;
+	struct px_chooser ch;
+	unsigned live; /* sessions on this lcore */
+	/* Held while the lcore serves, so a retirement waits for its sessions. */
+	struct cr_lease lease;
+	bool retiring;
+	struct cr_timer retire_timer; /* --shutdown-timeout: stop waiting for them */
+};
+
+#define WAIT_RETRY_NS (10ull * 1000 * 1000)
+
+struct px_relay_conf px_relay;
+static struct px_lcore *lcores[CR_MAX_LCORES];
+/* Counts shared by every lcore, all accesses relaxed: they order nothing else; the CAS
+ * in try_admit() alone keeps admitted at or below --maxconn. */
+static _Atomic uint64_t live;	  /* sessions alive, every lcore */
+static _Atomic uint64_t admitted; /* sessions counted against --maxconn */
+
+int px_ctr_sessions = -1, px_ctr_connect_fail = -1, px_ctr_no_backend = -1, px_ctr_nobufs = -1,
+    px_ctr_maxconn_waits = -1;
+
+static const struct cr_conn_ops px_server_ops;
+
+uint64_t
+px_sessions_live(void)
+{
+	return atomic_load_explicit(&live, memory_order_relaxed);
+}
+
+/* ---- the maxconn wait list ---- */
+
+static bool
+try_admit(void)
+{
+	uint64_t n = atomic_load_explicit(&admitted, memory_order_relaxed);
+
+	while (n < px_relay.maxconn)
+		if (atomic_compare_exchange_weak_explicit(
+			&admitted, &n, n + 1, memory_order_relaxed, memory_order_relaxed))
+			return true;
+	return false;
+}
+
+static void
+wait_del(struct px_lcore *pl, struct px_session *s)
+{
+	if (s->prev != NULL)
+		s->prev->next = s->next;
+	else
+		pl->wait_head = s->next;
+	if (s->next != NULL)
+		s->next->prev = s->prev;
+	else
+		pl->wait_tail = s->prev;
+	s->next = s->prev = NULL;
+	s->waiting = false;
+}
+
+static void
+wait_add(struct px_lcore *pl, struct px_session *s)
+{
+	s->waiting = true;
+	s->next = NULL;
+	s->prev = pl->wait_tail;
+	if (pl->wait_tail != NULL)
+		pl->wait_tail->next = s;
+	else
+		pl->wait_head = s;
+	pl->wait_tail = s;
+	if (!cr_timer_armed(&pl->wait_timer))
+		cr_timer_start(&pl->wait_timer, WAIT_RETRY_NS);
+}
+
+static void connect_next(struct px_lcore *pl, struct px_session *s);
+
+/* Admit waiting clients of this lcore while --maxconn allows. Slots freed on other lcores
+ * are noticed by the retry timer. */
+static void
+admit_waiting(struct px_lcore *pl)
+{
+	while (pl->wait_head != NULL && try_admit()) {
+		struct px_session *s = pl->wait_head;
+
+		wait_del(pl, s);
+		s->admitted = true;
+		connect_next(pl, s);
+	}
+	if (pl->wait_head != NULL && !cr_timer_armed(&pl->wait_timer))
+		cr_timer_start(&pl->wait_timer, WAIT_RETRY_NS);
+}
+
+static void
+wait_timer_fired(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	admit_waiting(arg);
+}
+
+/* ---- retiring ---- */
+
+/* Release the lcore: its retirement goes on, and lib/net closes what is left. */
+static void
+let_go(struct px_lcore *pl)
+{
+	cr_timer_stop(&pl->retire_timer);
+	(void)cr_lease_release(&pl->lease);
+}
+
+static void
+retire_timer_fired(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	let_go(arg);
+}
+
+void
+px_relay_lcore_start(unsigned lcore)
+{
+	struct px_lcore *pl = lcores[lcore];
+
+	pl->retiring = false;
+	(void)cr_lease_acquire(&pl->lease);
+}
+
+void
+px_relay_retire(unsigned lcore)
+{
+	struct px_lcore *pl = lcores[lcore];
+
+	/* New clients go to the other lcores; ours finish, within the timeout. */
+	cr_net_stop_accepting();
+	pl->retiring = true;
+	if (pl->live == 0)
+		let_go(pl);
+	else
+		cr_timer_start(&pl->retire_timer, px_relay.retire_timeout_ns);
+}
+
+void
+px_relay_lcore_stop(unsigned lcore)
+{
+	let_go(lcores[lcore]);
+}
+
+/* ---- sessions ---- */
+
+static struct px_session *
+session_get(struct px_lcore *pl)
+{
+	struct px_session *s = pl->free;
+
+	if (s == NULL)
+		return NULL;
+	pl->free = s->next;
+	memset(s, 0, sizeof(*s));
+	s->slot = -1;
+	pl->live++;
+	atomic_fetch_add_explicit(&live, 1, memory_order_relaxed);
+	return s;
+}
+
+/* Free @p s once both its connections are gone. */
+static void
+session_done(struct px_lcore *pl, struct px_session *s)
+{
+	if (s->cli != NULL || s->srv != NULL)
+		return;
+	if (s->waiting)
+		wait_del(pl, s);
+	s->next = pl->free;
+	pl->free = s;
+	atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
+	if (--pl->live == 0 && pl->retiring)
+		let_go(pl);
+	if (s->admitted) {
+		s->admitted = false;
+		atomic_fetch_sub_explicit(&admitted, 1, memory_order_relaxed);
+		admit_waiting(pl);
+	}
+}
+
+static void
+srv_gone(struct px_session *s)
+{
+	PX_ADD(cr_lcore_id(), s->slot, active, -1);
+	s->srv = NULL;
+}
+
+/* Send a reset rather than a FIN when the socket closes. */
+static void
+set_reset(struct cr_conn *c)
+{
+	struct linger lg = {1, 0};
+
+	(void)setsockopt(cr_conn_fd(c), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
+/*
+ * The other side of a session ended with @p err: pass it on to @p c. A timeout or our own
+ * stop closes @p c gracefully (its on_close follows); anything else resets it at once.
+ * @return true if @p c is gone now.
+ */
+static bool
+pass_on(struct cr_conn *c, int err)
+{
+	if (err == -ETIMEDOUT || err == -ESHUTDOWN) {
+		cr_conn_close(c);
+		return false;
+	}
+	set_reset(c);
+	cr_conn_destroy(c);
+	return true;
+}
+
+/* A fatal relay error: reset both sides now. */
+static void
+session_abort(struct px_lcore *pl, struct px_session *s)
+{
+	if (s->srv != NULL) {
+		set_reset(s->srv);
+		cr_conn_destroy(s->srv);
+		srv_gone(s);
+	}
+	if (s->cli != NULL) {
+		set_reset(s->cli);
+		cr_conn_destroy(s->cli);
+		s->cli = NULL;
+	}
+	session_done(pl, s);
+}
+
+/* No backend to try: the client gets an EOF at once. */
+static void
+fail_client(struct px_session *s)
+{
+	cr_telemetry_add(px_ctr_no_backend, 1);
+	cr_conn_close(s->cli);
+}
+
+static void
+connect_next(struct px_lcore *pl, struct px_session *s)
+{
+	static const struct cr_conn_opts none;
+	struct cr_conn_opts o = none;
+	struct cr_conn *c;
+	int slot;
+
+	if (s->attempts > px_relay.retries) {
+		fail_client(s);
+		return;
+	}
+	slot = px_choose(&pl->ch, px_relay.balance, &s->peer, s->tried);
+	if (slot < 0) {
+		fail_client(s);
+		return;
+	}
+	s->tried |= 1ull << slot;
+	s->attempts++;
+	o.idle_timeout_ns = px_relay.server_idle_ns;
+	o.keep_reading = true;
+	c = cr_tcp_connect(&px_slots[slot].addr, px_relay.connect_timeout_ns, &o, &px_server_ops,
+			   s);
+	if (c == NULL) {
+		/* Out of local resources (slots, descriptors, op slots): not the backend's
+		 * fault, and another backend would fare no better. */
+		fail_client(s);
+		return;
+	}
+	s->srv = c;
+	s->slot = slot;
+	PX_ADD(cr_lcore_id(), slot, active, 1);
+}
+
+/*
+ * Queue @p d on @p dst; stop reading @p src while @p dst is over its high watermark.
+ * @return false if the session was aborted.
+ */
+static bool
+relay(struct px_lcore *pl, struct px_session *s, struct cr_conn *src, struct cr_conn *dst,
+      bool *src_paused, const void *d, size_t n)
+{
+	int rc = cr_conn_send(dst, d, n);
+
+	if (rc != 0) {
+		/* -ENOBUFS: this lcore's output chunks are spent (see --buffers); -EPIPE:
+		 * the other side is closing. Either way these bytes cannot be delivered. */
+		if (rc == -ENOBUFS)
+			cr_telemetry_add(px_ctr_nobufs, 1);
+		session_abort(pl, s);
+		return false;
+	}
+	if (!*src_paused && !cr_conn_writable(dst)) {
+		*src_paused = true;
+		cr_conn_read_stop(src);
+	}
+	return true;
+}
+
+/* ---- the client side ---- */
+
+static void
+cli_open(struct cr_conn *c)
+{
+	struct px_lcore *pl = lcores[cr_lcore_id()];
+	struct px_session *s = session_get(pl);
+
+	if (s == NULL) {
+		cr_conn_destroy(c);
+		return;
+	}
+	cr_telemetry_add(px_ctr_sessions, 1);
+	s->cli = c;
+	cr_conn_set_data(c, s);
+	/* Nothing is read until a server connection is open. */
+	cr_conn_read_stop(c);
+	(void)cr_conn_peer(c, &s->peer);
+	if (!try_admit()) {
+		cr_telemetry_add(px_ctr_maxconn_waits, 1);
+		wait_add(pl, s);
+		return;
+	}
+	s->admitted = true;
+	connect_next(pl, s);
+}
+
+static void
+cli_data(struct cr_conn *c, const void *d, size_t n)
+{
+	struct px_session *s = cr_conn_data(c);
+
+	if (s->srv == NULL)
+		return; /* not reached: the client is read only while the server is open */
+	if (relay(lcores[cr_lcore_id()], s, c, s->srv, &s->cli_paused, d, n))
+		PX_ADD(cr_lcore_id(), s->slot, bytes_out, n);
+}
+
+static void
+cli_eof(struct cr_conn *c)
+{
+	struct px_session *s = cr_conn_data(c);
+
+	if (s->srv != NULL)
+		(void)cr_conn_shutdown_write(s->srv);
+}
+
+static void
+cli_drain(struct cr_conn *c)
+{
+	struct px_session *s = cr_conn_data(c);
+
+	if (s->srv_paused && s->srv != NULL) {
+		s->srv_paused = false;
+		cr_conn_read_start(s->srv);
+	}
+}
+
+static void
+cli_close(struct cr_conn *c, int err)
+{
+	struct px_lcore *pl = lcores[cr_lcore_id()];
+	struct px_session *s = cr_conn_data(c);
+
+	s->cli = NULL;
+	if (s->srv != NULL && (err != 0 || !s->srv_open)) {
+		/* Still connecting: the attempt is of no use now. */
+		if (!s->srv_open) {
+			cr_conn_destroy(s->srv);
+			srv_gone(s);
+		} else if (pass_on(s->srv, err)) {
+			srv_gone(s);
+		}
+	}
+	session_done(pl, s);
+}
+
+const struct cr_conn_ops px_client_ops = {
+    .on_open = cli_open,
+    .on_data = cli_data,
+    .on_eof = cli_eof,
+    .on_drain = cli_drain,
+    .on_close = cli_close,
+};
+
+/* ---- the server side ---- */
+
+static void
+srv_open(struct cr_conn *c)
+{
+	struct px_session *s = cr_conn_arg(c);
+
+	s->srv_open = true;
+	PX_ADD(cr_lcore_id(), s->slot, conns, 1);
+	px_backend_connected(s->slot);
+	if (s->cli != NULL)
+		cr_conn_read_start(s->cli);
+}
+
+static void
+srv_data(struct cr_conn *c, const void *d, size_t n)
+{
+	struct px_session *s = cr_conn_arg(c);
+
+	PX_ADD(cr_lcore_id(), s->slot, bytes_in, n);
+	if (s->cli != NULL)
+		(void)relay(lcores[cr_lcore_id()], s, c, s->cli, &s->srv_paused, d, n);
+}
+
+static void
+srv_eof(struct cr_conn *c)
+{
+	struct px_session *s = cr_conn_arg(c);
+
+	if (s->cli != NULL)
+		(void)cr_conn_shutdown_write(s->cli);
+	else
+		(void)cr_conn_shutdown_write(c); /* nobody to tell: finish this side */
+}
+
+static void
+srv_drain(struct cr_conn *c)
+{
+	struct px_session *s = cr_conn_arg(c);
+
+	if (s->cli_paused && s->cli != NULL) {
+		s->cli_paused = false;
+		cr_conn_read_start(s->cli);
+	}
+}
+
+static void
+srv_close(struct cr_conn *c, int err)
+{
+	struct px_lcore *pl = lcores[cr_lcore_id()];
+	struct px_session *s = cr_conn_arg(c);
+	int slot = s->slot;
+
+	(void)c;
+	srv_gone(s);
+	if (!s->srv_open && (err == 0 || err == -ESHUTDOWN)) {
+		/* Closed by our own drain or stop while connecting: not the backend's fault. */
+		if (s->cli != NULL)
+			cr_conn_close(s->cli);
+	} else if (!s->srv_open) {
+		/* The connect failed (refused, timed out, unreachable): try the next. */
+		PX_ADD(cr_lcore_id(), slot, fails, 1);
+		cr_telemetry_add(px_ctr_connect_fail, 1);
+		px_backend_failed(slot);
+		if (s->cli != NULL)
+			connect_next(pl, s);
+	} else if (err != 0 && s->cli != NULL) {
+		if (pass_on(s->cli, err))
+			s->cli = NULL;
+	}
+	session_done(pl, s);
+}
+
+static const struct cr_conn_ops px_server_ops = {
+    .on_open = srv_open,
+    .on_data = srv_data,
+    .on_eof = srv_eof,
+    .on_drain = srv_drain,
+    .on_close = srv_close,
+};
+
+/* ---- memory ---- */
+
+int
+px_relay_alloc(unsigned lcore, int numa, unsigned sessions)
+{
+	struct px_lcore *pl = cr_numa_zalloc(sizeof(*pl), numa);
+	unsigned i;
+
+	if (pl == NULL)
+		return -ENOMEM;
+	pl->slab = cr_numa_zalloc(sizeof(*pl->slab) * sessions, numa);
+	if (pl->slab == NULL) {
+		cr_numa_free(pl);
+		return -ENOMEM;
+	}
+	for (i = sessions; i-- > 0;) {
+		pl->slab[i].next = pl->free;
+		pl->free = &pl->slab[i];
+	}
+	cr_timer_init(&pl->wait_timer, wait_timer_fired, pl);
+	cr_timer_init(&pl->retire_timer, retire_timer_fired, pl);
+	lcores[lcore] = pl;
+	return 0;
+}
+
+void
+px_relay_free(void)
+{
+	unsigned i;
+
+	for (i = 0; i < CR_MAX_LCORES; i++) {
+		if (lcores[i] == NULL)
+			continue;
+		cr_numa_free(lcores[i]->slab);
+		cr_numa_free(lcores[i]);
+		lcores[i] = NULL;
+	}
+}

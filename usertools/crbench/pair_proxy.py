@@ -1,0 +1,240 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""cr-proxy vs HAProxy (mode tcp, nbthread 1), each alone on ctx.server_cpu.
+
+Both proxies relay to the same backends, which run on ctx.client_cpu next to the load:
+  nginx     nginx-light, one process (master_process off), `return 200`, keepalive
+            requests unbounded, access log off; config, pid, logs and temp paths in a
+            ctx.tmpdir()
+  sink      a Python process that reads and drops whatever a connection sends
+Proxies, started once for the whole pairing (two of each: one in front of nginx, one in
+front of the sink):
+  cr-proxy  build_dir/app/cr-proxy/cr-proxy -l CPU --check-interval 0 --telemetry off
+  haproxy   `mode tcp`, `nbthread 1`, maxconn 4096, no `check` on the server line;
+            config generated in a ctx.tmpdir()
+Modes:
+  plain        wrk -t1, ctx.connections keep-alive connections, one request at a time
+  pipeline16   the same with 16 requests per write (pipeline.lua)
+  bulk-MB      one 1 GB stream (a Python sender, 1 MiB sendall) through the proxy to the
+               sink; here "requests" are megabytes (10^6 bytes): req/s is MB/s and
+               req/cpu-s is MB per proxy-CPU-second; no latency
+Runs are interleaved (cr-proxy, haproxy, cr-proxy, ...) so noise on a shared machine falls
+on both alike; each cell is the median of ctx.runs runs.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+from . import core
+
+PAIRING = "proxy"
+PACKAGES = ["haproxy", "nginx-light", "wrk"]
+DEPTH = 16
+HERE = os.path.dirname(os.path.abspath(__file__))
+BULK_BYTES = 1000 * 1000 * 1000
+
+NGINX_CONF = """\
+daemon off;
+master_process off;
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{
+    worker_connections 4096;
+}}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    keepalive_requests 1000000000;
+    keepalive_timeout 75s;
+    default_type text/plain;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location / {{
+            return 200 "Hello, World!";
+        }}
+    }}
+}}
+"""
+
+HAPROXY_CONF = """\
+global
+    nbthread 1
+    maxconn 4096
+defaults
+    mode tcp
+    timeout connect 2s
+    timeout client 300s
+    timeout server 300s
+frontend bench
+    bind 127.0.0.1:{port}
+    default_backend servers
+backend servers
+    server s1 127.0.0.1:{backend}
+"""
+
+SINK_PY = """\
+import socket, sys, threading
+def drain(c):
+    buf = bytearray(1 << 20)
+    while c.recv_into(buf):
+        pass
+    c.close()
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", int(sys.argv[1])))
+ls.listen(16)
+while True:
+    c, _ = ls.accept()
+    threading.Thread(target=drain, args=(c,), daemon=True).start()
+"""
+
+SEND_PY = """\
+import socket, sys, time
+port, total = int(sys.argv[1]), int(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", port))
+blk = memoryview(bytearray(1 << 20))
+t0 = time.monotonic()
+left = total
+while left > 0:
+    n = min(left, len(blk))
+    s.sendall(blk[:n])
+    left -= n
+s.shutdown(socket.SHUT_WR)
+s.recv(1)
+s.close()
+print("%.6f" % (time.monotonic() - t0))
+"""
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def wait(ctx, proc, port):
+    try:
+        ctx.wait_port(port)
+    except core.BenchError as e:
+        raise core.BenchError("%s: %s; its output: %s"
+                              % (proc.argv[0], e, proc.output().strip() or "(none)")) from None
+    if not proc.alive():
+        raise core.BenchError("%s exited (status %s): %s"
+                              % (proc.argv[0], proc.popen.returncode, proc.output()))
+
+
+def start_nginx(ctx):
+    exe = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not os.access(exe, os.X_OK):
+        raise core.BenchError("nginx not found (Debian package nginx-light)")
+    tmp = ctx.tmpdir()
+    port = ctx.free_port()
+    conf = write(os.path.join(tmp, "nginx.conf"), NGINX_CONF.format(tmp=tmp, port=port))
+    proc = ctx.spawn([exe, "-p", tmp, "-e", os.path.join(tmp, "error.log"), "-c", conf],
+                     ctx.client_cpu, cwd=tmp)
+    wait(ctx, proc, port)
+    return proc, port
+
+
+def start_sink(ctx):
+    tmp = ctx.tmpdir()
+    port = ctx.free_port()
+    proc = ctx.spawn([sys.executable, write(os.path.join(tmp, "sink.py"), SINK_PY), str(port)],
+                     ctx.client_cpu)
+    wait(ctx, proc, port)
+    return proc, port
+
+
+def start_cr_proxy(ctx, exe, backend):
+    port = ctx.free_port()
+    proc = ctx.spawn([exe, "-l", str(ctx.server_cpu), "--telemetry", "off",
+                      "--listen", "127.0.0.1:%d" % port, "--backend", "127.0.0.1:%d" % backend,
+                      "--check-interval", "0", "--client-timeout", "300",
+                      "--server-timeout", "300"], ctx.server_cpu)
+    wait(ctx, proc, port)
+    return proc, port
+
+
+def start_haproxy(ctx, backend):
+    exe = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    if not os.access(exe, os.X_OK):
+        raise core.BenchError("haproxy not found (Debian package haproxy)")
+    tmp = ctx.tmpdir()
+    port = ctx.free_port()
+    conf = write(os.path.join(tmp, "haproxy.cfg"), HAPROXY_CONF.format(port=port,
+                                                                        backend=backend))
+    proc = ctx.spawn([exe, "-f", conf, "-db"], ctx.server_cpu, cwd=tmp)
+    wait(ctx, proc, port)
+    return proc, port
+
+
+def bulk(ctx, port):
+    """One BULK_BYTES stream through 127.0.0.1:port, the sender pinned to client_cpu."""
+    send = write(os.path.join(ctx.tmpdir(), "send.py"), SEND_PY)
+    try:
+        r = subprocess.run([sys.executable, send, str(port), str(BULK_BYTES)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           preexec_fn=lambda: os.sched_setaffinity(0, {ctx.client_cpu}),
+                           timeout=300)
+    except subprocess.TimeoutExpired:
+        raise core.BenchError("bulk sender did not finish within 300 s") from None
+    if r.returncode != 0:
+        raise core.BenchError("bulk sender through port %d failed: %s"
+                              % (port, r.stdout.strip()[-400:]))
+    secs = float(r.stdout.strip().splitlines()[-1])
+    mb = BULK_BYTES / 1e6
+    return {"requests": mb, "rps": mb / secs, "p50_us": None, "p99_us": None,
+            "errors": 0, "non_2xx": 0}
+
+
+def run(ctx):
+    exe = ctx.app("cr-proxy")
+    nginx, http_port = start_nginx(ctx)
+    sink, sink_port = start_sink(ctx)
+    proxies = {}  # name -> {"http": (proc, port), "bulk": (proc, port)}
+    proxies["cr-proxy"] = {"http": start_cr_proxy(ctx, exe, http_port),
+                           "bulk": start_cr_proxy(ctx, exe, sink_port)}
+    proxies["haproxy"] = {"http": start_haproxy(ctx, http_port),
+                          "bulk": start_haproxy(ctx, sink_port)}
+
+    modes = [("plain", "http", None),
+             ("pipeline%d" % DEPTH, "http", os.path.join(HERE, "pipeline.lua")),
+             ("bulk-MB", "bulk", None)]
+    cells = {}
+    for mode, kind, script in modes:
+        raw = {name: [] for name in proxies}
+        for i in range(ctx.runs):
+            for name, procs in proxies.items():
+                proc, port = procs[kind]
+                if kind == "bulk":
+                    def load(port=port):
+                        return bulk(ctx, port)
+                else:
+                    def load(port=port, script=script):
+                        return ctx.wrk("http://127.0.0.1:%d/" % port, ctx.connections,
+                                       ctx.duration, script)
+                r = ctx.measure(proc, load)
+                if r["errors"] or r["non_2xx"]:
+                    ctx.log("%s %s run %d: %d socket errors, %d non-2xx responses"
+                            % (name, mode, i + 1, r["errors"], r["non_2xx"]))
+                ctx.log("%-8s %-10s run %d/%d: %10.0f %s/s %10.0f per proxy-cpu-s "
+                        "(proxy cpu %.0f%%)" % (name, mode, i + 1, ctx.runs, r["rps"],
+                                                "MB" if kind == "bulk" else "req",
+                                                r["per_cpu_s"], 100 * r["cpu_util"]))
+                raw[name].append(r)
+        for name in proxies:
+            cells[(name, mode)] = ctx.median(raw[name])
+
+    rows = [core.row(PAIRING, mode, "cr-proxy", cells[("cr-proxy", mode)], "haproxy",
+                     cells[("haproxy", mode)]) for mode, _, _ in modes]
+    for procs in proxies.values():
+        for proc, _ in procs.values():
+            proc.stop()
+    sink.stop()
+    nginx.stop()
+    return rows
