@@ -1,0 +1,654 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Server and connection commands: PING ECHO SELECT QUIT INFO COMMAND CLIENT HELLO CONFIG
+ * TIME. They run on the client's lcore; INFO gathers its keyspace and memory figures from
+ * every shard first (KV_MERGE_INFO).
+ */
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "cr_telemetry.h"
+#include "kv.h"
+
+KV_CMD(ping)
+{
+	if (x->argc > 2) {
+		kv_reply_wrong_arity(x->out, "ping");
+		return;
+	}
+	if (x->argc == 1)
+		rb_raw(x->out, "+PONG\r\n", 7);
+	else
+		rb_bulk(x->out, x->argv[1].p, x->argv[1].len);
+}
+
+KV_CMD(echo)
+{
+	rb_bulk(x->out, x->argv[1].p, x->argv[1].len);
+}
+
+KV_CMD(select)
+{
+	long long id;
+
+	if (!kv_arg_ll(x, &x->argv[1], &id))
+		return;
+	if (id < INT_MIN || id > INT_MAX) {
+		rb_errorf(x->out, "ERR value is out of range, value must between %d and %d",
+			  INT_MIN, INT_MAX);
+		return;
+	}
+	if (id != 0)
+		rb_error(x->out, "ERR DB index is out of range");
+	else
+		rb_ok(x->out);
+}
+
+KV_CMD(quit)
+{
+	rb_ok(x->out);
+	x->kc->close_after = true;
+}
+
+KV_CMD(time)
+{
+	struct timeval tv;
+	char b[24];
+
+	gettimeofday(&tv, NULL);
+	rb_array(x->out, 2);
+	rb_bulk(x->out, b, (size_t)snprintf(b, sizeof(b), "%ld", (long)tv.tv_sec));
+	rb_bulk(x->out, b, (size_t)snprintf(b, sizeof(b), "%ld", (long)tv.tv_usec));
+}
+
+/* ---- CLIENT ---- */
+
+static bool
+valid_name(const struct kv_arg *a)
+{
+	size_t i;
+
+	for (i = 0; i < a->len; i++)
+		if (a->p[i] < '!' || a->p[i] > '~')
+			return false;
+	return true;
+}
+
+static void
+set_name(struct kconn *kc, const struct kv_arg *a)
+{
+	free(kc->name);
+	kc->name = NULL;
+	if (a->len > 0)
+		kc->name = strndup(a->p, a->len);
+}
+
+static const char err_name[] =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+
+KV_CMD(client_setname)
+{
+	if (!valid_name(&x->argv[2])) {
+		rb_error(x->out, err_name);
+		return;
+	}
+	set_name(x->kc, &x->argv[2]);
+	rb_ok(x->out);
+}
+
+KV_CMD(client_getname)
+{
+	if (x->kc->name == NULL)
+		rb_null(x->out);
+	else
+		rb_bulkstr(x->out, x->kc->name);
+}
+
+KV_CMD(client_id)
+{
+	rb_int(x->out, (long long)x->kc->id);
+}
+
+KV_CMD(client_info)
+{
+	char b[512];
+	int n;
+
+	n = snprintf(b, sizeof(b), "id=%llu name=%s db=0 lcore=%u qbuf=%zu\n",
+		     (unsigned long long)x->kc->id, x->kc->name != NULL ? x->kc->name : "",
+		     x->sh->lcore, x->kc->qlen);
+	rb_bulk(x->out, b, (size_t)n);
+}
+
+static void
+help(struct kv_ctx *x, const char *const *lines)
+{
+	size_t n = 0, i;
+
+	while (lines[n] != NULL)
+		n++;
+	rb_array(x->out, (long long)n);
+	for (i = 0; i < n; i++)
+		rb_status(x->out, lines[i]);
+}
+
+KV_CMD(client_help)
+{
+	static const char *const l[] = {
+	    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "GETNAME",
+	    "    Return the name of the current connection.",
+	    "ID",
+	    "    Return the ID of the current connection.",
+	    "INFO",
+	    "    Return information about the current client connection.",
+	    "SETNAME <name>",
+	    "    Assign the name <name> to the current connection.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL};
+
+	help(x, l);
+}
+
+/* ---- HELLO ---- */
+
+KV_CMD(hello)
+{
+	const struct kv_arg *name = NULL;
+	long long ver = 0;
+	uint32_t j = 1;
+	char b[24];
+
+	if (x->argc >= 2) {
+		if (!resp_string2ll(x->argv[1].p, x->argv[1].len, &ver)) {
+			rb_error(x->out, "ERR Protocol version is not an integer or out of range");
+			return;
+		}
+		j = 2;
+		/* Only RESP2 is spoken here: 3 is refused as Redis refuses 4. */
+		if (ver < 2 || ver > 2) {
+			rb_error(x->out, "NOPROTO unsupported protocol version");
+			return;
+		}
+	}
+	for (; j < x->argc; j++) {
+		uint32_t more = x->argc - 1 - j;
+		const char *o = x->argv[j].p;
+
+		if (strcasecmp(o, "AUTH") == 0 && more >= 2) {
+			/* The only user is "default", without a password (Redis's default). */
+			if (strcmp(x->argv[j + 1].p, "default") != 0) {
+				rb_error(x->out, "WRONGPASS invalid username-password pair or user "
+						 "is disabled.");
+				return;
+			}
+			j += 2;
+		} else if (strcasecmp(o, "SETNAME") == 0 && more >= 1) {
+			name = &x->argv[j + 1];
+			if (!valid_name(name)) {
+				rb_error(x->out, err_name);
+				return;
+			}
+			j++;
+		} else {
+			rb_errorf(x->out, "ERR Syntax error in HELLO option '%s'", o);
+			return;
+		}
+	}
+	if (name != NULL)
+		set_name(x->kc, name);
+	rb_array(x->out, 14);
+	rb_bulkstr(x->out, "server");
+	rb_bulkstr(x->out, "redis");
+	rb_bulkstr(x->out, "version");
+	rb_bulkstr(x->out, KV_VERSION);
+	rb_bulkstr(x->out, "proto");
+	rb_int(x->out, 2);
+	rb_bulkstr(x->out, "id");
+	rb_int(x->out, (long long)x->kc->id);
+	rb_bulkstr(x->out, "mode");
+	rb_bulkstr(x->out, "standalone");
+	rb_bulkstr(x->out, "role");
+	rb_bulkstr(x->out, "master");
+	rb_bulkstr(x->out, "modules");
+	rb_array(x->out, 0);
+	(void)b;
+}
+
+/* ---- CONFIG GET ---- */
+
+static void
+config_value(const char *name, char *b, size_t n)
+{
+	if (strcmp(name, "maxclients") == 0)
+		snprintf(b, n, "%llu", kv.maxclients);
+	else if (strcmp(name, "maxmemory") == 0)
+		snprintf(b, n, "%llu", kv.maxmemory);
+	else if (strcmp(name, "proto-max-bulk-len") == 0)
+		snprintf(b, n, "%lld", kv.max_bulk);
+	else if (strcmp(name, "client-query-buffer-limit") == 0)
+		snprintf(b, n, "%llu", kv.qbuf_limit);
+	else if (strcmp(name, "port") == 0)
+		snprintf(b, n, "%u", kv.port);
+	else if (strcmp(name, "databases") == 0)
+		snprintf(b, n, "1");
+	else if (strcmp(name, "maxmemory-policy") == 0)
+		snprintf(b, n, "noeviction");
+	else if (strcmp(name, "appendonly") == 0)
+		snprintf(b, n, "no");
+	else if (strcmp(name, "save") == 0)
+		b[0] = '\0';
+	else
+		b[0] = '\0';
+}
+
+KV_CMD(config_get)
+{
+	static const char *const params[] = {
+	    "maxclients", "maxmemory", "proto-max-bulk-len", "client-query-buffer-limit",
+	    "port",	  "databases", "maxmemory-policy",   "appendonly",
+	    "save",	  NULL};
+	bool seen[sizeof(params) / sizeof(params[0])] = {false};
+	size_t start, i;
+	uint32_t j;
+	long long n = 0;
+	char b[64];
+
+	rb_reserve(x->out, 32);
+	start = x->out->len;
+	for (j = 2; j < x->argc; j++) {
+		for (i = 0; params[i] != NULL; i++) {
+			if (seen[i] || !kv_stringmatch(x->argv[j].p, x->argv[j].len, params[i],
+						       strlen(params[i]), true))
+				continue;
+			seen[i] = true;
+			config_value(params[i], b, sizeof(b));
+			rb_bulkstr(x->out, params[i]);
+			rb_bulkstr(x->out, b);
+			n += 2;
+		}
+	}
+	{
+		char hdr[24];
+		int h = snprintf(hdr, sizeof(hdr), "*%lld\r\n", n);
+
+		if (rb_reserve(x->out, (size_t)h)) {
+			memmove(x->out->p + start + h, x->out->p + start, x->out->len - start);
+			memcpy(x->out->p + start, hdr, (size_t)h);
+			x->out->len += (size_t)h;
+		}
+	}
+}
+
+KV_CMD(config_help)
+{
+	static const char *const l[] = {
+	    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "GET <pattern>",
+	    "    Return parameters matching the glob-like <pattern> and their values.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL};
+
+	help(x, l);
+}
+
+/* ---- COMMAND ---- */
+
+static void
+reply_flags(struct rbuf *o, uint32_t f)
+{
+	static const struct {
+		uint32_t bit;
+		const char *name;
+	} names[] = {{KV_WRITE, "write"},      {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
+		     {KV_LOADING, "loading"},  {KV_STALE, "stale"},	  {KV_FAST, "fast"},
+		     {KV_NOSCRIPT, "noscript"}};
+	unsigned i, n = 0;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (f & names[i].bit)
+			n++;
+	rb_array(o, n);
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (f & names[i].bit)
+			rb_status(o, names[i].name);
+}
+
+static void
+reply_info(struct rbuf *o, const struct kv_cmd *c)
+{
+	unsigned nsub = 0;
+	const struct kv_cmd *s;
+
+	rb_array(o, 10);
+	rb_bulkstr(o, c->name);
+	rb_int(o, c->arity);
+	reply_flags(o, c->flags);
+	rb_int(o, c->first_key);
+	rb_int(o, c->last_key);
+	rb_int(o, c->step);
+	rb_array(o, 0); /* ACL categories: no ACLs here */
+	rb_array(o, 0); /* tips */
+	rb_array(o, 0); /* key specs */
+	for (s = c->sub; s != NULL && s->name != NULL; s++)
+		nsub++;
+	rb_array(o, nsub);
+	for (s = c->sub; s != NULL && s->name != NULL; s++)
+		reply_info(o, s);
+}
+
+KV_CMD(command)
+{
+	unsigned i;
+
+	if (x->argc > 1) {
+		/* A subcommand the table does not have reaches here only with argc 1. */
+		kv_reply_wrong_arity(x->out, "command");
+		return;
+	}
+	rb_array(x->out, kv_ncmds);
+	for (i = 0; i < kv_ncmds; i++)
+		reply_info(x->out, &kv_cmds[i]);
+}
+
+KV_CMD(command_count)
+{
+	rb_int(x->out, kv_ncmds);
+}
+
+KV_CMD(command_list)
+{
+	unsigned i;
+
+	rb_array(x->out, kv_ncmds);
+	for (i = 0; i < kv_ncmds; i++)
+		rb_bulkstr(x->out, kv_cmds[i].name);
+}
+
+KV_CMD(command_info)
+{
+	uint32_t j;
+	unsigned i;
+
+	if (x->argc == 2) {
+		rb_array(x->out, kv_ncmds);
+		for (i = 0; i < kv_ncmds; i++)
+			reply_info(x->out, &kv_cmds[i]);
+		return;
+	}
+	rb_array(x->out, x->argc - 2);
+	for (j = 2; j < x->argc; j++) {
+		const struct kv_cmd *c = kv_cmd_lookup(x->argv[j].p, x->argv[j].len);
+
+		if (c == NULL)
+			rb_null(x->out);
+		else
+			reply_info(x->out, c);
+	}
+}
+
+static void
+reply_doc(struct rbuf *o, const struct kv_cmd *c)
+{
+	unsigned nsub = 0;
+	const struct kv_cmd *s;
+
+	for (s = c->sub; s != NULL && s->name != NULL; s++)
+		nsub++;
+	rb_bulkstr(o, c->name);
+	rb_array(o, nsub ? 8 : 6);
+	rb_bulkstr(o, "summary");
+	rb_bulkstr(o, c->summary != NULL ? c->summary : "");
+	rb_bulkstr(o, "since");
+	rb_bulkstr(o, "1.0.0");
+	rb_bulkstr(o, "group");
+	rb_bulkstr(o, c->group != NULL ? c->group : "generic");
+	if (nsub) {
+		rb_bulkstr(o, "subcommands");
+		rb_array(o, nsub * 2);
+		for (s = c->sub; s != NULL && s->name != NULL; s++)
+			reply_doc(o, s);
+	}
+}
+
+KV_CMD(command_docs)
+{
+	uint32_t j;
+	unsigned i, n = 0;
+	size_t start;
+
+	if (x->argc == 2) {
+		rb_array(x->out, kv_ncmds * 2);
+		for (i = 0; i < kv_ncmds; i++)
+			reply_doc(x->out, &kv_cmds[i]);
+		return;
+	}
+	start = x->out->len;
+	for (j = 2; j < x->argc; j++) {
+		const struct kv_cmd *c = kv_cmd_lookup(x->argv[j].p, x->argv[j].len);
+
+		if (c != NULL) {
+			reply_doc(x->out, c);
+			n++;
+		}
+	}
+	{
+		char hdr[24];
+		int h = snprintf(hdr, sizeof(hdr), "*%u\r\n", n * 2);
+
+		if (rb_reserve(x->out, (size_t)h)) {
+			memmove(x->out->p + start + h, x->out->p + start, x->out->len - start);
+			memcpy(x->out->p + start, hdr, (size_t)h);
+			x->out->len += (size_t)h;
+		}
+	}
+}
+
+KV_CMD(command_help)
+{
+	static const char *const l[] = {
+	    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "(no subcommand)",
+	    "    Return details about all commands.",
+	    "COUNT",
+	    "    Return the total number of commands in this server.",
+	    "LIST",
+	    "    Return a list of all commands in this server.",
+	    "INFO [<command-name> ...]",
+	    "    Return details about multiple commands.",
+	    "    If no command names are given, documentation details for all",
+	    "    commands are returned.",
+	    "DOCS [<command-name> ...]",
+	    "    Return documentation details about multiple commands.",
+	    "    If no command names are given, documentation details for all",
+	    "    commands are returned.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL};
+
+	help(x, l);
+}
+
+/* ---- INFO ---- */
+
+/* On each shard: its figures, as an array of integers for kv_info_merge(). */
+KV_CMD(info_shard)
+{
+	struct kv_store *s = x->sh->store;
+
+	rb_array(x->out, 7);
+	rb_int(x->out, (long long)kv_store_count(s));
+	rb_int(x->out, (long long)kv_store_expires(s));
+	rb_int(x->out, kv_store_avg_ttl(s, x->now_ms));
+	rb_int(x->out, (long long)kv_store_used(s));
+	rb_int(x->out, (long long)x->sh->hits);
+	rb_int(x->out, (long long)x->sh->misses);
+	rb_int(x->out, (long long)kv_store_expired_total(s));
+}
+
+static void
+human(char *b, size_t n, double v)
+{
+	if (v < 1024)
+		snprintf(b, n, "%.0fB", v);
+	else if (v < 1024.0 * 1024)
+		snprintf(b, n, "%.2fK", v / 1024);
+	else if (v < 1024.0 * 1024 * 1024)
+		snprintf(b, n, "%.2fM", v / (1024.0 * 1024));
+	else
+		snprintf(b, n, "%.2fG", v / (1024.0 * 1024 * 1024));
+}
+
+static uint64_t
+counter_total(int id)
+{
+	uint64_t t = 0, v;
+	unsigned i;
+
+	for (i = 0; i < kv.nshards; i++)
+		if (cr_telemetry_counter_read(id, kv.shard_lcore[i], &v) == 0)
+			t += v;
+	return t;
+}
+
+enum { SEC_SERVER = 1, SEC_CLIENTS = 2, SEC_MEMORY = 4, SEC_STATS = 8, SEC_KEYSPACE = 16 };
+
+static unsigned
+info_sections(const struct kreq *kr)
+{
+	static const char *const names[] = {"server", "clients", "memory", "stats", "keyspace"};
+	unsigned want = 0, i;
+	uint32_t j;
+
+	if (kr->argc == 1)
+		return 31;
+	for (j = 1; j < kr->argc; j++) {
+		const char *a = kr->argv[j].p;
+
+		if (strcasecmp(a, "all") == 0 || strcasecmp(a, "everything") == 0 ||
+		    strcasecmp(a, "default") == 0)
+			return 31;
+		for (i = 0; i < 5; i++)
+			if (strcasecmp(a, names[i]) == 0)
+				want |= 1u << i;
+	}
+	return want;
+}
+
+void kv_info_merge(struct kreq *kr, struct rbuf *out);
+
+void
+kv_info_merge(struct kreq *kr, struct rbuf *out)
+{
+	long long t[7] = {0}, avg_sum = 0, avg_n = 0;
+	unsigned want = info_sections(kr), secs = 0;
+	int64_t now = kv_now_ms();
+	struct rbuf b;
+	char h1[32], h2[32];
+	uint32_t i;
+	int k;
+
+	for (i = 0; i < kr->nparts; i++) {
+		const char *p = kr->parts[i].out.p, *end = p + kr->parts[i].out.len;
+
+		if (kr->parts[i].out.len == 0 || p[0] != '*')
+			continue;
+		p = memchr(p, '\n', (size_t)(end - p));
+		for (k = 0; k < 7 && p != NULL && p + 1 < end; k++) {
+			long long v = strtoll(p + 2, NULL, 10);
+
+			t[k] += v;
+			if (k == 2 && v > 0) {
+				avg_sum += v;
+				avg_n++;
+			}
+			p = memchr(p + 1, '\n', (size_t)(end - p - 1));
+		}
+	}
+	rb_init(&b, NULL, 0);
+#define SECTION(name)                                                   \
+	do {                                                            \
+		if (secs++)                                             \
+			rb_raw(&b, "\r\n", 2);                          \
+		rb_raw(&b, "# " name "\r\n", strlen("# " name "\r\n")); \
+	} while (0)
+#define LINE(...)                                               \
+	do {                                                    \
+		char l_[256];                                   \
+		int n_ = snprintf(l_, sizeof(l_), __VA_ARGS__); \
+		rb_raw(&b, l_, (size_t)n_);                     \
+		rb_raw(&b, "\r\n", 2);                          \
+	} while (0)
+	if (want & SEC_SERVER) {
+		uint64_t up = (uint64_t)(now - (int64_t)kv.start_ms) / 1000;
+
+		SECTION("Server");
+		LINE("redis_version:%s", KV_VERSION);
+		LINE("redis_mode:standalone");
+		LINE("server_name:cr-kv");
+		LINE("os:Linux");
+		LINE("arch_bits:%d", (int)sizeof(void *) * 8);
+		LINE("multiplexing_api:%s", cr_reactor_driver());
+		LINE("process_id:%ld", (long)getpid());
+		LINE("tcp_port:%u", kv.port);
+		LINE("server_time_usec:%lld", (long long)now * 1000);
+		LINE("uptime_in_seconds:%llu", (unsigned long long)up);
+		LINE("uptime_in_days:%llu", (unsigned long long)up / 86400);
+		LINE("hz:10");
+		LINE("lcores:%u", kv.nshards);
+	}
+	if (want & SEC_CLIENTS) {
+		SECTION("Clients");
+		LINE("connected_clients:%llu",
+		     (unsigned long long)atomic_load_explicit(&kv.nclients, memory_order_relaxed));
+		LINE("maxclients:%llu", kv.maxclients);
+		LINE("blocked_clients:0");
+	}
+	if (want & SEC_MEMORY) {
+		SECTION("Memory");
+		human(h1, sizeof(h1), (double)t[3]);
+		human(h2, sizeof(h2), (double)kv.maxmemory);
+		LINE("used_memory:%lld", t[3]);
+		LINE("used_memory_human:%s", h1);
+		LINE("maxmemory:%llu", kv.maxmemory);
+		LINE("maxmemory_human:%s", h2);
+		LINE("maxmemory_policy:noeviction");
+	}
+	if (want & SEC_STATS) {
+		SECTION("Stats");
+		LINE("total_connections_received:%llu", (unsigned long long)atomic_load_explicit(
+							    &kv.conns_total, memory_order_relaxed));
+		LINE("total_commands_processed:%llu",
+		     (unsigned long long)counter_total(kv.tel_cmds));
+		LINE("rejected_connections:%llu",
+		     (unsigned long long)atomic_load_explicit(&kv.rejected, memory_order_relaxed));
+		LINE("expired_keys:%lld", t[6]);
+		LINE("evicted_keys:0");
+		LINE("keyspace_hits:%lld", t[4]);
+		LINE("keyspace_misses:%lld", t[5]);
+		LINE("client_query_buffer_limit_disconnections:%llu",
+		     (unsigned long long)atomic_load_explicit(&kv.qbuf_closed,
+							      memory_order_relaxed));
+		LINE("protocol_errors:%llu", (unsigned long long)atomic_load_explicit(
+						 &kv.proto_errors, memory_order_relaxed));
+		LINE("cross_lcore_requests:%llu", (unsigned long long)counter_total(kv.tel_remote));
+	}
+	if (want & SEC_KEYSPACE) {
+		SECTION("Keyspace");
+		if (t[0] > 0)
+			LINE("db0:keys=%lld,expires=%lld,avg_ttl=%lld", t[0], t[1],
+			     avg_n ? avg_sum / avg_n : 0);
+	}
+#undef SECTION
+#undef LINE
+	rb_bulk(out, b.p != NULL ? b.p : "", b.len);
+	rb_fini(&b);
+}

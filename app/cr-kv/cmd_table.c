@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The command table: Redis 7.0's names, arities, flags and key positions, and how each
+ * command is routed across shards. Lookup is case-insensitive through a small hash
+ * index built at load time.
+ */
+#include <ctype.h>
+#include <string.h>
+
+#include "kv.h"
+
+#define W  KV_WRITE
+#define R  KV_READONLY
+#define M  KV_DENYOOM
+#define F  KV_FAST
+#define LS (KV_LOADING | KV_STALE)
+
+#define CMD(n, a, fl, route, merge, f, l, s, fn, pre, grp, sum)          \
+	{                                                                \
+		n, a, fl, route, merge, f, l, s, fn, pre, NULL, grp, sum \
+	}
+
+static const struct kv_cmd command_subs[] = {
+    CMD("command|count", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_command_count, NULL, "server",
+	"Get total number of Redis commands"),
+    CMD("command|docs", -2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_command_docs, NULL, "server",
+	"Get array of specific Redis command documentation"),
+    CMD("command|info", -2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_command_info, NULL, "server",
+	"Get array of specific Redis command details, or all when no argument is given."),
+    CMD("command|list", -2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_command_list, NULL, "server",
+	"Get an array of Redis command names"),
+    CMD("command|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_command_help, NULL, "server",
+	"Show helpful text about the different subcommands"),
+    {NULL},
+};
+
+static const struct kv_cmd client_subs[] = {
+    CMD("client|setname", 3, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_client_setname, NULL,
+	"connection", "Set the current connection name"),
+    CMD("client|getname", 2, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_client_getname, NULL,
+	"connection", "Get the current connection name"),
+    CMD("client|id", 2, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_client_id, NULL,
+	"connection", "Returns the client ID for the current connection"),
+    CMD("client|info", 2, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_client_info, NULL,
+	"connection", "Returns information about the current client connection."),
+    CMD("client|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_client_help, NULL, "connection",
+	"Show helpful text about the different subcommands"),
+    {NULL},
+};
+
+static const struct kv_cmd config_subs[] = {
+    CMD("config|get", -3, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_get, NULL,
+	"server", "Get the values of configuration parameters"),
+    CMD("config|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_help, NULL, "server",
+	"Show helpful text about the different subcommands"),
+    {NULL},
+};
+
+#define K1  KV_ROUTE_KEY1
+#define KS  KV_ROUTE_KEYS
+#define ALL KV_ROUTE_ALL
+#define LOC KV_ROUTE_LOCAL
+
+const struct kv_cmd kv_cmds[] = {
+    /* strings */
+    CMD("get", 2, R | F, K1, 0, 1, 1, 1, cmd_get, NULL, "string", "Get the value of a key"),
+    CMD("set", -3, W | M, K1, 0, 1, 1, 1, cmd_set, NULL, "string", "Set the string value of a key"),
+    CMD("setnx", 3, W | M | F, K1, 0, 1, 1, 1, cmd_setnx, NULL, "string",
+	"Set the value of a key, only if the key does not exist"),
+    CMD("setex", 4, W | M, K1, 0, 1, 1, 1, cmd_setex, NULL, "string",
+	"Set the value and expiration of a key"),
+    CMD("psetex", 4, W | M, K1, 0, 1, 1, 1, cmd_psetex, NULL, "string",
+	"Set the value and expiration in milliseconds of a key"),
+    CMD("getset", 3, W | M | F, K1, 0, 1, 1, 1, cmd_getset, NULL, "string",
+	"Set the string value of a key and return its old value"),
+    CMD("getdel", 2, W | F, K1, 0, 1, 1, 1, cmd_getdel, NULL, "string",
+	"Get the value of a key and delete the key"),
+    CMD("getex", -2, W | F, K1, 0, 1, 1, 1, cmd_getex, NULL, "string",
+	"Get the value of a key and optionally set its expiration"),
+    CMD("mget", -2, R | F, KS, KV_MERGE_MGET, 1, -1, 1, cmd_mget, NULL, "string",
+	"Get the values of all the given keys"),
+    CMD("mset", -3, W | M, KS, KV_MERGE_OK, 1, -1, 2, cmd_mset, precheck_mset, "string",
+	"Set multiple keys to multiple values"),
+    CMD("msetnx", -3, W | M, KV_ROUTE_SPECIAL, 0, 1, -1, 2, cmd_msetnx_local, precheck_mset,
+	"string", "Set multiple keys to multiple values, only if none of the keys exist"),
+    CMD("append", 3, W | M | F, K1, 0, 1, 1, 1, cmd_append, NULL, "string",
+	"Append a value to a key"),
+    CMD("strlen", 2, R | F, K1, 0, 1, 1, 1, cmd_strlen, NULL, "string",
+	"Get the length of the value stored in a key"),
+    CMD("getrange", 4, R, K1, 0, 1, 1, 1, cmd_getrange, NULL, "string",
+	"Get a substring of the string stored at a key"),
+    CMD("setrange", 4, W | M, K1, 0, 1, 1, 1, cmd_setrange, NULL, "string",
+	"Overwrite part of a string at key starting at the specified offset"),
+    CMD("incr", 2, W | M | F, K1, 0, 1, 1, 1, cmd_incr, NULL, "string",
+	"Increment the integer value of a key by one"),
+    CMD("decr", 2, W | M | F, K1, 0, 1, 1, 1, cmd_decr, NULL, "string",
+	"Decrement the integer value of a key by one"),
+    CMD("incrby", 3, W | M | F, K1, 0, 1, 1, 1, cmd_incrby, NULL, "string",
+	"Increment the integer value of a key by the given amount"),
+    CMD("decrby", 3, W | M | F, K1, 0, 1, 1, 1, cmd_decrby, NULL, "string",
+	"Decrement the integer value of a key by the given number"),
+    CMD("incrbyfloat", 3, W | M | F, K1, 0, 1, 1, 1, cmd_incrbyfloat, NULL, "string",
+	"Increment the float value of a key by the given amount"),
+    /* keys */
+    CMD("del", -2, W, KS, KV_MERGE_SUM, 1, -1, 1, cmd_del, NULL, "generic", "Delete a key"),
+    CMD("unlink", -2, W | F, KS, KV_MERGE_SUM, 1, -1, 1, cmd_del, NULL, "generic",
+	"Delete a key asynchronously in another thread. Otherwise it is just as DEL, but "
+	"non blocking."),
+    CMD("exists", -2, R | F, KS, KV_MERGE_SUM, 1, -1, 1, cmd_exists, NULL, "generic",
+	"Determine if a key exists"),
+    CMD("type", 2, R | F, K1, 0, 1, 1, 1, cmd_type, NULL, "generic",
+	"Determine the type stored at key"),
+    CMD("expire", -3, W | F, K1, 0, 1, 1, 1, cmd_expire, NULL, "generic",
+	"Set a key's time to live in seconds"),
+    CMD("pexpire", -3, W | F, K1, 0, 1, 1, 1, cmd_pexpire, NULL, "generic",
+	"Set a key's time to live in milliseconds"),
+    CMD("expireat", -3, W | F, K1, 0, 1, 1, 1, cmd_expireat, NULL, "generic",
+	"Set the expiration for a key as a UNIX timestamp"),
+    CMD("pexpireat", -3, W | F, K1, 0, 1, 1, 1, cmd_pexpireat, NULL, "generic",
+	"Set the expiration for a key as a UNIX timestamp specified in milliseconds"),
+    CMD("ttl", 2, R | F, K1, 0, 1, 1, 1, cmd_ttl, NULL, "generic",
+	"Get the time to live for a key in seconds"),
+    CMD("pttl", 2, R | F, K1, 0, 1, 1, 1, cmd_pttl, NULL, "generic",
+	"Get the time to live for a key in milliseconds"),
+    CMD("persist", 2, W | F, K1, 0, 1, 1, 1, cmd_persist, NULL, "generic",
+	"Remove the expiration from a key"),
+    CMD("rename", 3, W, KV_ROUTE_SPECIAL, 0, 1, 2, 1, cmd_rename_local, NULL, "generic",
+	"Rename a key"),
+    CMD("renamenx", 3, W | F, KV_ROUTE_SPECIAL, 0, 1, 2, 1, cmd_rename_local, NULL, "generic",
+	"Rename a key, only if the new key does not exist"),
+    CMD("keys", 2, R, ALL, KV_MERGE_KEYS, 0, 0, 0, cmd_keys, NULL, "generic",
+	"Find all keys matching the given pattern"),
+    CMD("scan", -2, R, KV_ROUTE_SCAN, 0, 0, 0, 0, cmd_scan, NULL, "generic",
+	"Incrementally iterate the keys space"),
+    CMD("dbsize", 1, R | F, ALL, KV_MERGE_SUM, 0, 0, 0, cmd_dbsize, NULL, "server",
+	"Return the number of keys in the selected database"),
+    CMD("flushdb", -1, W, ALL, KV_MERGE_OK, 0, 0, 0, cmd_flushdb, precheck_flush, "server",
+	"Remove all keys from the current database"),
+    CMD("flushall", -1, W, ALL, KV_MERGE_OK, 0, 0, 0, cmd_flushdb, precheck_flush, "server",
+	"Remove all keys from all databases"),
+    CMD("randomkey", 1, R, ALL, KV_MERGE_RANDOM, 0, 0, 0, cmd_randomkey, NULL, "generic",
+	"Return a random key from the keyspace"),
+    /* server and connection */
+    CMD("ping", -1, F, LOC, 0, 0, 0, 0, cmd_ping, NULL, "connection", "Ping the server"),
+    CMD("echo", 2, F, LOC, 0, 0, 0, 0, cmd_echo, NULL, "connection", "Echo the given string"),
+    CMD("select", 2, LS | F, LOC, 0, 0, 0, 0, cmd_select, NULL, "connection",
+	"Change the selected database for the current connection"),
+    CMD("quit", -1, LS | F | KV_NOSCRIPT, LOC, 0, 0, 0, 0, cmd_quit, NULL, "connection",
+	"Close the connection"),
+    CMD("info", -1, LS, ALL, KV_MERGE_INFO, 0, 0, 0, cmd_info_shard, NULL, "server",
+	"Get information and statistics about the server"),
+    {"command", -1, LS, LOC, 0, 0, 0, 0, cmd_command, NULL, command_subs, "server",
+     "Get array of Redis command details"},
+    {"client", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, client_subs, "connection",
+     "A container for client connection commands"},
+    CMD("hello", -1, KV_NOSCRIPT | LS | F, LOC, 0, 0, 0, 0, cmd_hello, NULL, "connection",
+	"Handshake with Redis"),
+    {"config", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, config_subs, "server",
+     "A container for server configuration commands"},
+    CMD("time", 1, LS | F, LOC, 0, 0, 0, 0, cmd_time, NULL, "server",
+	"Return the current server time"),
+};
+
+const unsigned kv_ncmds = sizeof(kv_cmds) / sizeof(kv_cmds[0]);
+
+/* ---- lookup ---- */
+
+#define INDEX_SIZE 256u
+_Static_assert(sizeof(kv_cmds) / sizeof(kv_cmds[0]) < INDEX_SIZE / 2, "index too small");
+
+static const struct kv_cmd *index_[INDEX_SIZE];
+
+static unsigned
+name_hash(const char *s, size_t n)
+{
+	unsigned h = 2166136261u;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		h = (h ^ (unsigned char)tolower((unsigned char)s[i])) * 16777619u;
+	return h;
+}
+
+__attribute__((constructor)) static void
+build_index(void)
+{
+	unsigned i;
+
+	for (i = 0; i < kv_ncmds; i++) {
+		unsigned h = name_hash(kv_cmds[i].name, strlen(kv_cmds[i].name));
+
+		while (index_[h % INDEX_SIZE] != NULL)
+			h++;
+		index_[h % INDEX_SIZE] = &kv_cmds[i];
+	}
+}
+
+static bool
+same(const char *name, const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (name[i] == '\0' || name[i] != tolower((unsigned char)s[i]))
+			return false;
+	return name[n] == '\0';
+}
+
+const struct kv_cmd *
+kv_cmd_lookup(const char *s, size_t n)
+{
+	unsigned h = name_hash(s, n);
+	const struct kv_cmd *c;
+
+	/* Redis looks names up as C strings: a NUL ends the name. */
+	n = strnlen(s, n);
+	h = name_hash(s, n);
+	while ((c = index_[h % INDEX_SIZE]) != NULL) {
+		if (same(c->name, s, n))
+			return c;
+		h++;
+	}
+	return NULL;
+}
+
+const struct kv_cmd *
+kv_cmd_sub_lookup(const struct kv_cmd *c, const char *s, size_t n)
+{
+	const struct kv_cmd *sub;
+	size_t plen = strlen(c->name) + 1;
+
+	n = strnlen(s, n);
+	for (sub = c->sub; sub->name != NULL; sub++)
+		if (same(sub->name + plen, s, n))
+			return sub;
+	return NULL;
+}

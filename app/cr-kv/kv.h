@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cr-kv internals shared by its files: the per-lcore shard, client connections, requests
+ * that travel to the lcore owning a key and back, reply buffers and the command table.
+ *
+ * Routing. A key belongs to shard kv_owner(hash); shard i is served by lcore
+ * kv.shard_lcore[i]. A command is parsed on the client's lcore. If it touches only keys
+ * of that lcore's shard and nothing is waiting to be answered on the connection, it runs
+ * at once and its reply is appended to the lcore's batch buffer (no copy, no message).
+ * Otherwise it becomes a request (struct kreq) queued on the connection: its arguments
+ * are copied, and each shard it touches gets a part, run at once for the local shard, or
+ * queued for the other shard's lcore and sent there with the other parts for it in one
+ * cr_call() (struct kbatch); when every part has answered, the request's reply is
+ * complete, and replies leave the connection strictly in request order.
+ *
+ * Order. Parts are run on their shard in the order the connection issued them (local
+ * parts at issue, remote ones through a FIFO queue per target and then the one FIFO
+ * mailbox ring from this lcore to that lcore), so every shard sees one client's commands
+ * in program order. A command with more
+ * than one phase (RENAME across shards, MSETNX across shards) blocks the connection's
+ * parsing until it is done, so nothing issued after it can overtake it.
+ */
+#ifndef CR_KV_H
+#define CR_KV_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cr_net.h"
+#include "cr_reactor.h"
+#include "resp.h"
+#include "store.h"
+
+#define KV_VERSION "7.0.15"
+
+/* ---- reply buffers ---- */
+
+struct rbuf {
+	char *p;
+	size_t len, cap;
+	char *inl; /* inline storage (p == inl while it fits), or NULL */
+};
+
+void rb_init(struct rbuf *b, char *inl, size_t inlcap);
+void rb_fini(struct rbuf *b);
+void rb_reset(struct rbuf *b);
+/* Make room for @p n more bytes; false on ENOMEM (the buffer then holds an OOM error). */
+bool rb_reserve(struct rbuf *b, size_t n);
+void rb_raw(struct rbuf *b, const void *p, size_t n);
+void rb_status(struct rbuf *b, const char *s);
+/* "-" + text + CRLF; text like "ERR syntax error"; CR and LF in it become spaces. */
+void rb_error(struct rbuf *b, const char *s);
+void rb_errorlen(struct rbuf *b, const char *s, size_t n);
+void rb_errorf(struct rbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rb_int(struct rbuf *b, long long v);
+void rb_bulk(struct rbuf *b, const void *p, size_t n);
+void rb_bulkstr(struct rbuf *b, const char *s);
+void rb_null(struct rbuf *b);
+void rb_array(struct rbuf *b, long long n);
+void rb_ok(struct rbuf *b);
+
+/* ---- commands ---- */
+
+struct kv_arg {
+	const char *p; /* NUL-terminated at p[len] */
+	size_t len;
+};
+
+struct kv_shard;
+struct kconn;
+
+/* What a command runs with, on the lcore of the shard it runs on. */
+struct kv_ctx {
+	struct kv_shard *sh;
+	uint32_t argc;
+	const struct kv_arg *argv;
+	struct rbuf *out;
+	int64_t now_ms;
+	struct kconn *kc; /* the client: only for KV_ROUTE_LOCAL commands, else NULL */
+};
+
+enum kv_route {
+	KV_ROUTE_LOCAL = 0, /* no keys: runs on the client's lcore */
+	KV_ROUTE_KEY1,	    /* one key, argv[1]: runs on its shard */
+	KV_ROUTE_KEYS,	    /* keys at 1, 1+step, ...: one part per shard, merged */
+	KV_ROUTE_ALL,	    /* every shard: one part each, merged */
+	KV_ROUTE_SCAN,	    /* the shard the cursor names */
+	KV_ROUTE_SPECIAL,   /* its own phases (RENAME, MSETNX) */
+};
+
+enum kv_merge {
+	KV_MERGE_ONE = 0, /* the single part's reply */
+	KV_MERGE_SUM,	  /* integers added */
+	KV_MERGE_OK,	  /* +OK unless a part failed */
+	KV_MERGE_MGET,	  /* arrays interleaved back into key order */
+	KV_MERGE_KEYS,	  /* arrays concatenated */
+	KV_MERGE_RANDOM,  /* one non-nil bulk, chosen at random */
+	KV_MERGE_INFO,	  /* shard statistics, formatted by the INFO command */
+};
+
+/* Command flags (also what COMMAND INFO reports). */
+#define KV_WRITE    0x1u
+#define KV_READONLY 0x2u
+#define KV_DENYOOM  0x4u
+#define KV_FAST	    0x8u
+#define KV_LOADING  0x10u
+#define KV_STALE    0x20u
+#define KV_NOSCRIPT 0x40u
+
+struct kv_cmd {
+	const char *name; /* lower case, "client|setname" for subcommands */
+	int arity;	  /* as Redis: n exact, -n at least n */
+	uint32_t flags;
+	enum kv_route route;
+	enum kv_merge merge;
+	int first_key, last_key, step; /* for COMMAND INFO and KV_ROUTE_KEYS */
+	void (*fn)(struct kv_ctx *x);
+	/* Checked on the client's lcore before routing (MSET's even count); may be NULL. */
+	bool (*precheck)(struct kv_ctx *x);
+	const struct kv_cmd *sub; /* container: subcommands, NULL-terminated */
+	const char *group;	  /* for COMMAND DOCS */
+	const char *summary;
+};
+
+const struct kv_cmd *kv_cmd_lookup(const char *name, size_t len);
+const struct kv_cmd *kv_cmd_sub_lookup(const struct kv_cmd *c, const char *name, size_t len);
+extern const struct kv_cmd kv_cmds[];
+extern const unsigned kv_ncmds;
+
+/* Command implementations (cmd_*.c). */
+#define KV_CMD(n) void cmd_##n(struct kv_ctx *x)
+KV_CMD(get);
+KV_CMD(set);
+KV_CMD(setnx);
+KV_CMD(setex);
+KV_CMD(psetex);
+KV_CMD(getset);
+KV_CMD(getdel);
+KV_CMD(getex);
+KV_CMD(mget);
+KV_CMD(mset);
+KV_CMD(append);
+KV_CMD(strlen);
+KV_CMD(getrange);
+KV_CMD(setrange);
+KV_CMD(incr);
+KV_CMD(decr);
+KV_CMD(incrby);
+KV_CMD(decrby);
+KV_CMD(incrbyfloat);
+KV_CMD(msetnx_local);
+KV_CMD(del);
+KV_CMD(exists);
+KV_CMD(type);
+KV_CMD(expire);
+KV_CMD(pexpire);
+KV_CMD(expireat);
+KV_CMD(pexpireat);
+KV_CMD(ttl);
+KV_CMD(pttl);
+KV_CMD(persist);
+KV_CMD(rename_local);
+KV_CMD(keys);
+KV_CMD(scan);
+KV_CMD(dbsize);
+KV_CMD(flushdb);
+KV_CMD(randomkey);
+KV_CMD(info_shard);
+KV_CMD(msetnx_check);
+KV_CMD(rename_take);
+KV_CMD(rename_put);
+KV_CMD(rename_exists);
+KV_CMD(ping);
+KV_CMD(echo);
+KV_CMD(select);
+KV_CMD(quit);
+KV_CMD(command);
+KV_CMD(command_count);
+KV_CMD(command_docs);
+KV_CMD(command_info);
+KV_CMD(client_setname);
+KV_CMD(client_getname);
+KV_CMD(client_id);
+KV_CMD(hello);
+KV_CMD(config_get);
+KV_CMD(time);
+KV_CMD(command_list);
+KV_CMD(client_info);
+KV_CMD(client_help);
+KV_CMD(config_help);
+KV_CMD(command_help);
+bool precheck_mset(struct kv_ctx *x);
+bool precheck_flush(struct kv_ctx *x);
+bool precheck_info(struct kv_ctx *x);
+bool precheck_keys_scan(struct kv_ctx *x);
+
+/* Shared argument helpers (cmd_string.c). */
+bool kv_arg_ll(struct kv_ctx *x, const struct kv_arg *a, long long *out);
+int kv_parse_scan_cursor(const struct kv_arg *a, unsigned long long *out);
+void kv_reply_wrong_arity(struct rbuf *out, const char *fullname);
+bool kv_stringmatch(const char *pat, size_t plen, const char *s, size_t slen, bool nocase);
+
+/* ---- shards, connections, requests ---- */
+
+struct kreq;
+struct kbatch;
+
+/* Per lcore, touched only by its lcore (rule 1) except the atomics noted. */
+struct kv_shard {
+	unsigned lcore, index;
+	struct kv_store *store;
+	uint64_t rng;
+	struct rbuf batch;   /* replies of the connection being served, sent in one go */
+	struct kv_arg *args; /* scratch argv for commands run from the query buffer */
+	uint32_t args_cap;
+	/* Parts queued for each other shard, sent as one batch (conn.c). */
+	struct kpart *outq_head[CR_MAX_LCORES], **outq_tail[CR_MAX_LCORES];
+	unsigned outq_n[CR_MAX_LCORES];
+	bool outq_armed;	    /* an outq_task() is deferred or timed */
+	struct cr_timer outq_timer; /* its fallback when cr_defer() is full */
+	struct kbatch *free_batches;
+	struct kreq *free_reqs;
+	unsigned nfree;
+	struct kconn *conns; /* every client connection of this lcore */
+	struct cr_timer expire_timer;
+	/* Counters read by INFO from the lcore where it runs: relaxed. */
+	uint64_t hits, misses, expired_active;
+	int64_t now_ms; /* the clock when the batch being parsed arrived */
+};
+
+struct kconn {
+	struct kconn *next, **pprev; /* the shard's list */
+	struct cr_conn *conn;	     /* NULL once closed */
+	struct kv_shard *sh;
+	char *qbuf;
+	size_t qlen, qpos, qcap;
+	struct resp_parser rp;
+	struct kreq *head, *tail;   /* replies still owed, in request order */
+	unsigned queued;	    /* requests in head..tail */
+	unsigned blocked;	    /* reasons not to run the next command */
+	bool have_cmd;		    /* rp holds a parsed command not yet run */
+	bool close_after;	    /* close once every reply is out */
+	bool close_hard;	    /* ... and promptly: a protocol error, not QUIT */
+	struct cr_timer kill_timer; /* close_hard: reset if the peer keeps sending */
+	bool read_stopped;
+	bool in_input;	    /* process_input() is on the stack */
+	bool flush_pending; /* a deferred_flush() is queued: kc must live until it runs */
+	uint64_t id;
+	char *name;
+};
+
+/* One shard's share of a request. */
+struct kpart {
+	struct kreq *kr;
+	void (*fn)(struct kv_ctx *x); /* what runs on the shard (the command's by default) */
+	struct kpart *next_out;	      /* in a batch to another shard */
+	unsigned shard;
+	uint32_t argc;
+	struct kv_arg *argv;
+	struct rbuf out;
+	char inl[80];
+};
+
+typedef void (*kreq_cont_fn)(struct kreq *kr);
+
+struct kreq {
+	struct kreq *next; /* on the connection */
+	struct kconn *kc;
+	const struct kv_cmd *cmd;
+	bool done;
+	bool coalesce; /* a run of local replies: later local ones are appended */
+	uint32_t nparts, sent, left;
+	struct kpart *parts;	/* &one when nparts <= 1 */
+	struct kv_arg *argpool; /* the parts' argument arrays (KV_ROUTE_KEYS) */
+	char scratch[32];	/* a part's rewritten argument (SCAN's shard cursor) */
+	kreq_cont_fn cont;	/* when every part has answered; NULL: merge by cmd */
+	int phase;
+	void *state;	    /* a multi-phase command's own */
+	struct rbuf *final; /* the bytes to send when done */
+	struct rbuf reply;
+	uint32_t argc;
+	struct kv_arg *argv;
+	size_t size; /* allocation size: KREQ_SMALL comes from the shard's free list */
+	struct kpart one;
+	char data[];
+};
+
+#define KREQ_SMALL 1024u
+
+struct kv_global {
+	unsigned nshards;
+	unsigned shard_lcore[CR_MAX_LCORES];
+	struct kv_shard *shards[CR_MAX_LCORES]; /* by lcore id */
+	long long max_bulk;
+	unsigned long long maxclients;
+	unsigned long long maxmemory;
+	unsigned long long qbuf_limit;
+	_Atomic uint64_t nclients;
+	_Atomic uint64_t next_client_id;
+	_Atomic uint64_t conns_total, rejected, qbuf_closed, proto_errors;
+	uint64_t start_ms;
+	unsigned port;
+	int tel_cmds, tel_remote, tel_proto, tel_qbuf, tel_rejected, tel_expired;
+};
+
+extern struct kv_global kv;
+
+static inline unsigned
+kv_owner(uint64_t h)
+{
+	return (unsigned)((h >> 40) % kv.nshards);
+}
+
+static inline struct kv_shard *
+kv_here(void)
+{
+	return kv.shards[cr_lcore_id()];
+}
+
+int64_t kv_now_ms(void);
+uint64_t kv_used_memory(void);
+
+/* conn.c */
+extern const struct cr_conn_ops kv_conn_ops;
+int kv_shard_start(unsigned lcore);
+void kv_shard_stop(unsigned lcore);
+/* Multi-phase commands: send parts, finish. */
+struct kreq *kreq_new(struct kv_shard *sh, struct kconn *kc, const struct kv_cmd *cmd,
+		      uint32_t argc, const struct kv_arg *argv);
+int kreq_set_parts(struct kreq *kr, uint32_t n);
+void kreq_part_args(struct kpart *p, uint32_t argc, struct kv_arg *argv);
+void kreq_launch(struct kreq *kr);
+void kreq_finish(struct kreq *kr);
+void kv_special_dispatch(struct kreq *kr); /* cmd_special.c */
+int kreq_split_keys(struct kreq *kr, unsigned step);
+unsigned key_shard(const struct kv_arg *a);
+/* Hold / release the connection's parsing (a multi-phase command is running). */
+void kv_unblock(struct kconn *kc);
+void kv_merge(struct kreq *kr, struct rbuf *out);
+
+#endif /* CR_KV_H */

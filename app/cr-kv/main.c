@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cr-kv: an in-memory key-value server speaking RESP2 (Redis's protocol), with the
+ * keyspace sharded across lcores by key hash. See kv.h for the routing model and
+ * doc/guides/kv.md for what multi-key commands guarantee across shards.
+ *
+ * Ready when it prints "cr-kv: listening on ADDR ..."; SIGINT or SIGTERM stops it
+ * gracefully within --shutdown-timeout, a second signal at once.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cr_net.h"
+#include "cr_reactor.h"
+#include "cr_telemetry.h"
+#include "kv.h"
+
+static struct {
+	struct cr_net_addr listen;
+	struct cr_lcore_table table;
+	struct cr_listener *listener;
+	struct cr_net_addr bound;
+	int exit_code;
+	int start_err[CR_MAX_LCORES];
+} app;
+
+/* ---- lcores ---- */
+
+static void
+lcore_start(unsigned lcore, void *arg)
+{
+	(void)arg;
+	if (kv.shards[lcore] != NULL)
+		app.start_err[lcore] = kv_shard_start(lcore);
+}
+
+static void
+lcore_stop(unsigned lcore, void *arg)
+{
+	(void)arg;
+	if (kv.shards[lcore] != NULL)
+		kv_shard_stop(lcore);
+}
+
+static void
+drain_hook(unsigned lcore, void *arg)
+{
+	(void)lcore;
+	(void)arg;
+	cr_net_drain();
+}
+
+static void
+retire_hook(unsigned lcore, void *arg)
+{
+	(void)arg;
+	/* The shard's keys stay with this lcore: while it is offline they cannot be
+	 * reached (requests for them fail). See doc/guides/kv.md. */
+	fprintf(stderr,
+		"cr-kv: lcore %u retires: the keys of its shard are unavailable until it "
+		"starts again\n",
+		lcore);
+	cr_net_drain();
+}
+
+static const struct cr_reactor_hooks hooks = {
+    .on_lcore_start = lcore_start,
+    .on_lcore_stop = lcore_stop,
+    .on_retire = retire_hook,
+    .on_shutdown = drain_hook,
+};
+
+static int
+shards_create(void)
+{
+	unsigned i;
+
+	kv.nshards = app.table.n;
+	for (i = 0; i < app.table.n; i++) {
+		unsigned id = app.table.lcores[i].lcore_id;
+		struct kv_shard *sh = cr_numa_zalloc(sizeof(*sh), app.table.lcores[i].numa_node);
+
+		if (sh == NULL)
+			return -ENOMEM;
+		kv.shard_lcore[i] = id;
+		kv.shards[id] = sh;
+		sh->lcore = id;
+		sh->index = i;
+		sh->rng = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(id + 1) * 0xBF58476D1CE4E5B9ULL;
+		sh->args_cap = 16;
+		sh->args = malloc(sizeof(*sh->args) * sh->args_cap);
+		sh->store = kv_store_create();
+		if (sh->args == NULL || sh->store == NULL)
+			return -ENOMEM;
+		rb_init(&sh->batch, NULL, 0);
+	}
+	return 0;
+}
+
+static void
+shards_destroy(void)
+{
+	unsigned i;
+
+	for (i = 0; i < CR_MAX_LCORES; i++) {
+		struct kv_shard *sh = kv.shards[i];
+
+		if (sh == NULL)
+			continue;
+		kv_store_destroy(sh->store);
+		free(sh->args);
+		rb_fini(&sh->batch);
+		cr_numa_free(sh);
+		kv.shards[i] = NULL;
+	}
+}
+
+/* ---- start ---- */
+
+static void
+start_serving(void *arg)
+{
+	struct cr_tcp_listen_opts lo = {0};
+	char a[CR_NET_ADDR_STRLEN], cl[256];
+	unsigned i, n;
+	int rc;
+
+	(void)arg;
+	for (i = 0; i < CR_MAX_LCORES; i++) {
+		if (app.start_err[i] != 0) {
+			fprintf(stderr, "cr-kv: lcore %u: %s\n", i, cr_strerror(app.start_err[i]));
+			app.exit_code = 1;
+			cr_reactor_stop();
+			return;
+		}
+	}
+	lo.addr = app.listen;
+	rc = cr_tcp_listen(&lo, &kv_conn_ops, NULL, &app.listener);
+	if (rc != 0) {
+		fprintf(stderr, "cr-kv: --listen %s: %s\n",
+			cr_net_addr_format(&app.listen, a, sizeof(a)), cr_strerror(rc));
+		app.exit_code = 1;
+		cr_reactor_stop();
+		return;
+	}
+	cr_listener_addr(app.listener, &app.bound);
+	kv.port = cr_net_addr_port(&app.bound);
+	n = cr_lcore_count();
+	printf("cr-kv: listening on %s (resp), %u lcore%s (%s), %u shard%s, io driver %s\n",
+	       cr_net_addr_format(&app.bound, a, sizeof(a)), n, n == 1 ? "" : "s",
+	       cr_lcore_table_corelist(&app.table, cl, sizeof(cl)), kv.nshards,
+	       kv.nshards == 1 ? "" : "s", cr_reactor_driver());
+	fflush(stdout);
+}
+
+static void *
+signal_thread(void *arg)
+{
+	sigset_t *set = arg;
+	unsigned n;
+	int sig;
+
+	for (n = 0; sigwait(set, &sig) == 0; n++) {
+		if (n == 0)
+			cr_reactor_stop();
+		else
+			cr_shutdown_force();
+	}
+	return NULL;
+}
+
+static int
+telemetry_setup(const struct cr_eal_config *cfg)
+{
+	const char *path;
+	char addr[80];
+	int rc;
+
+	kv.tel_cmds = cr_telemetry_counter_register("kv_commands", CR_TELEMETRY_COUNTER,
+						    "commands run (parsed on this lcore)");
+	kv.tel_remote = cr_telemetry_counter_register(
+	    "kv_remote_parts", CR_TELEMETRY_COUNTER,
+	    "command parts handed to the lcore owning the key (cr_call)");
+	kv.tel_proto = cr_telemetry_counter_register("kv_protocol_errors", CR_TELEMETRY_COUNTER,
+						     "clients closed for a protocol error");
+	kv.tel_qbuf = cr_telemetry_counter_register(
+	    "kv_qbuf_limit_closed", CR_TELEMETRY_COUNTER,
+	    "clients closed for a query buffer over --client-query-buffer-limit");
+	kv.tel_rejected = cr_telemetry_counter_register("kv_rejected", CR_TELEMETRY_COUNTER,
+							"connections refused over --maxclients");
+	kv.tel_expired = cr_telemetry_counter_register("kv_expired_active", CR_TELEMETRY_COUNTER,
+						       "keys removed by active expiry");
+	if (kv.tel_cmds < 0 || kv.tel_remote < 0 || kv.tel_proto < 0 || kv.tel_qbuf < 0 ||
+	    kv.tel_rejected < 0 || kv.tel_expired < 0)
+		return -EINVAL;
+	rc = cr_telemetry_start(cfg, "cr-kv");
+	if (rc != 0)
+		return rc;
+	path = cr_telemetry_socket_path();
+	if (path != NULL)
+		printf("cr-kv: telemetry on %s\n", path);
+	if (cr_telemetry_metrics_addr(addr, sizeof(addr)) == 0)
+		printf("cr-kv: metrics on http://%s/metrics\n", addr);
+	fflush(stdout);
+	return 0;
+}
+
+/* ---- options ---- */
+
+static int
+set_listen(const char *v, void *ctx)
+{
+	(void)ctx;
+	return cr_net_addr_parse(v, &app.listen) != 0 ? -EINVAL : 0;
+}
+
+/* A byte count: digits with an optional k/kb/m/mb/g/gb suffix (Redis's memtoull units:
+ * k = 1000, kb = 1024, ...). */
+static int
+parse_bytes(const char *v, unsigned long long min, unsigned long long max, unsigned long long *out)
+{
+	static const struct {
+		const char *s;
+		unsigned long long mul;
+	} units[] = {{"", 1},
+		     {"b", 1},
+		     {"k", 1000},
+		     {"kb", 1024},
+		     {"m", 1000 * 1000},
+		     {"mb", 1024 * 1024},
+		     {"g", 1000000000ULL},
+		     {"gb", 1024ULL * 1024 * 1024}};
+	char digits[32];
+	size_t n = strspn(v, "0123456789"), i;
+	unsigned long long num;
+
+	if (n == 0 || n >= sizeof(digits))
+		return -EINVAL;
+	memcpy(digits, v, n);
+	digits[n] = '\0';
+	if (cr_parse_uint(digits, 0, ~0ULL / (1024ULL * 1024 * 1024), &num) != 0)
+		return -EINVAL;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcasecmp(v + n, units[i].s) == 0) {
+			num *= units[i].mul;
+			if (num < min || num > max)
+				return -EINVAL;
+			*out = num;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int
+set_maxclients(const char *v, void *ctx)
+{
+	(void)ctx;
+	return cr_parse_uint(v, 1, 1u << 24, &kv.maxclients);
+}
+
+static int
+set_maxmemory(const char *v, void *ctx)
+{
+	(void)ctx;
+	return parse_bytes(v, 0, ~0ULL, &kv.maxmemory);
+}
+
+static int
+set_max_bulk(const char *v, void *ctx)
+{
+	unsigned long long n;
+
+	(void)ctx;
+	if (parse_bytes(v, 1024 * 1024, (unsigned long long)INT64_MAX, &n) != 0)
+		return -EINVAL;
+	kv.max_bulk = (long long)n;
+	return 0;
+}
+
+static int
+set_qbuf_limit(const char *v, void *ctx)
+{
+	(void)ctx;
+	return parse_bytes(v, 1024 * 1024, 1ULL << 40, &kv.qbuf_limit);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct cr_opt opts[] = {
+	    {"listen", 0, "HOST:PORT", "address to serve (default 127.0.0.1:6379)",
+	     "HOST:PORT with a numeric host, [IPv6]:PORT, localhost:PORT or *:PORT; port "
+	     "0-65535",
+	     set_listen, NULL},
+	    {"maxclients", 0, "N",
+	     "client connections at most, over all lcores (default 10000); the next gets "
+	     "-ERR max number of clients reached",
+	     "1-16777216", set_maxclients, NULL},
+	    {"maxmemory", 0, "BYTES",
+	     "refuse writes with -OOM while the keyspace uses more (default 0: no limit; "
+	     "no eviction)",
+	     "a byte count with an optional unit: 100mb, 2gb, 0", set_maxmemory, NULL},
+	    {"proto-max-bulk-len", 0, "BYTES",
+	     "longest bulk string in a request, and longest value (default 512mb)",
+	     "a byte count of at least 1mb, e.g. 512mb", set_max_bulk, NULL},
+	    {"client-query-buffer-limit", 0, "BYTES",
+	     "close a client whose unprocessed input exceeds this (default 1gb)",
+	     "a byte count from 1mb to 1024gb, e.g. 1gb", set_qbuf_limit, NULL},
+	    CR_TELEMETRY_OPTS,
+	};
+	static const struct cr_app_info info = {
+	    "cr-kv", "an in-memory key-value server speaking RESP, sharded across lcores", opts,
+	    sizeof(opts) / sizeof(opts[0])};
+	struct cr_eal_config cfg;
+	struct cr_net_config ncfg;
+	pthread_t sigt;
+	sigset_t set;
+	int rc, first;
+
+	kv.maxclients = 10000;
+	kv.max_bulk = 512LL * 1024 * 1024;
+	kv.qbuf_limit = 1024ULL * 1024 * 1024;
+	kv.start_ms = (uint64_t)kv_now_ms();
+	cr_net_addr_parse("127.0.0.1:6379", &app.listen);
+	cr_eal_config_defaults(&cfg);
+	rc = cr_eal_parse_args(argc, argv, &info, &cfg, &app.table, &first);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	if (first < argc) {
+		fprintf(stderr,
+			"cr-kv: %s: unexpected argument; accepted: options only, see "
+			"cr-kv --help\n",
+			argv[first]);
+		return 2;
+	}
+	cr_net_config_defaults(&ncfg);
+	/* Connection slots per lcore: enough for every client on one lcore, plus the ones
+	 * refused with an error (they hold a slot until closed). */
+	ncfg.max_conns =
+	    (uint32_t)(kv.maxclients + 64 < (1u << 24) ? kv.maxclients + 64 : (1u << 24));
+	ncfg.chunks = 4096; /* 64 MiB of output per lcore: room for big replies */
+	rc = cr_net_configure(&ncfg);
+	if (rc != 0) {
+		fprintf(stderr, "cr-kv: cannot size lib/net: %s\n", cr_strerror(rc));
+		return 1;
+	}
+	rc = shards_create();
+	if (rc != 0) {
+		fprintf(stderr, "cr-kv: %s\n", cr_strerror(rc));
+		shards_destroy();
+		return 1;
+	}
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	rc = cr_reactor_init(&cfg, &app.table, &hooks);
+	if (rc != 0) {
+		shards_destroy();
+		if (rc == -ENODEV) {
+			fprintf(stderr,
+				"cr-kv: --io-driver: the driver asked for cannot run here\n");
+			return 2;
+		}
+		fprintf(stderr, "cr-kv: cannot start: %s\n", cr_strerror(rc));
+		return 1;
+	}
+	if (pthread_create(&sigt, NULL, signal_thread, &set) == 0)
+		pthread_detach(sigt);
+	rc = telemetry_setup(&cfg);
+	if (rc == 0)
+		rc = cr_send(cr_lcore_main(), start_serving, NULL);
+	if (rc != 0) {
+		fprintf(stderr, "cr-kv: cannot start: %s%s\n", cr_strerror(rc),
+			cr_telemetry_socket_path() == NULL ? "; --telemetry off runs without it"
+							   : "");
+		cr_reactor_stop();
+		app.exit_code = 1;
+	}
+	cr_reactor_run();
+	cr_telemetry_stop();
+	cr_reactor_fini();
+	shards_destroy();
+	return app.exit_code;
+}

@@ -1,0 +1,1035 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""Integration tests of app/cr-kv against redis-server 7 as the oracle, on loopback.
+
+  kv_test.py CR_KV TEST [--lcores 1|2] [--driver auto|uring|epoll]
+
+Each test starts its own cr-kv (on -l 0 or -l 0-1) and, where it compares, a
+redis-server (persistence off, one database) on free loopback ports, sends the same
+bytes to both and compares the reply bytes. Exits 0 (pass), 1 (fail), 77 (skip: the
+redis-server / redis-cli / redis-benchmark / python3-redis package is missing).
+Every wait is bounded.
+"""
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+SKIP = 77
+TEST_TIMEOUT = 80
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, proc, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise Failure("server exited with %s before listening" % proc.returncode)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise Failure("port %d not listening after %.0f s" % (port, timeout))
+
+
+class KV:
+    """A cr-kv child; stop() checks it exits cleanly."""
+
+    def __init__(self, exe, lcores, extra=(), driver="auto"):
+        self.port = free_port()
+        corelist = "0" if lcores == 1 else "0-%d" % (lcores - 1)
+        self.args = [exe, "-l", corelist, "--io-driver", driver, "--listen",
+                     "127.0.0.1:%d" % self.port, "--telemetry", "off"] + list(extra)
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "exitcode=23")
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env)
+        wait_port(self.port, self.proc)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = self.proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            raise Failure("cr-kv did not stop within 15 s of SIGTERM")
+        check(self.proc.returncode == 0,
+              "cr-kv exited with %s: %s" % (self.proc.returncode, err.decode(errors="replace")))
+        return out.decode(errors="replace"), err.decode(errors="replace")
+
+
+class Redis:
+    """The oracle: redis-server with persistence off."""
+
+    def __init__(self, extra=()):
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--databases", "1",
+             "--maxclients", "10000", "--protected-mode", "no"] + list(extra),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port, self.proc)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def resp(*args):
+    """Encode a multibulk request."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        if isinstance(a, str):
+            a = a.encode()
+        elif isinstance(a, int):
+            a = str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def reply_end(buf, i=0):
+    """Index just past the complete reply starting at buf[i], or None."""
+    nl = buf.find(b"\r\n", i)
+    if nl < 0:
+        return None
+    t = buf[i:i + 1]
+    if t in (b"+", b"-", b":"):
+        return nl + 2
+    n = int(buf[i + 1:nl])
+    if t == b"$":
+        if n < 0:
+            return nl + 2
+        end = nl + 2 + n + 2
+        return end if len(buf) >= end else None
+    if t == b"*":
+        j = nl + 2
+        for _ in range(max(n, 0)):
+            j = reply_end(buf, j)
+            if j is None:
+                return None
+        return j
+    raise Failure("bad reply byte %r in %r" % (t, buf[i:i + 40]))
+
+
+class Conn:
+    def __init__(self, port, timeout=10.0):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.buf = b""
+
+    def send(self, data):
+        self.s.sendall(data)
+
+    def replies(self, n, timeout=10.0):
+        """Read exactly n complete replies; return them as a list of bytes."""
+        out = []
+        deadline = time.monotonic() + timeout
+        while len(out) < n:
+            end = reply_end(self.buf) if self.buf else None
+            if end is not None:
+                out.append(self.buf[:end])
+                self.buf = self.buf[end:]
+                continue
+            if time.monotonic() > deadline:
+                raise Failure("timed out waiting for reply %d of %d (have %r)"
+                              % (len(out) + 1, n, self.buf[:80]))
+            self.s.settimeout(max(0.05, deadline - time.monotonic()))
+            d = self.s.recv(65536)
+            if not d:
+                raise Failure("connection closed after %d of %d replies (%r)"
+                              % (len(out), n, self.buf[:80]))
+            self.buf += d
+        return out
+
+    def cmd(self, *args):
+        self.send(resp(*args))
+        return self.replies(1)[0]
+
+    def closed(self, timeout=5.0):
+        """Read until EOF; return what came before it (fails if it does not close)."""
+        deadline = time.monotonic() + timeout
+        got = self.buf
+        while time.monotonic() < deadline:
+            self.s.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                d = self.s.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                return got
+            if not d:
+                return got
+            got += d
+        raise Failure("connection not closed within %.0f s (got %r)" % (timeout, got[:120]))
+
+    def close(self):
+        self.s.close()
+
+
+# ---- the command list compared with the oracle ----
+
+def command_script():
+    """(args, mode): mode 'exact' compares bytes, 'near' integers within 2 (s) or 2000
+    (ms), 'sorted' arrays as sets, 'type' only the reply's type byte."""
+    now = int(time.time())
+    E, N, S, T = "exact", "near", "sorted", "type"
+    c = []
+
+    def a(mode, *args):
+        c.append((args, mode))
+
+    a(E, "FLUSHALL")
+    # strings: SET and its options
+    a(E, "SET", "s1", "hello"); a(E, "GET", "s1"); a(E, "GET", "nokey")
+    a(E, "SET", "s1", "world", "XX"); a(E, "SET", "s2", "x", "XX"); a(E, "SET", "s2", "x", "NX")
+    a(E, "SET", "s2", "y", "NX"); a(E, "SET", "s1", "v", "GET"); a(E, "SET", "s3", "v", "GET")
+    a(E, "SET", "s4", "v", "NX", "GET"); a(E, "SET", "s4", "w", "NX", "GET")
+    a(E, "SET", "s1", "a", "EX", "100"); a(E, "TTL", "s1")
+    a(E, "SET", "s1", "a", "PX", "100000"); a(N, "PTTL", "s1")
+    a(E, "SET", "s1", "a", "EXAT", str(now + 1000)); a(N, "TTL", "s1")
+    a(E, "SET", "s1", "a", "PXAT", str((now + 1000) * 1000)); a(N, "PTTL", "s1")
+    a(E, "SET", "s1", "b", "KEEPTTL"); a(N, "TTL", "s1"); a(E, "SET", "s1", "c"); a(E, "TTL", "s1")
+    a(E, "SET", "s1", "a", "EX", "0"); a(E, "SET", "s1", "a", "EX", "-5")
+    a(E, "SET", "s1", "a", "EX", "abc"); a(E, "SET", "s1", "a", "PX", "9223372036854775807")
+    a(E, "SET", "s1", "a", "EX", "9223372036854775807"); a(E, "SET", "s1", "a", "NX", "XX")
+    a(E, "SET", "s1", "a", "EX", "10", "PX", "10"); a(E, "SET", "s1", "a", "KEEPTTL", "EX", "10")
+    a(E, "SET", "s1", "a", "EX"); a(E, "SET", "s1", "a", "foo"); a(E, "SET", "s1")
+    a(E, "SET", "s1", "a", "ex", "10", "get"); a(E, "SET", "s1", "a", "EXAT", "1"); a(E, "GET", "s1")
+    a(E, "SET", "bin", b"a\x00b\r\nc"); a(E, "GET", "bin"); a(E, "SET", "", "empty"); a(E, "GET", "")
+    a(E, "SETNX", "n1", "1"); a(E, "SETNX", "n1", "2"); a(E, "GET", "n1"); a(E, "SETNX", "n1")
+    a(E, "SETEX", "e1", "100", "v"); a(E, "TTL", "e1"); a(E, "SETEX", "e1", "0", "v")
+    a(E, "SETEX", "e1", "x", "v"); a(E, "SETEX", "e1", "100")
+    a(E, "PSETEX", "e2", "100000", "v"); a(N, "PTTL", "e2"); a(E, "PSETEX", "e2", "-1", "v")
+    a(E, "GETSET", "s1", "new"); a(E, "GETSET", "nokey2", "v"); a(E, "GET", "nokey2")
+    a(E, "GETSET", "s1")
+    a(E, "GETDEL", "s1"); a(E, "GETDEL", "s1"); a(E, "GETDEL", "s1", "x")
+    a(E, "GETEX", "e1"); a(E, "GETEX", "e1", "PERSIST"); a(E, "TTL", "e1")
+    a(E, "GETEX", "e1", "EX", "100"); a(E, "TTL", "e1"); a(E, "GETEX", "e1", "PX", "100000")
+    a(N, "PTTL", "e1"); a(E, "GETEX", "e1", "EXAT", str(now + 100)); a(N, "TTL", "e1")
+    a(E, "GETEX", "e1", "PXAT", str((now + 200) * 1000)); a(N, "TTL", "e1")
+    a(E, "GETEX", "nokey", "EX", "10"); a(E, "GETEX", "e1", "EX", "0")
+    a(E, "GETEX", "e1", "KEEPTTL"); a(E, "GETEX", "e1", "PERSIST", "EX", "10")
+    a(E, "GETEX", "e1", "EX"); a(E, "GETEX", "e1", "EXAT", "1"); a(E, "EXISTS", "e1"); a(E, "GETEX")
+    # multi-key strings
+    a(E, "MSET", "m1", "1", "m2", "2", "m3", "3"); a(E, "MGET", "m1", "m2", "m3", "nokey")
+    a(E, "MSET", "m1"); a(E, "MSET", "m1", "1", "m2"); a(E, "MGET")
+    a(E, "MSETNX", "m1", "x", "m4", "y"); a(E, "MSETNX", "m4", "x", "m5", "y")
+    a(E, "MGET", "m4", "m5", "m1"); a(E, "MSETNX", "m6"); a(E, "MSETNX", "m6", "1", "m7")
+    keys = ["k%d" % i for i in range(40)]
+    mset = []
+    for i, k in enumerate(keys):
+        mset += [k, "v%d" % i]
+    a(E, "MSET", *mset); a(E, "MGET", *(keys + ["nokey"] + keys[::-1]))
+    a(E, "MSETNX", *(["new%d" % i for i in range(10) for _ in (0, 1)]))
+    a(E, "MGET", *["new%d" % i for i in range(10)])
+    # APPEND, STRLEN, GETRANGE, SETRANGE
+    a(E, "APPEND", "ap", "hello"); a(E, "APPEND", "ap", " world"); a(E, "GET", "ap")
+    a(E, "APPEND", "ap"); a(E, "STRLEN", "ap"); a(E, "STRLEN", "nokey"); a(E, "STRLEN")
+    a(E, "GETRANGE", "ap", "0", "4"); a(E, "GETRANGE", "ap", "-5", "-1"); a(E, "GETRANGE", "ap", "5", "1")
+    a(E, "GETRANGE", "ap", "-1", "-5"); a(E, "GETRANGE", "ap", "0", "100"); a(E, "GETRANGE", "nokey", "0", "1")
+    a(E, "GETRANGE", "ap", "a", "1"); a(E, "GETRANGE", "ap", "0", "b"); a(E, "GETRANGE", "ap", "-100", "-50")
+    a(E, "GETRANGE", "ap", "0")
+    a(E, "SETRANGE", "ap", "6", "WORLD"); a(E, "GET", "ap"); a(E, "SETRANGE", "sr", "5", "x"); a(E, "GET", "sr")
+    a(E, "SETRANGE", "sr", "-1", "x"); a(E, "SETRANGE", "sr", "0", ""); a(E, "SETRANGE", "newsr", "0", "")
+    a(E, "EXISTS", "newsr"); a(E, "SETRANGE", "ap", "536870911", "xx"); a(E, "SETRANGE", "ap", "x", "y")
+    a(E, "SETRANGE", "ap", "2", "")
+    # counters
+    a(E, "INCR", "i1"); a(E, "INCR", "i1"); a(E, "DECR", "i1"); a(E, "INCRBY", "i1", "10")
+    a(E, "DECRBY", "i1", "5"); a(E, "INCRBY", "i1", "abc"); a(E, "INCR", "ap")
+    a(E, "SET", "big", "9223372036854775807"); a(E, "INCR", "big"); a(E, "DECRBY", "big", "-1")
+    a(E, "SET", "small", "-9223372036854775808"); a(E, "DECR", "small")
+    a(E, "SET", "i2", " 1"); a(E, "INCR", "i2"); a(E, "SET", "i3", "01"); a(E, "INCR", "i3")
+    a(E, "DECRBY", "i1", "-9223372036854775808"); a(E, "INCRBY", "i1", "9223372036854775808")
+    a(E, "SET", "ttlc", "5", "EX", "1000"); a(E, "INCR", "ttlc"); a(E, "TTL", "ttlc")
+    a(E, "INCR"); a(E, "INCRBY", "i1"); a(E, "DECR", "a", "b")
+    a(E, "INCRBYFLOAT", "f1", "1.5"); a(E, "INCRBYFLOAT", "f1", "0.1"); a(E, "INCRBYFLOAT", "f1", "-1.6")
+    a(E, "INCRBYFLOAT", "f1", "abc"); a(E, "INCRBYFLOAT", "f2", "3.0e3"); a(E, "SET", "f3", "1.5e2")
+    a(E, "INCRBYFLOAT", "f3", "1"); a(E, "INCRBYFLOAT", "ap", "1"); a(E, "INCRBYFLOAT", "f1", "inf")
+    a(E, "INCRBYFLOAT", "f1", " 1"); a(E, "INCRBYFLOAT", "f4", "10.50"); a(E, "INCRBYFLOAT", "f4", "-10.5")
+    a(E, "INCRBYFLOAT", "f5", "5.0e-3"); a(E, "INCRBYFLOAT", "f1")
+    # keys
+    a(E, "DEL", "m1", "m2", "nokey"); a(E, "DEL", "m1"); a(E, "DEL", *keys[:20]); a(E, "DEL")
+    a(E, "UNLINK", "m3", "m4"); a(E, "UNLINK", *keys[20:]); a(E, "UNLINK")
+    a(E, "EXISTS", "m5", "m5", "nokey"); a(E, "EXISTS"); a(E, "TYPE", "m5"); a(E, "TYPE", "nokey")
+    a(E, "TYPE")
+    a(E, "EXPIRE", "m5", "100"); a(E, "TTL", "m5"); a(E, "EXPIRE", "m5", "100", "NX")
+    a(E, "EXPIRE", "m5", "200", "XX"); a(E, "EXPIRE", "m5", "50", "GT"); a(E, "EXPIRE", "m5", "300", "GT")
+    a(E, "EXPIRE", "m5", "10", "LT"); a(E, "EXPIRE", "m5", "20", "lt"); a(E, "TTL", "m5")
+    a(E, "EXPIRE", "m5", "10", "NX", "XX"); a(E, "EXPIRE", "m5", "10", "GT", "LT")
+    a(E, "EXPIRE", "m5", "10", "FOO"); a(E, "EXPIRE", "nokey", "10"); a(E, "EXPIRE", "m5", "abc")
+    a(E, "EXPIRE", "m5", "9223372036854775807"); a(E, "EXPIRE", "m5")
+    a(E, "SET", "nottl", "1"); a(E, "EXPIRE", "nottl", "10", "XX"); a(E, "EXPIRE", "nottl", "10", "GT")
+    a(E, "EXPIRE", "nottl", "10", "LT"); a(E, "TTL", "nottl"); a(E, "EXPIRE", "nottl", "10", "NX")
+    a(E, "PEXPIRE", "m5", "100000"); a(N, "PTTL", "m5"); a(E, "PEXPIRE", "m5", "x")
+    a(E, "EXPIREAT", "m5", str(now + 1000)); a(N, "TTL", "m5")
+    a(E, "PEXPIREAT", "m5", str((now + 1000) * 1000)); a(N, "PTTL", "m5")
+    a(E, "EXPIREAT", "m5", "x"); a(E, "PEXPIREAT", "m5", "9223372036854775807")
+    a(E, "PERSIST", "m5"); a(E, "PERSIST", "m5"); a(E, "PERSIST", "nokey"); a(E, "TTL", "m5")
+    a(E, "PTTL", "nokey"); a(E, "TTL", "nokey"); a(E, "PTTL", "m5"); a(E, "TTL")
+    a(E, "EXPIRE", "m5", "-1"); a(E, "EXISTS", "m5"); a(E, "SET", "pa", "1")
+    a(E, "PEXPIREAT", "pa", "1"); a(E, "GET", "pa")
+    # RENAME / RENAMENX (across shards for some of the pairs when there are two)
+    a(E, "RENAME", "r1", "r2"); a(E, "SET", "r1", "v"); a(E, "EXPIRE", "r1", "1000")
+    a(E, "RENAME", "r1", "r2"); a(E, "TTL", "r2"); a(E, "GET", "r1"); a(E, "GET", "r2")
+    a(E, "RENAME", "r2", "r2"); a(E, "RENAMENX", "r2", "r2"); a(E, "SET", "r3", "x")
+    a(E, "RENAMENX", "r2", "r3"); a(E, "RENAMENX", "r2", "r4"); a(E, "GET", "r4"); a(E, "GET", "r2")
+    a(E, "RENAMENX", "nokey", "r9"); a(E, "RENAME", "r4"); a(E, "RENAMENX", "r4")
+    for i in range(12):
+        a(E, "SET", "ra%d" % i, "val%d" % i); a(E, "SET", "rc%d" % i, "old")
+        a(E, "RENAME", "ra%d" % i, "rb%d" % i); a(E, "MGET", "ra%d" % i, "rb%d" % i)
+        a(E, "RENAMENX", "rb%d" % i, "rc%d" % i); a(E, "RENAME", "rb%d" % i, "rc%d" % i)
+        a(E, "GET", "rc%d" % i); a(E, "RENAMENX", "rc%d" % i, "rd%d" % i)
+        a(E, "MGET", "rb%d" % i, "rc%d" % i, "rd%d" % i)
+    # whole keyspace
+    a(S, "KEYS", "*"); a(S, "KEYS", "r*"); a(S, "KEYS", "[a-f]*"); a(S, "KEYS", "?1")
+    a(S, "KEYS", "nomatch*"); a(E, "KEYS"); a(E, "DBSIZE"); a(E, "DBSIZE", "x"); a(T, "RANDOMKEY")
+    a(E, "SCAN", "x"); a(E, "SCAN", "0", "COUNT", "0"); a(E, "SCAN", "0", "COUNT", "x")
+    a(E, "SCAN", "0", "FOO"); a(E, "SCAN", "0", "MATCH"); a(E, "SCAN")
+    a(E, "FLUSHDB", "foo"); a(E, "FLUSHDB", "ASYNC"); a(E, "DBSIZE"); a(E, "SET", "x", "1")
+    a(E, "FLUSHDB", "SYNC"); a(E, "FLUSHDB", "a", "b"); a(E, "RANDOMKEY"); a(E, "SET", "x", "1")
+    a(E, "RANDOMKEY"); a(E, "FLUSHALL"); a(E, "FLUSHALL", "bad"); a(E, "DBSIZE")
+    a(E, "SCAN", "0"); a(E, "KEYS", "*")
+    # server and connection
+    a(E, "PING"); a(E, "PING", "hi"); a(E, "PING", "a", "b"); a(E, "ping")
+    a(E, "ECHO", "x"); a(E, "ECHO"); a(E, "ECHO", b"\x00\xff")
+    a(E, "SELECT", "0"); a(E, "SELECT", "1"); a(E, "SELECT", "x"); a(E, "SELECT", "99999999999")
+    a(E, "SELECT", "-1"); a(E, "SELECT")
+    a(E, "CLIENT", "GETNAME"); a(E, "CLIENT", "SETNAME", "foo"); a(E, "CLIENT", "GETNAME")
+    a(E, "CLIENT", "SETNAME", "a b"); a(E, "CLIENT", "SETNAME", "a\nb"); a(E, "CLIENT", "SETNAME", "")
+    a(E, "CLIENT", "GETNAME"); a(E, "CLIENT", "FOO"); a(E, "CLIENT"); a(E, "CLIENT", "SETNAME")
+    a(E, "CLIENT", "GETNAME", "x"); a(T, "CLIENT", "ID"); a(E, "CLIENT", "ID", "x")
+    a(E, "HELLO", "4"); a(E, "HELLO", "1"); a(E, "HELLO", "x"); a(E, "HELLO", "2", "FOO")
+    a(E, "HELLO", "2", "SETNAME", "a b"); a(E, "HELLO", "2", "AUTH", "nobody", "pw")
+    a(E, "CONFIG", "GET", "maxclients"); a(E, "CONFIG", "GET", "maxmemory")
+    a(E, "CONFIG", "GET", "save"); a(E, "CONFIG", "GET", "appendonly")
+    a(E, "CONFIG", "GET", "nonexistent"); a(E, "CONFIG", "GET", "maxmemory-policy")
+    a(E, "CONFIG", "GET", "databases"); a(E, "CONFIG"); a(E, "CONFIG", "FOO"); a(E, "CONFIG", "GET")
+    a(T, "TIME"); a(E, "TIME", "x"); a(T, "COMMAND", "COUNT"); a(T, "COMMAND", "INFO", "get")
+    a(T, "COMMAND", "DOCS", "get"); a(E, "COMMAND", "FOO"); a(E, "COMMAND", "COUNT", "x")
+    a(E, "INFO", "nosuchsection")
+    a(E, "FOO"); a(E, "FOO", "bar", "baz"); a(E, "foo", "x" * 200); a(E, "FOO", "a\r\nb")
+    a(E, "GET"); a(E, "GET", "a", "b")
+    return c
+
+
+def compare(mode, ours, theirs):
+    if mode == "exact":
+        return ours == theirs
+    if mode == "type":
+        return ours[:1] == theirs[:1]
+    if mode == "near":
+        if ours[:1] != b":" or theirs[:1] != b":":
+            return ours == theirs
+        o, t = int(ours[1:-2]), int(theirs[1:-2])
+        return abs(o - t) <= (2000 if abs(t) > 10000 else 2)
+    if mode == "sorted":
+        return sorted(parse_array(ours)) == sorted(parse_array(theirs))
+    raise Failure("mode " + mode)
+
+
+def parse_array(b):
+    check(b[:1] == b"*", "not an array: %r" % b[:60])
+    items = []
+    nl = b.find(b"\r\n")
+    i = nl + 2
+    for _ in range(int(b[1:nl])):
+        j = reply_end(b, i)
+        items.append(b[i:j])
+        i = j
+    return items
+
+
+def run_script(ours_port, theirs_port, script, pipelined):
+    a, b = Conn(ours_port), Conn(theirs_port)
+    bad = []
+    if pipelined:
+        data = b"".join(resp(*args) for args, _ in script)
+        a.send(data)
+        b.send(data)
+        ra, rb = a.replies(len(script), 30), b.replies(len(script), 30)
+    else:
+        ra, rb = [], []
+        for args, _ in script:
+            ra.append(a.cmd(*args))
+            rb.append(b.cmd(*args))
+    for (args, mode), x, y in zip(script, ra, rb):
+        if not compare(mode, x, y):
+            bad.append("%r: cr-kv %r, redis %r" % (args, x[:200], y[:200]))
+    a.close()
+    b.close()
+    return bad
+
+
+# ---- tests ----
+
+def need(*tools):
+    for t in tools:
+        if shutil.which(t) is None:
+            log("SKIP: %s not installed" % t)
+            sys.exit(SKIP)
+
+
+def t_oracle(o):
+    """Every command and its errors, one at a time, byte for byte against redis."""
+    need("redis-server")
+    bad = run_script(o.kv.port, o.redis().port, command_script(), False)
+    check(not bad, "%d replies differ:\n  " % len(bad) + "\n  ".join(bad))
+
+
+def t_pipeline(o):
+    """The whole script in one write: replies in request order across lcores."""
+    need("redis-server")
+    bad = run_script(o.kv.port, o.redis().port, command_script(), True)
+    check(not bad, "%d replies differ:\n  " % len(bad) + "\n  ".join(bad))
+
+
+def t_order(o):
+    """Many clients pipelining writes and reads of keys on every shard: each client's
+    replies come back in its own request order and agree with redis."""
+    need("redis-server")
+    rnd = random.Random(6)
+    conns = []
+    for i in range(8):
+        script = []
+        for j in range(400):
+            k = "c%d:k%d" % (i, rnd.randrange(50))
+            op = rnd.randrange(6)
+            if op == 0:
+                script.append(("SET", k, "v%d" % j))
+            elif op == 1:
+                script.append(("GET", k))
+            elif op == 2:
+                script.append(("INCR", "c%d:n%d" % (i, rnd.randrange(20))))
+            elif op == 3:
+                script.append(("APPEND", k, "x"))
+            elif op == 4:
+                script.append(("MGET", k, "c%d:k%d" % (i, rnd.randrange(50)), "c%d:n1" % i))
+            else:
+                script.append(("DEL", k))
+        conns.append(script)
+    r = o.redis()
+    pairs = [(Conn(o.kv.port), Conn(r.port), s) for s in conns]
+    for a, b, s in pairs:
+        data = b"".join(resp(*x) for x in s)
+        a.send(data)
+        b.send(data)
+    for a, b, s in pairs:
+        ra, rb = a.replies(len(s), 30), b.replies(len(s), 30)
+        for x, y, cmd in zip(ra, rb, s):
+            check(x == y, "%r: cr-kv %r, redis %r" % (cmd, x, y))
+
+
+def t_scan(o):
+    """SCAN from 0 back to 0 returns every key exactly as KEYS does (across shards)."""
+    c = Conn(o.kv.port)
+    names = ["scan:%d" % i for i in range(500)]
+    for i in range(0, 500, 50):
+        mset = []
+        for n in names[i:i + 50]:
+            mset += [n, "1"]
+        check(c.cmd("MSET", *mset) == b"+OK\r\n", "MSET")
+    seen = set()
+    cursor = b"0"
+    for _ in range(2000):
+        r = c.cmd("SCAN", cursor, "COUNT", "7")
+        items = parse_array(r)
+        cursor = items[0].split(b"\r\n")[1]
+        for k in parse_array(items[1]):
+            seen.add(k.split(b"\r\n")[1].decode())
+        if cursor == b"0":
+            break
+    check(cursor == b"0", "SCAN did not finish")
+    check(seen == set(names), "SCAN missed %d keys" % len(set(names) - seen))
+    r = c.cmd("SCAN", "0", "MATCH", "scan:1?", "COUNT", "1000")
+    got = set()
+    cursor = b"0"
+    for _ in range(100):
+        items = parse_array(c.cmd("SCAN", cursor, "MATCH", "scan:1?", "COUNT", "1000"))
+        cursor = items[0].split(b"\r\n")[1]
+        got |= {k.split(b"\r\n")[1].decode() for k in parse_array(items[1])}
+        if cursor == b"0":
+            break
+    check(got == {"scan:1%d" % i for i in range(10)}, "SCAN MATCH: %r" % sorted(got))
+    items = parse_array(c.cmd("SCAN", "0", "TYPE", "hash", "COUNT", "1000"))
+    check(items[1] == b"*0\r\n", "SCAN TYPE hash: %r" % items[1])
+    r = parse_array(c.cmd("RANDOMKEY").join([b"*1\r\n", b""]))
+    check(r[0].split(b"\r\n")[1].decode() in names, "RANDOMKEY: %r" % r)
+    c.close()
+
+
+def t_expiry(o):
+    """Lazy expiry (a read of an expired key) and active expiry (keys nobody reads go
+    away by themselves, as in redis, within a second or two)."""
+    c = Conn(o.kv.port)
+    check(c.cmd("SET", "lazy", "1", "PX", "50") == b"+OK\r\n", "SET PX")
+    time.sleep(0.2)
+    check(c.cmd("GET", "lazy") == b"$-1\r\n", "lazy expiry: GET still finds the key")
+    check(c.cmd("TTL", "lazy") == b":-2\r\n", "TTL of an expired key")
+    for i in range(0, 300, 50):
+        c.send(b"".join(resp("SET", "act:%d" % j, "v", "PX", "1500") for j in range(i, i + 50)))
+        c.replies(50)
+    check(c.cmd("SET", "keep", "1") == b"+OK\r\n", "SET keep")
+    check(c.cmd("DBSIZE") == b":301\r\n", "DBSIZE before expiry")
+    deadline = time.monotonic() + 10
+    n = None
+    while time.monotonic() < deadline:
+        n = c.cmd("DBSIZE")
+        if n == b":1\r\n":
+            break
+        time.sleep(0.1)
+    check(n == b":1\r\n", "active expiry left %r keys after 10 s" % n)
+    info = c.cmd("INFO", "stats").decode()
+    m = re.search(r"expired_keys:(\d+)", info)
+    check(m is not None and int(m.group(1)) >= 301, "INFO expired_keys: %r" % info)
+    c.close()
+
+
+def t_info(o):
+    """INFO has the sections the issue names, with this server's figures."""
+    c = Conn(o.kv.port)
+    c.cmd("MSET", "a", "1", "b", "2", "c", "3")
+    c.cmd("EXPIRE", "a", "100")
+    info = c.cmd("INFO")
+    body = info[info.find(b"\r\n") + 2:-2].decode()
+    for sec in ("# Server", "# Clients", "# Memory", "# Stats", "# Keyspace"):
+        check(sec in body, "INFO lacks %s" % sec)
+    check("db0:keys=3,expires=1," in body, "INFO keyspace: %r" % body)
+    check(re.search(r"connected_clients:1\r\n", body), "connected_clients")
+    check(re.search(r"used_memory:[1-9]\d*\r\n", body), "used_memory")
+    check(re.search(r"lcores:%d\r\n" % o.lcores, body), "lcores")
+    only = c.cmd("INFO", "keyspace").decode()
+    check("# Server" not in only and "db0:keys=3" in only, "INFO keyspace alone: %r" % only)
+    c.close()
+
+
+def t_telemetry(o):
+    """The app counters reach the telemetry socket: commands run, parts handed to another
+    lcore (2 lcores), protocol errors."""
+    import json
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="kv-tel.")
+    o.tmpdirs.append(tmp)
+    path = os.path.join(tmp, "kv.sock")
+    o.restart(["--telemetry", path])
+    c = Conn(o.kv.port)
+    mset = []
+    for i in range(40):
+        mset += ["tel:%d" % i, "v"]
+    c.cmd("MSET", *mset)
+    c.cmd("MGET", *["tel:%d" % i for i in range(40)])
+    for _ in range(10):
+        c.cmd("PING")
+    c.close()
+    bad = Conn(o.kv.port)
+    bad.send(b"*1\r\n$x\r\n")
+    bad.closed()
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.settimeout(5)
+    u.connect(path)
+    u.sendall(b"/stats\n")
+    data = b""
+    while not data.endswith(b"\n"):
+        d = u.recv(65536)
+        check(d, "telemetry closed: %r" % data)
+        data += d
+    u.close()
+    app = json.loads(data)["/stats"]["total"]["app"]
+    check(app.get("kv_commands", 0) >= 12, "kv_commands: %r" % app)
+    check(app.get("kv_protocol_errors") == 1, "kv_protocol_errors: %r" % app)
+    if o.lcores > 1:
+        check(app.get("kv_remote_parts", 0) > 0, "kv_remote_parts: %r" % app)
+    else:
+        check(app.get("kv_remote_parts") == 0, "kv_remote_parts on 1 lcore: %r" % app)
+
+
+def t_hello(o):
+    """HELLO 2 answers with redis's map (id aside); HELLO 3 is refused with -NOPROTO."""
+    c = Conn(o.kv.port)
+    r = c.cmd("HELLO", "2", "SETNAME", "me")
+    items = parse_array(r)
+    check([x.split(b"\r\n")[1] for x in items[0:14:2]] ==
+          [b"server", b"version", b"proto", b"id", b"mode", b"role", b"modules"],
+          "HELLO keys: %r" % r)
+    check(items[5] == b":2\r\n" and items[13] == b"*0\r\n", "HELLO 2: %r" % r)
+    check(c.cmd("CLIENT", "GETNAME") == b"$2\r\nme\r\n", "HELLO SETNAME")
+    check(c.cmd("HELLO", "3") == b"-NOPROTO unsupported protocol version\r\n", "HELLO 3")
+    idr = c.cmd("CLIENT", "ID")
+    check(items[7] == idr, "HELLO id %r != CLIENT ID %r" % (items[7], idr))
+    c.close()
+
+
+def t_quit(o):
+    c = Conn(o.kv.port)
+    c.send(resp("SET", "q", "1") + resp("QUIT") + resp("GET", "q"))
+    got = c.closed()
+    check(got == b"+OK\r\n+OK\r\n", "QUIT: %r" % got)
+
+
+def t_redis_cli(o):
+    """redis-cli, unmodified, against cr-kv and redis: the same output."""
+    need("redis-cli", "redis-server")
+    r = o.redis()
+    cmds = [["SET", "cli", "hello"], ["GET", "cli"], ["INCR", "n"], ["MGET", "cli", "n", "x"],
+            ["DEL", "cli"], ["GET", "cli"], ["PING"], ["EXISTS", "n"], ["TTL", "n"],
+            ["SET", "e", "1", "EX", "100"], ["PERSIST", "e"], ["FOO"], ["GET"],
+            ["CONFIG", "GET", "maxclients"], ["DBSIZE"], ["TYPE", "n"], ["ECHO", "a b"]]
+    for cmd in cmds:
+        outs = []
+        for port in (o.kv.port, r.port):
+            p = subprocess.run(["redis-cli", "-p", str(port)] + cmd, capture_output=True,
+                               timeout=10)
+            outs.append((p.returncode, p.stdout))
+        check(outs[0] == outs[1], "redis-cli %r: cr-kv %r, redis %r" % (cmd, outs[0], outs[1]))
+    # Interactive mode fetches COMMAND DOCS first; piping commands through it must work.
+    p = subprocess.run(["redis-cli", "-p", str(o.kv.port)], input=b"SET a 1\nGET a\nPING\n",
+                       capture_output=True, timeout=10)
+    check(p.returncode == 0 and p.stdout == b"OK\n1\nPONG\n", "redis-cli stdin: %r" % (p,))
+    p = subprocess.run(["redis-cli", "-p", str(o.kv.port), "--scan"], capture_output=True,
+                       timeout=10)
+    check(p.returncode == 0 and sorted(p.stdout.split()) == [b"a", b"e", b"n"],
+          "redis-cli --scan: %r" % (p.stdout,))
+
+
+def t_redis_benchmark(o):
+    """redis-benchmark, unmodified: SET and GET, pipeline 1 and 16, no errors."""
+    need("redis-benchmark")
+    for pipe in ("1", "16"):
+        p = subprocess.run(["redis-benchmark", "-p", str(o.kv.port), "-t", "set,get",
+                            "-n", "20000", "-c", "20", "-r", "1000", "-P", pipe, "--csv"],
+                           capture_output=True, timeout=60)
+        out = p.stdout.decode()
+        check(p.returncode == 0, "redis-benchmark -P %s: %s %s" % (pipe, out, p.stderr))
+        check('"SET"' in out and '"GET"' in out, "redis-benchmark output: %r" % out)
+        check(b"ERR" not in p.stderr and b"rror" not in p.stdout, "errors: %r" % p.stderr)
+    c = Conn(o.kv.port)
+    n = int(c.cmd("DBSIZE")[1:-2])
+    check(0 < n <= 1000, "DBSIZE after redis-benchmark -r 1000: %d" % n)
+    c.close()
+
+
+def t_shutdown(o):
+    """SIGTERM while clients pipeline across shards: cr-kv stops within the shutdown
+    timeout with status 0 (and, in sanitizer builds, no report)."""
+    need("redis-benchmark")
+    bench = subprocess.Popen(["redis-benchmark", "-p", str(o.kv.port), "-t", "set,get,mset",
+                              "-c", "30", "-r", "10000", "-n", "100000000", "-P", "16", "-q"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)
+        check(bench.poll() is None, "redis-benchmark ended early")
+        t0 = time.monotonic()
+        o.kv.proc.send_signal(signal.SIGTERM)
+        try:
+            o.kv.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            raise Failure("cr-kv still running 15 s after SIGTERM under load")
+        log("stopped in %.2f s" % (time.monotonic() - t0))
+        check(o.kv.proc.returncode == 0, "exit status %s: %s" % (
+            o.kv.proc.returncode, o.kv.proc.stderr.read().decode(errors="replace")[-2000:]))
+    finally:
+        bench.kill()
+        bench.wait()
+
+
+def t_python(o):
+    """redis-py (python3-redis) drives every command and agrees with redis."""
+    try:
+        import redis
+    except ImportError:
+        # python3-redis is a Debian package: reachable from another python3 too.
+        sys.path.append("/usr/lib/python3/dist-packages")
+        try:
+            import redis
+        except ImportError:
+            log("SKIP: python3-redis not installed")
+            sys.exit(SKIP)
+    need("redis-server")
+    srv = o.redis()
+    ours = redis.Redis(port=o.kv.port, socket_timeout=10)
+    theirs = redis.Redis(port=srv.port, socket_timeout=10)
+    now = int(time.time())
+    calls = [
+        ("set", ("a", "1")), ("get", ("a",)), ("set", ("a", "2"), {"nx": True}),
+        ("set", ("a", "3"), {"xx": True, "get": True}), ("set", ("b", "1"), {"ex": 100}),
+        ("set", ("b", "1"), {"px": 100000, "keepttl": False}),
+        ("set", ("c", "1"), {"exat": now + 100}), ("set", ("c", "1"), {"pxat": (now + 100) * 1000}),
+        ("set", ("c", "2"), {"keepttl": True}), ("setnx", ("d", "1")), ("setex", ("e", 100, "v")),
+        ("psetex", ("f", 100000, "v")), ("getset", ("a", "9")), ("getdel", ("a",)),
+        ("getex", ("b",), {"persist": True}), ("getex", ("b",), {"ex": 50}),
+        ("mset", ({"m1": "1", "m2": "2", "m3": "3"},)), ("mget", (["m1", "m2", "zz", "m3"],)),
+        ("msetnx", ({"m1": "x", "m9": "y"},)), ("msetnx", ({"n1": "x", "n2": "y"},)),
+        ("append", ("ap", "abc")), ("strlen", ("ap",)), ("getrange", ("ap", 0, 1)),
+        ("setrange", ("ap", 1, "ZZ")), ("get", ("ap",)), ("incr", ("i",)), ("decr", ("i",)),
+        ("incrby", ("i", 7)), ("decrby", ("i", 3)), ("incrbyfloat", ("fl", 2.5)),
+        ("delete", ("m1", "m2")), ("unlink", ("m3",)), ("exists", ("n1", "n2", "zz")),
+        ("type", ("n1",)), ("expire", ("n1", 100)), ("pexpire", ("n2", 100000)),
+        ("expireat", ("d", now + 100)), ("pexpireat", ("e", (now + 100) * 1000)),
+        ("ttl", ("n1",)), ("persist", ("n1",)), ("ttl", ("n1",)),
+        ("rename", ("n1", "n3")), ("renamenx", ("n3", "n2")), ("renamenx", ("n3", "n4")),
+        ("dbsize", ()), ("ping", ()), ("echo", ("hi",)), ("config_get", ("maxclients",)),
+        ("client_setname", ("py",)), ("client_getname", ()),
+    ]
+    for call in calls:
+        name, args = call[0], call[1]
+        kw = call[2] if len(call) > 2 else {}
+        res = []
+        for cl in (ours, theirs):
+            try:
+                res.append(("ok", getattr(cl, name)(*args, **kw)))
+            except redis.ResponseError as e:
+                res.append(("err", str(e)))
+        check(res[0] == res[1], "%s%r: cr-kv %r, redis %r" % (name, args, res[0], res[1]))
+    check(sorted(ours.keys("*")) == sorted(theirs.keys("*")), "KEYS *")
+    check(sorted(ours.scan_iter(count=3)) == sorted(theirs.scan_iter(count=3)), "SCAN")
+    check(ours.randomkey() in theirs.keys("*"), "RANDOMKEY")
+    check(ours.select(0) if hasattr(ours, "select") else True, "SELECT 0")
+    check(isinstance(ours.time(), tuple), "TIME")
+    check(ours.client_id() > 0, "CLIENT ID")
+    check("redis_version" in ours.info("server"), "INFO server")
+    check(ours.info("keyspace")["db0"]["keys"] == theirs.info("keyspace")["db0"]["keys"],
+          "INFO keyspace")
+    check(ours.command_count() > 40, "COMMAND COUNT")
+    check(ours.flushdb() and ours.dbsize() == 0, "FLUSHDB")
+    check(ours.flushall() and ours.dbsize() == 0, "FLUSHALL")
+    hello = ours.execute_command("HELLO", "2")
+    check(len(hello) == 14 and hello[5] == 2, "HELLO 2: %r" % (hello,))
+    check(ours.execute_command("QUIT") in (b"OK", "OK", True), "QUIT")
+
+
+# ---- bad input: each its own test ----
+
+def bad_case(o, data, expect, closes=True, extra_redis=(), compare_redis=True):
+    """Send @data; cr-kv must answer @expect (bytes) and close (or stay open)."""
+    targets = [("cr-kv", o.kv.port)]
+    if compare_redis and shutil.which("redis-server"):
+        targets.append(("redis", o.redis(extra_redis).port))
+    for name, port in targets:
+        c = Conn(port)
+        c.send(data)
+        if closes:
+            got = c.closed(10)
+            check(got == expect, "%s: expected %r then close, got %r" % (name, expect, got))
+        else:
+            got = b""
+            deadline = time.monotonic() + 2
+            while len(got) < len(expect) and time.monotonic() < deadline:
+                c.s.settimeout(0.2)
+                try:
+                    d = c.s.recv(4096)
+                except socket.timeout:
+                    continue
+                if not d:
+                    raise Failure("%s closed the connection after %r" % (name, got))
+                got += d
+            check(got == expect, "%s: expected %r, got %r" % (name, expect, got))
+            check(c.cmd("PING") == b"+PONG\r\n", "%s: not usable afterwards" % name)
+        c.close()
+
+
+def t_bad_mbulk_len(o):
+    bad_case(o, b"*3000000000\r\n", b"-ERR Protocol error: invalid multibulk length\r\n")
+
+
+def t_bad_mbulk_nonnum(o):
+    bad_case(o, b"*abc\r\n", b"-ERR Protocol error: invalid multibulk length\r\n")
+
+
+def t_bad_bulk_negative(o):
+    bad_case(o, b"*1\r\n$-10\r\n", b"-ERR Protocol error: invalid bulk length\r\n")
+
+
+def t_bad_bulk_nonnum(o):
+    bad_case(o, b"*1\r\n$blabla\r\n", b"-ERR Protocol error: invalid bulk length\r\n")
+
+
+def t_bad_bulk_too_big(o):
+    # 512 MB + 1, the default --proto-max-bulk-len: refused as soon as the length is read.
+    bad_case(o, b"*1\r\n$536870913\r\n", b"-ERR Protocol error: invalid bulk length\r\n")
+
+
+def t_bad_bulk_over_limit(o):
+    # With --proto-max-bulk-len 1mb (cr-kv restarted with it, redis configured alike).
+    o.restart(["--proto-max-bulk-len", "1mb"])
+    bad_case(o, b"*2\r\n$3\r\nGET\r\n$1048577\r\n",
+             b"-ERR Protocol error: invalid bulk length\r\n",
+             extra_redis=["--proto-max-bulk-len", "1mb"])
+    c = Conn(o.kv.port)
+    big = b"x" * (1024 * 1024)
+    check(c.cmd("SET", "big", big) == b"+OK\r\n", "a 1 MiB value at the limit")
+    check(c.cmd("STRLEN", "big") == b":1048576\r\n", "STRLEN of it")
+    check(c.cmd("APPEND", "big", "y") ==
+          b"-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n", "APPEND over")
+    c.close()
+
+
+def t_bad_expected_dollar(o):
+    bad_case(o, b"*1\r\nfoo\r\n", b"-ERR Protocol error: expected '$', got 'f'\r\n")
+
+
+def t_bad_inline_too_big(o):
+    bad_case(o, b"a" * (64 * 1024 + 10), b"-ERR Protocol error: too big inline request\r\n")
+
+
+def t_bad_mbulk_count_too_big(o):
+    bad_case(o, b"*" + b"1" * (64 * 1024 + 10),
+             b"-ERR Protocol error: too big mbulk count string\r\n")
+
+
+def t_bad_unbalanced_quotes(o):
+    bad_case(o, b'SET "a b\r\n', b"-ERR Protocol error: unbalanced quotes in request\r\n")
+
+
+def t_bad_empty_lines(o):
+    # Empty inline lines and "*-10" / "*0" are ignored; the connection goes on.
+    bad_case(o, b"\r\n\r\n\n*-10\r\n*0\r\nPING\r\n", b"+PONG\r\n", closes=False)
+
+
+def t_bad_inline_ok(o):
+    # Inline commands with quotes and escapes work as in redis.
+    bad_case(o, b'SET "a b" "x\\x41\\ny"\r\nGET "a b"\r\nECHO \'it\\\'s\'\r\n',
+             b"+OK\r\n$4\r\nxA\ny\r\n$4\r\nit's\r\n", closes=False)
+
+
+def t_bad_nul_flood(o):
+    """A NUL and then endless data without a newline: closed once 64 KiB have come,
+    with the inline error, well before the data ends."""
+    for port in [o.kv.port]:
+        c = Conn(port)
+        sent = 0
+        closed = False
+        chunk = b"\x00" + b"z" * 8191
+        deadline = time.monotonic() + 10
+        try:
+            while sent < 64 * 1024 * 1024 and time.monotonic() < deadline:
+                c.s.sendall(chunk)
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        if not closed:
+            got = c.closed(5)
+            check(b"too big inline request" in got, "NUL flood reply: %r" % got[:100])
+        check(sent < 8 * 1024 * 1024, "still accepting after %d bytes" % sent)
+        c.close()
+
+
+def t_bad_qbuf_limit(o):
+    """A query buffer over --client-query-buffer-limit: the client is closed and
+    counted in INFO."""
+    o.restart(["--client-query-buffer-limit", "1mb"])
+    c = Conn(o.kv.port)
+    # One bulk of 4 MiB announced: the buffer grows past 1 MiB before it is complete.
+    c.send(b"*2\r\n$3\r\nGET\r\n$4194304\r\n")
+    closed = False
+    try:
+        for _ in range(64):
+            c.s.sendall(b"y" * 65536)
+    except (BrokenPipeError, ConnectionResetError):
+        closed = True
+    if not closed:
+        c.closed(5)
+    c.close()
+    d = Conn(o.kv.port)
+    info = d.cmd("INFO", "stats").decode()
+    check("client_query_buffer_limit_disconnections:1\r\n" in info, "not counted: %r" % info)
+    d.close()
+
+
+def t_bad_maxclients(o):
+    o.restart(["--maxclients", "3"])
+    first = Conn(o.kv.port)
+    # The readiness probe's connection may not be closed on the server side yet.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if b"connected_clients:1\r\n" in first.cmd("INFO", "clients"):
+            break
+        time.sleep(0.05)
+    conns = [first] + [Conn(o.kv.port) for _ in range(2)]
+    for c in conns:
+        check(c.cmd("PING") == b"+PONG\r\n", "PING under the limit")
+    extra = Conn(o.kv.port)
+    got = extra.closed(5)
+    check(got == b"-ERR max number of clients reached\r\n", "over the limit: %r" % got)
+    conns[0].close()
+    time.sleep(0.3)
+    again = Conn(o.kv.port)
+    check(again.cmd("PING") == b"+PONG\r\n", "a slot freed is usable again")
+    info = again.cmd("INFO", "stats").decode()
+    check("rejected_connections:1\r\n" in info, "rejected not counted: %r" % info)
+    for c in conns[1:] + [again]:
+        c.close()
+
+
+def t_bad_http_post(o):
+    bad_case(o, b"POST / HTTP/1.1\r\nHost: x\r\n\r\n", b"")
+
+
+def t_bad_http_host(o):
+    bad_case(o, b"Host: example.com\r\n\r\n", b"")
+
+
+def t_bad_maxmemory(o):
+    """Writes are refused with -OOM once the keyspace uses more than --maxmemory; reads
+    and deletes still work."""
+    o.restart(["--maxmemory", "1mb"])
+    c = Conn(o.kv.port)
+    val = b"v" * 10000
+    oom = None
+    for i in range(1000):
+        r = c.cmd("SET", "mm:%d" % i, val)
+        if r != b"+OK\r\n":
+            oom = r
+            break
+    check(oom == b"-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+          "no OOM error: %r" % oom)
+    check(c.cmd("GET", "mm:0") == b"$10000\r\n" + val + b"\r\n", "reads work")
+    check(c.cmd("INCR", "mm:new") == oom, "INCR is refused too")
+    check(c.cmd("DEL", "mm:0", "mm:1") == b":2\r\n", "deletes work")
+    check(c.cmd("CONFIG", "GET", "maxmemory") == b"*2\r\n$9\r\nmaxmemory\r\n$7\r\n1048576\r\n",
+          "CONFIG GET maxmemory")
+    c.close()
+
+
+def t_cli(o):
+    """--help tells the options; bad values exit 2 naming the value."""
+    p = subprocess.run([o.exe, "--help"], capture_output=True, timeout=10)
+    out = p.stdout.decode()
+    check(p.returncode == 0, "--help exit %d" % p.returncode)
+    for opt in ("--listen", "--maxclients", "--maxmemory", "--proto-max-bulk-len",
+                "--client-query-buffer-limit", "-l CORELIST"):
+        check(opt in out, "--help lacks %s" % opt)
+    for args, word in ((["--maxclients", "0"], "--maxclients 0"),
+                       (["--maxmemory", "12qb"], "--maxmemory 12qb"),
+                       (["--proto-max-bulk-len", "10"], "--proto-max-bulk-len 10"),
+                       (["--listen", "nohost"], "--listen nohost"),
+                       (["--client-query-buffer-limit", "x"], "--client-query-buffer-limit x"),
+                       (["extra"], "extra")):
+        p = subprocess.run([o.exe] + args, capture_output=True, timeout=10)
+        err = p.stderr.decode()
+        check(p.returncode == 2, "%r: exit %d" % (args, p.returncode))
+        check(word in err, "%r: stderr %r does not name the value" % (args, err))
+
+
+TESTS = {
+    "oracle": t_oracle, "pipeline": t_pipeline, "order": t_order, "scan": t_scan,
+    "expiry": t_expiry, "info": t_info, "hello": t_hello, "quit": t_quit,
+    "redis_cli": t_redis_cli, "redis_benchmark": t_redis_benchmark, "python": t_python,
+    "shutdown": t_shutdown, "telemetry": t_telemetry,
+    "bad_mbulk_len": t_bad_mbulk_len, "bad_mbulk_nonnum": t_bad_mbulk_nonnum,
+    "bad_bulk_negative": t_bad_bulk_negative, "bad_bulk_nonnum": t_bad_bulk_nonnum,
+    "bad_bulk_too_big": t_bad_bulk_too_big, "bad_bulk_over_limit": t_bad_bulk_over_limit,
+    "bad_expected_dollar": t_bad_expected_dollar, "bad_inline_too_big": t_bad_inline_too_big,
+    "bad_mbulk_count_too_big": t_bad_mbulk_count_too_big,
+    "bad_unbalanced_quotes": t_bad_unbalanced_quotes, "bad_empty_lines": t_bad_empty_lines,
+    "bad_inline_ok": t_bad_inline_ok, "bad_nul_flood": t_bad_nul_flood,
+    "bad_qbuf_limit": t_bad_qbuf_limit, "bad_maxclients": t_bad_maxclients,
+    "bad_http_post": t_bad_http_post, "bad_http_host": t_bad_http_host,
+    "bad_maxmemory": t_bad_maxmemory, "cli": t_cli,
+}
+
+
+class Ctx:
+    def __init__(self, exe, lcores, driver="auto"):
+        self.exe = exe
+        self.lcores = lcores
+        self.driver = driver
+        self.kv = None
+        self._redis = []
+        self.tmpdirs = []
+
+    def start(self, extra=()):
+        self.kv = KV(self.exe, self.lcores, extra, self.driver)
+
+    def restart(self, extra):
+        kv, self.kv = self.kv, None
+        kv.stop()
+        self.start(extra)
+
+    def redis(self, extra=()):
+        need("redis-server")
+        r = Redis(extra)
+        self._redis.append(r)
+        return r
+
+    def stop(self):
+        for r in self._redis:
+            r.stop()
+        self._redis = []
+        try:
+            if self.kv is not None:
+                kv, self.kv = self.kv, None
+                kv.stop()
+        finally:
+            for d in self.tmpdirs:
+                shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("exe")
+    ap.add_argument("test", choices=sorted(TESTS))
+    ap.add_argument("--lcores", type=int, default=1, choices=(1, 2))
+    ap.add_argument("--driver", default="auto", choices=("auto", "uring", "epoll"))
+    args = ap.parse_args()
+    if args.lcores > (os.cpu_count() or 1):
+        log("SKIP: %d lcores need %d CPUs" % (args.lcores, args.lcores))
+        return SKIP
+    signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(Failure("test timed out")))
+    signal.alarm(TEST_TIMEOUT)
+    o = Ctx(args.exe, args.lcores, args.driver)
+    status = 1
+    try:
+        if args.test != "cli":
+            o.start()
+        TESTS[args.test](o)
+        status = 0
+    except Failure as e:
+        log("FAIL: %s" % e)
+    except SystemExit as e:
+        status = e.code
+    finally:
+        # Whatever happened (a skip, an exception), no server outlives the test.
+        try:
+            o.stop()
+        except Failure as e:
+            log("FAIL: %s" % e)
+            status = 1
+    if status == 0:
+        log("PASS: %s (%d lcore%s)" % (args.test, args.lcores, "" if args.lcores == 1 else "s"))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

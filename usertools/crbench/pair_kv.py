@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""cr-kv vs redis-server (persistence off): SET and GET, pipeline 1 and 16.
+
+Servers, started once for the whole pairing:
+  cr-kv      build_dir/app/cr-kv/cr-kv -l CPU --listen 127.0.0.1:PORT --telemetry off,
+             pinned to ctx.server_cpu (one lcore, one shard)
+  redis      redis-server --save "" --appendonly no --bind 127.0.0.1 --port PORT, pinned
+             to ctx.server_cpu (its background threads included: the whole process)
+  cr-kv 2lc  cr-kv -l SERVER_CPU,CLIENT_CPU: two lcores, two shards, about half of the
+             requests handed to the other lcore with cr_call. It shares the client's CPU
+             with redis-benchmark (a 2-CPU machine has no third one): the scaling figure
+             is what two lcores give here, not a clean 2x experiment.
+Load: redis-benchmark -t set|get -c 50 -r 100000 -n N -P 1|16 --csv, pinned to
+ctx.client_cpu; N is sized for about ctx.duration seconds from a short first run.
+Runs are interleaved (cr-kv, redis, cr-kv 2lc, cr-kv, ...) so noise on a shared machine
+falls on every server alike; each cell is the median of ctx.runs runs. Server CPU is
+utime+stime of the whole process from /proc (ctx.measure), so per_cpu_s is requests per
+server-CPU-second.
+Rows: cr-kv vs redis per mode; cr-kv 2lc vs redis and vs cr-kv (1 lcore) per mode.
+"""
+import csv
+import io
+import os
+import shutil
+import subprocess
+
+from . import core
+
+PAIRING = "kv"
+PACKAGES = ["redis-server", "redis-tools"]
+CLIENTS = 50
+KEYSPACE = 100000
+MODES = [("set", 1), ("get", 1), ("set", 16), ("get", 16)]
+
+
+def benchmark(ctx, port, test, pipeline, n):
+    """One redis-benchmark run: its figures as a load() dict."""
+    exe = shutil.which("redis-benchmark")
+    if exe is None:
+        raise core.BenchError("redis-benchmark not found (Debian package redis-tools)")
+    argv = [exe, "-h", "127.0.0.1", "-p", str(port), "-t", test, "-c", str(CLIENTS),
+            "-r", str(KEYSPACE), "-n", str(n), "-P", str(pipeline), "--csv"]
+    ctx.debug("load: " + " ".join(argv))
+    try:
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: os.sched_setaffinity(0, {ctx.client_cpu}),
+                           timeout=max(120, ctx.duration * 20))
+    except subprocess.TimeoutExpired:
+        raise core.BenchError("redis-benchmark did not finish: %s" % " ".join(argv)) \
+            from None
+    if r.returncode != 0 or "rror" in r.stderr:
+        raise core.BenchError("redis-benchmark exited %d: %s %s"
+                              % (r.returncode, r.stdout.strip()[-300:], r.stderr.strip()[-300:]))
+    return parse_csv(r.stdout, test, n)
+
+
+def parse_csv(text, test, n):
+    rows = [x for x in csv.reader(io.StringIO(text)) if x]
+    if len(rows) < 2 or rows[0][:2] != ["test", "rps"]:
+        raise core.BenchError("cannot read redis-benchmark --csv output: %r" % text[-300:])
+    head = rows[0]
+    for r in rows[1:]:
+        if r[0].upper() == test.upper():
+            f = dict(zip(head, r))
+            return {"requests": n, "rps": float(f["rps"]),
+                    "p50_us": float(f["p50_latency_ms"]) * 1000,
+                    "p99_us": float(f["p99_latency_ms"]) * 1000,
+                    "avg_us": float(f["avg_latency_ms"]) * 1000,
+                    "max_us": float(f["max_latency_ms"]) * 1000}
+    raise core.BenchError("no %s line in redis-benchmark output: %r" % (test, text[-300:]))
+
+
+def wait(ctx, proc, port):
+    try:
+        ctx.wait_port(port)
+    except core.BenchError as e:
+        raise core.BenchError("%s: %s; its output: %s"
+                              % (proc.argv[0], e, proc.output().strip() or "(none)")) from None
+    if not proc.alive():
+        raise core.BenchError("%s exited (status %s): %s"
+                              % (proc.argv[0], proc.popen.returncode, proc.output()))
+
+
+def start_redis(ctx):
+    exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+    port = ctx.free_port()
+    proc = ctx.spawn([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                      "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no",
+                      "--dir", ctx.tmpdir()], ctx.server_cpu)
+    wait(ctx, proc, port)
+    return proc, port
+
+
+def start_kv(ctx, exe, two):
+    port = ctx.free_port()
+    argv = [exe, "--listen", "127.0.0.1:%d" % port, "--telemetry", "off"]
+    if two:
+        # spawn() pins to one CPU; taskset widens the affinity to both before exec, so
+        # the measured pid is cr-kv's.
+        cpus = "%d,%d" % (ctx.server_cpu, ctx.client_cpu)
+        argv = ["taskset", "-c", cpus] + argv + ["-l", cpus]
+    else:
+        argv += ["-l", str(ctx.server_cpu)]
+    proc = ctx.spawn(argv, ctx.server_cpu)
+    wait(ctx, proc, port)
+    return proc, port
+
+
+def run(ctx):
+    exe = ctx.app("cr-kv")
+    servers = {}
+    servers["cr-kv"] = start_kv(ctx, exe, False)
+    servers["redis"] = start_redis(ctx)
+    if ctx.client_cpu != ctx.server_cpu and shutil.which("taskset"):
+        servers["cr-kv 2lc"] = start_kv(ctx, exe, True)
+    else:
+        ctx.log("one CPU only (or no taskset): no 2-lcore figure")
+
+    cells = {}
+    for test, pipe in MODES:
+        mode = "%s P%d" % (test, pipe)
+        # Size the run for about ctx.duration seconds from a short one against redis.
+        probe = benchmark(ctx, servers["redis"][1], test, pipe, 20000 * pipe)
+        n = max(20000, int(probe["rps"] * ctx.duration))
+        raw = {name: [] for name in servers}
+        for i in range(ctx.runs):
+            for name, (proc, port) in servers.items():
+                def load(port=port, test=test, pipe=pipe, n=n):
+                    return benchmark(ctx, port, test, pipe, n)
+                r = ctx.measure(proc, load)
+                ctx.log("%-9s %-7s run %d/%d: %10.0f req/s %10.0f req/cpu-s (server cpu %.0f%%)"
+                        % (name, mode, i + 1, ctx.runs, r["rps"], r["per_cpu_s"],
+                           100 * r["cpu_util"]))
+                raw[name].append(r)
+        for name in servers:
+            cells[(name, mode)] = ctx.median(raw[name])
+
+    rows = []
+    for test, pipe in MODES:
+        mode = "%s P%d" % (test, pipe)
+        rows.append(core.row(PAIRING, mode, "cr-kv", cells[("cr-kv", mode)], "redis",
+                             cells[("redis", mode)]))
+    if "cr-kv 2lc" in servers:
+        for test, pipe in MODES:
+            mode = "%s P%d" % (test, pipe)
+            two = cells[("cr-kv 2lc", mode)]
+            rows.append(core.row(PAIRING, mode, "cr-kv 2lc", two, "redis",
+                                 cells[("redis", mode)]))
+            rows.append(core.row(PAIRING, mode, "cr-kv 2lc", two, "cr-kv",
+                                 cells[("cr-kv", mode)]))
+    for proc, _ in servers.values():
+        proc.stop()
+    return rows
