@@ -74,6 +74,12 @@ struct cr_eal_config {
 	bool smt;		   /**< --smt: every PU instead of one per core. */
 	enum cr_io_driver io_driver; /**< --io-driver. */
 	bool poll_mode;		   /**< --poll-mode: never park. */
+	/**
+	 * --idle-spin USEC: an idle lcore spins idle_spin_ns before it parks (0: parks at
+	 * once). Without it (idle_spin_fixed false, "auto") the budget adapts.
+	 */
+	bool idle_spin_fixed;
+	uint64_t idle_spin_ns;
 	char telemetry[108];	   /**< --telemetry PATH|off; "" = default path. */
 	double shutdown_timeout;   /**< --shutdown-timeout SECONDS, default 10. */
 	/** Tests only: hwloc synthetic topology string; NULL = this machine. */

@@ -163,6 +163,25 @@ set_poll_mode(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
 }
 
 static int
+set_idle_spin(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
+{
+	unsigned long long us;
+
+	if (strcmp(val, "auto") == 0) {
+		cfg->idle_spin_fixed = false;
+		cfg->idle_spin_ns = 0;
+		return 0;
+	}
+	if (cr_parse_uint(val, 0, 10000, &us) != 0) {
+		cr__errf(why, len, "not auto or 0..10000 microseconds");
+		return -EINVAL;
+	}
+	cfg->idle_spin_fixed = true;
+	cfg->idle_spin_ns = us * 1000;
+	return 0;
+}
+
+static int
 set_telemetry(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
 {
 	size_t n = strlen(val);
@@ -234,6 +253,14 @@ static const struct common_opt common_opts[] = {
 		      .help = "never park idle lcores (burns CPU, lowest latency)",
 		      .accepted = "--poll-mode without a value"},
 		.apply = set_poll_mode,
+	},
+	{
+		.o = {.name = "idle-spin",
+		      .metavar = "USEC|auto",
+		      .help = "spin this long before an idle lcore parks; 0 parks at once (least "
+			      "CPU per request), auto adapts (default)",
+		      .accepted = "auto or 0..10000 microseconds"},
+		.apply = set_idle_spin,
 	},
 	{
 		.o = {.name = "telemetry",

@@ -69,7 +69,10 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->be_own = NULL;
 	atomic_store_explicit(&lc->retire_req, false, memory_order_relaxed);
 	atomic_store_explicit(&lc->started, false, memory_order_relaxed);
-	if (cr_eal_is_vm()) {
+	if (cr__rt.cfg.idle_spin_fixed) {
+		/* --idle-spin USEC: a fixed budget (0: park at once). */
+		lc->spin_min_ns = lc->spin_max_ns = cr__rt.cfg.idle_spin_ns;
+	} else if (cr_eal_is_vm()) {
 		lc->spin_min_ns = SPIN_MIN_VM_NS;
 		lc->spin_max_ns = SPIN_MAX_VM_NS;
 	} else {

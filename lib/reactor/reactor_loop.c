@@ -270,7 +270,7 @@ cr__lcore_idle(struct cr_lcore *lc)
 {
 	if (cr__rt.cfg.poll_mode || lc->n_active_pollers != 0)
 		return;
-	if (spin(lc))
+	if (lc->spin_max_ns != 0 && spin(lc))
 		return;
 	if (cr__park_prepare(lc))
 		cr__park_commit(lc);

@@ -103,6 +103,8 @@ class Ctx:
                  connections=64, verbose=False, out=sys.stdout):
         self.root = root
         self.build_dir = build_dir
+        # Extra options for our apps (cr-http, cr-kv, cr-proxy), e.g. --idle-spin 0.
+        self.ours_args = []
         self.server_cpu = server_cpu
         self.client_cpu = client_cpu
         self.duration = duration

@@ -76,8 +76,8 @@ def start_limit(ctx):
 
 def start_cr_http(ctx, exe):
     port = ctx.free_port()
-    proc = ctx.spawn([exe, "-l", str(ctx.server_cpu), "--listen", "127.0.0.1:%d" % port],
-                     ctx.server_cpu)
+    proc = ctx.spawn([exe, "-l", str(ctx.server_cpu), "--listen", "127.0.0.1:%d" % port]
+                     + ctx.ours_args, ctx.server_cpu)
     wait(ctx, proc, port)
     return proc, port
 

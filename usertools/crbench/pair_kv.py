@@ -93,7 +93,7 @@ def start_redis(ctx):
 
 def start_kv(ctx, exe, two):
     port = ctx.free_port()
-    argv = [exe, "--listen", "127.0.0.1:%d" % port, "--telemetry", "off"]
+    argv = [exe, "--listen", "127.0.0.1:%d" % port, "--telemetry", "off"] + ctx.ours_args
     if two:
         # spawn() pins to one CPU; taskset widens the affinity to both before exec, so
         # the measured pid is cr-kv's.

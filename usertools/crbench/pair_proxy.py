@@ -155,7 +155,7 @@ def start_cr_proxy(ctx, exe, backend):
     proc = ctx.spawn([exe, "-l", str(ctx.server_cpu), "--telemetry", "off",
                       "--listen", "127.0.0.1:%d" % port, "--backend", "127.0.0.1:%d" % backend,
                       "--check-interval", "0", "--client-timeout", "300",
-                      "--server-timeout", "300"], ctx.server_cpu)
+                      "--server-timeout", "300"] + ctx.ours_args, ctx.server_cpu)
     wait(ctx, proc, port)
     return proc, port
 

@@ -209,6 +209,7 @@ test_defaults(void)
 	CU_ASSERT_FALSE(cfg.smt);
 	CU_ASSERT_EQUAL(cfg.io_driver, CR_IO_DRIVER_AUTO);
 	CU_ASSERT_FALSE(cfg.poll_mode);
+	CU_ASSERT_FALSE(cfg.idle_spin_fixed);
 	CU_ASSERT_STRING_EQUAL(cfg.telemetry, "");
 	CU_ASSERT_DOUBLE_EQUAL(cfg.shutdown_timeout, 10.0, 1e-9);
 	CU_ASSERT_EQUAL(table.n, 2);
@@ -220,8 +221,11 @@ test_every_common_option(void)
 {
 	expect_quiet_success(run(true, "-l", "0-1", "--main-lcore", "1", "--smt", "--io-driver",
 				 "uring", "--poll-mode", "--telemetry", "off", "--log-level",
-				 "test.opts:debug", "--shutdown-timeout", "0.5", NULL));
-	CU_ASSERT_EQUAL(first_arg, 15);
+				 "test.opts:debug", "--shutdown-timeout", "0.5", "--idle-spin", "7",
+				 NULL));
+	CU_ASSERT_EQUAL(first_arg, 17);
+	CU_ASSERT_TRUE(cfg.idle_spin_fixed);
+	CU_ASSERT_EQUAL(cfg.idle_spin_ns, 7000);
 	CU_ASSERT_STRING_EQUAL(cfg.corelist, "0-1");
 	CU_ASSERT_EQUAL(cfg.main_lcore, 1);
 	CU_ASSERT_TRUE(cfg.smt);
@@ -278,6 +282,22 @@ test_non_option_arguments(void)
 	CU_ASSERT_TRUE(cfg.smt);
 	expect_quiet_success(run(false, "-", NULL));
 	CU_ASSERT_EQUAL(first_arg, 1);
+}
+
+/* --idle-spin: auto, or a budget in microseconds up to 10 ms; anything else, one line. */
+static void
+test_idle_spin(void)
+{
+	expect_quiet_success(run(true, "--idle-spin", "0", NULL));
+	CU_ASSERT_TRUE(cfg.idle_spin_fixed);
+	CU_ASSERT_EQUAL(cfg.idle_spin_ns, 0);
+	expect_quiet_success(run(true, "--idle-spin", "auto", NULL));
+	CU_ASSERT_FALSE(cfg.idle_spin_fixed);
+	expect_usage_error(run(true, "--idle-spin", "x", NULL),
+			   "cr-echo: --idle-spin x: not auto or 0..10000 microseconds; accepted: "
+			   "auto or 0..10000 microseconds");
+	expect_usage_error(run(true, "--idle-spin", "10001", NULL), NULL);
+	expect_usage_error(run(true, "--idle-spin", "-1", NULL), NULL);
 }
 
 static void
@@ -412,6 +432,7 @@ test_help(void)
 		"--smt",
 		"--io-driver DRIVER",
 		"--poll-mode",
+		"--idle-spin USEC|auto",
 		"--telemetry PATH|off",
 		"--log-level SPEC",
 		"--shutdown-timeout SECONDS",
@@ -495,6 +516,7 @@ static const struct ut_case cases[] = {
 	{"--log-level is applied", test_log_level_applied},
 	{"value forms", test_value_forms},
 	{"non-option arguments", test_non_option_arguments},
+	{"--idle-spin", test_idle_spin},
 	{"bad corelists", test_bad_corelists},
 	{"main lcore", test_main_lcore},
 	{"unknown option", test_unknown_option},

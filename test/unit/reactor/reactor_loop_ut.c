@@ -326,8 +326,29 @@ test_adaptive_spin(void)
 	ut_clock_step = 0;
 }
 
+/* --idle-spin 0: an idle lcore parks at once, without a spin (no hit, no miss). */
+static void
+test_idle_spin_zero_parks_at_once(void)
+{
+	struct cr_lcore *lc;
+	struct cr_lcore_stats st;
+
+	fresh();
+	lc = ut_lcore(1);
+	lc->spin_ns = lc->spin_min_ns = lc->spin_max_ns = 0;
+	ut_clock_step = 1000;
+	ut_set_current(1);
+	cr__lcore_idle(lc);
+	ut_set_current(CR_LCORE_NONE);
+	ut_clock_step = 0;
+	CU_ASSERT_EQUAL(ut_be(1)->parks, 1);
+	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
+	CU_ASSERT_EQUAL(st.spin_hits + st.spin_misses, 0);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_wake_sender_after_park),
+	UT_CASE(test_idle_spin_zero_parks_at_once),
 	UT_CASE(test_wake_sender_before_park),
 	UT_CASE(test_wake_claimed_once),
 	UT_CASE(test_wake_foreign),
