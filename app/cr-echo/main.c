@@ -330,20 +330,12 @@ signal_thread(void *arg)
 static int
 telemetry_setup(const struct cr_eal_config *cfg)
 {
-	char addr[80];
-	const char *path;
 	int rc;
 
 	rc = cr_telemetry_start(cfg, "cr-echo");
-	if (rc != 0)
-		return rc;
-	path = cr_telemetry_socket_path();
-	if (path != NULL)
-		printf("cr-echo: telemetry on %s\n", path);
-	if (cr_telemetry_metrics_addr(addr, sizeof(addr)) == 0)
-		printf("cr-echo: metrics on http://%s/metrics\n", addr);
-	fflush(stdout);
-	return 0;
+	if (rc == 0)
+		cr_telemetry_announce("cr-echo");
+	return rc;
 }
 
 /* ---- options ---- */

@@ -175,8 +175,6 @@ cmd_ping(const char *cmd, const char *params, struct cr_json *reply)
 static int
 telemetry_setup(const struct cr_eal_config *cfg)
 {
-	char addr[80];
-	const char *path;
 	int rc;
 
 	ctr_passes = cr_telemetry_counter_register("token_passes", CR_TELEMETRY_COUNTER,
@@ -189,14 +187,9 @@ telemetry_setup(const struct cr_eal_config *cfg)
 	if (ctr_passes < 0 || gauge_laps < 0 || (rc != 0 && rc != -EEXIST))
 		return ctr_passes < 0 ? ctr_passes : gauge_laps < 0 ? gauge_laps : rc;
 	rc = cr_telemetry_start(cfg, "cr-hello");
-	if (rc != 0)
-		return rc;
-	path = cr_telemetry_socket_path();
-	if (path != NULL)
-		printf("cr-hello: telemetry on %s\n", path);
-	if (cr_telemetry_metrics_addr(addr, sizeof(addr)) == 0)
-		printf("cr-hello: metrics on http://%s/metrics\n", addr);
-	return 0;
+	if (rc == 0)
+		cr_telemetry_announce("cr-hello");
+	return rc;
 }
 
 static void *

@@ -177,8 +177,6 @@ signal_thread(void *arg)
 static int
 telemetry_setup(const struct cr_eal_config *cfg)
 {
-	const char *path;
-	char addr[80];
 	int rc;
 
 	kv.tel_cmds = cr_telemetry_counter_register("kv_commands", CR_TELEMETRY_COUNTER,
@@ -199,15 +197,9 @@ telemetry_setup(const struct cr_eal_config *cfg)
 	    kv.tel_rejected < 0 || kv.tel_expired < 0)
 		return -EINVAL;
 	rc = cr_telemetry_start(cfg, "cr-kv");
-	if (rc != 0)
-		return rc;
-	path = cr_telemetry_socket_path();
-	if (path != NULL)
-		printf("cr-kv: telemetry on %s\n", path);
-	if (cr_telemetry_metrics_addr(addr, sizeof(addr)) == 0)
-		printf("cr-kv: metrics on http://%s/metrics\n", addr);
-	fflush(stdout);
-	return 0;
+	if (rc == 0)
+		cr_telemetry_announce("cr-kv");
+	return rc;
 }
 
 /* ---- options ---- */

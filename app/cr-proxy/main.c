@@ -512,10 +512,8 @@ main(int argc, char **argv)
 	if (pthread_create(&sigt, NULL, signal_thread, &set) == 0)
 		pthread_detach(sigt);
 	rc = cr_telemetry_start(&cfg, "cr-proxy");
-	if (rc == 0 && cr_telemetry_socket_path() != NULL) {
-		printf("cr-proxy: telemetry on %s\n", cr_telemetry_socket_path());
-		fflush(stdout);
-	}
+	if (rc == 0)
+		cr_telemetry_announce("cr-proxy");
 	if (rc == 0)
 		rc = cr_send(cr_lcore_main(), start_serving, NULL);
 	if (rc != 0) {

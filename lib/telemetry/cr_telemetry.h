@@ -274,6 +274,13 @@ const char *cr_telemetry_socket_path(void);
 int cr_telemetry_metrics_addr(char *buf, size_t len);
 
 /**
+ * Say where telemetry is, as every sample app does after cr_telemetry_start(): on stdout,
+ * "<app>: telemetry on PATH" with a socket, "<app>: metrics on http://HOST:PORT/metrics"
+ * with --metrics; flushed. Nothing when telemetry does not run. Any thread.
+ */
+void cr_telemetry_announce(const char *app_name);
+
+/**
  * Ask for Prometheus text on http://HOST:PORT/metrics from the next cr_telemetry_start().
  * HOST is an IPv4 address, a bracketed IPv6 address or a host name that resolves; PORT is
  * 0-65535 (0: the kernel picks; see cr_telemetry_metrics_addr()). Has the shape of a

@@ -592,3 +592,16 @@ cr_telemetry_metrics_addr(char *buf, size_t len)
 	pthread_mutex_unlock(&srv.lock);
 	return rc;
 }
+
+void
+cr_telemetry_announce(const char *app_name)
+{
+	const char *path = cr_telemetry_socket_path();
+	char addr[80];
+
+	if (path != NULL)
+		printf("%s: telemetry on %s\n", app_name, path);
+	if (cr_telemetry_metrics_addr(addr, sizeof(addr)) == 0)
+		printf("%s: metrics on http://%s/metrics\n", app_name, addr);
+	fflush(stdout);
+}

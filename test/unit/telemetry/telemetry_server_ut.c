@@ -101,6 +101,48 @@ test_off_and_bad_args(void)
 	CU_ASSERT_PTR_NULL(cr_telemetry_socket_path());
 }
 
+/* What cr_telemetry_announce() prints to stdout, in @p out. */
+static void
+announced(const char *app, char *out, size_t len)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(STDOUT_FILENO);
+	size_t n;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(tmp);
+	fflush(stdout);
+	dup2(fileno(tmp), STDOUT_FILENO);
+	cr_telemetry_announce(app);
+	dup2(saved, STDOUT_FILENO);
+	close(saved);
+	rewind(tmp);
+	n = fread(out, 1, len - 1, tmp);
+	out[n] = '\0';
+	fclose(tmp);
+}
+
+/* The line every app prints: the socket with one, nothing with telemetry off. */
+static void
+test_announce(void)
+{
+	struct cr_eal_config off = cfg;
+	char out[512], want[512];
+
+	snprintf(off.telemetry, sizeof(off.telemetry), "off");
+	CU_ASSERT_EQUAL(cr_telemetry_start(&off, "ut"), 0);
+	announced("ut", out, sizeof(out));
+	CU_ASSERT_STRING_EQUAL(out, "");
+	cr_telemetry_stop();
+	CU_ASSERT_EQUAL_FATAL(cr_telemetry_start(&cfg, "ut-app"), 0);
+	announced("ut-app", out, sizeof(out));
+	snprintf(want, sizeof(want), "ut-app: telemetry on %s\n", cr_telemetry_socket_path());
+	CU_ASSERT_STRING_EQUAL(out, want);
+	cr_telemetry_stop();
+	/* The default directory it made: test_default_path makes it itself. */
+	snprintf(want, sizeof(want), "%s/coreact", tmpdir);
+	CU_ASSERT_EQUAL(rmdir(want), 0);
+}
+
 static void
 test_default_path(void)
 {
@@ -559,6 +601,7 @@ test_metrics_http(void)
 
 static const struct ut_case cases[] = {
 	UT_CASE(test_off_and_bad_args),
+	UT_CASE(test_announce),
 	UT_CASE(test_default_path),
 	UT_CASE(test_pipelined_and_split),
 	UT_CASE(test_long_request_hangs_up),
