@@ -306,26 +306,6 @@ print_totals(void)
 	fflush(stdout);
 }
 
-/*
- * The first SIGINT/SIGTERM asks for a graceful stop, bounded by --shutdown-timeout; a
- * second one forces it.
- */
-static void *
-signal_thread(void *arg)
-{
-	sigset_t *set = arg;
-	unsigned n;
-	int sig;
-
-	for (n = 0; sigwait(set, &sig) == 0; n++) {
-		if (n == 0)
-			cr_reactor_stop();
-		else
-			cr_shutdown_force();
-	}
-	return NULL;
-}
-
 /* The unix socket (and --metrics), after the lcores exist; lib/net's counters are there. */
 static int
 telemetry_setup(const struct cr_eal_config *cfg)
@@ -429,8 +409,6 @@ main(int argc, char **argv)
 		sizeof(opts) / sizeof(opts[0])};
 	struct cr_eal_config cfg;
 	struct cr_net_config ncfg;
-	pthread_t sigt;
-	sigset_t set;
 	int rc, first;
 
 	cr_eal_config_defaults(&cfg);
@@ -459,12 +437,10 @@ main(int argc, char **argv)
 		fprintf(stderr, "cr-echo: %s\n", cr_strerror(-ENOMEM));
 		return 1;
 	}
-	/* Signals go to one thread that asks for a stop; lcores never see them. SIGPIPE is
-	 * left alone on purpose: sends use MSG_NOSIGNAL, and the tests check that. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	/* Signals go to one thread (the first SIGINT/SIGTERM stops gracefully, a second
+	 * forces); lcores never see them. SIGPIPE is left alone on purpose: sends use
+	 * MSG_NOSIGNAL, and the tests check that. */
+	cr_reactor_signals_block(false);
 	rc = cr_reactor_init(&cfg, &app.table, &hooks);
 	if (rc != 0) {
 		/* -ENODEV: the --io-driver asked for was refused; the line above says why. */
@@ -475,8 +451,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "cr-echo: cannot start: %s\n", cr_strerror(rc));
 		return 1;
 	}
-	if (pthread_create(&sigt, NULL, signal_thread, &set) == 0)
-		pthread_detach(sigt);
+	(void)cr_reactor_signals_start(NULL, NULL, NULL);
 	rc = telemetry_setup(&cfg);
 	if (rc == 0)
 		rc = cr_send(cr_lcore_main(), start_serving, NULL);

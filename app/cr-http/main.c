@@ -929,20 +929,13 @@ begin_stop(void *arg)
 		cr_reactor_stop();
 }
 
-static void *
-signal_thread(void *arg)
+/* The first SIGINT/SIGTERM (on the signal thread): begin_stop on the main lcore. */
+static void
+on_stop_signal(void *arg)
 {
-	sigset_t *set = arg;
-	unsigned n;
-	int sig;
-
-	for (n = 0; sigwait(set, &sig) == 0; n++) {
-		if (n == 0 && cr_send(cr_lcore_main(), begin_stop, NULL) != 0)
-			cr_reactor_stop();
-		else if (n > 0)
-			cr_shutdown_force();
-	}
-	return NULL;
+	(void)arg;
+	if (cr_send(cr_lcore_main(), begin_stop, NULL) != 0)
+		cr_reactor_stop();
 }
 
 static int
@@ -1130,8 +1123,6 @@ main(int argc, char **argv)
 						sizeof(opts) / sizeof(opts[0])};
 	struct cr_eal_config cfg;
 	struct cr_net_config ncfg;
-	pthread_t sigt;
-	sigset_t set;
 	unsigned i;
 	int rc, first;
 
@@ -1195,10 +1186,7 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	cr_reactor_signals_block(false);
 	rc = cr_reactor_init(&cfg, &app.table, &hooks);
 	if (rc != 0) {
 		lcores_free();
@@ -1210,8 +1198,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "cr-http: cannot start: %s\n", cr_strerror(rc));
 		return 1;
 	}
-	if (pthread_create(&sigt, NULL, signal_thread, &set) == 0)
-		pthread_detach(sigt);
+	(void)cr_reactor_signals_start(on_stop_signal, NULL, NULL);
 	rc = telemetry_setup(&cfg);
 	if (rc == 0)
 		rc = cr_send(cr_lcore_main(), start_serving, NULL);

@@ -158,22 +158,6 @@ start_serving(void *arg)
 	fflush(stdout);
 }
 
-static void *
-signal_thread(void *arg)
-{
-	sigset_t *set = arg;
-	unsigned n;
-	int sig;
-
-	for (n = 0; sigwait(set, &sig) == 0; n++) {
-		if (n == 0)
-			cr_reactor_stop();
-		else
-			cr_shutdown_force();
-	}
-	return NULL;
-}
-
 static int
 telemetry_setup(const struct cr_eal_config *cfg)
 {
@@ -311,8 +295,6 @@ main(int argc, char **argv)
 	    sizeof(opts) / sizeof(opts[0])};
 	struct cr_eal_config cfg;
 	struct cr_net_config ncfg;
-	pthread_t sigt;
-	sigset_t set;
 	int rc, first;
 
 	kv.maxclients = 10000;
@@ -348,10 +330,8 @@ main(int argc, char **argv)
 		shards_destroy();
 		return 1;
 	}
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	/* The first SIGINT/SIGTERM stops gracefully, a second forces (after init). */
+	cr_reactor_signals_block(false);
 	rc = cr_reactor_init(&cfg, &app.table, &hooks);
 	if (rc != 0) {
 		shards_destroy();
@@ -363,8 +343,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "cr-kv: cannot start: %s\n", cr_strerror(rc));
 		return 1;
 	}
-	if (pthread_create(&sigt, NULL, signal_thread, &set) == 0)
-		pthread_detach(sigt);
+	(void)cr_reactor_signals_start(NULL, NULL, NULL);
 	rc = telemetry_setup(&cfg);
 	if (rc == 0)
 		rc = cr_send(cr_lcore_main(), start_serving, NULL);

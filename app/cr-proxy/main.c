@@ -223,29 +223,22 @@ reload(void)
 }
 
 /*
- * SIGHUP reloads. The first SIGINT/SIGTERM drains (stop accepting, let live sessions
- * finish within --shutdown-timeout); a second one forces the stop.
+ * On the signal thread. SIGHUP reloads. The first SIGINT/SIGTERM drains (stop accepting,
+ * let live sessions finish within --shutdown-timeout); a second one forces the stop.
  */
-static void *
-signal_thread(void *arg)
+static void
+on_stop_signal(void *arg)
 {
-	sigset_t *set = arg;
-	unsigned stops = 0;
-	int sig;
+	(void)arg;
+	if (cr_send(cr_lcore_main(), drain_start, NULL) != 0)
+		cr_reactor_stop();
+}
 
-	while (sigwait(set, &sig) == 0) {
-		if (sig == SIGHUP) {
-			reload();
-			continue;
-		}
-		if (stops++ == 0) {
-			if (cr_send(cr_lcore_main(), drain_start, NULL) != 0)
-				cr_reactor_stop();
-		} else {
-			cr_shutdown_force();
-		}
-	}
-	return NULL;
+static void
+on_hup_signal(void *arg)
+{
+	(void)arg;
+	reload();
 }
 
 /* ---- options ---- */
@@ -452,8 +445,6 @@ main(int argc, char **argv)
 	static const struct cr_app_info info = {"cr-proxy", "L4 TCP load balancer", opts,
 						sizeof(opts) / sizeof(opts[0])};
 	struct cr_eal_config cfg;
-	pthread_t sigt;
-	sigset_t set;
 	int rc, first;
 
 	px_conf_defaults(c);
@@ -494,11 +485,7 @@ main(int argc, char **argv)
 				      : "");
 		return 1;
 	}
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	cr_reactor_signals_block(true);
 	rc = cr_reactor_init(&cfg, &app.table, &hooks);
 	if (rc != 0) {
 		if (rc == -ENODEV) {
@@ -509,8 +496,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "cr-proxy: cannot start: %s\n", cr_strerror(rc));
 		return 1;
 	}
-	if (pthread_create(&sigt, NULL, signal_thread, &set) == 0)
-		pthread_detach(sigt);
+	(void)cr_reactor_signals_start(on_stop_signal, on_hup_signal, NULL);
 	rc = cr_telemetry_start(&cfg, "cr-proxy");
 	if (rc == 0)
 		cr_telemetry_announce("cr-proxy");
