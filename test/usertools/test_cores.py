@@ -24,9 +24,28 @@ HOLES = os.path.join(FIX, "holes")
 NOBODY = 65534
 
 
-def run(*args, python=sys.executable, **kw):
-    return subprocess.run([python, TOOL] + list(args), stdout=subprocess.PIPE,
+def run(*args, python=sys.executable, tool=TOOL, **kw):
+    return subprocess.run([python, tool] + list(args), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=60, **kw)
+
+
+_nobody_tools = []
+
+
+def nobody_tool():
+    """A copy of usertools/ that user nobody can read: the checkout may sit below a
+    directory only root can enter (mktemp -d makes them 0700)."""
+    if not _nobody_tools:
+        top = tempfile.mkdtemp(prefix="cr-cores-ut.")
+        os.chmod(top, 0o755)
+        dst = os.path.join(top, "usertools")
+        shutil.copytree(os.path.dirname(TOOL), dst,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        for d, dirs, files in os.walk(top):
+            for name in dirs + files:
+                os.chmod(os.path.join(d, name), 0o755)
+        _nobody_tools.append(top)
+    return os.path.join(_nobody_tools[0], "usertools", os.path.basename(TOOL))
 
 
 def as_nobody():
@@ -39,7 +58,7 @@ def as_nobody():
         except (OSError, subprocess.SubprocessError):
             continue
         if r.returncode == 0 and r.stdout.strip() == str(NOBODY).encode():
-            return dict(kw, python=python)
+            return dict(kw, python=python, tool=nobody_tool())
     return None
 
 
@@ -462,4 +481,8 @@ class ThisMachine(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    try:
+        unittest.main()
+    finally:
+        for top in _nobody_tools:
+            shutil.rmtree(top, ignore_errors=True)
