@@ -71,6 +71,10 @@ struct cr_lcore {
 	_Atomic(struct cr_backend *) be; /* release at start: pairs with wake_if_parked() */
 	int start_err;
 	_Atomic bool started; /* reached RUNNING once in this incarnation */
+	/* Lifecycle lock: the thread has passed its end (a join returns at once); a start
+	 * waits for that thread's end (cr__lcore_exit); a start failed (not retried by a
+	 * resize until an explicit cr_lcore_start()). */
+	bool exiting, start_pending, start_failed;
 	/*
 	 * Retirement admission and holds, one word so that taking a hold and closing are
 	 * totally ordered: incarnation (bits 32-63) | closed (bit 31) | holds (bits 0-30).
@@ -181,6 +185,13 @@ void cr__lifecycle_lock(void);
 void cr__lifecycle_unlock(void);
 int cr__lcore_reset(struct cr_lcore *lc);
 int cr__lcore_spawn(struct cr_lcore *lc);
+bool cr__lifecycle_take_retire(struct cr_lcore *lc, void (**done)(unsigned, void *),
+			       void **arg);
+void cr__lcore_exit(struct cr_lcore *lc);
+int cr__pool_apply(void);
+void cr__pool_reset(void);
+/* Test builds: called at named points of lifecycle calls, to step lcores in between. */
+extern void (*cr__lifecycle_test_point)(const char *where);
 
 /* reactor_loop.c: one turn, the stop check, and the two halves of parking. */
 unsigned cr__lcore_turn(struct cr_lcore *lc);

@@ -63,6 +63,9 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->be_own = NULL;
 	lc->wake_queued = false;
 	lc->waiting_holds = false;
+	lc->exiting = false;
+	lc->start_pending = false;
+	lc->start_failed = false;
 	atomic_store_explicit(&lc->retire_req, false, memory_order_relaxed);
 	atomic_store_explicit(&lc->started, false, memory_order_relaxed);
 	if (cr__rt.cfg.idle_spin_fixed) {
@@ -180,6 +183,8 @@ lcore_enter(struct cr_lcore *lc)
 	/* release: the start hook's set-up is visible to whoever sees RUNNING */
 	atomic_store_explicit(&lc->state, CR_LCORE_RUNNING, memory_order_release);
 	atomic_store_explicit(&lc->started, true, memory_order_release);
+	/* A resize that found us STARTING with too many lcores retires one now. */
+	(void)cr__pool_apply();
 	return 0;
 }
 
@@ -199,6 +204,8 @@ static void *
 lcore_thread(void *arg)
 {
 	struct cr_lcore *lc = arg;
+	void (*done)(unsigned lcore, void *arg);
+	void *done_arg;
 	int rc;
 
 	cr__cur = lc;
@@ -209,16 +216,23 @@ lcore_thread(void *arg)
 			cr__lcore_backend_stop(lc);
 	}
 	if (rc != 0) {
+		cr__cur = NULL;
 		lc->start_err = rc;
+		lc->start_failed = true;
 		atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
+		cr__lcore_exit(lc);
 		return NULL;
 	}
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
 	cr__cur = NULL;
-	/* Consume the request: exactly one of us and a racing cr_lcore_retire() gets it. */
-	if (atomic_exchange(&lc->retire_req, false) && lc->retire_done != NULL)
-		lc->retire_done(lc->id, lc->retire_done_arg);
+	/* The request, if one made us retire (taken under the lifecycle lock). The callback
+	 * may make lifecycle requests of its own, this lcore's start included. */
+	if (cr__lifecycle_take_retire(lc, &done, &done_arg) && done != NULL)
+		done(lc->id, done_arg);
+	/* A resize that waited for us to be OFFLINE. */
+	(void)cr__pool_apply();
+	cr__lcore_exit(lc);
 	return NULL;
 }
 
@@ -243,6 +257,8 @@ cr__lcore_reset(struct cr_lcore *lc)
 	lc->retire_done = NULL;
 	lc->retire_done_arg = NULL;
 	lc->start_err = 0;
+	lc->exiting = false;
+	lc->start_pending = false;
 	lc->spin_ns = lc->spin_min_ns;
 	lc->now = cr__rt.clock();
 	lc->last_work = 0;
@@ -254,13 +270,22 @@ cr__lcore_reset(struct cr_lcore *lc)
 	return 0;
 }
 
+/* A thread for @p lc's new incarnation; its handle is published under the lifecycle lock,
+ * where starts and the thread's own end (cr__lcore_exit) read it. */
 int
 cr__lcore_spawn(struct cr_lcore *lc)
 {
 	char name[16];
+	void *h;
+	int rc;
 
 	snprintf(name, sizeof(name), "cr-lcore-%u", lc->id);
-	return cr_thread_create(&lc->thread, lc->cpu, name, lcore_thread, lc);
+	cr__lifecycle_lock();
+	rc = cr_thread_create(&h, lc->cpu, name, lcore_thread, lc);
+	if (rc == 0)
+		lc->thread = h;
+	cr__lifecycle_unlock();
+	return rc;
 }
 
 static void
@@ -421,6 +446,7 @@ cr_reactor_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *ta
 		cr__rt.hooks = *hooks;
 	cr__rt.sim = false;
 	cr__rt.clock = cr_clock_ns;
+	cr__pool_reset();
 	rc = setup_records(cfg, table);
 	if (rc != 0)
 		return rc;
