@@ -53,6 +53,19 @@ struct cr_reactor_hooks {
 	void (*on_retire)(unsigned lcore, void *arg);
 	/** On every lcore when a shutdown starts: close or finish what the app owns there. */
 	void (*on_shutdown)(unsigned lcore, void *arg);
+	/**
+	 * On lcore @p lcore after on_lcore_stop and the modules' stop: timer @p t was still
+	 * armed and has been cancelled (an lcore's timers do not outlive its incarnation).
+	 * The app may re-arm a periodic duty from the next incarnation's on_lcore_start, or
+	 * move it to another lcore. NULL: each such timer is cancelled, and their number
+	 * logged once at NOTICE level.
+	 */
+	void (*on_timer_dropped)(unsigned lcore, struct cr_timer *t, void *arg);
+	/**
+	 * Likewise for a poller still registered: it has been unregistered and freed (the
+	 * handle cr_poller_register() gave is dead); @p fn and @p poller_arg say which.
+	 */
+	void (*on_poller_dropped)(unsigned lcore, int (*fn)(void *), void *poller_arg, void *arg);
 	void *arg;
 };
 

@@ -220,5 +220,6 @@ cr__defer_empty(const struct cr_lcore *lc)
 /* reactor_poller.c */
 unsigned cr__run_pollers(struct cr_lcore *lc);
 void cr__pollers_free(struct cr_lcore *lc);
+unsigned cr__pollers_drop(struct cr_lcore *lc);
 
 #endif /* REACTOR_INTERNAL_H */

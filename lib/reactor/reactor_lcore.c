@@ -189,6 +189,29 @@ lcore_enter(struct cr_lcore *lc)
 }
 
 static void
+timer_dropped(struct cr_timer *t, void *arg)
+{
+	struct cr_lcore *lc = arg;
+
+	if (cr__rt.hooks.on_timer_dropped != NULL)
+		cr__rt.hooks.on_timer_dropped(lc->id, t, cr__rt.hooks.arg);
+}
+
+/* What the app left behind: an lcore's pollers and timers end with its incarnation. */
+static void
+drop_leftovers(struct cr_lcore *lc)
+{
+	unsigned pollers = cr__pollers_drop(lc);
+	unsigned timers = cr_timer_wheel_cancel_all(lc->wheel, timer_dropped, lc);
+
+	if ((pollers != 0 && cr__rt.hooks.on_poller_dropped == NULL) ||
+	    (timers != 0 && cr__rt.hooks.on_timer_dropped == NULL))
+		CR_LOG(log_reactor, NOTICE,
+		       "lcore %u stopped with %u poller%s and %u timer%s still armed: cancelled",
+		       lc->id, pollers, pollers == 1 ? "" : "s", timers, timers == 1 ? "" : "s");
+}
+
+static void
 lcore_leave(struct cr_lcore *lc)
 {
 	/* Nothing would flush or run what the hooks send or defer from here on. */
@@ -196,6 +219,7 @@ lcore_leave(struct cr_lcore *lc)
 	if (cr__rt.hooks.on_lcore_stop != NULL)
 		cr__rt.hooks.on_lcore_stop(lc->id, cr__rt.hooks.arg);
 	cr__modules_stop(lc->id);
+	drop_leftovers(lc);
 	cr__lcore_backend_stop(lc);
 	atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
 }

@@ -648,6 +648,108 @@ test_retire_callbacks_start_each_other(void)
 	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
 }
 
+/* ---- what a retiring lcore's app left armed is cancelled and reported (item 12) ---- */
+
+static struct cr_timer left_timer;
+static struct cr_poller *left_poller, *left_timed;
+static _Atomic int timer_fired, timers_dropped, pollers_dropped, dropped_wrong;
+static _Atomic bool left_armed_again;
+
+static void
+left_timer_fn(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	atomic_fetch_add(&timer_fired, 1);
+}
+
+static int
+left_poll_fn(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+static void
+arm_leftovers(void *arg)
+{
+	(void)arg;
+	cr_timer_init(&left_timer, left_timer_fn, NULL);
+	cr_timer_start(&left_timer, 3600ull * 1000 * 1000 * 1000); /* an hour: never fires */
+	left_poller = cr_poller_register(left_poll_fn, &left_poller, 0);
+	left_timed = cr_poller_register(left_poll_fn, &left_timed, 1000ull * 1000 * 1000);
+	CTL_CHECK(left_poller != NULL && left_timed != NULL);
+}
+
+static void
+on_timer_dropped(unsigned lcore, struct cr_timer *t, void *arg)
+{
+	(void)arg;
+	if (lcore != worker || t != &left_timer || cr_timer_armed(t))
+		atomic_fetch_add(&dropped_wrong, 1);
+	atomic_fetch_add(&timers_dropped, 1);
+}
+
+static void
+on_poller_dropped(unsigned lcore, int (*fn)(void *), void *parg, void *arg)
+{
+	(void)arg;
+	if (lcore != worker || fn != left_poll_fn || (parg != &left_poller && parg != &left_timed))
+		atomic_fetch_add(&dropped_wrong, 1);
+	*(struct cr_poller **)parg = NULL; /* the handle is dead: forget it */
+	atomic_fetch_add(&pollers_dropped, 1);
+}
+
+/* In the next incarnation: the timer can be armed again, on the new wheel. */
+static void
+rearm_left_timer(void *arg)
+{
+	(void)arg;
+	cr_timer_start(&left_timer, 3600ull * 1000 * 1000 * 1000);
+	atomic_store(&left_armed_again, cr_timer_armed(&left_timer));
+	cr_timer_stop(&left_timer);
+}
+
+static void *
+ctl_leftovers(void *arg)
+{
+	(void)arg;
+	CTL_CHECK(cr_send(worker, arm_leftovers, NULL) == 0);
+	sleep_ms(20);
+	CTL_CHECK(cr_lcore_retire(worker, NULL, NULL) == 0);
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+	CTL_CHECK(atomic_load(&timers_dropped) == 1);
+	CTL_CHECK(atomic_load(&pollers_dropped) == 2);
+	CTL_CHECK(left_poller == NULL && left_timed == NULL);
+	CTL_CHECK(cr_lcore_start(worker) == 0);
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_RUNNING);
+	CTL_CHECK(cr_send(worker, rearm_left_timer, NULL) == 0);
+	WAIT_FOR(atomic_load(&left_armed_again));
+	CTL_CHECK(atomic_load(&left_armed_again));
+	cr_reactor_stop();
+	return NULL;
+}
+
+static void
+test_retire_cancels_and_reports_leftovers(void)
+{
+	const struct cr_reactor_hooks h = {.on_timer_dropped = on_timer_dropped,
+					   .on_poller_dropped = on_poller_dropped};
+	pthread_t t;
+
+	if (table.n < 2)
+		return;
+	atomic_store(&ctl_failures, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &h), 0);
+	pthread_create(&t, NULL, ctl_leftovers, NULL);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	CU_ASSERT_EQUAL(atomic_load(&dropped_wrong), 0);
+	CU_ASSERT_EQUAL(atomic_load(&timer_fired), 0);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_retire_start_resize),
 	UT_CASE(test_lease_holds_retirement),
@@ -660,6 +762,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_wake_from_stop_hook_delivered),
 	UT_CASE(test_resize_while_retiring_carried_out),
 	UT_CASE(test_retire_callbacks_start_each_other),
+	UT_CASE(test_retire_cancels_and_reports_leftovers),
 };
 
 UT_MAIN("reactor_lifecycle", cases, setup, NULL)
