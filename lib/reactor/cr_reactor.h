@@ -320,7 +320,9 @@ struct cr_lcore_stats {
 	uint64_t parks;
 	uint64_t spin_hits;
 	uint64_t spin_misses;
-	uint64_t spin_budget_ns; /**< current adaptive budget (a gauge) */
+	uint64_t spin_budget_ns; /**< the last spin's budget (a gauge; 0: parked at once) */
+	uint64_t spin_ns;	 /**< time spent spinning before work came or a park */
+	uint64_t park_cost_ns;	 /**< CPU a park and its wake cost on this lcore (gauge) */
 	uint64_t incarnation;	 /**< bumped at every start */
 	uint64_t mailbox_depth;	 /**< messages queued in its mailbox (a gauge) */
 };

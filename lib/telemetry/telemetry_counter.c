@@ -35,7 +35,11 @@ const struct cr__tel_field cr__tel_fields[] = {
 	F(spin_hits, C, true, "coreact_lcore_spin_hits", 1, "Idle spins that found work."),
 	F(spin_misses, C, true, "coreact_lcore_spin_misses", 1, "Idle spins that ended parked."),
 	F(spin_budget_ns, G, false, "coreact_lcore_spin_budget_seconds", 1e-9,
-	  "Current adaptive spin budget."),
+	  "The last idle spin's budget (0: parked at once)."),
+	F(spin_ns, C, true, "coreact_lcore_spin_seconds_total", 1e-9,
+	  "Time spent spinning while idle: what the idle policy costs."),
+	F(park_cost_ns, G, false, "coreact_lcore_park_cost_seconds", 1e-9,
+	  "CPU a park and its wake cost on this lcore, measured at its start."),
 	F(incarnation, G, false, "coreact_lcore_incarnation", 1, "Starts of the lcore."),
 	F(mailbox_depth, G, true, "coreact_lcore_mailbox_depth", 1, "Messages queued in the mailbox."),
 };
