@@ -18,7 +18,7 @@
 
 #include "cr_config.h"
 #include "cr_eal.h"
-#include "cr_ring.h"
+#include "cr_msg.h"
 #include "cr_timer.h"
 
 #ifdef __cplusplus
