@@ -32,6 +32,7 @@ main(void)
 	fails += check(cr_telemetry_socket_path() == NULL, "cr_telemetry_socket_path");
 	fails += check(cr_offload(NULL, NULL, NULL) != 0, "cr_offload off an lcore");
 	fails += check(m.fn == NULL && sizeof(m) == 16, "struct cr_msg");
+	fails += check(cr_app_name() == NULL && cr_lcore_local(0) == NULL, "lib/app outside a run");
 	if (fails == 0)
 		printf("installed headers: one C11 program, linked with pkg-config --libs: OK\n");
 	return fails != 0;

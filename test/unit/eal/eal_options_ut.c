@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ut_capture.h"
 #include "ut_cunit.h"
 
 #include "cr_eal.h"
@@ -17,53 +18,10 @@
 /* Two cores, CPUs 0-1, whatever machine runs the test. */
 #define SMALL_MACHINE "pack:1 core:2 pu:1"
 #define CORELIST_ACCEPTED "accepted: CPU ids and ranges like 0-3,6"
-#define OUT_MAX 8192
-
-/* ---- capturing stdout / stderr ---- */
-
-struct capture {
-	int fd;
-	int saved;
-	FILE *tmp;
-};
+#define OUT_MAX UT_CAPTURE_MAX
 
 static char out_text[OUT_MAX];
 static char err_text[OUT_MAX];
-
-static void
-capture_begin(struct capture *c, int fd)
-{
-	fflush(NULL);
-	c->fd = fd;
-	c->tmp = tmpfile();
-	CU_ASSERT_PTR_NOT_NULL_FATAL(c->tmp);
-	c->saved = dup(fd);
-	dup2(fileno(c->tmp), fd);
-}
-
-static void
-capture_end(struct capture *c, char *text)
-{
-	size_t n;
-
-	fflush(NULL);
-	dup2(c->saved, c->fd);
-	close(c->saved);
-	rewind(c->tmp);
-	n = fread(text, 1, OUT_MAX - 1, c->tmp);
-	text[n] = '\0';
-	fclose(c->tmp);
-}
-
-static unsigned
-count_lines(const char *s)
-{
-	unsigned n = 0;
-
-	for (; *s != '\0'; s++)
-		n += *s == '\n';
-	return n;
-}
 
 /* ---- an app with options of its own ---- */
 
@@ -172,7 +130,7 @@ static int
 run(bool validate, ...)
 {
 	char *argv[32] = {"cr-echo"};
-	struct capture out, err;
+	struct ut_capture out, err;
 	va_list ap;
 	int argc = 1;
 	int rc;
@@ -186,11 +144,11 @@ run(bool validate, ...)
 	cr_eal_config_defaults(&cfg);
 	cfg.topology_synthetic = SMALL_MACHINE;
 	first_arg = -1;
-	capture_begin(&out, STDOUT_FILENO);
-	capture_begin(&err, STDERR_FILENO);
+	ut_capture_begin(&out, STDOUT_FILENO);
+	ut_capture_begin(&err, STDERR_FILENO);
 	rc = cr_eal_parse_args(argc, argv, &echo, &cfg, validate ? &table : NULL, &first_arg);
-	capture_end(&err, err_text);
-	capture_end(&out, out_text);
+	ut_capture_end(&err, err_text);
+	ut_capture_end(&out, out_text);
 	return rc;
 }
 
@@ -201,7 +159,7 @@ expect_usage_error(int rc, const char *want)
 	char line[OUT_MAX];
 
 	CU_ASSERT_EQUAL(rc, -EINVAL);
-	CU_ASSERT_EQUAL(count_lines(err_text), 1);
+	CU_ASSERT_EQUAL(ut_count_lines(err_text), 1);
 	CU_ASSERT_STRING_EQUAL(out_text, "");
 	if (want == NULL)
 		return;
@@ -440,7 +398,7 @@ test_app_setter_rejects(void)
 
 	/* Not a usage error: the errno goes back and the line says what happened. */
 	CU_ASSERT_EQUAL(run(true, "--oom", "x", NULL), -ENOMEM);
-	CU_ASSERT_EQUAL(count_lines(err_text), 1);
+	CU_ASSERT_EQUAL(ut_count_lines(err_text), 1);
 	CU_ASSERT_EQUAL(strncmp(err_text, "cr-echo: --oom x: ", 18), 0);
 }
 
@@ -537,16 +495,16 @@ test_parse_uint(void)
 static int
 apply(const char *name, const char *val)
 {
-	struct capture out, err;
+	struct ut_capture out, err;
 	int rc;
 
 	memset(&app_state, 0, sizeof(app_state));
 	cr_eal_config_defaults(&cfg);
-	capture_begin(&out, STDOUT_FILENO);
-	capture_begin(&err, STDERR_FILENO);
+	ut_capture_begin(&out, STDOUT_FILENO);
+	ut_capture_begin(&err, STDERR_FILENO);
 	rc = cr_eal_apply_opt(&echo, &cfg, name, val, "f.conf:3");
-	capture_end(&err, err_text);
-	capture_end(&out, out_text);
+	ut_capture_end(&err, err_text);
+	ut_capture_end(&out, out_text);
 	return rc;
 }
 
