@@ -31,8 +31,10 @@ static struct {
 	struct cr_lcore_table table;
 	/* Set by any thread that saw a failure; read once the runtime has stopped. */
 	_Atomic bool failed;
-	/* The initial start is over: a later lcore_start failure stops the app itself. */
+	/* cr_reactor_init() returned: lcores that start from now on are later incarnations. */
 	_Atomic bool started;
+	/* Lcores cr_reactor_init() starts whose lcore_start has not run yet. */
+	_Atomic unsigned initial_left;
 } run;
 
 /* ---- what apps call ---- */
@@ -92,16 +94,62 @@ cr_app_config_reload(const struct cr_opt *opts, unsigned n_opts)
 /* ---- the hooks lib/app gives the reactor ---- */
 
 static void
-hook_lcore_start(unsigned lcore, void *arg)
+start_on_main(void *arg)
 {
 	const struct cr_app *app = arg;
 
-	if (app->lcore_start == NULL || app->lcore_start(lcore, app->arg) == 0)
-		return;
-	atomic_store_explicit(&run.failed, true, memory_order_relaxed);
-	/* During cr_reactor_init() the failure is seen once it returns. */
-	if (atomic_load_explicit(&run.started, memory_order_relaxed))
+	/* An lcore's lcore_init or lcore_start failed (and said why): the app does not run. */
+	if (atomic_load_explicit(&run.failed, memory_order_relaxed)) {
 		cr_reactor_stop();
+		return;
+	}
+	if (app->start != NULL && app->start(app->arg) != 0)
+		cr_app_fail();
+}
+
+static void
+lcore_failed(bool initial)
+{
+	atomic_store_explicit(&run.failed, true, memory_order_relaxed);
+	/* An initial lcore's failure is seen by start_on_main(); a later one stops the app. */
+	if (!initial)
+		cr_reactor_stop();
+}
+
+/*
+ * In the lcore's first turn (RUNNING): its lcore_start. The last of the lcores that
+ * cr_reactor_init() started sends the main lcore's start.
+ */
+static void
+lcore_first_turn(void *arg)
+{
+	const struct cr_app *app = run.app;
+	uintptr_t a = (uintptr_t)arg;
+	unsigned lcore = (unsigned)(a >> 1);
+	bool initial = a & 1;
+
+	if (app->lcore_start != NULL && app->lcore_start(lcore, app->arg) != 0)
+		lcore_failed(initial);
+	if (initial &&
+	    atomic_fetch_sub_explicit(&run.initial_left, 1, memory_order_acq_rel) == 1 &&
+	    cr_send(cr_lcore_main(), start_on_main, (void *)app) != 0)
+		cr_app_fail();
+}
+
+static void
+hook_lcore_start(unsigned lcore, void *arg)
+{
+	const struct cr_app *app = arg;
+	/* Every lcore cr_reactor_init() starts runs this hook before it returns. */
+	bool initial = !atomic_load_explicit(&run.started, memory_order_relaxed);
+	uintptr_t a = (uintptr_t)lcore << 1 | (initial ? 1 : 0);
+
+	if (app->lcore_init != NULL && app->lcore_init(lcore, app->arg) != 0)
+		lcore_failed(initial);
+	if (cr_defer(lcore_first_turn, (void *)a) != 0) {
+		cr_app_errorf(-EAGAIN, "lcore %u: cannot defer its start", lcore);
+		lcore_failed(initial);
+	}
 }
 
 static void
@@ -129,15 +177,6 @@ hook_shutdown(unsigned lcore, void *arg)
 
 	if (app->shutdown != NULL)
 		app->shutdown(lcore, app->arg);
-}
-
-static void
-start_on_main(void *arg)
-{
-	const struct cr_app *app = arg;
-
-	if (app->start != NULL && app->start(app->arg) != 0)
-		cr_app_fail();
 }
 
 /* ---- the steps ---- */
@@ -204,14 +243,12 @@ start_runtime(const struct cr_app *app)
 	return EXIT_OK;
 }
 
-/* Signals, telemetry and the main lcore's start message; 0 or the failure reported. */
+/* The signal thread and telemetry; 0 or the failure, reported. */
 static int
 start_services(const struct cr_app *app)
 {
 	int rc;
 
-	if (atomic_load_explicit(&run.failed, memory_order_relaxed))
-		return -ECANCELED; /* an lcore_start failed and said why */
 	rc = cr__app_signals_start(app);
 	if (rc != 0)
 		return cr_app_errorf(rc, "cannot start the signal thread: %s", cr_strerror(rc));
@@ -222,9 +259,6 @@ start_services(const struct cr_app *app)
 					 "without it",
 				     cr_strerror(rc));
 	cr_telemetry_announce(app->name);
-	rc = cr_send(cr_lcore_main(), start_on_main, (void *)app);
-	if (rc != 0)
-		return cr_app_errorf(rc, "cannot start: %s", cr_strerror(rc));
 	return 0;
 }
 
@@ -241,6 +275,7 @@ cr_app_run(const struct cr_app *app, int argc, char **argv)
 	status = configure(app, argc, argv);
 	if (status >= 0)
 		goto out_options; /* configure() cleaned up after itself */
+	atomic_store(&run.initial_left, run.table.n);
 	status = start_runtime(app);
 	if (status != EXIT_OK)
 		goto out_fini;
@@ -253,7 +288,7 @@ cr_app_run(const struct cr_app *app, int argc, char **argv)
 	cr_reactor_fini();
 	status = atomic_load_explicit(&run.failed, memory_order_relaxed) ? EXIT_FAIL : EXIT_OK;
 out_fini:
-	if (app->fini != NULL && app->fini(app->arg) != 0 && status == EXIT_OK)
+	if (app->fini != NULL && app->fini(status != EXIT_OK, app->arg) != 0 && status == EXIT_OK)
 		status = EXIT_FAIL;
 out_options:
 	cr__app_options_free(&run.opts);

@@ -18,9 +18,10 @@
  *  3. lib/net is sized from app->net; SIGINT, SIGTERM, SIGUSR1 (and SIGHUP with a
  *     reload callback) are blocked in every thread but lib/app's signal thread;
  *  4. the runtime starts (cr_reactor_init()): on each lcore the modules start (lib/app's
- *     first: the lcore-locals are created and their init runs), then lcore_start();
+ *     first: the lcore-locals are created and their init runs), then lcore_init();
  *  5. the signal thread and telemetry (cr_telemetry_start() and cr_telemetry_announce());
- *  6. start() as the main lcore's first message; the main lcore's loop runs;
+ *  6. lcore_start() on each lcore in its first turn; once every lcore ran it, start() on
+ *     the main lcore, whose loop is running;
  *  7. at the first SIGINT/SIGTERM, stop() on the main lcore (or cr_reactor_stop()); a
  *     second one forces the shutdown (cr_shutdown_force());
  *  8. every lcore: retire() / shutdown() when it starts closing, lcore_stop() at its end,
@@ -79,15 +80,24 @@ struct cr_app {
 	int (*configure)(int argc, char **argv, void *arg);
 	/**
 	 * On every lcore, at each of its starts — every incarnation, those a resize starts
-	 * included — after its lcore-locals are created, before it joins the placement pool
-	 * (state STARTING). For per-lcore duties: a UDP socket, a timer, a lease. An error
-	 * makes the app stop with exit status 1.
+	 * included — after its lcore-locals are created and before it joins the placement
+	 * pool (state STARTING): the reactor's on_lcore_start. For state other lcores may
+	 * reach at once (timers, leases, a shard's queues); no sockets yet (lib/net opens
+	 * them on RUNNING lcores only). An error makes the app stop with exit status 1.
+	 */
+	int (*lcore_init)(unsigned lcore, void *arg);
+	/**
+	 * On every lcore, at each of its starts (every incarnation), in its first turn:
+	 * RUNNING, lib/net open for it. For per-lcore duties that do I/O — a UDP socket, an
+	 * outbound connection — which so come back when a resize starts the lcore again. An
+	 * error makes the app stop with exit status 1.
 	 */
 	int (*lcore_start)(unsigned lcore, void *arg);
 	/**
-	 * On the main lcore, once, as its first message: every lcore is RUNNING, signals
-	 * and telemetry are up. For what is done once: listen (lib/net gives lcores started
-	 * later their own socket), print the ready line. An error stops the app (exit 1).
+	 * On the main lcore, once, after every lcore the runtime started ran lcore_start;
+	 * signals and telemetry are up. For what is done once: listen (lib/net gives lcores
+	 * started later their own socket), print the ready line. An error stops the app
+	 * (exit 1).
 	 */
 	int (*start)(void *arg);
 	/** struct cr_reactor_hooks' on_retire: the lcore starts retiring. */
@@ -110,10 +120,11 @@ struct cr_app {
 	/** SIGUSR1, on the signal thread: reopen the app's log files (logrotate). */
 	void (*reopen_logs)(void *arg);
 	/**
-	 * On the calling thread after the runtime stopped and was freed: print totals, free
-	 * what configure() made. @return 0, or non-zero for exit status 1.
+	 * On the calling thread after the runtime stopped and was freed (also after a failed
+	 * start, once configure() succeeded): print totals, free what configure() made.
+	 * @p failed: the exit status is 1 already. @return 0, or non-zero for exit status 1.
 	 */
-	int (*fini)(void *arg);
+	int (*fini)(bool failed, void *arg);
 	void *arg;
 };
 
@@ -199,8 +210,9 @@ typedef void (*cr_lcore_local_fini_fn)(void *mem, unsigned lcore, void *arg);
 /**
  * Register per-lcore state of @p size bytes: on every lcore, at each start (every
  * incarnation), a zeroed, 64-byte aligned block on the lcore's NUMA node is made and
- * @p init runs on it — before the lcore's other modules (lib/io, lib/net) start, so init
- * sets up memory only; I/O belongs in struct cr_app's lcore_start. At the end of each
+ * @p init runs on it — before the lcore's other modules (lib/io, lib/net) start and before
+ * struct cr_app's lcore_init, so init sets up memory (and timers, leases) only; I/O
+ * belongs in lcore_start. At the end of each
  * incarnation @p fini runs and the block is freed: after the app's lcore_stop and after
  * lib/net closed what was left, so connection callbacks always find their state. Blocks
  * are created in registration order and destroyed in the reverse order. An init that

@@ -32,16 +32,18 @@ static struct {
 	/* what the callbacks saw */
 	int configure_argc;
 	char configure_arg0[64];
-	_Atomic unsigned lcore_starts, lcore_stops, retires, shutdowns, starts, stops, fini;
+	_Atomic unsigned lcore_inits, lcore_starts, lcore_stops, retires, shutdowns, starts, stops, fini;
 	_Atomic unsigned reloads, reopens;
 	_Atomic int order; /* a clock of callbacks, to check their order */
 	int start_at, fini_at, lcore_stop_at;
 	/* what the callbacks return */
-	int configure_rc, lcore_start_rc, start_rc, fini_rc;
+	int configure_rc, lcore_init_rc, lcore_start_rc, start_rc, fini_rc;
 	bool start_fails_later; /* start returns 0 but calls cr_app_fail() */
 	bool stop_at_start;	/* start calls cr_reactor_stop() */
 	bool stop_keeps_running; /* the stop callback does not stop */
 	void (*in_start)(void);	 /* more for start to do */
+	bool fini_failed;	 /* what fini was told */
+	bool inited[CR_MAX_LCORES]; /* written by each lcore for itself */
 } st;
 
 static int
@@ -109,11 +111,27 @@ ut_configure(int argc, char **argv, void *arg)
 }
 
 static int
+ut_lcore_init(unsigned lcore, void *arg)
+{
+	(void)arg;
+	CU_ASSERT_EQUAL(cr_lcore_id(), lcore);
+	/* Before the lcore joins the placement pool. */
+	CU_ASSERT_EQUAL(cr_lcore_state(lcore), CR_LCORE_STARTING);
+	atomic_fetch_add(&st.lcore_inits, 1);
+	st.inited[lcore] = true;
+	if (st.lcore_init_rc != 0 && lcore != cr_lcore_main())
+		return cr_app_errorf(st.lcore_init_rc, "lcore %u: cannot init", lcore);
+	return 0;
+}
+
+static int
 ut_lcore_start(unsigned lcore, void *arg)
 {
 	(void)arg;
 	CU_ASSERT_EQUAL(cr_lcore_id(), lcore);
-	CU_ASSERT_EQUAL(cr_lcore_state(lcore), CR_LCORE_STARTING);
+	/* In its first turn: it runs, lib/net would open sockets for it. */
+	CU_ASSERT_EQUAL(cr_lcore_state(lcore), CR_LCORE_RUNNING);
+	CU_ASSERT_TRUE(st.inited[lcore]); /* this lcore's lcore_init came first */
 	atomic_fetch_add(&st.lcore_starts, 1);
 	if (st.lcore_start_rc != 0 && lcore != cr_lcore_main())
 		return cr_app_errorf(st.lcore_start_rc, "lcore %u: cannot start", lcore);
@@ -185,9 +203,10 @@ ut_reopen(void *arg)
 }
 
 static int
-ut_fini(void *arg)
+ut_fini(bool failed, void *arg)
 {
 	(void)arg;
+	st.fini_failed = failed;
 	CU_ASSERT_EQUAL(cr_lcore_count(), 0);
 	st.fini_at = atomic_fetch_add(&st.order, 1);
 	atomic_fetch_add(&st.fini, 1);
@@ -200,6 +219,7 @@ static struct cr_app app = {
 	.opts = opts,
 	.n_opts = sizeof(opts) / sizeof(opts[0]),
 	.configure = ut_configure,
+	.lcore_init = ut_lcore_init,
 	.lcore_start = ut_lcore_start,
 	.start = ut_start,
 	.shutdown = ut_shutdown,
@@ -474,7 +494,9 @@ test_exit_status(void)
 	CU_ASSERT_EQUAL(RUN("--count", "3"), 0);
 	CU_ASSERT_EQUAL(st.starts, 1);
 	CU_ASSERT_EQUAL(st.fini, 1);
+	CU_ASSERT_FALSE(st.fini_failed);
 	CU_ASSERT_EQUAL(st.lcore_stops, st.lcore_starts);
+	CU_ASSERT_EQUAL(st.lcore_inits, st.lcore_starts);
 	CU_ASSERT_EQUAL(st.shutdowns, st.lcore_starts);
 	/* start, then the main lcore's stop, then fini once the runtime is gone. */
 	CU_ASSERT_TRUE(st.start_at < st.lcore_stop_at && st.lcore_stop_at < st.fini_at);
@@ -494,6 +516,7 @@ test_exit_status(void)
 	CU_ASSERT_EQUAL(RUN(NULL), 1);
 	CU_ASSERT_STRING_EQUAL(err_text, "ut-app: start failed\n");
 	CU_ASSERT_EQUAL(st.fini, 1);
+	CU_ASSERT_TRUE(st.fini_failed);
 
 	reset();
 	st.stop_at_start = false;
@@ -512,6 +535,11 @@ test_exit_status(void)
 		CU_ASSERT_EQUAL(st.starts, 0);
 		CU_ASSERT_EQUAL(st.fini, 1);
 		CU_ASSERT_PTR_NOT_NULL(strstr(err_text, ": cannot start\n"));
+		reset();
+		st.lcore_init_rc = -ENOMEM;
+		CU_ASSERT_EQUAL(RUN(NULL), 1);
+		CU_ASSERT_EQUAL(st.starts, 0);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err_text, ": cannot init\n"));
 	}
 }
 
