@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cr_app.h"
 #include "cr_lease.h"
 #include "cr_reactor.h"
 
@@ -125,6 +126,47 @@ set_steps(const char *v, void *ctx)
 	return cr_parse_uint(v, 1, 100000, &steps);
 }
 
+static int
+configure(int argc, char **argv, void *arg)
+{
+	const struct cr_lcore_table *t = cr_app_lcore_table();
+
+	(void)argc;
+	(void)argv;
+	(void)arg;
+	if (t->n < 2)
+		return cr_app_errorf(-EINVAL, "needs 2 lcores, -l gave %u", t->n);
+	owner.lcore = t->lcores[t->n - 1].lcore_id;
+	return 0;
+}
+
+/* On the main lcore: the owner starts on the last lcore, the control timer here. */
+static int
+start(void *arg)
+{
+	int rc;
+
+	(void)arg;
+	t0 = cr_clock_ns();
+	rc = cr_send(owner.lcore, owner_start, &owner);
+	if (rc != 0)
+		return cr_app_errorf(rc, "cr_send to lcore %u: %s", owner.lcore, cr_strerror(rc));
+	cr_timer_init(&control, control_tick, NULL);
+	cr_timer_start(&control, 10 * 1000 * 1000);
+	return 0;
+}
+
+static int
+fini(bool failed, void *arg)
+{
+	(void)arg;
+	if (failed)
+		return 1;
+	printf("cr-lease: owner finished %llu of %llu steps; lease active: %s\n",
+	       owner.done_steps, steps, cr_lease_active(&owner.lease) ? "yes" : "no");
+	return owner.done_steps == steps && !cr_lease_active(&owner.lease) ? 0 : 1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -132,34 +174,15 @@ main(int argc, char **argv)
 		{"steps", 0, "N", "steps of 2 ms the owner must finish (default 20)", "1-100000",
 		 set_steps, NULL},
 	};
-	static const struct cr_app_info app = {
-		"cr-lease", "a lease keeps a retiring lcore for its owner (needs 2 lcores)", opts,
-		1};
-	struct cr_eal_config cfg;
-	struct cr_lcore_table table;
-	int rc;
+	static const struct cr_app app = {
+		.name = "cr-lease",
+		.summary = "a lease keeps a retiring lcore for its owner (needs 2 lcores)",
+		.opts = opts,
+		.n_opts = 1,
+		.configure = configure,
+		.start = start,
+		.fini = fini,
+	};
 
-	cr_eal_config_defaults(&cfg);
-	rc = cr_eal_parse_args(argc, argv, &app, &cfg, &table, NULL);
-	if (rc != 0)
-		return rc > 0 ? 0 : 2;
-	if (table.n < 2) {
-		fprintf(stderr, "cr-lease: needs 2 lcores, -l gave %u\n", table.n);
-		return 2;
-	}
-	rc = cr_reactor_init(&cfg, &table, NULL);
-	if (rc != 0) {
-		fprintf(stderr, "cr-lease: cannot start: %s\n", cr_strerror(rc));
-		return 1;
-	}
-	t0 = cr_clock_ns();
-	owner.lcore = table.lcores[table.n - 1].lcore_id;
-	cr_send(owner.lcore, owner_start, &owner);
-	cr_timer_init(&control, control_tick, NULL);
-	cr_timer_start(&control, 10 * 1000 * 1000);
-	cr_reactor_run();
-	cr_reactor_fini();
-	printf("cr-lease: owner finished %llu of %llu steps; lease active: %s\n",
-	       owner.done_steps, steps, cr_lease_active(&owner.lease) ? "yes" : "no");
-	return owner.done_steps == steps && !cr_lease_active(&owner.lease) ? 0 : 1;
+	return cr_app_run(&app, argc, argv);
 }
