@@ -32,9 +32,15 @@ static unsigned n_defs;
 static size_t total;
 /* Set by the module for the calling lcore's current incarnation. */
 static _Thread_local char *my_block;
-/* Per lcore, for its stop; the lcore's own thread only. */
+/* Per lcore, for its stop; the lcore's own thread only (and the run's end, after joins). */
 static char *blocks[CR_MAX_LCORES];
 static unsigned inited[CR_MAX_LCORES];
+/*
+ * An ended incarnation's block, fini done, memory kept: the reactor cancels the timers an
+ * lcore left armed after every module stopped, and one may sit in a block. Freed at the
+ * lcore's next start or at the end of the run.
+ */
+static char *ended[CR_MAX_LCORES];
 
 int
 cr_lcore_local_register(size_t size, cr_lcore_local_init_fn init, cr_lcore_local_fini_fn fini,
@@ -66,6 +72,10 @@ cr_lcore_local(int id)
 void
 cr__app_locals_reset(void)
 {
+	for (unsigned i = 0; i < CR_MAX_LCORES; i++) {
+		cr_numa_free(ended[i]);
+		ended[i] = NULL;
+	}
 	n_defs = 0;
 	total = 0;
 }
@@ -83,7 +93,7 @@ locals_fini(unsigned lcore)
 	}
 	my_block = NULL;
 	blocks[lcore] = NULL;
-	cr_numa_free(b);
+	ended[lcore] = b;
 }
 
 static int
@@ -92,6 +102,8 @@ locals_start(unsigned lcore)
 	char *b;
 	int rc;
 
+	cr_numa_free(ended[lcore]);
+	ended[lcore] = NULL;
 	if (n_defs == 0)
 		return 0;
 	b = cr_numa_zalloc(total, cr_lcore_numa(lcore));

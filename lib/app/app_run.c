@@ -94,6 +94,22 @@ cr_app_config_reload(const struct cr_opt *opts, unsigned n_opts)
 /* ---- the hooks lib/app gives the reactor ---- */
 
 static void
+hook_timer_dropped(unsigned lcore, struct cr_timer *t, void *arg)
+{
+	const struct cr_app *app = arg;
+
+	app->timer_dropped(lcore, t, app->arg);
+}
+
+static void
+hook_poller_dropped(unsigned lcore, int (*fn)(void *), void *poller_arg, void *arg)
+{
+	const struct cr_app *app = arg;
+
+	app->poller_dropped(lcore, fn, poller_arg, app->arg);
+}
+
+static void
 start_on_main(void *arg)
 {
 	const struct cr_app *app = arg;
@@ -213,6 +229,9 @@ start_runtime(const struct cr_app *app)
 		.on_lcore_stop = hook_lcore_stop,
 		.on_retire = hook_retire,
 		.on_shutdown = hook_shutdown,
+		/* NULL unless the app wants them: the reactor then logs the count instead. */
+		.on_timer_dropped = app->timer_dropped != NULL ? hook_timer_dropped : NULL,
+		.on_poller_dropped = app->poller_dropped != NULL ? hook_poller_dropped : NULL,
 		.arg = (void *)app,
 	};
 	int rc = 0;

@@ -45,6 +45,7 @@ extern "C" {
 #endif
 
 struct cr_net_config;
+struct cr_timer;
 
 /**
  * What an app tells cr_app_run(). Every callback may be NULL and gets @c arg. A callback
@@ -110,6 +111,12 @@ struct cr_app {
 	 * fini.
 	 */
 	void (*lcore_stop)(unsigned lcore, void *arg);
+	/**
+	 * struct cr_reactor_hooks' on_timer_dropped / on_poller_dropped: what an lcore left
+	 * armed when it stopped, cancelled by the reactor. NULL: they are counted in a log line.
+	 */
+	void (*timer_dropped)(unsigned lcore, struct cr_timer *t, void *arg);
+	void (*poller_dropped)(unsigned lcore, int (*fn)(void *), void *poller_arg, void *arg);
 	/**
 	 * On the main lcore at the first SIGINT/SIGTERM: begin the app's own graceful stop
 	 * and call cr_reactor_stop() when it is done. NULL: cr_reactor_stop() at once.
@@ -213,8 +220,11 @@ typedef void (*cr_lcore_local_fini_fn)(void *mem, unsigned lcore, void *arg);
  * @p init runs on it — before the lcore's other modules (lib/io, lib/net) start and before
  * struct cr_app's lcore_init, so init sets up memory (and timers, leases) only; I/O
  * belongs in lcore_start. At the end of each
- * incarnation @p fini runs and the block is freed: after the app's lcore_stop and after
- * lib/net closed what was left, so connection callbacks always find their state. Blocks
+ * incarnation @p fini runs: after the app's lcore_stop and after lib/net closed what was
+ * left, so connection callbacks always find their state. @p fini disarms the timers in the
+ * block; the memory stays mapped until the lcore's next start (or the end of the run), so
+ * one left armed is cancelled safely by the reactor, which then reports it
+ * (timer_dropped). Blocks
  * are created in registration order and destroyed in the reverse order. An init that
  * fails makes the lcore's start fail (cr_reactor_init() or cr_lcore_start()).
  *

@@ -29,6 +29,7 @@ struct state {
 	uint32_t magic;
 	unsigned lcore;
 	unsigned opened, closed; /* connections of this incarnation */
+	struct cr_timer left_armed; /* fini does not disarm it: the reactor cancels it */
 	uint8_t rest[200];
 };
 
@@ -46,6 +47,8 @@ static struct {
 	int last_init_at, last_fini_at, small_init_at, small_fini_at, stop_at;
 	int last_close_at; /* the last on_close of a connection there */
 	bool close_saw_state;
+	unsigned timers_dropped;
+	bool dropped_ours;
 } seen[CR_MAX_LCORES];
 
 static unsigned worker; /* the lcore the resize retires and starts again */
@@ -161,6 +164,14 @@ configure(int argc, char **argv, void *arg)
 	return id_state < 0 || id_small < 0 ? -ENOMEM : 0;
 }
 
+static void
+never_fires(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	CU_FAIL("the timer an lcore left armed fired");
+}
+
 static int
 lcore_start(unsigned lcore, void *arg)
 {
@@ -172,7 +183,18 @@ lcore_start(unsigned lcore, void *arg)
 				      (char *)sm != (char *)s;
 	seen[lcore].starts++;
 	CU_ASSERT_PTR_NULL(cr_lcore_local(99));
+	cr_timer_init(&s->left_armed, never_fires, NULL);
+	cr_timer_start(&s->left_armed, 3600ull * 1000 * 1000 * 1000);
 	return 0;
+}
+
+/* After lib/app's fini: the block is still mapped, so this timer is still readable. */
+static void
+timer_dropped(unsigned lcore, struct cr_timer *t, void *arg)
+{
+	(void)arg;
+	seen[lcore].timers_dropped++;
+	seen[lcore].dropped_ours = t->fn == never_fires;
 }
 
 static void
@@ -273,6 +295,7 @@ static const struct cr_app app = {
 	.lcore_start = lcore_start,
 	.start = start,
 	.lcore_stop = lcore_stop,
+	.timer_dropped = timer_dropped,
 };
 
 static void
@@ -304,6 +327,9 @@ test_lifetimes_across_resize(void)
 		CU_ASSERT_TRUE(seen[id].aligned);
 		CU_ASSERT_TRUE(seen[id].start_saw_state);
 		CU_ASSERT_TRUE(seen[id].fini_saw_magic);
+		/* The timer each incarnation left armed was cancelled by the reactor, safely. */
+		CU_ASSERT_EQUAL(seen[id].timers_dropped, inc);
+		CU_ASSERT_TRUE(seen[id].dropped_ours);
 		/* Created in registration order, destroyed in reverse; after lcore_stop. */
 		CU_ASSERT_TRUE(seen[id].last_init_at < seen[id].small_init_at);
 		CU_ASSERT_TRUE(seen[id].stop_at < seen[id].small_fini_at);
