@@ -133,9 +133,9 @@ locals_stop(unsigned lcore)
 }
 
 static const struct cr_reactor_module app_module = {
-	.name = "app",
-	.lcore_start = locals_start,
-	.lcore_stop = locals_stop,
+    .name = "app",
+    .lcore_start = locals_start,
+    .lcore_stop = locals_stop,
 };
 
 /* Priority 101 (the first an app may use): before every default-priority constructor. */

@@ -17,7 +17,7 @@
 #include "cr_telemetry.h"
 
 #define LINE_MAX_BYTES 1024
-#define WHERE_MAX 4200
+#define WHERE_MAX      4200
 
 /* "FILE:LINE" while a setter runs for a config file line (cr_app_opt_where()). */
 static _Thread_local const char *opt_where;
@@ -64,10 +64,14 @@ build_table(const struct cr_app *app, struct app_opts *o)
 		memcpy(o->table, app->opts, sizeof(*o->table) * app->n_opts);
 	i = app->n_opts;
 	o->table[i++] = (struct cr_opt){
-		"config", 0, "FILE",
-		"read options from FILE first: one `KEY VALUE` a line, KEY a long option without "
-		"its --, '#' a comment; the command line overrides it",
-		"a readable file of `KEY VALUE` lines", set_config, o};
+	    "config",
+	    0,
+	    "FILE",
+	    "read options from FILE first: one `KEY VALUE` a line, KEY a long option without "
+	    "its --, '#' a comment; the command line overrides it",
+	    "a readable file of `KEY VALUE` lines",
+	    set_config,
+	    o};
 	memcpy(o->table + i, telemetry_opts, sizeof(telemetry_opts));
 	o->n = n;
 	o->info = (struct cr_app_info){app->name, app->summary, o->table, n, app->args};
@@ -136,8 +140,9 @@ config_walk(const char *app_name, const char *path,
 static int
 refuse_config_key(const char *app_name, const char *where)
 {
-	fprintf(stderr, "%s: %s: config: not a setting in a config file; accepted: the other "
-			"long options\n",
+	fprintf(stderr,
+		"%s: %s: config: not a setting in a config file; accepted: the other "
+		"long options\n",
 		app_name, where);
 	return -EINVAL;
 }
@@ -203,7 +208,8 @@ cr__app_options_parse(const struct cr_app *app, struct app_opts *o, int argc, ch
 	if (rc == 0)
 		rc = cr_eal_parse_args(argc, argv, &o->info, cfg, table, first);
 	if (rc == 0 && *first < argc && app->args == NULL) {
-		fprintf(stderr, "%s: %s: unexpected argument; accepted: options only, see %s --help\n",
+		fprintf(stderr,
+			"%s: %s: unexpected argument; accepted: options only, see %s --help\n",
 			app->name, argv[*first], app->name);
 		rc = -EINVAL;
 	}

@@ -146,8 +146,7 @@ lcore_first_turn(void *arg)
 
 	if (app->lcore_start != NULL && app->lcore_start(lcore, app->arg) != 0)
 		lcore_failed(initial);
-	if (initial &&
-	    atomic_fetch_sub_explicit(&run.initial_left, 1, memory_order_acq_rel) == 1 &&
+	if (initial && atomic_fetch_sub_explicit(&run.initial_left, 1, memory_order_acq_rel) == 1 &&
 	    cr_send(cr_lcore_main(), start_on_main, (void *)app) != 0)
 		cr_app_fail();
 }
@@ -225,14 +224,14 @@ static int
 start_runtime(const struct cr_app *app)
 {
 	const struct cr_reactor_hooks hooks = {
-		.on_lcore_start = hook_lcore_start,
-		.on_lcore_stop = hook_lcore_stop,
-		.on_retire = hook_retire,
-		.on_shutdown = hook_shutdown,
-		/* NULL unless the app wants them: the reactor then logs the count instead. */
-		.on_timer_dropped = app->timer_dropped != NULL ? hook_timer_dropped : NULL,
-		.on_poller_dropped = app->poller_dropped != NULL ? hook_poller_dropped : NULL,
-		.arg = (void *)app,
+	    .on_lcore_start = hook_lcore_start,
+	    .on_lcore_stop = hook_lcore_stop,
+	    .on_retire = hook_retire,
+	    .on_shutdown = hook_shutdown,
+	    /* NULL unless the app wants them: the reactor then logs the count instead. */
+	    .on_timer_dropped = app->timer_dropped != NULL ? hook_timer_dropped : NULL,
+	    .on_poller_dropped = app->poller_dropped != NULL ? hook_poller_dropped : NULL,
+	    .arg = (void *)app,
 	};
 	int rc = 0;
 
@@ -250,8 +249,9 @@ start_runtime(const struct cr_app *app)
 	rc = cr_reactor_init(&run.cfg, &run.table, &hooks);
 	if (rc == -ENODEV && run.cfg.io_driver != CR_IO_DRIVER_AUTO) {
 		/* The driver asked for is refused here; the line above says why. */
-		cr_app_errorf(rc, "--io-driver %s: cannot run here; accepted: auto, or a driver "
-				  "this system allows",
+		cr_app_errorf(rc,
+			      "--io-driver %s: cannot run here; accepted: auto, or a driver "
+			      "this system allows",
 			      driver_name(run.cfg.io_driver));
 		return EXIT_USAGE;
 	}
@@ -274,8 +274,9 @@ start_services(const struct cr_app *app)
 	rc = cr_telemetry_start(&run.cfg, app->name);
 	if (rc != 0)
 		/* The library logged which path or address failed and why. */
-		return cr_app_errorf(rc, "cannot start telemetry: %s; --telemetry off runs "
-					 "without it",
+		return cr_app_errorf(rc,
+				     "cannot start telemetry: %s; --telemetry off runs "
+				     "without it",
 				     cr_strerror(rc));
 	cr_telemetry_announce(app->name);
 	return 0;

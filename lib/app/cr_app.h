@@ -196,12 +196,12 @@ int cr_app_set_addr(const char *val, void *ctx);
  * struct cr_net_addr *, whose len stays 0 when the option is not given); @p help is its
  * line in --help.
  */
-#define CR_APP_OPT_LISTEN(addr, help)                                                      \
-	{                                                                                  \
-		"listen", 0, "HOST:PORT", help,                                            \
-		    "HOST:PORT with a numeric host, [IPv6]:PORT, localhost:PORT or *:PORT; "   \
-		    "port 0-65535",                                                        \
-		    cr_app_set_addr, (addr)                                                \
+#define CR_APP_OPT_LISTEN(addr, help)                                                        \
+	{                                                                                    \
+		"listen", 0, "HOST:PORT", help,                                              \
+		    "HOST:PORT with a numeric host, [IPv6]:PORT, localhost:PORT or *:PORT; " \
+		    "port 0-65535",                                                          \
+		    cr_app_set_addr, (addr)                                                  \
 	}
 
 /* ---- per-lcore state ---- */
@@ -233,8 +233,8 @@ typedef void (*cr_lcore_local_fini_fn)(void *mem, unsigned lcore, void *arg);
  * @return an id for cr_lcore_local(); -EINVAL size 0; -EBUSY lcores are running;
  *         -ENOSPC CR_LCORE_LOCAL_MAX reached.
  */
-int cr_lcore_local_register(size_t size, cr_lcore_local_init_fn init,
-			    cr_lcore_local_fini_fn fini, void *arg);
+int cr_lcore_local_register(size_t size, cr_lcore_local_init_fn init, cr_lcore_local_fini_fn fini,
+			    void *arg);
 
 /**
  * The calling lcore's block of @p id (for its current incarnation), or NULL off an lcore,

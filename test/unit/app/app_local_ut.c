@@ -22,13 +22,13 @@
 #include "cr_reactor.h"
 #include "ut_cunit.h"
 
-#define MAGIC 0x10ca1u
+#define MAGIC	0x10ca1u
 #define N_CONNS 8
 
 struct state {
 	uint32_t magic;
 	unsigned lcore;
-	unsigned opened, closed; /* connections of this incarnation */
+	unsigned opened, closed;    /* connections of this incarnation */
 	struct cr_timer left_armed; /* fini does not disarm it: the reactor cancels it */
 	uint8_t rest[200];
 };
@@ -179,8 +179,8 @@ lcore_start(unsigned lcore, void *arg)
 	struct small *sm = cr_lcore_local(id_small);
 
 	(void)arg;
-	seen[lcore].start_saw_state = s != NULL && s->magic == MAGIC && sm != NULL &&
-				      (char *)sm != (char *)s;
+	seen[lcore].start_saw_state =
+	    s != NULL && s->magic == MAGIC && sm != NULL && (char *)sm != (char *)s;
 	seen[lcore].starts++;
 	CU_ASSERT_PTR_NULL(cr_lcore_local(99));
 	cr_timer_init(&s->left_armed, never_fires, NULL);
@@ -290,20 +290,25 @@ start(void *arg)
 }
 
 static const struct cr_app app = {
-	.name = "ut-local",
-	.configure = configure,
-	.lcore_start = lcore_start,
-	.start = start,
-	.lcore_stop = lcore_stop,
-	.timer_dropped = timer_dropped,
+    .name = "ut-local",
+    .configure = configure,
+    .lcore_start = lcore_start,
+    .start = start,
+    .lcore_stop = lcore_stop,
+    .timer_dropped = timer_dropped,
 };
 
 static void
 test_lifetimes_across_resize(void)
 {
 	const char *d = getenv("CR_UT_DRIVER");
-	char *argv[] = {"ut-local", "--telemetry", "off", "--shutdown-timeout", "0",
-			"--io-driver", (char *)(d != NULL ? d : "uring")};
+	char *argv[] = {"ut-local",
+			"--telemetry",
+			"off",
+			"--shutdown-timeout",
+			"0",
+			"--io-driver",
+			(char *)(d != NULL ? d : "uring")};
 	const struct cr_lcore_table *t;
 	int status;
 
@@ -353,7 +358,7 @@ test_lifetimes_across_resize(void)
 }
 
 static const struct ut_case cases[] = {
-	{"one block per incarnation, fini after lib/net closed", test_lifetimes_across_resize},
+    {"one block per incarnation, fini after lib/net closed", test_lifetimes_across_resize},
 };
 
 UT_MAIN("app_local", cases, NULL, NULL)

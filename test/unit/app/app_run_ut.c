@@ -32,17 +32,18 @@ static struct {
 	/* what the callbacks saw */
 	int configure_argc;
 	char configure_arg0[64];
-	_Atomic unsigned lcore_inits, lcore_starts, lcore_stops, retires, shutdowns, starts, stops, fini;
+	_Atomic unsigned lcore_inits, lcore_starts, lcore_stops, retires, shutdowns, starts, stops,
+	    fini;
 	_Atomic unsigned reloads, reopens;
 	_Atomic int order; /* a clock of callbacks, to check their order */
 	int start_at, fini_at, lcore_stop_at;
 	/* what the callbacks return */
 	int configure_rc, lcore_init_rc, lcore_start_rc, start_rc, fini_rc;
-	bool start_fails_later; /* start returns 0 but calls cr_app_fail() */
-	bool stop_at_start;	/* start calls cr_reactor_stop() */
-	bool stop_keeps_running; /* the stop callback does not stop */
-	void (*in_start)(void);	 /* more for start to do */
-	bool fini_failed;	 /* what fini was told */
+	bool start_fails_later;	    /* start returns 0 but calls cr_app_fail() */
+	bool stop_at_start;	    /* start calls cr_reactor_stop() */
+	bool stop_keeps_running;    /* the stop callback does not stop */
+	void (*in_start)(void);	    /* more for start to do */
+	bool fini_failed;	    /* what fini was told */
 	bool inited[CR_MAX_LCORES]; /* written by each lcore for itself */
 } st;
 
@@ -89,10 +90,10 @@ set_add(const char *v, void *ctx)
 }
 
 static const struct cr_opt opts[] = {
-	{"count", 0, "N", "how many (default 1)", "1-100", set_count, NULL},
-	{"name", 0, "NAME", "a name", "a name without '!'", set_name, NULL},
-	{"flag", 'f', NULL, "a flag", "--flag without a value", set_flag, NULL},
-	{"add", 0, "X", "adds up", "anything", set_add, NULL},
+    {"count", 0, "N", "how many (default 1)", "1-100", set_count, NULL},
+    {"name", 0, "NAME", "a name", "a name without '!'", set_name, NULL},
+    {"flag", 'f', NULL, "a flag", "--flag without a value", set_flag, NULL},
+    {"add", 0, "X", "adds up", "anything", set_add, NULL},
 };
 
 static int
@@ -214,21 +215,21 @@ ut_fini(bool failed, void *arg)
 }
 
 static struct cr_app app = {
-	.name = "ut-app",
-	.summary = "a test app",
-	.opts = opts,
-	.n_opts = sizeof(opts) / sizeof(opts[0]),
-	.configure = ut_configure,
-	.lcore_init = ut_lcore_init,
-	.lcore_start = ut_lcore_start,
-	.start = ut_start,
-	.shutdown = ut_shutdown,
-	.lcore_stop = ut_lcore_stop,
-	.stop = ut_stop,
-	.reload = ut_reload,
-	.reopen_logs = ut_reopen,
-	.fini = ut_fini,
-	.arg = &st,
+    .name = "ut-app",
+    .summary = "a test app",
+    .opts = opts,
+    .n_opts = sizeof(opts) / sizeof(opts[0]),
+    .configure = ut_configure,
+    .lcore_init = ut_lcore_init,
+    .lcore_start = ut_lcore_start,
+    .start = ut_start,
+    .shutdown = ut_shutdown,
+    .lcore_stop = ut_lcore_stop,
+    .stop = ut_stop,
+    .reload = ut_reload,
+    .reopen_logs = ut_reopen,
+    .fini = ut_fini,
+    .arg = &st,
 };
 
 static const char *
@@ -288,7 +289,8 @@ expect_usage(int status, const char *want)
 	CU_ASSERT_EQUAL(status, 2);
 	CU_ASSERT_EQUAL(ut_count_lines(err_text), 1);
 	if (strstr(err_text, want) == NULL) {
-		fprintf(stderr, "\n  stderr: got \"%s\", want a line with \"%s\"\n", err_text, want);
+		fprintf(stderr, "\n  stderr: got \"%s\", want a line with \"%s\"\n", err_text,
+			want);
 		CU_FAIL("wrong error line");
 	}
 }
@@ -372,21 +374,24 @@ test_config(void)
 	CU_ASSERT_EQUAL(RUN("--count", "9", "--config", path), 0);
 	CU_ASSERT_EQUAL(st.count, 9);
 	reset();
-	CU_ASSERT_EQUAL(RUN("--config=" "/dev/null", "--count", "4"), 0);
+	CU_ASSERT_EQUAL(RUN("--config="
+			    "/dev/null",
+			    "--count", "4"),
+			0);
 	CU_ASSERT_EQUAL(st.count, 4);
 
 	/* Every bad line is a usage error naming FILE:LINE. */
 	static const struct {
 		const char *text, *want;
 	} bads[] = {
-		{"count 5\nbogus 1\n", ":2: bogus: unknown key"},
-		{"count 500\n", ":1: count 500: invalid value; accepted: 1-100"},
-		{"\n\ncount\n", ":3: count: missing N"},
-		{"flag yes\n", ":1: flag yes: takes no value"},
-		{"name a!b\n", ":1: name a!b: invalid value"},
-		{"io-driver foo\n", ":1: io-driver foo: unknown driver"},
-		{"help\n", ":1: help: not a setting"},
-		{"config other.conf\n", ":1: config: not a setting in a config file"},
+	    {"count 5\nbogus 1\n", ":2: bogus: unknown key"},
+	    {"count 500\n", ":1: count 500: invalid value; accepted: 1-100"},
+	    {"\n\ncount\n", ":3: count: missing N"},
+	    {"flag yes\n", ":1: flag yes: takes no value"},
+	    {"name a!b\n", ":1: name a!b: invalid value"},
+	    {"io-driver foo\n", ":1: io-driver foo: unknown driver"},
+	    {"help\n", ":1: help: not a setting"},
+	    {"config other.conf\n", ":1: config: not a setting in a config file"},
 	};
 	snprintf(bad, sizeof(bad), "%s/bad.conf", tmpdir);
 	for (size_t i = 0; i < sizeof(bads) / sizeof(bads[0]); i++) {
@@ -430,7 +435,7 @@ set_reload_count(const char *v, void *ctx)
 }
 
 static const struct cr_opt reload_opts[] = {
-	{"count", 0, "N", "", "1-100", set_reload_count, NULL},
+    {"count", 0, "N", "", "1-100", set_reload_count, NULL},
 };
 
 static char reload_path[256];
@@ -590,12 +595,12 @@ test_signals(void)
 }
 
 static const struct ut_case cases[] = {
-	{"--help and --version", test_help},
-	{"options", test_options},
-	{"--config files", test_config},
-	{"--config reload", test_config_reload},
-	{"exit status and the order of callbacks", test_exit_status},
-	{"signals: HUP, USR1, TERM, then a forced stop", test_signals},
+    {"--help and --version", test_help},
+    {"options", test_options},
+    {"--config files", test_config},
+    {"--config reload", test_config_reload},
+    {"exit status and the order of callbacks", test_exit_status},
+    {"signals: HUP, USR1, TERM, then a forced stop", test_signals},
 };
 
 static int
