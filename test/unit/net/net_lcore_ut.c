@@ -6,7 +6,7 @@
  */
 #include <stddef.h>
 
-#include "net_ut.h"
+#include "ut_net.h"
 
 static void
 test_configure(void)
@@ -224,4 +224,4 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_drain_keeps_udp_handles),
 };
 
-UT_MAIN("net_lcore", cases, ut_net_setup, NULL)
+UT_MAIN("net_lcore", cases, ut_rt_setup, NULL)

@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
 
 static char tmpdir[64];
 static char path[sizeof(((struct sockaddr_un *)0)->sun_path)];

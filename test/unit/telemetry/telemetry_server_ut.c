@@ -14,7 +14,9 @@
 #include <sys/wait.h>
 
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
 
 static char tmpdir[64];
 static char reply[CR_TELEMETRY_MAX_REPLY + 1];
