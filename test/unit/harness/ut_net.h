@@ -39,8 +39,8 @@ ut_retire_hook(unsigned lcore, void *arg)
 }
 
 static const struct cr_reactor_hooks ut_hooks = {
-	.on_retire = ut_retire_hook,
-	.on_shutdown = ut_drain_hook,
+    .on_retire = ut_retire_hook,
+    .on_shutdown = ut_drain_hook,
 };
 
 /*

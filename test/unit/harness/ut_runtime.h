@@ -133,8 +133,8 @@ ut_watchdog_main(void *arg)
 static inline bool
 ut_rt_run(const struct cr_reactor_hooks *hooks, cr_msg_fn start, void *arg, unsigned ms)
 {
-	struct ut_watchdog w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false,
-				false, ms};
+	struct ut_watchdog w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false,
+				ms};
 	pthread_t t;
 
 	if (cr_reactor_init(&ut_cfg, &ut_table, hooks) != 0) {

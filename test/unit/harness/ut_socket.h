@@ -49,7 +49,8 @@ ut_listen(uint16_t *port, int backlog)
 static inline struct sockaddr_in
 ut_addr(uint16_t port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(port),
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 
 	return a;
