@@ -26,6 +26,8 @@ import tempfile
 import threading
 import time
 
+import apptest
+
 TEST_TIMEOUT = 50  # seconds; meson's own timeout is above this
 SKIP = 77
 
@@ -770,6 +772,8 @@ def main():
     ap.add_argument("test", choices=sorted(TESTS))
     ap.add_argument("--driver", default="uring", choices=["uring", "epoll"])
     a = ap.parse_args()
+    if a.test != "cli" and apptest.skip_if_refused(a.exe, a.driver, log):
+        return SKIP
     signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure("timed out")))
     signal.alarm(TEST_TIMEOUT)
     try:

@@ -23,6 +23,7 @@
 #include "cr_io.h"
 #include "cr_reactor.h"
 #include "ut_cunit.h"
+#include "ut_driver.h"
 
 #define UT_MS (1000ull * 1000)
 /* How long a scenario may take before the watchdog forces the stop (and fails it). */
@@ -63,15 +64,14 @@ ut_ms(void)
 static inline bool
 ut_uring(void)
 {
-	const char *d = getenv("CR_UT_DRIVER");
-
-	return d == NULL || strcmp(d, "epoll") != 0;
+	return ut_driver_uring();
 }
 
 /*
  * ut_cfg and ut_table: every lcore of this machine, the driver of $CR_UT_DRIVER, a 5 s
  * graceful shutdown. A send to a closed peer must be -EPIPE, never a signal: SIGPIPE is
- * left at its default, so one would end the test. @return 0, or 1 (a suite init fails).
+ * left at its default, so one would end the test. A driver the kernel refuses skips the
+ * test (exit 77). @return 0, or 1 (a suite init fails).
  */
 static inline int
 ut_rt_setup(void)
@@ -79,8 +79,9 @@ ut_rt_setup(void)
 	char err[256];
 
 	signal(SIGPIPE, SIG_DFL);
+	ut_require_driver();
 	cr_eal_config_defaults(&ut_cfg);
-	ut_cfg.io_driver = ut_uring() ? CR_IO_DRIVER_URING : CR_IO_DRIVER_EPOLL;
+	ut_cfg.io_driver = ut_driver();
 	ut_cfg.shutdown_timeout = 5;
 	if (cr_eal_lcore_table(&ut_cfg, &ut_table, err, sizeof(err)) != 0) {
 		fprintf(stderr, "lcore table: %s\n", err);
