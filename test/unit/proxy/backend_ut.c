@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../backend.c"
-#include "../config.c"
+#include "backend.c"
+#include "config.c"
 #include "ut_cunit.h"
 
 static struct px_chooser ch;
