@@ -672,6 +672,14 @@ def udp_sockets(port):
     return n
 
 
+def wait_udp_sockets(port, want, limit=10.0):
+    """UDP sockets on @p port, once there are @p want of them or @p limit seconds passed."""
+    deadline = time.monotonic() + limit
+    while udp_sockets(port) != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return udp_sockets(port)
+
+
 def t_config(exe, driver):
     """--config FILE: every long option is a key, the command line overrides the file,
     and a bad line is one error naming FILE:LINE (exit 2)."""
@@ -723,15 +731,17 @@ def t_restart(exe, driver):
     try:
         tpath = os.path.join(rt, "coreact", "cr-echo.%d.sock" % srv.pid)
         port = srv.addr[1]
-        check(udp_sockets(port) == 2, "%d UDP sockets at start, want 2" % udp_sockets(port))
+        n = wait_udp_sockets(port, 2)
+        check(n == 2, "%d UDP sockets at start, want 2" % n)
         telemetry(tpath, "/lcore/retire,1")
         wait_state(tpath, 1, "OFFLINE")
-        check(udp_sockets(port) == 1, "%d UDP sockets with lcore 1 offline, want 1"
-              % udp_sockets(port))
+        n = wait_udp_sockets(port, 1)
+        check(n == 1, "%d UDP sockets with lcore 1 offline, want 1" % n)
         telemetry(tpath, "/lcore/start,1")
         wait_state(tpath, 1, "RUNNING")
-        check(udp_sockets(port) == 2, "%d UDP sockets after lcore 1 started again, want 2"
-              % udp_sockets(port))
+        # Its first turn binds it (lcore_start): bounded wait, not a sleep.
+        n = wait_udp_sockets(port, 2)
+        check(n == 2, "%d UDP sockets after lcore 1 started again, want 2" % n)
         srv.proc.send_signal(signal.SIGUSR1)
         time.sleep(0.2)
         check(srv.proc.poll() is None, "SIGUSR1 ended cr-echo")
