@@ -18,9 +18,9 @@
 #include "ut_capture.h"
 #include "ut_cunit.h"
 #include "ut_driver.h"
+#include "ut_tmpdir.h"
 
 static char out_text[UT_CAPTURE_MAX], err_text[UT_CAPTURE_MAX];
-static char tmpdir[] = "/tmp/cr-app-ut-XXXXXX";
 
 /* ---- a small app whose callbacks record what happened ---- */
 
@@ -355,7 +355,7 @@ test_config(void)
 {
 	char path[256], bad[256], where[300];
 
-	snprintf(path, sizeof(path), "%s/app.conf", tmpdir);
+	snprintf(path, sizeof(path), "%s/app.conf", ut_tmpdir);
 	write_file(path, "# a comment\n\ncount 5   # the rest of a line\n"
 			 "name  two  words\nflag\nadd a\nadd b\nshutdown-timeout 2.5\n");
 	reset();
@@ -394,7 +394,7 @@ test_config(void)
 	    {"help\n", ":1: help: not a setting"},
 	    {"config other.conf\n", ":1: config: not a setting in a config file"},
 	};
-	snprintf(bad, sizeof(bad), "%s/bad.conf", tmpdir);
+	snprintf(bad, sizeof(bad), "%s/bad.conf", ut_tmpdir);
 	for (size_t i = 0; i < sizeof(bads) / sizeof(bads[0]); i++) {
 		write_file(bad, bads[i].text);
 		snprintf(where, sizeof(where), "ut-app: %s%s", bad, bads[i].want);
@@ -414,10 +414,10 @@ test_config(void)
 		expect_usage(RUN("--config", bad), ":1: line longer than 1022 bytes");
 	}
 	reset();
-	snprintf(bad, sizeof(bad), "%s/missing.conf", tmpdir);
+	snprintf(bad, sizeof(bad), "%s/missing.conf", ut_tmpdir);
 	expect_usage(RUN("--config", bad), "missing.conf: No such file or directory");
 	reset();
-	expect_usage(RUN("--config", tmpdir), ": Is a directory");
+	expect_usage(RUN("--config", ut_tmpdir), ": Is a directory");
 }
 
 /* Reloads apply only the keys given; other options are skipped, unknown keys refused. */
@@ -466,7 +466,7 @@ test_config_reload(void)
 {
 	char want[1200];
 
-	snprintf(reload_path, sizeof(reload_path), "%s/reload.conf", tmpdir);
+	snprintf(reload_path, sizeof(reload_path), "%s/reload.conf", ut_tmpdir);
 	write_file(reload_path, "count 5\nname n\n");
 	reset();
 	st.in_start = reload_in_start;
@@ -608,16 +608,13 @@ static int
 suite_init(void)
 {
 	ut_require_driver(); /* $CR_UT_DRIVER refused by this kernel: skip (exit 77) */
-	return mkdtemp(tmpdir) != NULL ? 0 : 1;
+	return ut_tmpdir_make("cr-app-ut");
 }
 
 static int
 suite_fini(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	return system(cmd) == 0 ? 0 : 1;
+	return ut_tmpdir_remove();
 }
 
 UT_MAIN("app_run", cases, suite_init, suite_fini)

@@ -155,6 +155,23 @@ ut_start_io(unsigned n)
 	return ut_start_ops(n, &ops);
 }
 
+int
+ut_io_suite_init(void)
+{
+	if (ut_start_io(1) != 0)
+		return 1;
+	ut_set_current(0);
+	return 0;
+}
+
+int
+ut_io_suite_fini(void)
+{
+	ut_set_current(CR_LCORE_NONE);
+	ut_stop();
+	return 0;
+}
+
 struct ut_io *
 ut_io(unsigned lcore)
 {

@@ -43,6 +43,9 @@ struct ut_io {
 
 /* ut_start() with the fake I/O driver: lib/io (and lib/net when linked) run on it. */
 int ut_start_io(unsigned n);
+/* CUnit suite init / fini: one simulated lcore with the fake I/O driver, current. */
+int ut_io_suite_init(void);
+int ut_io_suite_fini(void);
 
 /* The oldest waiting op of @p kind (enum cr_op_kind) on @p fd of lcore @p lcore, or NULL. */
 struct cr_op *ut_io_op(unsigned lcore, int kind, int fd);

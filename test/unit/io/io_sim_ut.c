@@ -51,23 +51,6 @@ on_release(void *arg)
 	releases++;
 }
 
-static int
-setup(void)
-{
-	if (ut_start_io(1) != 0)
-		return 1;
-	ut_set_current(0);
-	return 0;
-}
-
-static int
-teardown(void)
-{
-	ut_set_current(CR_LCORE_NONE);
-	ut_stop();
-	return 0;
-}
-
 static void
 test_recv_multishot(void)
 {
@@ -215,4 +198,4 @@ static const struct ut_case cases[] = {
     {"a handle past its slot's reuse", test_stale_handle},
 };
 
-UT_MAIN("io_sim", cases, setup, teardown)
+UT_MAIN("io_sim", cases, ut_io_suite_init, ut_io_suite_fini)

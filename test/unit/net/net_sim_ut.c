@@ -48,23 +48,6 @@ on_close(struct cr_conn *c, int err)
 static const struct cr_conn_ops ops = {
     .on_open = on_open, .on_data = on_data, .on_close = on_close};
 
-static int
-setup(void)
-{
-	if (ut_start_io(1) != 0)
-		return 1;
-	ut_set_current(0);
-	return 0;
-}
-
-static int
-teardown(void)
-{
-	ut_set_current(CR_LCORE_NONE);
-	ut_stop();
-	return 0;
-}
-
 /* The send op waiting on @p fd: what it sends. */
 static struct cr_op *
 send_op(int fd, const char *want, size_t len)
@@ -132,4 +115,4 @@ static const struct ut_case cases[] = {
     {"connect, a short send resumed in order, data, reset", test_connection},
 };
 
-UT_MAIN("net_sim", cases, setup, teardown)
+UT_MAIN("net_sim", cases, ut_io_suite_init, ut_io_suite_fini)
