@@ -224,15 +224,6 @@ udp_bind_done(void *arg)
 
 /* ---- start and stop ---- */
 
-/* A stop or a retirement starts: stop taking connections, finish the ones we have. */
-static void
-drain_hook(unsigned lcore, void *arg)
-{
-	(void)lcore;
-	(void)arg;
-	cr_net_drain();
-}
-
 static void
 print_ready(void)
 {
@@ -408,8 +399,8 @@ main(int argc, char **argv)
 		.configure = configure,
 		.lcore_start = lcore_start,
 		.start = start,
-		.retire = drain_hook,
-		.shutdown = drain_hook,
+		/* No retire or shutdown hook: lib/net stops taking connections on a closing
+		 * lcore and ends each one once every byte it had received is echoed. */
 		.fini = print_totals,
 	};
 

@@ -13,7 +13,6 @@
 
 #include "cr_app.h"
 #include "cr_io.h"
-#include "cr_lease.h"
 #include "cr_net.h"
 #include "cr_reactor.h"
 #include "http_parse.h"
@@ -60,7 +59,6 @@ struct http_conn {
 	bool failed;  /* a send failed: destroy once back in the callback */
 	bool read_stopped;
 	bool peer_eof;	 /* the peer shut its side: ours shuts once the answers are out */
-	bool drain_wait; /* counted in http_lcore.pending at shutdown */
 	bool pend_keep;	 /* the answer due once the body is read */
 	uint8_t pend_kind;
 	uint16_t pend_status;
@@ -106,9 +104,7 @@ struct http_lcore {
 	char json[256];
 	uint32_t json_len;
 	struct cr_timer date_timer;
-	struct cr_lease lease; /* held while running: shutdown waits for in-flight requests */
-	bool shutting;
-	uint32_t pending; /* connections with a request in flight at shutdown */
+	bool shutting; /* closing (retire, shutdown): every answer says Connection: close */
 	uint64_t cnt[CNT_COUNT];
 };
 
@@ -130,7 +126,7 @@ extern struct http_cfg http_cfg;
 /* http_lcore.c: the per-lcore state, an lcore-local. */
 extern int http_local;
 int http_lcore_register(void);
-/* lcore_init / lcore_stop: the lease held while the lcore serves, the Date timer. */
+/* lcore_init / lcore_stop: the Date timer. */
 int http_lcore_start(unsigned lcore, void *arg);
 void http_lcore_stop(unsigned lcore, void *arg);
 
@@ -190,9 +186,10 @@ extern const struct cr_conn_ops http_conn_ops;
 void http_conn_init(void);
 
 /* http_shutdown.c */
-/* A connection waited for at a shutdown has its answer (or is gone). */
-void http_pending_done(struct http_lcore *hl, struct http_conn *h);
-/* retire / shutdown: stop accepting, close idle connections, finish the others. */
+/* cr_conn_ops.at_boundary: lib/net may close the connection now (no request half-read or
+ * being answered). */
+bool http_at_boundary(struct cr_conn *c);
+/* retire / shutdown: every answer from now on says Connection: close. */
 void http_drain_hook(unsigned lcore, void *arg);
 /* The first SIGINT/SIGTERM, on the main lcore: close @p *listener, then stop. */
 void http_stop(struct cr_listener **listener);

@@ -38,13 +38,7 @@ conn_settle(struct http_lcore *hl, struct http_conn *h)
 		return;
 	}
 	if (h->closing && h->file == NULL) {
-		http_pending_done(hl, h);
 		cr_timer_stop(&h->hdr_timer);
-		cr_conn_close(h->c);
-	} else if (h->drain_wait && !http_in_flight(h)) {
-		/* Shutting down: its request is answered; no more. */
-		h->closing = true;
-		http_pending_done(hl, h);
 		cr_conn_close(h->c);
 	}
 }
@@ -77,11 +71,8 @@ on_open(struct cr_conn *c)
 	h->c = c;
 	h->open = true;
 	cr_timer_init(&h->hdr_timer, hdr_timeout, h);
-	if (hl->shutting) {
-		h->closing = true;
-		cr_conn_close(c);
-		return;
-	}
+	/* Also while shutting: it was queued before the stop, and its request is answered
+	 * (with Connection: close). */
 	http_header_timer_arm(h);
 }
 
@@ -180,7 +171,6 @@ conn_release(struct http_lcore *hl, struct http_conn *h)
 	if (h->file != NULL)
 		http_static_abort(hl, h);
 	http_stage_put(hl, h);
-	http_pending_done(hl, h);
 	h->open = false;
 	h->c = NULL;
 }
@@ -200,6 +190,7 @@ const struct cr_conn_ops http_conn_ops = {
     .on_eof = on_eof,
     .on_drain = on_drain,
     .on_close = on_close,
+    .at_boundary = http_at_boundary,
 };
 
 void

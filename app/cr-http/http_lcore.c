@@ -2,7 +2,7 @@
 /*
  * An lcore's state (struct http_lcore, an lcore-local): its connection array, staging
  * buffers, file slots and output buffer, made for every incarnation on the lcore's NUMA
- * node; the lease it holds while it serves and its Date timer.
+ * node; and its Date timer.
  */
 #include <errno.h>
 
@@ -81,23 +81,16 @@ http_lcore_register(void)
 int
 http_lcore_start(unsigned lcore, void *arg)
 {
-	struct http_lcore *hl = http_lcore_cur();
-
 	(void)lcore;
 	(void)arg;
-	/* Held while the lcore serves, so a shutdown waits for requests in flight. */
-	(void)cr_lease_acquire(&hl->lease);
-	http_date_start(hl);
+	http_date_start(http_lcore_cur());
 	return 0;
 }
 
 void
 http_lcore_stop(unsigned lcore, void *arg)
 {
-	struct http_lcore *hl = http_lcore_cur();
-
 	(void)lcore;
 	(void)arg;
-	http_date_stop(hl);
-	cr_lease_release(&hl->lease);
+	http_date_stop(http_lcore_cur());
 }

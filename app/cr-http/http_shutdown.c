@@ -1,56 +1,33 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Stopping: at a shutdown or a retirement, stop accepting, close the idle connections and
- * let each request in flight finish (its answer says Connection: close); the lcore's
- * lease is held until the last one has. At the first SIGINT/SIGTERM the listener closes
- * first, while every lcore still runs.
+ * Stopping. At a shutdown or a retirement lib/net takes no more connections on the lcore
+ * and closes ours at their boundaries (http_at_boundary): no head or body half-read, no
+ * file going out; every answer from then on says Connection: close. At the first
+ * SIGINT/SIGTERM the listener closes first, while every lcore still runs.
  */
 #include "http.h"
 
-void
-http_pending_done(struct http_lcore *hl, struct http_conn *h)
+/*
+ * On a retiring or shutting-down lcore, lib/net closes a connection at a boundary: no head
+ * or body half-read, no file going out (its answers are queued by then, and go out
+ * first). Until then it keeps reading; every answer from then on says Connection: close.
+ */
+bool
+http_at_boundary(struct cr_conn *c)
 {
-	if (!h->drain_wait)
-		return;
-	h->drain_wait = false;
-	if (--hl->pending == 0)
-		cr_lease_release(&hl->lease);
+	const struct http_conn *h = &http_lcore_cur()->conns[cr_conn_index(c)];
+
+	return !h->open || !http_in_flight(h);
 }
 
-/*
- * Stop taking connections; close the idle ones now and the busy ones once their request
- * is answered (that answer says Connection: close). Then let lib/net drain the rest.
- */
+/* A retire or a shutdown: lib/net takes no more connections here and closes ours at
+ * their boundaries (http_at_boundary); every answer from now on says Connection: close. */
 void
 http_drain_hook(unsigned lcore, void *arg)
 {
-	struct http_lcore *hl = http_lcore_cur();
-	uint32_t i;
-
 	(void)lcore;
 	(void)arg;
-	if (hl->shutting)
-		return;
-	hl->shutting = true;
-	/* New connections go to the other lcores from now on, queued ones are handed to
-	 * them; ours finish below. */
-	cr_net_stop_accepting();
-	for (i = 0; i < http_cfg.max_conns; i++) {
-		struct http_conn *h = &hl->conns[i];
-
-		if (!h->open || h->closing)
-			continue;
-		if (http_in_flight(h)) {
-			h->drain_wait = true;
-			hl->pending++;
-		} else {
-			h->closing = true;
-			cr_timer_stop(&h->hdr_timer);
-			cr_conn_close(h->c);
-		}
-	}
-	if (hl->pending == 0)
-		cr_lease_release(&hl->lease);
+	http_lcore_cur()->shutting = true;
 }
 
 static void
@@ -81,7 +58,7 @@ http_stop(struct cr_listener **listener)
 		cr_reactor_stop();
 		return;
 	}
-	cr_listener_close(*listener);
+	cr_listener_close(*listener, NULL, NULL);
 	*listener = NULL;
 	if (cr_for_each_lcore(&stop_call, visit_nothing, NULL, stop_now, NULL) != 0)
 		cr_reactor_stop();

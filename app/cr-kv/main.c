@@ -44,14 +44,6 @@ lcore_stop(unsigned lcore, void *arg)
 }
 
 static void
-drain_hook(unsigned lcore, void *arg)
-{
-	(void)lcore;
-	(void)arg;
-	cr_net_drain();
-}
-
-static void
 retire_hook(unsigned lcore, void *arg)
 {
 	(void)arg;
@@ -61,7 +53,6 @@ retire_hook(unsigned lcore, void *arg)
 		"cr-kv: lcore %u retires: the keys of its shard are unavailable until it "
 		"starts again\n",
 		lcore);
-	cr_net_drain();
 }
 
 static int
@@ -292,7 +283,6 @@ main(int argc, char **argv)
 	    .lcore_init = lcore_init,
 	    .start = start,
 	    .retire = retire_hook,
-	    .shutdown = drain_hook,
 	    .lcore_stop = lcore_stop,
 	    .fini = shards_destroy,
 	};

@@ -50,7 +50,7 @@ cr__shard_backoff(struct net_shard *sh)
 {
 	if (sh->backoff_ns == NET_BACKOFF_MIN_NS)
 		CR_LOG(L, NOTICE, "lcore %u: accepting paused for %llu ms (out of descriptors?)",
-		       sh->lcore, (unsigned long long)(sh->backoff_ns / 1000000));
+		       sh->owner, (unsigned long long)(sh->backoff_ns / 1000000));
 	sh->backing_off = true;
 	cr_timer_start(&sh->timer, sh->backoff_ns);
 	sh->backoff_ns *= 2;
@@ -63,16 +63,17 @@ void
 cr__shard_timer_fired(struct cr_timer *t, void *arg)
 {
 	struct net_shard *sh = arg;
-	struct net_lcore *nl = &cr__net_lcores[sh->lcore];
+	struct net_lcore *nl = &cr__net_lcores[sh->owner];
 	struct cr_listener *l = sh->l;
 
 	(void)t;
 	sh->backing_off = false;
 	if (sh->rejoined) {
 		sh->rejoined = false;
-		/* acquire: pairs with the release in close_chain(); see net_rejoin(). */
+		/* acquire: pairs with the release in close_chain(); see net_rejoin(). Closed
+		 * before we accepted: what the kernel queued to us is served, then we close. */
 		if (atomic_load_explicit(&l->phase, memory_order_acquire) != LP_OPEN) {
-			cr__shard_close(nl, sh);
+			cr__shard_drain(nl, sh, true);
 			return;
 		}
 	}
@@ -90,18 +91,12 @@ cr__shard_timer_fired(struct cr_timer *t, void *arg)
 	cr__shard_sync(sh);
 }
 
-static bool
-accept_error_is_resource(int res)
-{
-	return res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM;
-}
-
 static void
 accept_done(void *ctx, const struct cr_io_cqe *cqe)
 {
 	struct net_shard *sh = ctx;
 	struct cr_listener *l = sh->l;
-	struct net_lcore *nl = &cr__net_lcores[sh->lcore];
+	struct net_lcore *nl = &cr__net_lcores[sh->owner];
 	bool final = !(cqe->flags & CR_IO_F_MORE);
 
 	if (final) {
@@ -126,11 +121,11 @@ accept_done(void *ctx, const struct cr_io_cqe *cqe)
 				NET_STAT_ADD(nl, refused, 1);
 			}
 		}
-	} else if (final && accept_error_is_resource(cqe->res)) {
+	} else if (final && cr__accept_error_is_resource(-cqe->res)) {
 		NET_STAT_ADD(nl, accept_backoffs, 1);
 		cr__shard_backoff(sh);
 	} else if (final && cqe->res != -ECANCELED) {
-		CR_LOG(L, WARNING, "lcore %u: accept on fd %d ended: %s", sh->lcore, sh->fd,
+		CR_LOG(L, WARNING, "lcore %u: accept on fd %d ended: %s", sh->owner, sh->fd,
 		       cr_strerror(cqe->res));
 		cr__shard_backoff(sh);
 	}
@@ -146,14 +141,21 @@ accept_done(void *ctx, const struct cr_io_cqe *cqe)
 void
 cr__shard_sync(struct net_shard *sh)
 {
-	struct net_lcore *nl = &cr__net_lcores[sh->lcore];
+	struct net_lcore *nl = &cr__net_lcores[sh->owner];
 	bool want;
 
 	if (sh->state != SH_RUN && sh->state != SH_DRAIN)
 		return;
 	if (sh->state == SH_DRAIN) {
-		/* Handing off: no slot of ours needed; lib/io ops may still start. */
-		if (!sh->backing_off && !sh->finishing && sh->n_pend == 0 && sh->op == 0) {
+		/* Handing off: no slot of ours needed (serving here: one is); lib/io ops may
+		 * still start on a closing lcore. */
+		bool room = !sh->quench || nl->free_conns != NULL;
+
+		if (!room && !sh->waiting_slot) {
+			sh->waiting_slot = true;
+			nl->accept_paused = true;
+		}
+		if (room && !sh->backing_off && !sh->finishing && sh->n_pend == 0 && sh->op == 0) {
 			sh->op = cr_io_accept(sh->fd, accept_done, sh);
 			if (sh->op == 0)
 				cr__shard_backoff(sh);
@@ -169,7 +171,7 @@ cr__shard_sync(struct net_shard *sh)
 	if (want && sh->op == 0 && cr__net_may_start(nl)) {
 		sh->op = cr_io_accept(sh->fd, accept_done, sh);
 		if (sh->op == 0) {
-			CR_LOG(L, WARNING, "lcore %u: cannot accept on fd %d: %s", sh->lcore,
+			CR_LOG(L, WARNING, "lcore %u: cannot accept on fd %d: %s", sh->owner,
 			       sh->fd, cr_strerror(errno));
 			cr__shard_backoff(sh);
 		}
@@ -184,7 +186,8 @@ cr__listen_slot_freed(struct net_lcore *nl)
 {
 	struct net_shard *sh;
 
-	if (!cr__net_may_start(nl))
+	/* Running, or closing with a socket that serves its own backlog. */
+	if (!nl->up || nl->stopping || (!cr__net_may_start(nl) && !nl->draining))
 		return;
 	nl->accept_paused = false;
 	/* Not now: this may run inside an app call (cr_conn_destroy), and adopting calls
@@ -210,10 +213,12 @@ static void
 shard_released(void *arg)
 {
 	struct net_shard *sh = arg;
+	struct cr_listener *l = sh->l;
 
 	close(sh->fd);
 	sh->fd = -1;
-	cr__listener_put(sh->l);
+	cr__listener_socket_closed(l);
+	cr__listener_put(l);
 }
 
 void
@@ -240,11 +245,11 @@ cr__shard_close(struct net_lcore *nl, struct net_shard *sh)
 }
 
 /*
- * A draining shard's timer: during the grace, retry what waits in the stash and keep the
- * accept armed; after it, cancel the accept and, once its last result is in (every
- * connection it took placed, none closed by an abandon), take what the socket still
- * holds, a batch per tick, stop listening and close. A listener closed meanwhile closes
- * the shard at once.
+ * A draining shard's timer: during the grace, place what waits and keep the accept armed;
+ * after it, cancel the accept and, once its last result is in (every connection it took
+ * placed, none closed by an abandon), take what the socket still holds, a batch per tick,
+ * stop listening and close. A retiring shard whose listener closes meanwhile serves the
+ * rest itself.
  */
 void
 cr__drain_tick(struct net_lcore *nl, struct net_shard *sh)
@@ -252,17 +257,14 @@ cr__drain_tick(struct net_lcore *nl, struct net_shard *sh)
 	struct cr_listener *l = sh->l;
 	uint64_t now = cr_now_ns();
 
-	if (!cr__listener_open(l)) {
-		cr__shard_close(nl, sh);
-		return;
-	}
+	if (!cr__listener_open(l) || nl->quench)
+		sh->quench = true;
 	if (now < sh->drain_until) {
 		bool waiting = !cr__pend_place(l, nl, sh);
 
 		cr__shard_sync(sh);
 		if (!sh->backing_off)
-			cr_timer_start(&sh->timer, waiting ? NET_DRAIN_RETRY_NS
-							   : sh->drain_until - now);
+			cr_timer_start(&sh->timer, waiting ? NET_DRAIN_RETRY_NS : sh->drain_until - now);
 		return;
 	}
 	if (sh->op != 0) {
@@ -274,36 +276,64 @@ cr__drain_tick(struct net_lcore *nl, struct net_shard *sh)
 		return; /* accept_done() ticks again at the final result */
 	}
 	sh->finishing = true;
-	if (cr__take_queued(l, nl, sh, sh->fd))
+	switch (cr__take_queued(l, nl, sh)) {
+	case TAKE_EMPTY:
 		cr__shard_close(nl, sh);
-	else
-		cr_timer_start(&sh->timer, NET_DRAIN_RETRY_NS);
+		break;
+	case TAKE_RESOURCE:
+		NET_STAT_ADD(nl, accept_backoffs, 1);
+		cr__shard_backoff(sh); /* its timer ticks again */
+		break;
+	case TAKE_MORE:
+		if (sh->quench && nl->free_conns == NULL) {
+			/* Serving here with every slot taken: the next freed slot ticks us. */
+			sh->waiting_slot = true;
+			nl->accept_paused = true;
+		} else {
+			cr_timer_start(&sh->timer, NET_DRAIN_RETRY_NS);
+		}
+		break;
+	}
 }
 
-/* Steer new connections to the other sockets and drain this one; or close it now. */
+/*
+ * Stop taking new connections on @p sh without resetting any it holds. Unless @p quench,
+ * while other sockets of the listener stay, new connections are steered to them; this
+ * one goes on accepting for the drain grace (handshakes begun before the steering),
+ * handing what it takes to their lcores, then takes what is left. Otherwise (a shutdown,
+ * the listener's close, no socket to steer to) the backlog limit drops to nothing, so
+ * nothing more queues (a handshake then waits, and is refused once the socket closes),
+ * and at once what is queued is taken and served here: whatever the kernel had accepted
+ * before the stop is queued, loopback or not, since a connect returns only then.
+ */
 void
-cr__shard_drain(struct net_lcore *nl, struct net_shard *sh, bool forced)
+cr__shard_drain(struct net_lcore *nl, struct net_shard *sh, bool quench)
 {
 	struct cr_listener *l = sh->l;
 
 	if (sh->state == SH_DRAIN) {
-		if (forced)
-			cr__shard_close(nl, sh);
+		if (quench)
+			sh->quench = true; /* a shutdown overtook the retire: no lcore stays */
 		return;
 	}
-	if (forced || l->opts.single_acceptor || !cr__group_steer_away(l, sh)) {
-		cr__shard_close(nl, sh);
+	if (sh->state != SH_RUN)
 		return;
+	if (quench || l->opts.single_acceptor || !cr__group_steer_away(l, sh)) {
+		sh->quench = true;
+		/* listen(2) again only lowers the limit: the queued stay queued. */
+		if (listen(sh->fd, 0) != 0)
+			CR_LOG(L, WARNING, "lcore %u: cannot stop fd %d queuing: %s", sh->owner,
+			       sh->fd, cr_strerror(-errno));
 	}
 	sh->state = SH_DRAIN;
-	sh->drain_until = cr_now_ns() + cr__net_drain_grace_ns;
+	sh->drain_until = cr_now_ns() + (sh->quench ? 0 : cr__net_drain_grace_ns);
 	sh->waiting_slot = false;
 	cr_timer_stop(&sh->timer);
 	sh->backing_off = false;
-	/* What the stash holds is ours already: handed off at the first tick. */
+	/* What the stash holds is ours already: placed at the first tick. */
 	while (sh->n_stash > 0)
 		if (!cr__pend_push(sh, sh->stash[--sh->n_stash]))
 			cr__listen_refuse(nl, sh->stash[sh->n_stash]);
 	cr__shard_sync(sh);
-	cr_timer_start(&sh->timer, sh->n_pend > 0 ? 0 : cr__net_drain_grace_ns);
+	cr_timer_start(&sh->timer, sh->n_pend > 0 || sh->quench ? 0 : cr__net_drain_grace_ns);
 }

@@ -24,6 +24,15 @@ cr__listen_refuse(struct net_lcore *nl, int fd)
 		NET_STAT_ADD(nl, refused, 1);
 }
 
+static int place(struct cr_listener *l, struct net_lcore *nl, int fd, bool keep,
+		 bool local);
+
+/*
+ * A connection handed to us. If we began closing since we were picked, it goes on to an
+ * lcore that stays, else it is served here (ending at its first boundary): a connection
+ * that was accepted is never reset because lcores retire or the listener closes, only
+ * refused when no slot is free for it.
+ */
 static void
 handoff_msg(void *arg)
 {
@@ -32,16 +41,10 @@ handoff_msg(void *arg)
 	int fd = (int)(uint32_t)v;
 	struct net_lcore *nl = cr__net_cur();
 
-	if (nl == NULL || !cr__listener_open(l)) {
-		cr__listen_refuse(nl, fd); /* the listener closed meanwhile: as its backlog would be */
-	} else if (nl->draining && !l->opts.single_acceptor) {
-		/* Began retiring since it was picked: on to a socket still staying. */
-		if (cr__place_conn(l, nl, fd) == -EAGAIN)
-			cr__listen_refuse(nl, fd);
-	} else if (nl->draining ||
-		   cr__conn_adopt(nl, fd, &l->opts.conn, l->ops, l->arg) == NULL) {
-		cr__listen_refuse(nl, fd);
-	}
+	if (nl == NULL)
+		cr__listen_refuse(NULL, fd); /* lib/net never ran here */
+	else
+		(void)place(l, nl, fd, false, !nl->draining);
 	cr__listener_put(l);
 }
 
@@ -58,23 +61,28 @@ send_handoff(struct cr_listener *l, unsigned target, int fd)
 }
 
 /*
- * A connection a draining socket took: to a RUNNING lcore whose socket stays (an lcore
- * still starting has joined the array before its mailbox opens), trying each in turn;
- * adopted here if this lcore is not draining. Returns 0 placed, -EAGAIN every one
- * refused for now (mailboxes full: @p fd is still the caller's), or -ESHUTDOWN refused
- * for good (@p fd closed and counted).
+ * To a RUNNING lcore other than us that serves the listener: one whose socket stays
+ * (an lcore still starting has joined the array before its mailbox opens), or with
+ * single_acceptor any RUNNING lcore, round robin from after us. 0 sent; -EAGAIN every
+ * one refused for now (mailboxes full); -ENOENT there is none.
  */
-int
-cr__place_conn(struct cr_listener *l, struct net_lcore *nl, int fd)
+static int
+send_to_staying(struct cr_listener *l, struct net_lcore *nl, int fd)
 {
-	unsigned ids[CR_MAX_LCORES], n, i;
+	unsigned ids[CR_MAX_LCORES], n = 0, i;
 	bool again = false;
 
-	if (!cr__listener_open(l)) {
-		cr__listen_refuse(nl, fd);
-		return -ESHUTDOWN;
+	if (l->opts.single_acceptor) {
+		unsigned id = nl->lcore;
+
+		while ((id = cr_lcore_next(id)) != CR_LCORE_NONE)
+			ids[n++] = id;
+		for (id = cr_lcore_next(CR_LCORE_NONE); id != CR_LCORE_NONE && id < nl->lcore;
+		     id = cr_lcore_next(id))
+			ids[n++] = id;
+	} else {
+		n = cr__group_staying(l, ids);
 	}
-	n = cr__group_staying(l, ids);
 	for (i = 0; i < n; i++) {
 		int rc;
 
@@ -87,12 +95,45 @@ cr__place_conn(struct cr_listener *l, struct net_lcore *nl, int fd)
 		}
 		again |= rc == -EAGAIN;
 	}
-	if (!nl->draining && cr__conn_adopt(nl, fd, &l->opts.conn, l->ops, l->arg) != NULL)
+	return again ? -EAGAIN : -ENOENT;
+}
+
+/*
+ * Place accepted socket @p fd: served here at once if @p local, else handed to an lcore
+ * that stays, else served here (on a closing lcore: to its first boundary). @p keep: the
+ * caller can keep @p fd for a later try (a draining shard's pending list), so a full set
+ * of mailboxes or a full slab waits instead of refusing. Returns 0 placed, -EAGAIN kept
+ * by the caller, or -ENOSPC refused (closed and counted).
+ */
+static int
+place(struct cr_listener *l, struct net_lcore *nl, int fd, bool keep, bool local)
+{
+	if (!local && !nl->quench && cr__listener_open(l)) {
+		int rc = send_to_staying(l, nl, fd);
+
+		if (rc == 0)
+			return 0;
+		if (rc == -EAGAIN && keep)
+			return -EAGAIN;
+	}
+	if (cr__conn_adopt(nl, fd, &l->opts.conn, l->ops, l->arg) != NULL)
 		return 0;
-	if (again)
-		return -EAGAIN;
+	if (keep)
+		return -EAGAIN; /* no slot yet: one frees as a connection here ends */
 	cr__listen_refuse(nl, fd);
-	return -ESHUTDOWN;
+	return -ENOSPC;
+}
+
+/*
+ * A connection shard @p sh took. A retiring shard hands it on; one with no socket to
+ * steer to (sh->quench), or on an lcore that is not closing (home taking the backlog of
+ * a socket whose lcore stopped before it ever accepted, spread over the others first),
+ * serves it here if nobody else does.
+ */
+int
+cr__place_conn(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh, int fd)
+{
+	return place(l, nl, fd, true, sh->quench);
 }
 
 /*
@@ -122,7 +163,7 @@ cr__pend_place(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh
 {
 	unsigned i = 0;
 
-	while (i < sh->n_pend && cr__place_conn(l, nl, sh->pend[i]) != -EAGAIN)
+	while (i < sh->n_pend && cr__place_conn(l, nl, sh, sh->pend[i]) != -EAGAIN)
 		i++;
 	if (i == 0)
 		return sh->n_pend == 0;
@@ -131,7 +172,7 @@ cr__pend_place(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh
 	return sh->n_pend == 0;
 }
 
-/* Close what still waits (the listener closed, or the shutdown is forced). */
+/* Close what still waits (the lcore stops: a forced shutdown). */
 void
 cr__pend_drop(struct net_lcore *nl, struct net_shard *sh)
 {
@@ -146,7 +187,7 @@ cr__pend_drop(struct net_lcore *nl, struct net_shard *sh)
 void
 cr__drain_take(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh, int fd)
 {
-	if (sh->n_pend == 0 && cr__place_conn(l, nl, fd) != -EAGAIN)
+	if (sh->n_pend == 0 && cr__place_conn(l, nl, sh, fd) != -EAGAIN)
 		return;
 	if (!cr__pend_push(sh, fd)) {
 		cr__listen_refuse(nl, fd);
@@ -157,27 +198,42 @@ cr__drain_take(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh
 }
 
 /*
- * Take what @p lfd holds queued, a batch at a time while mailboxes take them. Returns
- * true when the socket is empty and nothing waits in the stash.
+ * Take what the shard's socket still holds queued, a batch at a time, placing each in
+ * turn. Only EAGAIN means the queue is empty: an error that ends only the connection it
+ * names (ECONNABORTED, EPROTO, ...) is passed over, and one of resources (EMFILE, ENFILE,
+ * ENOBUFS, ENOMEM) is retried after a back-off, because closing the socket then would
+ * reset everything still queued.
  */
-bool
-cr__take_queued(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh, int lfd)
+enum take_result
+cr__take_queued(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh)
 {
-	int fd, n = 0;
+	int fd, n;
 
 	if (!cr__pend_place(l, nl, sh))
-		return false;
-	while (n++ < NET_DRAIN_BATCH) {
-		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return errno != EINTR || cr__take_queued(l, nl, sh, lfd);
-		if (cr__place_conn(l, nl, fd) == -EAGAIN) {
+		return TAKE_MORE;
+	for (n = 0; n < NET_DRAIN_BATCH; n++) {
+		fd = accept4(sh->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			int err = errno;
+
+			if (err == EAGAIN || err == EWOULDBLOCK)
+				return TAKE_EMPTY;
+			if (err == EINTR || cr__accept_error_is_transient(err))
+				continue;
+			if (cr__accept_error_is_resource(err))
+				return TAKE_RESOURCE;
+			/* EBADF, EINVAL: not listening any more; nothing can be taken. */
+			CR_LOG(L, WARNING, "lcore %u: accept on a draining socket: %s", sh->owner,
+			       cr_strerror(-err));
+			return TAKE_EMPTY;
+		}
+		if (cr__place_conn(l, nl, sh, fd) == -EAGAIN) {
 			if (!cr__pend_push(sh, fd))
 				cr__listen_refuse(nl, fd);
-			return false;
+			return TAKE_MORE;
 		}
 	}
-	return false;
+	return TAKE_MORE;
 }
 
 /* single_acceptor: the next RUNNING lcore round robin; ourselves if sending fails. */

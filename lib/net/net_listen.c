@@ -79,6 +79,36 @@ cr__listener_by_index(unsigned idx)
 	return listeners[idx];
 }
 
+/* On the home lcore (or where the last socket closed): the app's close completion. */
+static void
+close_completed(void *arg)
+{
+	struct cr_listener *l = arg;
+
+	l->close_fn(l->close_arg);
+	cr__listener_put(l);
+}
+
+/*
+ * A shard's socket has closed (on its owner lcore). When it was the last and the app
+ * closed the listener with a completion, that runs: on home, or here when home no
+ * longer takes messages. A reference keeps the listener until it has.
+ */
+void
+cr__listener_socket_closed(struct cr_listener *l)
+{
+	/* acq_rel: the completion sees every shard's close. */
+	if (atomic_fetch_sub_explicit(&l->sockets_open, 1, memory_order_acq_rel) != 1)
+		return;
+	/* acquire: pairs with the release in cr_listener_close(), which set close_fn. */
+	if (atomic_load_explicit(&l->phase, memory_order_acquire) != LP_CLOSING ||
+	    l->close_fn == NULL)
+		return;
+	atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
+	if (cr_lcore_id() == l->home || cr_send(l->home, close_completed, l) != 0)
+		close_completed(l);
+}
+
 /* ---- start and close, driven from the home lcore ---- */
 
 static void
@@ -105,7 +135,7 @@ static void
 start_done(void *arg)
 {
 	struct cr_listener *l = arg;
-	unsigned i, dead = 0, before;
+	unsigned i;
 
 	l->starting = false;
 	/* Shards whose lcore stopped before the message came: never touched there. */
@@ -114,29 +144,23 @@ start_done(void *arg)
 
 		if (!sh->made || (sh->visited && sh->started))
 			continue;
-		/* Connections may wait in it: steered away, taken and handed off here. */
-		sh->state = SH_CLOSED;
-		if (cr__group_steer_away(l, sh)) {
-			/* Home is not draining: what no mailbox takes it adopts itself. */
-			unsigned k;
-
-			for (k = 0; k < NET_DRAIN_ACCEPT_MAX / NET_DRAIN_BATCH; k++)
-				if (cr__take_queued(l, &cr__net_lcores[l->home], sh, sh->fd))
-					break;
-			cr__pend_drop(&cr__net_lcores[l->home], sh);
+		/* Connections may wait in it: steered away (or, with no other socket to
+		 * steer to, kept from queuing more), then drained from home, a batch per
+		 * tick; what no staying lcore takes, home serves itself. Its reference goes
+		 * when it closes. */
+		if (!cr__group_steer_away(l, sh)) {
+			sh->quench = true;
+			(void)listen(sh->fd, 0);
 		}
-		cr__group_leave_locked(l, sh);
-		close(sh->fd);
-		sh->fd = -1;
-		dead++;
+		sh->owner = l->home;
+		sh->state = SH_DRAIN;
+		sh->finishing = true; /* no accept: it only takes what is queued */
+		cr__shard_list_add(&cr__net_lcores[l->home], sh);
+		cr_timer_start(&sh->timer, 0);
 	}
 	/* release: lcores that start from now on see the whole set-up and join. */
 	if (!l->close_pending)
 		atomic_store_explicit(&l->phase, LP_OPEN, memory_order_release);
-	/* Never the last references: the app's stays until close_chain() has run. */
-	before = atomic_fetch_sub_explicit(&l->refs, dead, memory_order_acq_rel);
-	assert(before > dead);
-	(void)before;
 	if (l->close_pending)
 		close_chain(l);
 }
@@ -148,9 +172,10 @@ close_visit(void *arg)
 	unsigned me = cr_lcore_id();
 	struct net_shard *sh = &l->shards[me];
 
-	/* A shard made at listen time and started, or one a restarted lcore made. */
+	/* A shard made at listen time and started, or one a restarted lcore made: it
+	 * serves what it holds queued, then closes. */
 	if (sh->started)
-		cr__shard_close(&cr__net_lcores[me], sh);
+		cr__shard_drain(&cr__net_lcores[me], sh, true);
 }
 
 static void
@@ -168,7 +193,7 @@ close_chain(struct cr_listener *l)
 	atomic_store_explicit(&l->phase, LP_CLOSING, memory_order_release);
 	pthread_mutex_unlock(&listeners_lock);
 	if (l->opts.single_acceptor) {
-		cr__shard_close(&cr__net_lcores[l->home], &l->shards[l->home]);
+		cr__shard_drain(&cr__net_lcores[l->home], &l->shards[l->home], true);
 		cr__listener_put(l);
 		return;
 	}
@@ -189,7 +214,7 @@ homed_del(struct net_lcore *nl, struct cr_listener *l)
 }
 
 void
-cr_listener_close(struct cr_listener *l)
+cr_listener_close(struct cr_listener *l, cr_msg_fn done, void *arg)
 {
 	struct net_lcore *nl;
 
@@ -204,6 +229,9 @@ cr_listener_close(struct cr_listener *l)
 		return;
 	nl = &cr__net_lcores[l->home];
 	l->closed = true;
+	/* Published by close_chain()'s release of the phase. */
+	l->close_fn = done;
+	l->close_arg = arg;
 	homed_del(nl, l);
 	if (l->starting)
 		l->close_pending = true;
@@ -211,34 +239,40 @@ cr_listener_close(struct cr_listener *l)
 		close_chain(l);
 }
 
-/*
- * Retiring or shutting down: stop accepting here, steering new connections to the
- * other lcores and handing off the queued ones where some socket stays. Returns true
- * while a shard is still draining (at most the grace period). @p forced closes at once.
- */
-bool
-cr__listen_lcore_drain(struct net_lcore *nl, bool forced)
+/* The lcore begins closing: every shard it runs stops taking new connections. */
+void
+cr__listen_lcore_closing(struct net_lcore *nl)
 {
 	struct net_shard *sh, *next;
-	bool busy = false;
 
 	for (sh = nl->shards; sh != NULL; sh = next) {
 		next = sh->next;
-		cr__shard_drain(nl, sh, forced);
+		cr__shard_drain(nl, sh, nl->quench);
 	}
-	for (sh = nl->shards; sh != NULL; sh = sh->next)
-		busy |= sh->state == SH_DRAIN;
-	return busy;
 }
 
-/* The lcore stops: close its shards, and drop the app's hold on listeners homed here
- * (the other lcores close their own shards when they stop). */
+/* True while a shard of this lcore still drains (at most the grace and its backlog). */
+bool
+cr__listen_lcore_draining(const struct net_lcore *nl)
+{
+	const struct net_shard *sh;
+
+	for (sh = nl->shards; sh != NULL; sh = sh->next)
+		if (sh->state == SH_DRAIN)
+			return true;
+	return false;
+}
+
+/* The lcore stops: close its shards (what they still hold is reset: the shutdown was
+ * forced, or the drain is over), and drop the app's hold on listeners homed here (the
+ * other lcores close their own shards when they stop). */
 void
 cr__listen_lcore_stop(struct net_lcore *nl)
 {
 	struct cr_listener *l;
 
-	(void)cr__listen_lcore_drain(nl, true);
+	while (nl->shards != NULL)
+		cr__shard_close(nl, nl->shards);
 	while ((l = nl->homed) != NULL) {
 		/* cr_for_each_lcore() calls are answered before an lcore stops. */
 		assert(!l->starting);
@@ -269,6 +303,7 @@ shard_open(struct cr_listener *l, struct net_shard *sh, struct cr_net_addr *a)
 		return err;
 	}
 	sh->fd = fd;
+	atomic_fetch_add_explicit(&l->sockets_open, 1, memory_order_relaxed);
 	if (!l->opts.single_acceptor)
 		cr__group_join(l, sh);
 	if (a->u.sa.sa_family == AF_INET ? a->u.in4.sin_port == 0 : a->u.in6.sin6_port == 0) {
@@ -288,6 +323,7 @@ shard_init(struct cr_listener *l, unsigned lcore)
 	memset(sh, 0, sizeof(*sh));
 	sh->l = l;
 	sh->lcore = lcore;
+	sh->owner = lcore;
 	sh->fd = -1;
 	cr_timer_init(&sh->timer, cr__shard_timer_fired, sh);
 }

@@ -8,6 +8,7 @@
 #ifndef NET_LISTEN_INTERNAL_H
 #define NET_LISTEN_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 
 #include "net_internal.h"
@@ -27,10 +28,11 @@ enum listener_phase {
 };
 
 struct net_shard {
-	_Alignas(64) struct net_shard *next; /* the lcore's list while SH_RUN */
+	_Alignas(64) struct net_shard *next; /* its owner's list while SH_RUN or SH_DRAIN */
 	struct net_shard *prev;
 	struct cr_listener *l;
-	unsigned lcore;
+	unsigned lcore; /* whose socket it is (its index in the listener) */
+	unsigned owner; /* whose thread runs it: lcore, or home for one it never reached */
 	int fd;
 	uint8_t state;
 	bool made;    /* has (or had) a socket */
@@ -43,6 +45,7 @@ struct net_shard {
 	bool leaving;	/* steered away from (steer_lock) */
 	bool rejoined;	/* made by a restarted lcore: check the phase once RUNNING */
 	bool finishing; /* draining, grace over: the accept cancelled, taking the rest */
+	bool quench;	/* draining with no socket to steer to: serves what it takes itself */
 	cr_op_id op;
 	uint64_t drain_until;
 	/* Draining: connections taken while every staying mailbox was full. */
@@ -67,6 +70,9 @@ struct cr_listener {
 	bool close_pending;
 	unsigned rr; /* single_acceptor: last lcore handed a connection */
 	struct cr_call start_call, close_call;
+	cr_msg_fn close_fn; /* cr_listener_close()'s completion, and its argument */
+	void *close_arg;
+	_Atomic unsigned sockets_open; /* shards whose socket is open: 0 = the port is free */
 	_Atomic int phase; /* enum listener_phase; written by home */
 	/* The kernel's reuseport array, mirrored; any lcore, under steer_lock. */
 	pthread_mutex_t steer_lock;
@@ -92,6 +98,8 @@ _Static_assert(sizeof(uintptr_t) >= 8, "a hand-off message packs an index and an
 /* The listener registry (net_listen.c). */
 struct cr_listener *cr__listener_by_index(unsigned idx);
 void cr__listener_put(struct cr_listener *l);
+/* A shard's socket is closed (its owner lcore); the last one completes a close. */
+void cr__listener_socket_closed(struct cr_listener *l);
 
 /* Not closing (starting counts: its home hands off the backlog of shards never started). */
 static inline bool
@@ -116,16 +124,51 @@ void cr__shard_sync(struct net_shard *sh);
 void cr__shard_run(struct net_lcore *nl, struct net_shard *sh);
 void cr__shard_close(struct net_lcore *nl, struct net_shard *sh);
 void cr__drain_tick(struct net_lcore *nl, struct net_shard *sh);
-void cr__shard_drain(struct net_lcore *nl, struct net_shard *sh, bool forced);
+void cr__shard_drain(struct net_lcore *nl, struct net_shard *sh, bool quench);
 
 /* Hand-off (net_handoff.c). */
 void cr__listen_refuse(struct net_lcore *nl, int fd);
-int cr__place_conn(struct cr_listener *l, struct net_lcore *nl, int fd);
+int cr__place_conn(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh, int fd);
 bool cr__pend_push(struct net_shard *sh, int fd);
 bool cr__pend_place(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh);
 void cr__pend_drop(struct net_lcore *nl, struct net_shard *sh);
 void cr__drain_take(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh, int fd);
-bool cr__take_queued(struct cr_listener *l, struct net_lcore *nl, struct net_shard *sh, int lfd);
+/* What cr__take_queued() found. */
+enum take_result {
+	TAKE_EMPTY,    /* nothing left in the socket */
+	TAKE_MORE,     /* a batch taken, or some must wait for a mailbox or a slot: tick again */
+	TAKE_RESOURCE, /* out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): back off */
+};
+enum take_result cr__take_queued(struct cr_listener *l, struct net_lcore *nl,
+				 struct net_shard *sh);
 void cr__hand_off(struct cr_listener *l, struct net_lcore *nl, int fd);
+
+/* accept(2) errors that concern the socket's resources, not one connection. */
+static inline bool
+cr__accept_error_is_resource(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
+/* accept(2) errors that end only the connection they name (see its man page). */
+static inline bool
+cr__accept_error_is_transient(int err)
+{
+	switch (err) {
+	case ECONNABORTED:
+	case EPROTO:
+	case EPERM:
+	case ENETDOWN:
+	case ENOPROTOOPT:
+	case EHOSTDOWN:
+	case ENONET:
+	case EHOSTUNREACH:
+	case EOPNOTSUPP:
+	case ENETUNREACH:
+		return true;
+	default:
+		return false;
+	}
+}
 
 #endif /* NET_LISTEN_INTERNAL_H */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * For the lib/net suites: the runtime of ut_runtime.h with the drain hooks an app has, a
- * listen spec on loopback, a client connect to a struct cr_net_addr, and lib/net's counters
- * summed over the lcores.
+ * For the lib/net suites: the runtime of ut_runtime.h with an on_shutdown hook a test may
+ * fill, a listen spec on loopback, a client connect to a struct cr_net_addr, and lib/net's
+ * counters summed over the lcores.
  */
 #ifndef UT_NET_H
 #define UT_NET_H
@@ -17,30 +17,20 @@
 #include "ut_runtime.h"
 #include "ut_socket.h"
 
-/* As an app does: lib/net drains as soon as a shutdown or retirement starts. */
+/* lib/net winds a closing lcore down by itself; a test may look once it has (this runs
+ * in the on_shutdown hook, after lib/net's closing event). */
+static void (*ut_shutdown_fn)(unsigned lcore);
+
 static inline void
-ut_drain_hook(unsigned lcore, void *arg)
+ut_shutdown_hook(unsigned lcore, void *arg)
 {
-	(void)lcore;
 	(void)arg;
-	cr_net_drain();
-}
-
-/* Set by a test whose retiring lcore's connections stay until a lease is released. */
-static bool ut_retire_keeps_conns;
-
-static inline void
-ut_retire_hook(unsigned lcore, void *arg)
-{
-	if (ut_retire_keeps_conns)
-		cr_net_stop_accepting();
-	else
-		ut_drain_hook(lcore, arg);
+	if (ut_shutdown_fn != NULL)
+		ut_shutdown_fn(lcore);
 }
 
 static const struct cr_reactor_hooks ut_hooks = {
-    .on_retire = ut_retire_hook,
-    .on_shutdown = ut_drain_hook,
+	.on_shutdown = ut_shutdown_hook,
 };
 
 /*
