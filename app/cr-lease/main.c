@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,6 +27,9 @@ struct owner {
 };
 
 static struct owner owner;
+/* The owner's first message ran (its lease taken, or refused). release: pairs with the
+ * acquire in control_tick(). */
+static _Atomic bool owner_started;
 static uint64_t t0;
 
 static double
@@ -69,6 +73,7 @@ owner_start(void *arg)
 
 	if (rc != 0) {
 		fprintf(stderr, "cr-lease: cr_lease_acquire: %s\n", cr_strerror(rc));
+		atomic_store_explicit(&owner_started, true, memory_order_release);
 		return;
 	}
 	o->lcore = cr_lcore_id();
@@ -76,6 +81,7 @@ owner_start(void *arg)
 	       cr_lease_incarnation(&o->lease));
 	cr_timer_init(&o->tick, owner_tick, o);
 	cr_timer_start(&o->tick, 2 * 1000 * 1000);
+	atomic_store_explicit(&owner_started, true, memory_order_release);
 }
 
 static void
@@ -96,6 +102,11 @@ control_tick(struct cr_timer *t, void *arg)
 	(void)arg;
 	switch (phase) {
 	case 0:
+		/* Once the owner is busy on its lcore: on a loaded machine its first message
+		 * may take longer than this timer, and a retire before it would refuse the
+		 * lease (-ESHUTDOWN) rather than show what a lease does. */
+		if (!atomic_load_explicit(&owner_started, memory_order_acquire))
+			break;
 		printf("%7.1f ms  main: shrinking the pool to 1 lcore (have %u)\n", ms(), n);
 		cr_lcore_retire(owner.lcore, retired, NULL);
 		printf("%7.1f ms  main: lcore %u is %s, placement pool has %u lcore(s)\n", ms(),
