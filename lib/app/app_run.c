@@ -119,6 +119,10 @@ start_on_main(void *arg)
 		cr_reactor_stop();
 		return;
 	}
+	/* Stopped before it started (a signal, an lcore_start that stopped the runtime):
+	 * nothing to start, and nothing failed. */
+	if (cr_lcore_state(cr_lcore_id()) != CR_LCORE_RUNNING)
+		return;
 	if (app->start != NULL && app->start(app->arg) != 0)
 		cr_app_fail();
 }
@@ -146,9 +150,13 @@ lcore_first_turn(void *arg)
 
 	if (app->lcore_start != NULL && app->lcore_start(lcore, app->arg) != 0)
 		lcore_failed(initial);
-	if (initial && atomic_fetch_sub_explicit(&run.initial_left, 1, memory_order_acq_rel) == 1 &&
-	    cr_send(cr_lcore_main(), start_on_main, (void *)app) != 0)
-		cr_app_fail();
+	if (initial && atomic_fetch_sub_explicit(&run.initial_left, 1, memory_order_acq_rel) == 1) {
+		int rc = cr_send(cr_lcore_main(), start_on_main, (void *)app);
+
+		/* -ESHUTDOWN: the main lcore is stopping already; there is nothing to start. */
+		if (rc != 0 && rc != -ESHUTDOWN)
+			cr_app_fail();
+	}
 }
 
 static void

@@ -44,6 +44,7 @@ static struct {
 	bool stop_at_start;	    /* start calls cr_reactor_stop() */
 	bool stop_keeps_running;    /* the stop callback does not stop */
 	void (*in_start)(void);	    /* more for start to do */
+	bool stop_in_lcore_start;   /* the runtime stops before start could run */
 	bool fini_failed;	    /* what fini was told */
 	bool inited[CR_MAX_LCORES]; /* written by each lcore for itself */
 } st;
@@ -137,6 +138,8 @@ ut_lcore_start(unsigned lcore, void *arg)
 	atomic_fetch_add(&st.lcore_starts, 1);
 	if (st.lcore_start_rc != 0 && lcore != cr_lcore_main())
 		return cr_app_errorf(st.lcore_start_rc, "lcore %u: cannot start", lcore);
+	if (st.stop_in_lcore_start)
+		cr_reactor_stop();
 	return 0;
 }
 
@@ -532,6 +535,14 @@ test_exit_status(void)
 	reset();
 	st.fini_rc = 1;
 	CU_ASSERT_EQUAL(RUN(NULL), 1);
+
+	/* A stop before the app started (a signal in the first turns) is no failure. */
+	reset();
+	st.stop_at_start = false;
+	st.stop_in_lcore_start = true;
+	CU_ASSERT_EQUAL(RUN(NULL), 0);
+	CU_ASSERT_STRING_EQUAL(err_text, "");
+	CU_ASSERT_EQUAL(st.fini, 1);
 
 	if (cr_app_lcore_table()->n >= 2) {
 		/* An lcore that cannot start its duties: the app does not run at all. */
