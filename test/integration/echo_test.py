@@ -684,6 +684,14 @@ def t_config(exe, driver):
     """--config FILE: every long option is a key, the command line overrides the file,
     and a bad line is one error naming FILE:LINE (exit 2)."""
     tmp = tempfile.mkdtemp(prefix="cr-echo-conf.")
+    try:
+        config_checks(exe, driver, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log("--config: settings applied, command line first, bad lines named")
+
+
+def config_checks(exe, driver, tmp):
     conf = os.path.join(tmp, "echo.conf")
     with open(conf, "w") as f:
         f.write("# cr-echo from a file\nlisten 127.0.0.1:1\nudp\n"
@@ -714,8 +722,6 @@ def t_config(exe, driver):
         check(r.returncode == 2 and len(lines) == 1 and (bad + named) in lines[0]
               and "accepted" in lines[0],
               "config %r: exit %d, %r" % (text, r.returncode, r.stderr))
-    shutil.rmtree(tmp)
-    log("--config: settings applied, command line first, bad lines named")
 
 
 def t_restart(exe, driver):
