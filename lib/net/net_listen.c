@@ -148,10 +148,8 @@ start_done(void *arg)
 		 * steer to, kept from queuing more), then drained from home, a batch per
 		 * tick; what no staying lcore takes, home serves itself. Its reference goes
 		 * when it closes. */
-		if (!cr__group_steer_away(l, sh)) {
-			sh->quench = true;
-			(void)listen(sh->fd, 0);
-		}
+		if (!cr__group_steer_away(l, sh))
+			sh->quench = true; /* finishing at once: only what is queued */
 		sh->owner = l->home;
 		sh->state = SH_DRAIN;
 		sh->finishing = true; /* no accept: it only takes what is queued */
