@@ -185,6 +185,33 @@ int cr_eal_parse_args(int argc, char **argv, const struct cr_app_info *app,
 		      struct cr_eal_config *cfg, struct cr_lcore_table *table, int *first_arg);
 
 /**
+ * The option (common or the app's) whose long name is @p name, or NULL. Control path.
+ */
+const struct cr_opt *cr_eal_find_opt(const struct cr_app_info *app, const char *name);
+
+/**
+ * Apply one option by its long name, as `--NAME VALUE` (or `--NAME` for a flag, @p val
+ * NULL) on the command line would: the config-file path of lib/app. Errors are one line on
+ * stderr like cr_eal_parse_args()'s, with @p where ("FILE:LINE") in place of the dashes:
+ * "<app>: FILE:LINE: KEY VALUE: <what is wrong>; accepted: <what is accepted>". An
+ * unknown name, --help / --version, a value for a flag and no value for an option that
+ * needs one are usage errors too. Control path; keeps no state between calls.
+ * @param cfg as for cr_eal_parse_args(); common options write into it.
+ * @return 0; -EINVAL after the line (exit 2); another -errno from a setter (the line then
+ *         gives the error string).
+ */
+int cr_eal_apply_opt(const struct cr_app_info *app, struct cr_eal_config *cfg, const char *name,
+		     const char *val, const char *where);
+
+/**
+ * From an option's setter that is about to return -EINVAL for a compound value: say which
+ * @p part of it is wrong and what that part accepts (e.g. "weight=999" and "0-256" for
+ * `--backend 127.0.0.1:80,weight=999`), so the error line names the part instead of only
+ * the whole value. Both strings are copied. Only the setter's own thread, during the call.
+ */
+void cr_opt_bad_part(const char *part, const char *accepted);
+
+/**
  * Let a higher layer add lines to --version output (the reactor adds the io driver that
  * --io-driver would choose here). Call from a constructor. @p fn gets the options parsed
  * so far.

@@ -443,16 +443,32 @@ print_version(const struct cr_app_info *app, const struct cr_eal_config *cfg, FI
 
 /* ---- the loop ---- */
 
-/* Apply @p f with value @p val (NULL for a flag); @p shown is the option as typed. */
+/* What the running setter said about a compound value (cr_opt_bad_part()). */
+static _Thread_local char bad_part[128];
+static _Thread_local char bad_part_accepted[256];
+
+void
+cr_opt_bad_part(const char *part, const char *accepted)
+{
+	snprintf(bad_part, sizeof(bad_part), "%s", part != NULL ? part : "");
+	snprintf(bad_part_accepted, sizeof(bad_part_accepted), "%s",
+		 accepted != NULL ? accepted : "see the option's --help");
+}
+
+/*
+ * Apply @p f with value @p val (NULL for a flag); @p shown is the option as typed, @p where
+ * "FILE:LINE" for a config file line (NULL on the command line).
+ */
 static int
 apply_opt(const struct cr_app_info *app, struct cr_eal_config *cfg, const struct found_opt *f,
-	  const char *shown, const char *val)
+	  const char *where, const char *shown, const char *val)
 {
 	char what[ERR_MAX];
 	char why[WHY_MAX] = "invalid value";
 	const char *accepted = f->o->accepted;
 	int rc;
 
+	bad_part[0] = '\0';
 	if (f->common != NULL)
 		rc = f->common->apply(cfg, val, why, sizeof(why));
 	else
@@ -461,13 +477,25 @@ apply_opt(const struct cr_app_info *app, struct cr_eal_config *cfg, const struct
 		return 0;
 	/* An empty value would vanish from the line; quote it so the user sees it. */
 	if (val == NULL)
-		snprintf(what, sizeof(what), "%s", shown);
+		snprintf(what, sizeof(what), "%s%s%s", where != NULL ? where : "",
+			 where != NULL ? ": " : "", shown);
 	else
-		snprintf(what, sizeof(what), "%s %s", shown, val[0] != '\0' ? val : "''");
+		snprintf(what, sizeof(what), "%s%s%s %s", where != NULL ? where : "",
+			 where != NULL ? ": " : "", shown, val[0] != '\0' ? val : "''");
 	if (rc != -EINVAL) {
 		/* Not the value's fault (e.g. -ENOMEM): say what happened, keep the errno. */
 		fprintf(stderr, "%s: %s: %s\n", app->name, what, cr_strerror(rc));
 		return rc;
+	}
+	if (bad_part[0] != '\0') {
+		/* In a file the line number says where: name the part first, then the line. */
+		if (where != NULL)
+			fprintf(stderr, "%s: %s: %s: invalid in `%s %s`; accepted: %s\n", app->name,
+				where, bad_part, shown, val != NULL ? val : "", bad_part_accepted);
+		else
+			fprintf(stderr, "%s: %s: %s: invalid; accepted: %s\n", app->name, what,
+				bad_part, bad_part_accepted);
+		return -EINVAL;
 	}
 	if (accepted == NULL) {
 		char see[128];
@@ -531,7 +559,7 @@ parse_one(int argc, char **argv, int *i, const struct cr_app_info *app,
 		/* Like getopt: the next word is the value even if it starts with '-'. */
 		val = argv[++*i];
 	}
-	return apply_opt(app, cfg, &f, shown, val);
+	return apply_opt(app, cfg, &f, NULL, shown, val);
 }
 
 int
@@ -564,4 +592,48 @@ cr_eal_parse_args(int argc, char **argv, const struct cr_app_info *app,
 	if (rc != 0)
 		fprintf(stderr, "%s: %s\n", app->name, err);
 	return rc;
+}
+
+const struct cr_opt *
+cr_eal_find_opt(const struct cr_app_info *app, const char *name)
+{
+	struct found_opt f;
+
+	if (name == NULL || !find_long(app, name, strlen(name), &f))
+		return NULL;
+	return f.o;
+}
+
+int
+cr_eal_apply_opt(const struct cr_app_info *app, struct cr_eal_config *cfg, const char *name,
+		 const char *val, const char *where)
+{
+	struct found_opt f;
+	char what[ERR_MAX];
+
+	if (!find_long(app, name, strlen(name), &f)) {
+		fprintf(stderr,
+			"%s: %s: %s: unknown key; accepted: the long options of %s --help, "
+			"without their --\n",
+			app->name, where, name, app->name);
+		return -EINVAL;
+	}
+	if (f.common != NULL && f.common->act != ACT_APPLY) {
+		snprintf(what, sizeof(what), "%s: %s", where, name);
+		return usage_error(app, what, "not a setting", "the options that set something");
+	}
+	if (f.o->metavar == NULL && val != NULL) {
+		snprintf(what, sizeof(what), "%s: %s %s", where, name, val);
+		return usage_error(app, what, "takes no value",
+				   f.o->accepted != NULL ? f.o->accepted : "the key alone");
+	}
+	if (f.o->metavar != NULL && val == NULL) {
+		char why[WHY_MAX];
+
+		snprintf(what, sizeof(what), "%s: %s", where, name);
+		snprintf(why, sizeof(why), "missing %s", f.o->metavar);
+		return usage_error(app, what, why,
+				   f.o->accepted != NULL ? f.o->accepted : f.o->metavar);
+	}
+	return apply_opt(app, cfg, &f, where, name, val);
 }

@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "cr_ring.h"
+#include "cr_msg.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include "cr_io_driver.h"
+#include "io_fault_hook.h"
 #include "cr_log.h"
 #include "cr_reactor.h"
+#include "cr_reactor_module.h"
 #include "cr_telemetry.h"
 
 CR_LOG_COMPONENT(log_io, "lib.io");

@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "cr_reactor_backend.h"
+#include "cr_reactor_module.h"
 #include "cr_telemetry.h"
 #include "net_internal.h"
 

@@ -18,7 +18,7 @@
 
 #include "cr_config.h"
 #include "cr_eal.h"
-#include "cr_ring.h"
+#include "cr_msg.h"
 #include "cr_timer.h"
 
 #ifdef __cplusplus
@@ -113,23 +113,6 @@ void cr_shutdown(uint64_t timeout_ns);
 
 /** cr_shutdown() with a deadline of now: the forced path at once (a second SIGTERM). */
 void cr_shutdown_force(void);
-
-/**
- * Block SIGINT and SIGTERM (and SIGHUP with @p hup) in the calling thread. Call it before
- * cr_reactor_init(), so the lcore threads inherit the mask and only the thread of
- * cr_reactor_signals_start() takes these signals. @return 0 or -errno.
- */
-int cr_reactor_signals_block(bool hup);
-
-/**
- * Start the thread that takes the signals cr_reactor_signals_block() blocked: the first
- * SIGINT/SIGTERM runs @p on_stop(@p arg) (NULL: cr_reactor_stop(), a graceful shutdown
- * bounded by --shutdown-timeout), any later one cr_shutdown_force(); SIGHUP runs
- * @p on_hup(@p arg). The callbacks run on that thread, not on an lcore. Call after
- * cr_reactor_init(), once.
- * @return 0; -EINVAL @p on_hup without SIGHUP blocked; -errno from pthread_create.
- */
-int cr_reactor_signals_start(void (*on_stop)(void *arg), void (*on_hup)(void *arg), void *arg);
 
 /**
  * Retire lcore @p lcore: it leaves the placement pool at once (state RETIRING), runs the

@@ -17,7 +17,9 @@
 #include "cr_mailbox.h"
 #include "cr_reactor.h"
 #include "cr_reactor_backend.h"
+#include "cr_reactor_module.h"
 #include "cr_timer.h"
+#include "reactor_hold.h"
 
 #ifdef CR_DEBUG
 #define CR_ASSERT_ON_LCORE(lc) assert(cr__cur == (lc))

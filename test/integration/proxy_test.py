@@ -22,6 +22,8 @@ import tempfile
 import threading
 import time
 
+import apptest
+
 TEST_TIMEOUT = 100  # seconds; meson's own timeout is above this
 LOOP = "127.0.0.1"
 
@@ -1163,6 +1165,8 @@ def main():
     ap.add_argument("test", choices=sorted(TESTS))
     ap.add_argument("--driver", default="uring", choices=["uring", "epoll"])
     a = ap.parse_args()
+    if a.test != "cli" and apptest.skip_if_refused(a.exe, a.driver, log):
+        return apptest.SKIP
     signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure("timed out")))
     signal.alarm(TEST_TIMEOUT)
     try:

@@ -22,6 +22,7 @@
 
 #include "cr_lease.h"
 #include "cr_reactor.h"
+#include "ut_driver.h"
 
 static struct cr_eal_config cfg;
 static struct cr_lcore_table table;
@@ -247,15 +248,14 @@ int
 main(int argc, char **argv)
 {
 	const struct cr_reactor_hooks hooks = {.on_lcore_stop = on_stop};
-	const char *drv = getenv("CR_UT_DRIVER");
 	pthread_t ctl, fs;
 	char err[256];
 
 	seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 0) : 1;
 	cycles = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 300;
+	ut_require_driver();
 	cr_eal_config_defaults(&cfg);
-	cfg.io_driver = drv != NULL && strcmp(drv, "epoll") == 0 ? CR_IO_DRIVER_EPOLL
-								  : CR_IO_DRIVER_URING;
+	cfg.io_driver = ut_driver();
 	if (cr_eal_lcore_table(&cfg, &table, err, sizeof(err)) != 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;

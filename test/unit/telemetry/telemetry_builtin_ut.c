@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
 
 static char out[CR_TELEMETRY_MAX_REPLY + 1];
 static int id_hits;

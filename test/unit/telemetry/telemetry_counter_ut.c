@@ -5,7 +5,9 @@
  * readers; lcore enumeration; the registry full.
  */
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
 
 /* Readers the linked libraries register at load time (lib/io's ops_in_flight, ...); they
  * come first, before this suite's own. */

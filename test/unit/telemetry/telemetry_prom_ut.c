@@ -9,7 +9,9 @@
 #include <netinet/in.h>
 
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
 
 static unsigned lib_readers;
 
