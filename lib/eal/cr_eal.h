@@ -67,7 +67,7 @@ enum cr_io_driver {
 	CR_IO_DRIVER_EPOLL,
 };
 
-/** Common options every coreact app takes (DESIGN.md, "Apps and tools"). */
+/** Common options every coreact app takes (doc/guides/design.md, "Apps and tools"). */
 struct cr_eal_config {
 	char corelist[256];	   /**< -l as given; "" = default selection. */
 	int main_lcore;		   /**< --main-lcore; -1 = lowest id in the list. */

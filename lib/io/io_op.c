@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Op slots with generation handles (DESIGN.md rule 6). Each lcore has a table of slots
+ * Op slots with generation handles (doc/guides/design.md rule 6). Each lcore has a table of slots
  * sized at start; a handle is (index, generation) and a completion whose generation is
  * not the slot's live one calls nothing. At lcore stop every op still in flight is
  * abandoned and its CQE awaited; if that cannot finish, the process aborts rather than

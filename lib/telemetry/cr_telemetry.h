@@ -2,7 +2,7 @@
 /**
  * @file
  * Telemetry: per-lcore counters read without locks, a unix-socket JSON endpoint per process,
- * and Prometheus text over HTTP (DESIGN.md "Telemetry").
+ * and Prometheus text over HTTP (doc/guides/design.md "Telemetry").
  *
  * A telemetry thread (not an lcore) owns the sockets. A client sends one request line per
  * command, "/stats" or "/lcore/retire,3" (the command, then optionally ',' and parameters),
