@@ -165,7 +165,9 @@ struct cr_app_info {
  * Options are `--name VALUE`, `--name=VALUE`, `-x VALUE` or `-xVALUE`; a value is the
  * next word even if it starts with '-'. Options end at "--" or at the first word that
  * does not start with '-' (no reordering). Common options are matched before the app's.
- * --log-level is applied as soon as it is parsed; app setters run in command-line order.
+ * --log-level, --log-file, --syslog and --log-timestamps are applied as soon as they are
+ * parsed (cr_log_set_level(), cr_log_set_file(), ...); app setters run in command-line
+ * order.
  *
  * Prints --help / --version to stdout. On a bad option prints exactly one line to stderr,
  * "<app>: <option> <value>: <what is wrong>; accepted: <what is accepted>", e.g.
