@@ -205,16 +205,21 @@ lcore_thread(void *arg)
 	int rc;
 
 	cr__cur = lc;
+	/* Log lines go through the log thread: an lcore never waits on a write (rule 2).
+	 * If that cannot be set up, the lcore writes its lines itself. */
+	(void)cr_log_attach(lc->id);
 	rc = cr__lcore_backend_start(lc);
 	if (rc == 0)
 		rc = lcore_enter(lc);
 	if (rc != 0) {
 		lc->start_err = rc;
+		cr_log_detach();
 		atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
 		return NULL;
 	}
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
+	cr_log_detach();
 	cr__cur = NULL;
 	/* Consume the request: exactly one of us and a racing cr_lcore_retire() gets it. */
 	if (atomic_exchange(&lc->retire_req, false) && lc->retire_done != NULL)
@@ -475,8 +480,12 @@ cr_reactor_run(void)
 	    !pthread_equal(pthread_self(), main_thread))
 		return -EPERM;
 	lc = &cr__lcores[cr__rt.main_lcore];
+	/* As on the other lcores, for the loop only: init and fini, on the control path,
+	 * write their lines themselves, in order with the app's own output. */
+	(void)cr_log_attach(lc->id);
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
+	cr_log_detach();
 	join_all();
 	return 0;
 }
