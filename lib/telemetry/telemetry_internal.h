@@ -111,6 +111,11 @@ int cr__tel_cmd_pool_resize(const char *cmd, const char *params, struct cr_json 
 int cr__tel_cmd_lcore_retire(const char *cmd, const char *params, struct cr_json *reply);
 int cr__tel_cmd_lcore_start(const char *cmd, const char *params, struct cr_json *reply);
 
+/* ---- telemetry_log.c ---- */
+
+int cr__tel_cmd_log(const char *cmd, const char *params, struct cr_json *reply);
+int cr__tel_cmd_log_reopen(const char *cmd, const char *params, struct cr_json *reply);
+
 /* What /info reports; written by start/stop (under the server's lock), read by the
  * telemetry thread while it runs (start publishes it before the thread exists). */
 struct cr__tel_info {

@@ -17,7 +17,8 @@ lib_readers(void)
 
 	if (n == UINT32_MAX)
 		for (n = 0, i = 0; i < cr__tel_n_readers(); i++)
-			if (strcmp(cr__tel_reader(i)->name, "ops_in_flight") == 0)
+			if (strcmp(cr__tel_reader(i)->name, "ops_in_flight") == 0 ||
+			    strcmp(cr__tel_reader(i)->name, "log_dropped_lines") == 0)
 				n++;
 	return n;
 }
