@@ -71,6 +71,10 @@ struct cr_lcore {
 	_Atomic(struct cr_backend *) be; /* release at start: pairs with wake_if_parked() */
 	int start_err;
 	_Atomic bool started; /* reached RUNNING once in this incarnation */
+	/* Lifecycle lock: the thread has passed its end (a join returns at once); a start
+	 * waits for that thread's end (cr__lcore_exit); a start failed (not retried by a
+	 * resize until an explicit cr_lcore_start()). */
+	bool exiting, start_pending, start_failed;
 	/*
 	 * Retirement admission and holds, one word so that taking a hold and closing are
 	 * totally ordered: incarnation (bits 32-63) | closed (bit 31) | holds (bits 0-30).
@@ -79,10 +83,11 @@ struct cr_lcore {
 	_Atomic bool retire_req;	 /* cr_lcore_retire() asked */
 	void (*retire_done)(unsigned lcore, void *arg);
 	void *retire_done_arg;
-	struct graveyard *graveyard;	 /* backends of earlier incarnations, freed at fini */
 
 	/* Park flag on its own line: set by the owner, claimed (CAS 1 -> 0) by a waker. */
 	_Alignas(64) _Atomic int parked;
+	/* The wake channel, alive from runtime init to fini whatever the incarnation. */
+	struct cr_wake wake;
 
 	_Alignas(64) struct lcore_counters stats;
 
@@ -106,6 +111,8 @@ struct cr_lcore {
 	struct cr_poller *poller_running;  /* whose callback runs now */
 	unsigned n_active_pollers;
 	uint64_t spin_ns, spin_min_ns, spin_max_ns;
+	bool wake_queued;   /* a wake of ours rides on our next submit */
+	bool waiting_holds; /* closing, and the last look found leases held */
 	bool closing; /* stop seen: mailbox will close once calls_out == 0 */
 	bool gone;    /* the loop has ended: sends and defers fail with -ESHUTDOWN */
 	bool retire_hooked, shutdown_hooked; /* app hooks run once each */
@@ -178,6 +185,13 @@ void cr__lifecycle_lock(void);
 void cr__lifecycle_unlock(void);
 int cr__lcore_reset(struct cr_lcore *lc);
 int cr__lcore_spawn(struct cr_lcore *lc);
+bool cr__lifecycle_take_retire(struct cr_lcore *lc, void (**done)(unsigned, void *),
+			       void **arg);
+void cr__lcore_exit(struct cr_lcore *lc);
+int cr__pool_apply(void);
+void cr__pool_reset(void);
+/* Test builds: called at named points of lifecycle calls, to step lcores in between. */
+extern void (*cr__lifecycle_test_point)(const char *where);
 
 /* reactor_loop.c: one turn, the stop check, and the two halves of parking. */
 unsigned cr__lcore_turn(struct cr_lcore *lc);
@@ -190,6 +204,7 @@ void cr__lcore_loop(struct cr_lcore *lc);
 
 /* reactor_msg.c */
 void cr__flush_outboxes(struct cr_lcore *lc);
+void cr__release_outboxes(struct cr_lcore *lc);
 void cr__retry_backlog(struct cr_lcore *lc);
 unsigned cr__run_mailbox(struct cr_lcore *lc);
 void cr__wake_if_parked(struct cr_lcore *from, struct cr_lcore *target);
@@ -205,5 +220,6 @@ cr__defer_empty(const struct cr_lcore *lc)
 /* reactor_poller.c */
 unsigned cr__run_pollers(struct cr_lcore *lc);
 void cr__pollers_free(struct cr_lcore *lc);
+unsigned cr__pollers_drop(struct cr_lcore *lc);
 
 #endif /* REACTOR_INTERNAL_H */

@@ -15,11 +15,6 @@
 
 CR_LOG_COMPONENT(log_reactor, "lib.reactor");
 
-struct graveyard {
-	struct cr_backend *be;
-	struct graveyard *next;
-};
-
 struct cr_lcore cr__lcores[CR_MAX_LCORES];
 struct cr_runtime cr__rt = {.clock = cr_clock_ns};
 _Thread_local struct cr_lcore *cr__cur;
@@ -65,8 +60,12 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->retire_hooked = false;
 	lc->shutdown_hooked = false;
 	lc->retire_done = NULL;
-	lc->graveyard = NULL;
 	lc->be_own = NULL;
+	lc->wake_queued = false;
+	lc->waiting_holds = false;
+	lc->exiting = false;
+	lc->start_pending = false;
+	lc->start_failed = false;
 	atomic_store_explicit(&lc->retire_req, false, memory_order_relaxed);
 	atomic_store_explicit(&lc->started, false, memory_order_relaxed);
 	if (cr__rt.cfg.idle_spin_fixed) {
@@ -83,10 +82,18 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->ops = cr__rt.ops;
 	lc->now = cr__rt.clock();
 	atomic_store_explicit(&lc->parked, 0, memory_order_relaxed);
+	lc->wake.fd = -1;
+	atomic_store_explicit(&lc->wake.woken, 0, memory_order_relaxed);
+	atomic_store_explicit(&lc->wake.signals, 0, memory_order_relaxed);
+	rc = lc->ops->wake_init(&lc->wake);
+	if (rc != 0)
+		goto out_fini_mailbox;
 	atomic_store_explicit(&lc->state, CR_LCORE_STARTING, memory_order_relaxed);
 	atomic_store_explicit(&lc->exists, true, memory_order_release);
 	return 0;
 
+out_fini_mailbox:
+	cr_mailbox_fini(&lc->mbox);
 out_free_wheel:
 	cr_timer_wheel_destroy(lc->wheel);
 	lc->wheel = NULL;
@@ -103,17 +110,10 @@ cr__lcore_teardown(struct cr_lcore *lc)
 {
 	if (!atomic_load_explicit(&lc->exists, memory_order_relaxed))
 		return;
-	if (lc->be_own != NULL) {
-		lc->ops->fini(lc->be_own);
-		lc->be_own = NULL;
-	}
-	while (lc->graveyard != NULL) {
-		struct graveyard *g = lc->graveyard;
-
-		lc->graveyard = g->next;
-		lc->ops->fini(g->be);
-		free(g);
-	}
+	/* A backend left behind by an init that failed half-way. */
+	cr__lcore_backend_stop(lc);
+	lc->ops->wake_fini(&lc->wake);
+	lc->wake.fd = -1;
 	cr__pollers_free(lc);
 	cr_mailbox_fini(&lc->mbox);
 	cr_timer_wheel_destroy(lc->wheel);
@@ -134,21 +134,11 @@ cr__lcore_backend_start(struct cr_lcore *lc)
 	uint64_t inc;
 	int rc;
 
-	rc = lc->ops->init(&be, lc->id, &cr__rt.cfg);
+	/* The previous incarnation closed its backend on the way out (lcore_leave). */
+	assert(lc->be_own == NULL);
+	rc = lc->ops->init(&be, lc->id, &lc->wake, &cr__rt.cfg);
 	if (rc != 0)
 		return rc;
-	if (lc->be_own != NULL) {
-		/* An earlier incarnation's: a late wake may still name it; freed at fini. */
-		struct graveyard *g = malloc(sizeof(*g));
-
-		if (g == NULL) {
-			lc->ops->fini(be);
-			return -ENOMEM;
-		}
-		g->be = lc->be_own;
-		g->next = lc->graveyard;
-		lc->graveyard = g;
-	}
 	lc->be_own = be;
 	/* release: pairs with the acquire in cr__wake_if_parked() */
 	atomic_store_explicit(&lc->be, be, memory_order_release);
@@ -159,13 +149,23 @@ cr__lcore_backend_start(struct cr_lcore *lc)
 }
 
 /*
- * The lcore stops taking wakes. Its backend is freed only at teardown, once every lcore
- * thread has ended, because another lcore's failed wake may still name it.
+ * The incarnation's backend goes: its ring and everything in it (DESIGN.md: nothing of an
+ * old incarnation is kept). No lcore can be about to wake us through it: a ring wake is
+ * sent only while its sender holds our mailbox admission, up to its own submit, and our
+ * loop ended with the mailbox quiesced. Every other waker uses lc->wake, which stays.
  */
 void
 cr__lcore_backend_stop(struct cr_lcore *lc)
 {
+	struct cr_backend *be = lc->be_own;
+
 	atomic_store_explicit(&lc->be, NULL, memory_order_release);
+	if (be == NULL)
+		return;
+	/* Wakes of ours still queued go out before the ring does. */
+	lc->ops->submit(be);
+	lc->be_own = NULL;
+	lc->ops->fini(be);
 }
 
 static int
@@ -183,7 +183,32 @@ lcore_enter(struct cr_lcore *lc)
 	/* release: the start hook's set-up is visible to whoever sees RUNNING */
 	atomic_store_explicit(&lc->state, CR_LCORE_RUNNING, memory_order_release);
 	atomic_store_explicit(&lc->started, true, memory_order_release);
+	/* A resize that found us STARTING with too many lcores retires one now. */
+	(void)cr__pool_apply();
 	return 0;
+}
+
+static void
+timer_dropped(struct cr_timer *t, void *arg)
+{
+	struct cr_lcore *lc = arg;
+
+	if (cr__rt.hooks.on_timer_dropped != NULL)
+		cr__rt.hooks.on_timer_dropped(lc->id, t, cr__rt.hooks.arg);
+}
+
+/* What the app left behind: an lcore's pollers and timers end with its incarnation. */
+static void
+drop_leftovers(struct cr_lcore *lc)
+{
+	unsigned pollers = cr__pollers_drop(lc);
+	unsigned timers = cr_timer_wheel_cancel_all(lc->wheel, timer_dropped, lc);
+
+	if ((pollers != 0 && cr__rt.hooks.on_poller_dropped == NULL) ||
+	    (timers != 0 && cr__rt.hooks.on_timer_dropped == NULL))
+		CR_LOG(log_reactor, NOTICE,
+		       "lcore %u stopped with %u poller%s and %u timer%s still armed: cancelled",
+		       lc->id, pollers, pollers == 1 ? "" : "s", timers, timers == 1 ? "" : "s");
 }
 
 static void
@@ -194,6 +219,7 @@ lcore_leave(struct cr_lcore *lc)
 	if (cr__rt.hooks.on_lcore_stop != NULL)
 		cr__rt.hooks.on_lcore_stop(lc->id, cr__rt.hooks.arg);
 	cr__modules_stop(lc->id);
+	drop_leftovers(lc);
 	cr__lcore_backend_stop(lc);
 	atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
 }
@@ -202,6 +228,8 @@ static void *
 lcore_thread(void *arg)
 {
 	struct cr_lcore *lc = arg;
+	void (*done)(unsigned lcore, void *arg);
+	void *done_arg;
 	int rc;
 
 	cr__cur = lc;
@@ -209,21 +237,31 @@ lcore_thread(void *arg)
 	 * If that cannot be set up, the lcore writes its lines itself. */
 	(void)cr_log_attach(lc->id);
 	rc = cr__lcore_backend_start(lc);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = lcore_enter(lc);
+		if (rc != 0)
+			cr__lcore_backend_stop(lc);
+	}
 	if (rc != 0) {
+		cr__cur = NULL;
 		lc->start_err = rc;
 		cr_log_detach();
+		lc->start_failed = true;
 		atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
+		cr__lcore_exit(lc);
 		return NULL;
 	}
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
 	cr_log_detach();
 	cr__cur = NULL;
-	/* Consume the request: exactly one of us and a racing cr_lcore_retire() gets it. */
-	if (atomic_exchange(&lc->retire_req, false) && lc->retire_done != NULL)
-		lc->retire_done(lc->id, lc->retire_done_arg);
+	/* The request, if one made us retire (taken under the lifecycle lock). The callback
+	 * may make lifecycle requests of its own, this lcore's start included. */
+	if (cr__lifecycle_take_retire(lc, &done, &done_arg) && done != NULL)
+		done(lc->id, done_arg);
+	/* A resize that waited for us to be OFFLINE. */
+	(void)cr__pool_apply();
+	cr__lcore_exit(lc);
 	return NULL;
 }
 
@@ -248,6 +286,8 @@ cr__lcore_reset(struct cr_lcore *lc)
 	lc->retire_done = NULL;
 	lc->retire_done_arg = NULL;
 	lc->start_err = 0;
+	lc->exiting = false;
+	lc->start_pending = false;
 	lc->spin_ns = lc->spin_min_ns;
 	lc->now = cr__rt.clock();
 	lc->last_work = 0;
@@ -259,13 +299,22 @@ cr__lcore_reset(struct cr_lcore *lc)
 	return 0;
 }
 
+/* A thread for @p lc's new incarnation; its handle is published under the lifecycle lock,
+ * where starts and the thread's own end (cr__lcore_exit) read it. */
 int
 cr__lcore_spawn(struct cr_lcore *lc)
 {
 	char name[16];
+	void *h;
+	int rc;
 
 	snprintf(name, sizeof(name), "cr-lcore-%u", lc->id);
-	return cr_thread_create(&lc->thread, lc->cpu, name, lcore_thread, lc);
+	cr__lifecycle_lock();
+	rc = cr_thread_create(&h, lc->cpu, name, lcore_thread, lc);
+	if (rc == 0)
+		lc->thread = h;
+	cr__lifecycle_unlock();
+	return rc;
 }
 
 static void
@@ -426,6 +475,7 @@ cr_reactor_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *ta
 		cr__rt.hooks = *hooks;
 	cr__rt.sim = false;
 	cr__rt.clock = cr_clock_ns;
+	cr__pool_reset();
 	rc = setup_records(cfg, table);
 	if (rc != 0)
 		return rc;
