@@ -149,8 +149,8 @@ cr__lcore_backend_start(struct cr_lcore *lc)
 }
 
 /*
- * The incarnation's backend goes: its ring and everything in it (DESIGN.md: nothing of an
- * old incarnation is kept). No lcore can be about to wake us through it: a ring wake is
+ * The incarnation's backend goes: its ring and everything in it (doc/guides/design.md:
+ * nothing of an old incarnation is kept). No lcore can be about to wake us through it: a ring wake is
  * sent only while its sender holds our mailbox admission, up to its own submit, and our
  * loop ended with the mailbox quiesced. Every other waker uses lc->wake, which stays.
  */
