@@ -20,9 +20,10 @@ read_dropped(unsigned lcore, uint64_t *out, void *arg)
 __attribute__((constructor)) static void
 register_log_reader(void)
 {
-	cr_telemetry_reader_register("log_dropped_lines", CR_TELEMETRY_COUNTER,
-				     "Log lines dropped because the lcore's log buffer was full.",
-				     read_dropped, NULL);
+	cr_telemetry_reader_register_prom(
+	    "log_dropped_lines", CR_TELEMETRY_COUNTER,
+	    "Log lines dropped because the lcore's log buffer was full.",
+	    &(struct cr_telemetry_prom){"log_dropped_lines"}, read_dropped, NULL);
 }
 
 static const char *
