@@ -522,7 +522,8 @@ __attribute__((constructor)) static void
 io_register(void)
 {
 	cr_reactor_module_register(&io_module);
-	cr_telemetry_reader_register("ops_in_flight", CR_TELEMETRY_GAUGE,
-				     "I/O ops in flight (abandoned ones included).", read_inflight,
-				     NULL);
+	cr_telemetry_reader_register_prom("ops_in_flight", CR_TELEMETRY_GAUGE,
+					  "I/O ops in flight (abandoned ones included).",
+					  &(struct cr_telemetry_prom){"io_ops_in_flight"},
+					  read_inflight, NULL);
 }
