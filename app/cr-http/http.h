@@ -64,6 +64,7 @@ struct http_conn {
 	uint8_t pend_kind;
 	uint16_t pend_status;
 	struct http_file *file;
+	uint64_t req_start_ns; /* the head of the request being answered; 0 once counted */
 };
 
 /* A static request: its file being opened (on a helper thread), then sent. */
@@ -123,6 +124,9 @@ struct http_cfg {
 
 extern struct http_cfg http_cfg;
 extern struct http_lcore *http_lcores[CR_MAX_LCORES];
+/* The request-time histogram (telemetry id) and its observation. */
+extern int http_hist_request;
+void http_request_done(struct http_conn *h);
 
 /* http_date.c */
 void http_date_start(struct http_lcore *hl);

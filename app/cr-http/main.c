@@ -55,9 +55,34 @@ static struct {
     .max_body = 1u << 20,
 };
 
+/* Prometheus: one metric per family, the unit in the name, the status class a label. */
+static const struct cr_telemetry_prom ctr_prom[CNT_COUNT] = {
+    [CNT_REQUESTS] = {"http_requests"},
+    [CNT_RESP_1XX] = {"http_responses", "code", "1xx"},
+    [CNT_RESP_2XX] = {"http_responses", "code", "2xx"},
+    [CNT_RESP_3XX] = {"http_responses", "code", "3xx"},
+    [CNT_RESP_4XX] = {"http_responses", "code", "4xx"},
+    [CNT_RESP_5XX] = {"http_responses", "code", "5xx"},
+    [CNT_PARSE_ERRORS] = {"http_parse_errors"},
+    [CNT_HEADER_TIMEOUTS] = {"http_header_timeouts"},
+    [CNT_STATIC_BYTES] = {"http_static_sent_bytes"},
+};
+
+int http_hist_request = -1;
+
+/* A request is answered: count the time since its head was parsed, once. */
+void
+http_request_done(struct http_conn *h)
+{
+	if (h->req_start_ns == 0)
+		return;
+	cr_telemetry_observe_ns(http_hist_request, cr_clock_ns() - h->req_start_ns);
+	h->req_start_ns = 0;
+}
+
 static const char *const ctr_names[CNT_COUNT][2] = {
     [CNT_REQUESTS] = {"http_requests", "requests whose head was parsed"},
-    [CNT_RESP_1XX] = {"http_responses_1xx", "100 Continue sent"},
+    [CNT_RESP_1XX] = {"http_responses_1xx", "responses by status class (1xx: 100 Continue)"},
     [CNT_RESP_2XX] = {"http_responses_2xx", "responses 200-299"},
     [CNT_RESP_3XX] = {"http_responses_3xx", "responses 300-399 (304)"},
     [CNT_RESP_4XX] = {"http_responses_4xx", "responses 400-499"},
@@ -414,6 +439,8 @@ handle_request(struct http_lcore *hl, struct http_conn *h, const char *head)
 	bool body;
 
 	hl->cnt[CNT_REQUESTS]++;
+	/* The turn's clock: when the bytes that completed the head were reaped. */
+	h->req_start_ns = cr_now_ns();
 	cr_timer_stop(&h->hdr_timer);
 	body = http_body_init(&h->body, r);
 	if (body && r->expect_continue && r->minor == 1) {
@@ -440,6 +467,9 @@ handle_request(struct http_lcore *hl, struct http_conn *h, const char *head)
 		http_static_serve(hl, h, head, r, keep);
 	else
 		answer(hl, h, kind, status, keep);
+	/* A file being opened or sent is answered in http_file_done(). */
+	if (h->file == NULL)
+		http_request_done(h);
 }
 
 static void
@@ -475,6 +505,7 @@ process(struct http_lcore *hl, struct http_conn *h, const char *data, size_t len
 
 				h->phase = PH_HEAD;
 				answer(hl, h, h->pend_kind, h->pend_status, keep);
+				http_request_done(h);
 				if (!keep)
 					h->closing = true;
 				next_request_reset(h);
@@ -640,6 +671,7 @@ on_data(struct cr_conn *c, const void *data, size_t len)
 void
 http_file_done(struct http_lcore *hl, struct http_conn *h, int err)
 {
+	http_request_done(h);
 	if (err != 0) {
 		h->failed = true;
 		conn_settle(hl, h);
@@ -1157,13 +1189,20 @@ main(int argc, char **argv)
 	    (uint32_t)((app.max_line + 2 + app.max_header_bytes + 2 + HTTP_STAGE_SLACK + 63) &
 		       ~63ull);
 	for (i = 0; i < CNT_COUNT; i++) {
-		app.ctr[i] = cr_telemetry_counter_register(ctr_names[i][0], CR_TELEMETRY_COUNTER,
-							   ctr_names[i][1]);
+		app.ctr[i] = cr_telemetry_counter_register_prom(
+		    ctr_names[i][0], CR_TELEMETRY_COUNTER, ctr_names[i][1], &ctr_prom[i]);
 		if (app.ctr[i] < 0) {
 			fprintf(stderr, "cr-http: counter %s: %s\n", ctr_names[i][0],
 				cr_strerror(app.ctr[i]));
 			return 1;
 		}
+	}
+	http_hist_request = cr_telemetry_histogram_register(
+	    "http_request_duration_seconds",
+	    "Time from a request's head parsed to its response queued (a file: sent).", NULL, 0);
+	if (http_hist_request < 0) {
+		fprintf(stderr, "cr-http: histogram: %s\n", cr_strerror(http_hist_request));
+		return 1;
 	}
 	rc = cr_telemetry_register("/http", tel_http,
 				   "cr-http: listen address, root, limits and request totals");
