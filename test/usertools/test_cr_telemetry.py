@@ -254,7 +254,9 @@ class Live(unittest.TestCase):
         self.assertIn('coreact_info{app="cr-hello",version=', body)
         for lc in self.lcores():
             self.assertIn('coreact_app_token_passes_total{lcore="%d"} ' % lc, body)
-            self.assertIn('coreact_lcore_state{lcore="%d",state="RUNNING"} 2\n' % lc, body)
+            # One series per state: 1 for the lcore's, 0 for the others.
+            self.assertIn('coreact_lcore_state{lcore="%d",state="RUNNING"} 1\n' % lc, body)
+            self.assertIn('coreact_lcore_state{lcore="%d",state="OFFLINE"} 0\n' % lc, body)
 
 
 @unittest.skipUnless(crlive.have_app(), "CR_HELLO is not set to the cr-hello binary")
