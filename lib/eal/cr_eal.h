@@ -249,6 +249,24 @@ void *cr_numa_zalloc(size_t size, int node);
 /** Free memory from cr_numa_zalloc(); NULL is fine. */
 void cr_numa_free(void *p);
 
+/* ---- the service manager ---- */
+
+/**
+ * Tell the service manager (systemd, Type=notify) about the process: @p state is one or
+ * more "KEY=VALUE" lines, e.g. "READY=1", "STOPPING=1", "RELOADING=1",
+ * "STATUS=listening on 127.0.0.1:8080". Sent as one datagram to the unix socket
+ * $NOTIFY_SOCKET names (a path, or an abstract name written with a leading '@'), as
+ * sd_notify(3) does; without $NOTIFY_SOCKET, nothing is sent. Never blocks for long (a
+ * datagram to a local socket). Control path; any thread.
+ * @return 0 (sent, or no $NOTIFY_SOCKET); -EINVAL (NULL or empty @p state, longer than 4
+ *         KiB, or $NOTIFY_SOCKET neither a path nor '@name'); -ENAMETOOLONG; -errno from
+ *         socket(2) or sendto(2) (e.g. -ECONNREFUSED: nobody listens there).
+ */
+int cr_sd_notify(const char *state);
+
+/** cr_sd_notify() with a printf-style @p fmt (at most 4 KiB once formatted). */
+int cr_sd_notifyf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* ---- clocks ---- */
 
 /** CLOCK_MONOTONIC in nanoseconds. */
