@@ -238,6 +238,51 @@ class Live(unittest.TestCase):
             self.assertGreaterEqual(d["p99_us"], d["p50_us"], msg)
 
 
+class CoreModes(unittest.TestCase):
+    """The C benchmark's modes as pairings of cr-bench, from the source tree: a tiny
+    handoff run (1000 messages), its text report and, with --json, its figures."""
+
+    def setUp(self):
+        if not os.access(os.path.join(BUILD, "app", "cr-bench", "cr-bench-core"), os.X_OK):
+            self.skipTest("cr-bench-core not built in " + BUILD)
+        if len(os.sched_getaffinity(0)) < 2:
+            self.skipTest("one CPU only")
+
+    def test_listed(self):
+        r = run(["--help"])
+        for mode in ("handoff", "echo", "resize"):
+            self.assertIn(mode + " (", r.stdout)
+
+    def test_handoff_text(self):
+        r = run(["handoff", "--build-dir", BUILD, "--no-build", "--no-install", "--",
+                 "--messages", "1000"], timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("cr_send", r.stdout)
+        self.assertIn("raw", r.stdout)
+        self.assertNotIn("ours req/s", r.stdout)  # no pairing table without such rows
+
+    def test_handoff_json(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "b.json")
+            r = run(["handoff", "--build-dir", BUILD, "--no-build", "--no-install",
+                     "--json", out, "--", "--messages", "1000"], timeout=240)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(out) as f:
+                doc = json.load(f)
+        rows = [x for x in doc["rows"] if x["pairing"] == "handoff"]
+        self.assertEqual(len(rows), 1)
+        self.assertEqual(rows[0]["mode"], "core")
+        self.assertEqual(rows[0]["figures"]["mode"], "handoff")
+        self.assertIn("mode", r.stdout)
+
+    def test_bad_core_option(self):
+        r = run(["handoff", "--build-dir", BUILD, "--no-build", "--no-install", "--",
+                 "--messages", "0"])
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("cr-bench-core handoff exited 2", r.stdout)
+        self.assertIn("--messages 0", r.stdout)
+
+
 def main():
     res = unittest.main(exit=False, verbosity=2).result
     if not res.wasSuccessful():
