@@ -305,6 +305,8 @@ log_main(void *arg)
 	/* Signals are for the app's signal thread, not for this one. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	/* Started from an lcore, it would share that lcore's CPU: take the process's. */
+	(void)cr_thread_unpin_self();
 	while (!atomic_load_explicit(&lt.stop, memory_order_acquire)) {
 		unsigned n = 0;
 
