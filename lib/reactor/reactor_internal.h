@@ -113,13 +113,29 @@ struct cr_lcore {
 	uint64_t spin_ns, spin_min_ns, spin_max_ns;
 	bool wake_queued;   /* a wake of ours rides on our next submit */
 	bool waiting_holds; /* closing, and the last look found leases held */
-	bool closing; /* stop seen: mailbox will close once calls_out == 0 */
-	bool gone;    /* the loop has ended: sends and defers fail with -ESHUTDOWN */
-	bool retire_hooked, shutdown_hooked; /* app hooks run once each */
+	uint8_t phase;	    /* enum lcore_phase */
+	uint8_t told;	    /* CLOSE_* bits: closing events given (modules, app hooks) */
 	const struct cr_backend_ops *ops;
 	struct cr_backend *be_own; /* same as be, without the atomic load */
 	void *thread;
 };
+
+/*
+ * Where an lcore is in its closing (retire or shutdown), owner only. SERVING until a stop
+ * is seen; CLOSING: lease admission closed, modules and app told, serving on until holds,
+ * module work and our calls are done; DRAINING: mailbox closed, running what it accepted;
+ * GONE: the loop is over (sends and defers fail with -ESHUTDOWN).
+ */
+enum lcore_phase {
+	LP_SERVING = 0,
+	LP_CLOSING,
+	LP_DRAINING,
+	LP_GONE,
+};
+
+/* Closing events an lcore has given: for a retire, then (maybe later) for a shutdown. */
+#define CLOSE_RETIRE   1u
+#define CLOSE_SHUTDOWN 2u
 
 struct cr_runtime {
 	struct cr_eal_config cfg;
@@ -155,6 +171,7 @@ void cr__lcore_teardown(struct cr_lcore *lc);
 int cr__lcore_backend_start(struct cr_lcore *lc);
 void cr__lcore_backend_stop(struct cr_lcore *lc);
 int cr__modules_start(unsigned lcore);
+void cr__modules_closing(unsigned lcore, bool shutdown);
 void cr__modules_stop(unsigned lcore);
 bool cr__modules_busy(unsigned lcore, bool forced);
 

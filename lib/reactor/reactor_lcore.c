@@ -55,10 +55,8 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->n_dirty = 0;
 	lc->calls_out = 0;
 	lc->defer_head = lc->defer_tail = 0;
-	lc->closing = false;
-	lc->gone = false;
-	lc->retire_hooked = false;
-	lc->shutdown_hooked = false;
+	lc->phase = LP_SERVING;
+	lc->told = 0;
 	lc->retire_done = NULL;
 	lc->be_own = NULL;
 	lc->wake_queued = false;
@@ -215,7 +213,7 @@ static void
 lcore_leave(struct cr_lcore *lc)
 {
 	/* Nothing would flush or run what the hooks send or defer from here on. */
-	lc->gone = true;
+	lc->phase = LP_GONE;
 	if (cr__rt.hooks.on_lcore_stop != NULL)
 		cr__rt.hooks.on_lcore_stop(lc->id, cr__rt.hooks.arg);
 	cr__modules_stop(lc->id);
@@ -279,10 +277,8 @@ cr__lcore_reset(struct cr_lcore *lc)
 	cr_timer_wheel_destroy(lc->wheel);
 	lc->wheel = w;
 	cr__pollers_free(lc);
-	lc->closing = false;
-	lc->gone = false;
-	lc->retire_hooked = false;
-	lc->shutdown_hooked = false;
+	lc->phase = LP_SERVING;
+	lc->told = 0;
 	lc->retire_done = NULL;
 	lc->retire_done_arg = NULL;
 	lc->start_err = 0;
