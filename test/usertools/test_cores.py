@@ -29,6 +29,18 @@ def run(*args, python=sys.executable, tool=TOOL, **kw):
                           stderr=subprocess.PIPE, text=True, timeout=60, **kw)
 
 
+def run_reader_gone(tool, *args, env=None):
+    """Run @p tool with a stdout whose reader is already gone (`| head` that has what it
+    wanted): the first write fails with EPIPE."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return subprocess.run([sys.executable, tool] + list(args), stdout=w,
+                              stderr=subprocess.PIPE, text=True, timeout=60, env=env)
+    finally:
+        os.close(w)
+
+
 _nobody_tools = []
 
 
@@ -194,6 +206,15 @@ lcores to isolated CPUs
                 "  - CPUs 3,5 are offline and left out; bring them online "
                 "(/sys/devices/system/cpu/cpuN/online) and run cr-cores again to use them"]:
             self.assertIn(want, lines)
+
+
+class ReaderGone(unittest.TestCase):
+    """`cr-cores | head`: no BrokenPipeError traceback, exit 0."""
+
+    def test_plan(self):
+        for args in (["--root", TWO_S], ["--root", TWO_S, "--json"]):
+            r = run_reader_gone(TOOL, *args)
+            self.assertEqual((r.returncode, r.stderr), (0, ""), args)
 
 
 class Plans(unittest.TestCase):

@@ -29,6 +29,18 @@ def run(*args):
                           stderr=subprocess.PIPE, text=True, timeout=60)
 
 
+def run_reader_gone(tool, *args, env=None):
+    """Run @p tool with a stdout whose reader is already gone (`| head` that has what it
+    wanted): the first write fails with EPIPE."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return subprocess.run([sys.executable, tool] + list(args), stdout=w,
+                              stderr=subprocess.PIPE, text=True, timeout=60, env=env)
+    finally:
+        os.close(w)
+
+
 def layout(root, *args):
     r = run("--root", root, "--json", *args)
     if r.returncode != 0:
@@ -169,6 +181,15 @@ class Json(unittest.TestCase):
         self.assertEqual([c["cpus"] for c in d["cores"]], [[0, 4], [1], [2, 6], [7]])
         self.assertEqual(d["numa_nodes"], [{"id": 0, "cpus": [0, 1, 2, 4, 6, 7],
                                             "mem_kib": None, "distances": []}])
+
+
+class ReaderGone(unittest.TestCase):
+    """`cr-cpu-layout --json | head`: no BrokenPipeError traceback, exit 0."""
+
+    def test_json_and_text(self):
+        for args in (["--root", TWO_S, "--json"], ["--root", TWO_S]):
+            r = run_reader_gone(TOOL, *args)
+            self.assertEqual((r.returncode, r.stderr), (0, ""), args)
 
 
 class Selection(unittest.TestCase):
