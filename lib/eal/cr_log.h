@@ -63,9 +63,8 @@ void cr_log_register(struct cr_log_component *c);
  * each line whole (one write(2) never carries part of a line). On a thread attached with
  * cr_log_attach() — every lcore — the line is copied into that thread's buffer and the
  * log thread writes it out: the call never blocks, and a full buffer drops the line and
- * counts it (cr_log_dropped()). Other threads, while the log thread runs, share one
- * buffer (a short lock, no I/O); before it starts and after it stops, every thread writes
- * the line itself.
+ * counts it (cr_log_dropped()). Other threads (the control path, helper threads) write
+ * the line themselves, under a lock, in order with what else they print.
  */
 void cr_log_write(const struct cr_log_component *c, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -144,9 +143,6 @@ bool cr_log_timestamps(void);
 
 /* ---- the log thread and per-thread buffers ---- */
 
-/** cr_log_dropped() id of the buffer that threads without their own share. */
-#define CR_LOG_OTHER_THREADS CR_MAX_LCORES
-
 /**
  * Make the calling thread a non-blocking log producer with buffer @p id (an lcore id):
  * from now on its lines are copied into that buffer and written by the log thread, which
@@ -179,8 +175,8 @@ void cr_log_flush(void);
 void cr_log_stop(void);
 
 /**
- * Lines dropped because buffer @p id (an lcore id, or CR_LOG_OTHER_THREADS) was full.
- * The log thread also writes one line saying how many were dropped where. Any thread.
+ * Lines dropped because the buffer of lcore @p id was full. The log thread also writes
+ * one line saying how many were dropped where. Any thread.
  * @return the count since the process started (0 for an id never attached).
  */
 uint64_t cr_log_dropped(unsigned id);

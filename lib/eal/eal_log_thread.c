@@ -7,8 +7,9 @@
  * Each attached thread (an lcore) owns one buffer: a single-producer single-consumer byte
  * ring of records {u16 len, u8 level, u8 body, line}. The producer copies its line in if
  * it fits and counts it as dropped if not; the log thread is the consumer. Threads that
- * are not attached share one more buffer, producers serialised by a mutex held for the
- * copy only. The log thread sleeps on an eventfd that a producer writes only when the
+ * are not attached (the control path, the telemetry and signal threads, offload helpers)
+ * may block, and write their lines themselves, so that they stay in order with what the
+ * app prints. The log thread sleeps on an eventfd that a producer writes only when the
  * thread said it sleeps, claimed by an exchange, as lcores wake each other (rule 8).
  */
 #include <errno.h>
@@ -45,15 +46,13 @@ struct log_buf {
 	char data[];
 };
 
-#define N_BUFS (CR_MAX_LCORES + 1)
+#define N_BUFS CR_MAX_LCORES
 
-static struct log_buf *_Atomic bufs[N_BUFS]; /* [CR_LOG_OTHER_THREADS]: the shared one */
+static struct log_buf *_Atomic bufs[N_BUFS];
 static _Thread_local struct log_buf *my_buf;
 
 /* Start and stop, and allocation of buffers. */
 static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Producers into the shared buffer. */
-static pthread_mutex_t other_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct {
 	_Atomic bool running; /* release at start: producers may enqueue */
@@ -173,16 +172,11 @@ buf_take(struct log_buf *b, unsigned id, struct cr__log_batch *out)
 	dropped = atomic_load_explicit(&b->dropped, memory_order_relaxed);
 	if (dropped != b->reported) {
 		size_t len = cr__log_timestamp(line, sizeof(line)), body = len;
-		char who[32];
-		int k;
+		int k = snprintf(line + len, sizeof(line) - len,
+				 "%s: warning: %llu log lines dropped on lcore %u: its log buffer "
+				 "was full\n",
+				 cr__eal_log.name, (unsigned long long)(dropped - b->reported), id);
 
-		if (id == CR_LOG_OTHER_THREADS)
-			snprintf(who, sizeof(who), "threads that are not lcores");
-		else
-			snprintf(who, sizeof(who), "lcore %u", id);
-		k = snprintf(line + len, sizeof(line) - len,
-			     "%s: warning: %llu log lines dropped on %s: its log buffer was full\n",
-			     cr__eal_log.name, (unsigned long long)(dropped - b->reported), who);
 		if (k > 0 && (size_t)k < sizeof(line) - len)
 			cr__log_batch_add(out, line, len + (size_t)k, body, CR_LOG_WARNING);
 		b->reported = dropped;
@@ -358,8 +352,6 @@ start_thread(void)
 
 	if (atomic_load_explicit(&lt.running, memory_order_relaxed))
 		return 0;
-	if (buf_get(CR_LOG_OTHER_THREADS) == NULL)
-		return -ENOMEM;
 	lt.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (lt.efd < 0)
 		return -errno;
@@ -470,24 +462,14 @@ cr__log_emit(const char *line, size_t len, size_t body, int level)
 {
 	struct log_buf *b = my_buf;
 
-	/* acquire: pairs with the release in start_thread() */
-	if (!atomic_load_explicit(&lt.running, memory_order_acquire)) {
+	/* acquire: pairs with the release in start_thread(); a thread that is not attached,
+	 * or one whose log thread has stopped, writes the line itself */
+	if (b == NULL || !atomic_load_explicit(&lt.running, memory_order_acquire)) {
 		cr__log_sink_line(line, len, body, level);
 		return;
 	}
-	if (b != NULL) {
-		if (buf_put(b, line, len, body, level))
-			wake_thread();
-		return;
-	}
-	pthread_mutex_lock(&other_lock);
-	b = atomic_load_explicit(&bufs[CR_LOG_OTHER_THREADS], memory_order_relaxed);
-	if (buf_put(b, line, len, body, level)) {
-		pthread_mutex_unlock(&other_lock);
+	if (buf_put(b, line, len, body, level))
 		wake_thread();
-		return;
-	}
-	pthread_mutex_unlock(&other_lock);
 }
 
 /* ---- tests ---- */

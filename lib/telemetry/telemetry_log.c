@@ -57,14 +57,13 @@ cr__tel_cmd_log(const char *cmd, const char *params, struct cr_json *reply)
 	cr_json_object_begin(reply, NULL);
 	write_sink(reply);
 	cr_json_bool(reply, "timestamps", cr_log_timestamps());
-	/* Per lcore, and the buffer the other threads share. */
+	/* Per lcore: only lcores buffer their lines. */
 	cr_json_object_begin(reply, "dropped_lines");
 	for (id = cr__tel_lcore_next(CR_LCORE_NONE); id != CR_LCORE_NONE;
 	     id = cr__tel_lcore_next(id)) {
 		snprintf(key, sizeof(key), "%u", id);
 		cr_json_u64(reply, key, cr_log_dropped(id));
 	}
-	cr_json_u64(reply, "other_threads", cr_log_dropped(CR_LOG_OTHER_THREADS));
 	cr_json_object_end(reply);
 	cr_json_object_end(reply);
 	return 0;
