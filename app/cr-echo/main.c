@@ -222,11 +222,17 @@ udp_bind_done(void *arg)
  * ends each one once every byte it had received is echoed. */
 static const struct cr_reactor_hooks hooks = {0};
 
+/* Whether the app got as far as serving: a failed start prints no totals. On the main
+ * lcore, which is the thread that prints the totals once the runtime has stopped. */
+static bool served;
+
 static void
 print_ready(void)
 {
 	char a[CR_NET_ADDR_STRLEN], cl[256];
 	unsigned n = cr_lcore_count();
+
+	served = true;
 
 	printf("cr-echo: listening on %s (tcp%s), %u lcore%s (%s), io driver %s\n",
 	       cr_net_addr_format(&app.bound, a, sizeof(a)), app.udp ? ", udp" : "", n,
@@ -274,6 +280,8 @@ print_totals(void)
 	struct cr_net_stats s, t = {0};
 	unsigned i;
 
+	if (!served)
+		return;
 	for (i = 0; i < app.table.n; i++) {
 		if (cr_net_stats(app.table.lcores[i].lcore_id, &s) != 0)
 			continue;
@@ -447,9 +455,9 @@ main(int argc, char **argv)
 		rc = cr_send(cr_lcore_main(), start_serving, NULL);
 	if (rc != 0) {
 		/* The library logged what failed (a telemetry path, an address) and why. */
-		fprintf(stderr, "cr-echo: cannot start: %s%s\n", cr_strerror(rc),
-			cr_telemetry_socket_path() == NULL ? "; --telemetry off runs without it"
-							   : "");
+		/* The hint says what to do about a telemetry failure ("" for others). */
+		fprintf(stderr, "cr-echo: cannot start: %s%s%s\n", cr_strerror(rc),
+			cr_telemetry_hint()[0] != '\0' ? "; " : "", cr_telemetry_hint());
 		cr_reactor_stop();
 		app.exit_code = 1;
 	}

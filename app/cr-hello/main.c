@@ -250,8 +250,8 @@ main(int argc, char **argv)
 	fflush(stdout);
 	if (rc != 0) {
 		/* The library logged which path or address failed and why. */
-		fprintf(stderr, "cr-hello: cannot start telemetry: %s; --telemetry off runs "
-				"without it\n", cr_strerror(rc));
+		fprintf(stderr, "cr-hello: cannot start telemetry: %s%s%s\n", cr_strerror(rc),
+			cr_telemetry_hint()[0] != '\0' ? "; " : "", cr_telemetry_hint());
 		cr_reactor_stop();
 		cr_reactor_run();
 		cr_reactor_fini();

@@ -848,11 +848,17 @@ static const struct cr_reactor_hooks hooks = {
     .on_shutdown = drain_hook,
 };
 
+/* Whether the app got as far as serving: a failed start prints no totals. On the main
+ * lcore, which is the thread that prints the totals once the runtime has stopped. */
+static bool served;
+
 static void
 print_ready(void)
 {
 	char a[CR_NET_ADDR_STRLEN], cl[256];
 	unsigned n = cr_lcore_count();
+
+	served = true;
 
 	printf("cr-http: listening on %s (http), %u lcore%s (%s), io driver %s%s%s\n",
 	       cr_net_addr_format(&app.bound, a, sizeof(a)), n, n == 1 ? "" : "s",
@@ -942,6 +948,8 @@ print_totals(void)
 	uint64_t t[CNT_COUNT] = {0}, v;
 	unsigned i, k;
 
+	if (!served)
+		return;
 	for (i = 0; i < app.table.n; i++)
 		for (k = 0; k < CNT_COUNT; k++)
 			if (cr_telemetry_counter_read(app.ctr[k], app.table.lcores[i].lcore_id,
@@ -1197,9 +1205,9 @@ main(int argc, char **argv)
 	if (rc == 0)
 		rc = cr_send(cr_lcore_main(), start_serving, NULL);
 	if (rc != 0) {
-		fprintf(stderr, "cr-http: cannot start: %s%s\n", cr_strerror(rc),
-			cr_telemetry_socket_path() == NULL ? "; --telemetry off runs without it"
-							   : "");
+		/* The hint says what to do about a telemetry failure ("" for others). */
+		fprintf(stderr, "cr-http: cannot start: %s%s%s\n", cr_strerror(rc),
+			cr_telemetry_hint()[0] != '\0' ? "; " : "", cr_telemetry_hint());
 		cr_reactor_stop();
 		app.exit_code = 1;
 	}

@@ -502,9 +502,9 @@ main(int argc, char **argv)
 	if (rc == 0)
 		rc = cr_send(cr_lcore_main(), start_serving, NULL);
 	if (rc != 0) {
-		fprintf(stderr, "cr-proxy: cannot start: %s%s\n", cr_strerror(rc),
-			cr_telemetry_socket_path() == NULL ? "; --telemetry off runs without it"
-							   : "");
+		/* The hint says what to do about a telemetry failure ("" for others). */
+		fprintf(stderr, "cr-proxy: cannot start: %s%s%s\n", cr_strerror(rc),
+			cr_telemetry_hint()[0] != '\0' ? "; " : "", cr_telemetry_hint());
 		cr_reactor_stop();
 		app.exit_code = 1;
 	}

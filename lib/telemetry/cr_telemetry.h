@@ -379,6 +379,16 @@ int cr_telemetry_histogram_read(int id, unsigned lcore, struct cr_telemetry_hist
 int cr_telemetry_start(const struct cr_eal_config *cfg, const char *app_name);
 
 /**
+ * What the user can do about the last failed cr_telemetry_start(), for the app's one line
+ * after the error: "--telemetry off runs without the socket" when the socket failed,
+ * "another --metrics port (0: the kernel picks one) or no --metrics runs without it" when
+ * the --metrics address is taken, "no --metrics runs without it" for another --metrics
+ * failure; "" after a start that succeeded or failed for another reason. The string is
+ * static. Any thread.
+ */
+const char *cr_telemetry_hint(void);
+
+/**
  * Stop the telemetry thread, close every connection and remove the socket file. Call before
  * cr_reactor_fini(). Nothing running is fine. Control path; any thread but the telemetry
  * thread (a handler must not call it).

@@ -346,12 +346,54 @@ def wait_dead_marked(app, dead):
         time.sleep(0.1)
 
 
+def start_fails(exe, app, extra):
+    """Start @p exe with @p extra; it must fail: (exit status, stdout, stderr)."""
+    base = {"hello": ["--laps", "1"], "proxy": ["--listen", "127.0.0.1:0", "--backend",
+                                                "127.0.0.1:9"]}.get(
+        app, ["--listen", "127.0.0.1:0"])
+    r = subprocess.run([exe] + base + extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=WAIT)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_busy(exe, app):
+    """--metrics on an address another process holds: exit 1, the hint says what helps
+    (not --telemetry off, which was given), and no totals of a run that never started;
+    a telemetry socket that cannot be made: the hint is --telemetry off."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    addr = "127.0.0.1:%d" % taken.getsockname()[1]
+    rc, out, err = start_fails(exe, app, ["--telemetry", "off", "--metrics", addr])
+    taken.close()
+    check(rc == 1, "exit %d with --metrics %s taken: %r" % (rc, addr, err))
+    check("--metrics %s: cannot listen: Address already in use" % addr in err, err)
+    check("; another --metrics port (0: the kernel picks one) or no --metrics runs without "
+          "it\n" in err, "no true hint: %r" % err)
+    check("--telemetry off" not in err, "a hint to give --telemetry off, which was: %r" % err)
+    check("stopped" not in out, "totals after a failed start: %r" % out)
+    rc, out, err = start_fails(exe, app, ["--telemetry", "/nonexistent-dir/t.sock"])
+    check(rc == 1 and "; --telemetry off runs without the socket\n" in err,
+          "socket failure: %d %r" % (rc, err))
+    check("stopped" not in out, "totals after a failed start: %r" % out)
+    print("%s: the hints are true, no totals after a failed start" % app)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("exe")
     ap.add_argument("app", choices=["hello", "echo", "http", "kv", "proxy"])
     ap.add_argument("--driver", default="uring", choices=["uring", "epoll"])
+    ap.add_argument("--busy", action="store_true",
+                    help="instead: a taken --metrics address and a bad --telemetry path")
     a = ap.parse_args()
+    if a.busy:
+        try:
+            test_busy(a.exe, a.app)
+        except Failure as e:
+            print("FAIL: %s" % e)
+            return 1
+        return 0
     if shutil.which("promtool") is None:
         print("SKIP: no promtool (Debian package prometheus; usertools/cr-quickstart test "
               "installs it)")
