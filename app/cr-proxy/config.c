@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cr_eal.h"
 #include "proxy.h"
@@ -225,12 +226,19 @@ px_conf_load(const char *path, struct px_conf *c)
 	char *w[8];
 	unsigned n, lineno = 0;
 	FILE *f = fopen(path, "r");
+	struct stat st;
 	int rc = 0;
 
 	if (f == NULL) {
 		rc = -errno;
 		fprintf(stderr, "cr-proxy: --config %s: %s\n", path, cr_strerror(rc));
 		return rc;
+	}
+	/* fopen() opens a directory for reading; only the first read fails, with EISDIR. */
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fclose(f);
+		fprintf(stderr, "cr-proxy: --config %s: %s\n", path, cr_strerror(-EISDIR));
+		return -EISDIR;
 	}
 	while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
 		char *p, *save = NULL;
@@ -259,8 +267,8 @@ px_conf_load(const char *path, struct px_conf *c)
 			rc = conf_line(c, w, n, path, lineno);
 	}
 	if (rc == 0 && ferror(f)) {
-		rc = -EIO;
-		fprintf(stderr, "cr-proxy: --config %s: read error\n", path);
+		rc = errno != 0 ? -errno : -EIO;
+		fprintf(stderr, "cr-proxy: --config %s: %s\n", path, cr_strerror(rc));
 	}
 	fclose(f);
 	return rc;
