@@ -20,61 +20,28 @@ import datetime
 import json
 import os
 import re
-import select
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-SKIP = 77
-WAIT = 20.0  # seconds for a line to show up: generous, the machine is shared
+from started import Failure, Started, WAIT, check, round_trip
+
 STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z "
 ENDS = r"lib\.net: debug: lcore \d+: connection fd \d+ ends: [a-z ]+"
 
 
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-
-
-class Echo:
+class Echo(Started):
     """cr-echo on 127.0.0.1:0 with a telemetry socket in @p tmp."""
 
     def __init__(self, exe, driver, tmp, extra):
         self.sock = os.path.join(tmp, "echo.sock")
-        args = [exe, "--io-driver", driver, "--listen", "127.0.0.1:0", "--telemetry",
-                self.sock] + list(extra)
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.out = b""
-        deadline = time.monotonic() + WAIT
-        while b"listening on" not in self.out:
-            left = deadline - time.monotonic()
-            if left <= 0 or self.proc.poll() is not None:
-                self.proc.kill()
-                raise Failure("cr-echo did not start: out=%r err=%r"
-                              % (self.out, self.proc.stderr.read()))
-            r, _, _ = select.select([self.proc.stdout], [], [], left)
-            if r:
-                self.out += os.read(self.proc.stdout.fileno(), 4096)
-        m = re.search(rb"listening on 127\.0\.0\.1:(\d+)", self.out)
-        check(m is not None, "no port in %r" % self.out)
-        self.port = int(m.group(1))
+        super().__init__([exe, "--io-driver", driver, "--listen", "127.0.0.1:0",
+                          "--telemetry", self.sock] + list(extra))
 
     def echo_once(self):
-        with socket.create_connection(("127.0.0.1", self.port), timeout=WAIT) as s:
-            s.sendall(b"ping\n")
-            got = b""
-            while len(got) < 5:
-                chunk = s.recv(16)
-                check(chunk, "connection closed before the echo")
-                got += chunk
-            check(got == b"ping\n", "echo: %r" % got)
+        round_trip(self.port, b"ping\n", "cr-echo")
 
     def ask(self, cmd):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -87,16 +54,6 @@ class Echo:
                 check(chunk, "telemetry closed the connection")
                 buf += chunk
         return json.loads(buf)
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            out, err = self.proc.communicate(timeout=WAIT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise Failure("cr-echo did not stop")
-        check(self.proc.returncode == 0, "cr-echo exited %d: %r" % (self.proc.returncode, err))
-        return (self.out + out).decode(), err.decode()
 
 
 def read(path):

@@ -17,12 +17,9 @@ loopback, gets some real traffic, and /metrics is scraped. Then:
 Exit 0 pass, 1 fail, 77 skip (no promtool, or a client tool missing).
 """
 import argparse
-import math
 import os
 import re
-import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -30,58 +27,26 @@ import threading
 import time
 import urllib.request
 
+from started import Failure, Started, WAIT, check, round_trip
+
 SKIP = 77
-WAIT = 20.0
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
 
 
 # ---- the app ----
 
-class App:
+class App(Started):
     def __init__(self, exe, driver, extra, listens):
-        args = [exe, "--io-driver", driver, "--metrics", "127.0.0.1:0", "--telemetry", "off"]
-        self.proc = subprocess.Popen(args + extra, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
-        self.out = b""
-        self.started = time.time()
-        deadline = time.monotonic() + WAIT
-        while b"metrics on" not in self.out or (listens and b"listening on" not in self.out):
-            left = deadline - time.monotonic()
-            if left <= 0 or self.proc.poll() is not None:
-                self.proc.kill()
-                raise Failure("%s did not start: out=%r err=%r"
-                              % (exe, self.out, self.proc.stderr.read()))
-            r, _, _ = select.select([self.proc.stdout], [], [], left)
-            if r:
-                self.out += os.read(self.proc.stdout.fileno(), 4096)
+        argv = [exe, "--io-driver", driver, "--metrics", "127.0.0.1:0", "--telemetry",
+                "off"] + extra
+        super().__init__(argv, [rb"metrics on"] + ([rb"listening on"] if listens else []))
         m = re.search(rb"metrics on (http://\S+/metrics)", self.out)
         check(m, "no metrics address in %r" % self.out)
         self.metrics = m.group(1).decode()
-        m = re.search(rb"listening on 127\.0\.0\.1:(\d+)", self.out)
-        self.port = int(m.group(1)) if m else None
 
     def scrape(self):
         with urllib.request.urlopen(self.metrics, timeout=WAIT) as r:
             check(r.status == 200, "GET /metrics: %d" % r.status)
             return r.read().decode()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.communicate(timeout=WAIT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
-            raise Failure("the app did not stop on SIGINT")
 
 
 # ---- the text ----
@@ -185,13 +150,7 @@ def drive_hello(app):
 
 def drive_echo(app):
     for i in range(5):
-        with socket.create_connection(("127.0.0.1", app.port), timeout=WAIT) as s:
-            s.sendall(b"x" * 1000)
-            got = b""
-            while len(got) < 1000:
-                chunk = s.recv(4096)
-                check(chunk, "echo closed early")
-                got += chunk
+        round_trip(app.port, b"x" * 1000, "cr-echo")
     return {}
 
 
@@ -294,13 +253,7 @@ def dead_port():
 
 def drive_proxy(app):
     for _ in range(6):
-        with socket.create_connection(("127.0.0.1", app.port), timeout=WAIT) as s:
-            s.sendall(b"y" * 500)
-            got = b""
-            while len(got) < 500:
-                chunk = s.recv(4096)
-                check(chunk, "proxy closed early")
-                got += chunk
+        round_trip(app.port, b"y" * 500, "cr-proxy")
     # The server side closes after the client side: wait until no session is left.
     deadline = time.monotonic() + WAIT
     while True:
@@ -425,13 +378,14 @@ def main():
             check_kv(types, samples, seen)
         elif a.app == "proxy":
             check_proxy(types, samples, seen, good, dead)
+        app.stop()
         print("%s: promtool clean, %d families, %d samples, %d lcores"
               % (a.app, len(types), len(samples), n))
     except Failure as e:
+        if app.proc.poll() is None:
+            app.proc.kill()
         print("FAIL: %s" % e)
         return 1
-    finally:
-        app.stop()
     return 0
 
 

@@ -175,7 +175,8 @@ class OnTerminal:
 
 
 def run_tool_reader_gone(name, args, env):
-    """Run tool @p name with a stdout whose reader is already gone (`| head`)."""
+    """Run tool @p name with a stdout whose reader is already gone (`| head` that has
+    what it wanted): its first write fails with EPIPE. @p env None: ours."""
     r, w = os.pipe()
     os.close(r)
     try:

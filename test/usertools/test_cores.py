@@ -23,22 +23,13 @@ TWO_S = os.path.join(FIX, "2s-numa-smt")
 HOLES = os.path.join(FIX, "holes")
 NOBODY = 65534
 
+sys.path.insert(0, HERE)
+import crlive  # noqa: E402
+
 
 def run(*args, python=sys.executable, tool=TOOL, **kw):
     return subprocess.run([python, tool] + list(args), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=60, **kw)
-
-
-def run_reader_gone(tool, *args, env=None):
-    """Run @p tool with a stdout whose reader is already gone (`| head` that has what it
-    wanted): the first write fails with EPIPE."""
-    r, w = os.pipe()
-    os.close(r)
-    try:
-        return subprocess.run([sys.executable, tool] + list(args), stdout=w,
-                              stderr=subprocess.PIPE, text=True, timeout=60, env=env)
-    finally:
-        os.close(w)
 
 
 _nobody_tools = []
@@ -213,7 +204,7 @@ class ReaderGone(unittest.TestCase):
 
     def test_plan(self):
         for args in (["--root", TWO_S], ["--root", TWO_S, "--json"]):
-            r = run_reader_gone(TOOL, *args)
+            r = crlive.run_tool_reader_gone("cr-cores", args, None)
             self.assertEqual((r.returncode, r.stderr), (0, ""), args)
 
 

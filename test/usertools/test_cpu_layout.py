@@ -21,24 +21,14 @@ TWO_S = os.path.join(FIX, "2s-numa-smt")
 HOLES = os.path.join(FIX, "holes")
 
 sys.path.insert(0, os.path.join(TOP, "usertools"))
+sys.path.insert(0, HERE)
+import crlive  # noqa: E402
 import crtopo  # noqa: E402
 
 
 def run(*args):
     return subprocess.run([sys.executable, TOOL] + list(args), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=60)
-
-
-def run_reader_gone(tool, *args, env=None):
-    """Run @p tool with a stdout whose reader is already gone (`| head` that has what it
-    wanted): the first write fails with EPIPE."""
-    r, w = os.pipe()
-    os.close(r)
-    try:
-        return subprocess.run([sys.executable, tool] + list(args), stdout=w,
-                              stderr=subprocess.PIPE, text=True, timeout=60, env=env)
-    finally:
-        os.close(w)
 
 
 def layout(root, *args):
@@ -188,7 +178,7 @@ class ReaderGone(unittest.TestCase):
 
     def test_json_and_text(self):
         for args in (["--root", TWO_S, "--json"], ["--root", TWO_S]):
-            r = run_reader_gone(TOOL, *args)
+            r = crlive.run_tool_reader_gone("cr-cpu-layout", args, None)
             self.assertEqual((r.returncode, r.stderr), (0, ""), args)
 
 

@@ -10,6 +10,7 @@
 #include "prom_check.h"
 #include "telemetry_internal.h"
 #include "tel_ut.h"
+#include "tel_internal_ut.h"
 
 static char text[CR_TELEMETRY_MAX_REPLY + 1];
 static unsigned calls;
@@ -17,12 +18,7 @@ static unsigned calls;
 static const char *
 render(void)
 {
-	struct cr__tbuf t;
-
-	cr__tbuf_init(&t, text, sizeof(text));
-	cr__prom_render(&t);
-	CU_ASSERT_FALSE(t.overflow);
-	return text;
+	return tel_render(text, sizeof(text));
 }
 
 static void

@@ -10,6 +10,7 @@
 #include "prom_check.h"
 #include "telemetry_internal.h"
 #include "tel_ut.h"
+#include "tel_internal_ut.h"
 
 static char text[CR_TELEMETRY_MAX_REPLY + 1];
 static const uint64_t small_bounds[] = {1000, 5000, 1000000};
@@ -18,24 +19,13 @@ static int id_small, id_lat;
 static const char *
 render(void)
 {
-	struct cr__tbuf t;
-
-	cr__tbuf_init(&t, text, sizeof(text));
-	cr__prom_render(&t);
-	CU_ASSERT_FALSE(t.overflow);
-	return text;
+	return tel_render(text, sizeof(text));
 }
 
 static const char *
 ask(const char *req)
 {
-	static struct cr_json j;
-
-	cr_json_init(&j, text, sizeof(text));
-	cr__tel_dispatch(req, strlen(req), &j);
-	CU_ASSERT_EQUAL(cr_json_finish(&j), 0);
-	CU_ASSERT_TRUE(ut_json_valid(cr_json_text(&j)));
-	return cr_json_text(&j);
+	return tel_ask(text, sizeof(text), req);
 }
 
 static void

@@ -10,6 +10,7 @@
 #include "eal_internal.h"
 #include "telemetry_internal.h"
 #include "tel_ut.h"
+#include "tel_internal_ut.h"
 
 CR_LOG_COMPONENT(log_ut, "test.tel");
 
@@ -20,13 +21,7 @@ static char dir[64] = "/tmp/telemetry_log_ut.XXXXXX";
 static const char *
 ask(const char *req)
 {
-	static struct cr_json j;
-
-	cr_json_init(&j, out, sizeof(out));
-	cr__tel_dispatch(req, strlen(req), &j);
-	CU_ASSERT_EQUAL(cr_json_finish(&j), 0);
-	CU_ASSERT_TRUE(ut_json_valid(cr_json_text(&j)));
-	return cr_json_text(&j);
+	return tel_ask(out, sizeof(out), req);
 }
 
 static const char *

@@ -12,6 +12,7 @@
 #include "prom_check.h"
 #include "telemetry_internal.h"
 #include "tel_ut.h"
+#include "tel_internal_ut.h"
 
 static unsigned lib_readers, lib_counters, lib_families;
 
@@ -99,12 +100,7 @@ suite_init(void)
 static const char *
 render(void)
 {
-	struct cr__tbuf t;
-
-	cr__tbuf_init(&t, text, sizeof(text));
-	cr__prom_render(&t);
-	CU_ASSERT_FALSE(t.overflow);
-	return text;
+	return tel_render(text, sizeof(text));
 }
 
 
