@@ -273,8 +273,9 @@ unsigned cr_listener_sockets(const struct cr_listener *l);
  * Stop listening, without resetting what is queued: every RUNNING lcore's socket refuses
  * new handshakes, accepts and serves what it holds, and closes (see cr_tcp_listen()). Connections already accepted
  * are not affected. The handle is dead after this call. Once every socket is closed (the
- * port is free), @p done(@p arg) runs, on the home lcore, or on the lcore that closed the
- * last socket when home is no longer running. NULL @p l or @p done is fine.
+ * port is free), @p done(@p arg) runs once, on the home lcore; when no message can reach
+ * home (it stopped, or the last socket closed on an lcore that is past its loop), on the
+ * lcore that closed the last socket instead. NULL @p l or @p done is fine.
  * On the listener's home lcore only (-EPERM is not reported: a call elsewhere is ignored
  * and logged, and @p done does not run).
  */

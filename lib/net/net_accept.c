@@ -216,8 +216,7 @@ shard_released(void *arg)
 	struct net_shard *sh = arg;
 	struct cr_listener *l = sh->l;
 
-	close(sh->fd);
-	sh->fd = -1;
+	cr__shard_forget_fd(sh);
 	cr__listener_socket_closed(l);
 	cr__listener_put(l);
 }
@@ -258,8 +257,11 @@ cr__drain_tick(struct net_lcore *nl, struct net_shard *sh)
 	struct cr_listener *l = sh->l;
 	uint64_t now = cr_now_ns();
 
+	/* The listener closed, or a shutdown overtook the retire: nobody stays to take its
+	 * connections, and once the others close, the steering goes and new handshakes
+	 * would reach this socket. */
 	if (!cr__listener_open(l) || nl->quench)
-		sh->quench = true;
+		cr__shard_quench(sh);
 	if (now < sh->drain_until) {
 		bool waiting = !cr__pend_place(l, nl, sh);
 
@@ -305,6 +307,18 @@ cr__drain_tick(struct net_lcore *nl, struct net_shard *sh)
  * once the socket is closed. The listen(2) backlog alone cannot do this: a limit of 0
  * still lets one connection in, which a close right after the last accept would reset.
  */
+static void refuse_new_handshakes(struct net_shard *sh);
+
+/* Serve what it takes itself from now on, and take no new handshake. */
+void
+cr__shard_quench(struct net_shard *sh)
+{
+	if (sh->quench)
+		return;
+	sh->quench = true;
+	refuse_new_handshakes(sh);
+}
+
 static void
 refuse_new_handshakes(struct net_shard *sh)
 {
@@ -338,18 +352,14 @@ cr__shard_drain(struct net_lcore *nl, struct net_shard *sh, bool quench)
 	struct cr_listener *l = sh->l;
 
 	if (sh->state == SH_DRAIN) {
-		if (quench && !sh->quench) {
-			sh->quench = true; /* a shutdown overtook the retire: no lcore stays */
-			refuse_new_handshakes(sh);
-		}
+		if (quench)
+			cr__shard_quench(sh); /* a shutdown overtook the retire: no lcore stays */
 		return;
 	}
 	if (sh->state != SH_RUN)
 		return;
-	if (quench || l->opts.single_acceptor || !cr__group_steer_away(l, sh)) {
-		sh->quench = true;
-		refuse_new_handshakes(sh);
-	}
+	if (quench || l->opts.single_acceptor || !cr__group_steer_away(l, sh))
+		cr__shard_quench(sh);
 	sh->state = SH_DRAIN;
 	sh->drain_until = cr_now_ns() + cr__net_drain_grace_ns;
 	sh->waiting_slot = false;
