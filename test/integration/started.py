@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """An app started for a test (log_test.py, metrics_test.py): its stdout read until the
 lines that say it is ready, every wait bounded, a clean stop checked."""
+import atexit
 import os
 import re
 import select
@@ -29,6 +30,8 @@ class Started:
     def __init__(self, argv, ready=(rb"listening on",)):
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # A test that fails half-way leaves nothing running behind it.
+        atexit.register(self.kill)
         self.started = time.time()
         self.out = b""
         deadline = time.monotonic() + WAIT
@@ -42,6 +45,11 @@ class Started:
                 self.out += os.read(self.proc.stdout.fileno(), 4096)
         m = re.search(rb"listening on 127\.0\.0\.1:(\d+)", self.out)
         self.port = int(m.group(1)) if m else None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def stop(self):
         """SIGINT, then the exit status must be 0. @return (stdout, stderr) as text."""
