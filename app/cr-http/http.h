@@ -63,6 +63,7 @@ struct http_conn {
 	uint8_t pend_kind;
 	uint16_t pend_status;
 	struct http_file *file;
+	uint64_t req_start_ns; /* the head of the request being answered; 0 once counted */
 };
 
 /* A static request: its file being opened (on a helper thread), then sent. */
@@ -136,6 +137,9 @@ http_lcore_cur(void)
 {
 	return cr_lcore_local(http_local);
 }
+/* The request-time histogram (telemetry id) and its observation (http_lcore.c). */
+extern int http_hist_request;
+void http_request_done(struct http_conn *h);
 
 /* http_date.c */
 void http_date_start(struct http_lcore *hl);

@@ -102,6 +102,7 @@ on_data(struct cr_conn *c, const void *data, size_t len)
 static void
 file_done(struct http_lcore *hl, struct http_conn *h, int err)
 {
+	http_request_done(h);
 	if (err != 0) {
 		h->failed = true;
 		conn_settle(hl, h);

@@ -115,6 +115,8 @@ handle_request(struct http_lcore *hl, struct http_conn *h, const char *head)
 	bool body;
 
 	hl->cnt[CNT_REQUESTS]++;
+	/* The turn's clock: when the bytes that completed the head were reaped. */
+	h->req_start_ns = cr_now_ns();
 	cr_timer_stop(&h->hdr_timer);
 	body = http_body_init(&h->body, r);
 	if (body && r->expect_continue && r->minor == 1) {
@@ -141,6 +143,9 @@ handle_request(struct http_lcore *hl, struct http_conn *h, const char *head)
 		http_static_serve(hl, h, head, r, keep);
 	else
 		answer(hl, h, kind, status, keep);
+	/* A file being opened or sent is answered when its transfer ends (file_done). */
+	if (h->file == NULL)
+		http_request_done(h);
 }
 
 static void
@@ -176,6 +181,7 @@ http_process(struct http_lcore *hl, struct http_conn *h, const char *data, size_
 
 				h->phase = PH_HEAD;
 				answer(hl, h, h->pend_kind, h->pend_status, keep);
+				http_request_done(h);
 				if (!keep)
 					h->closing = true;
 				next_request_reset(h);

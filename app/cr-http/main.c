@@ -54,9 +54,34 @@ static struct {
     .max_body = 1u << 20,
 };
 
+/* Prometheus: one metric per family, the unit in the name, the status class a label. */
+static const struct cr_telemetry_prom ctr_prom[CNT_COUNT] = {
+    [CNT_REQUESTS] = {"http_requests"},
+    [CNT_RESP_1XX] = {"http_responses", "code", "1xx"},
+    [CNT_RESP_2XX] = {"http_responses", "code", "2xx"},
+    [CNT_RESP_3XX] = {"http_responses", "code", "3xx"},
+    [CNT_RESP_4XX] = {"http_responses", "code", "4xx"},
+    [CNT_RESP_5XX] = {"http_responses", "code", "5xx"},
+    [CNT_PARSE_ERRORS] = {"http_parse_errors"},
+    [CNT_HEADER_TIMEOUTS] = {"http_header_timeouts"},
+    [CNT_STATIC_BYTES] = {"http_static_sent_bytes"},
+};
+
+int http_hist_request = -1;
+
+/* A request is answered: count the time since its head was parsed, once. */
+void
+http_request_done(struct http_conn *h)
+{
+	if (h->req_start_ns == 0)
+		return;
+	cr_telemetry_observe_ns(http_hist_request, cr_clock_ns() - h->req_start_ns);
+	h->req_start_ns = 0;
+}
+
 static const char *const ctr_names[CNT_COUNT][2] = {
     [CNT_REQUESTS] = {"http_requests", "requests whose head was parsed"},
-    [CNT_RESP_1XX] = {"http_responses_1xx", "100 Continue sent"},
+    [CNT_RESP_1XX] = {"http_responses_1xx", "responses by status class (1xx: 100 Continue)"},
     [CNT_RESP_2XX] = {"http_responses_2xx", "responses 200-299"},
     [CNT_RESP_3XX] = {"http_responses_3xx", "responses 300-399 (304)"},
     [CNT_RESP_4XX] = {"http_responses_4xx", "responses 400-499"},
@@ -83,7 +108,8 @@ start(void *arg)
 	rc = cr_tcp_listen(&lo, &http_conn_ops, NULL, &app.listener);
 	if (rc != 0)
 		return cr_app_errorf(rc, "--listen %s: %s",
-				     cr_net_addr_format(&app.listen, a, sizeof(a)), cr_strerror(rc));
+				     cr_net_addr_format(&app.listen, a, sizeof(a)),
+				     cr_strerror(rc));
 	cr_listener_addr(app.listener, &app.bound);
 	n = cr_lcore_count();
 	printf("cr-http: listening on %s (http), %u lcore%s (%s), io driver %s%s%s\n",
@@ -109,18 +135,18 @@ fini(bool failed, void *arg)
 	uint64_t t[CNT_COUNT] = {0}, v;
 	unsigned i, k;
 
-	(void)failed;
 	(void)arg;
-	for (i = 0; i < lt->n; i++)
+	for (i = 0; i < lt->n && !failed; i++) /* a failed start prints no totals */
 		for (k = 0; k < CNT_COUNT; k++)
-			if (cr_telemetry_counter_read(http_cfg.ctr[k], lt->lcores[i].lcore_id, &v) ==
-			    0)
+			if (cr_telemetry_counter_read(http_cfg.ctr[k], lt->lcores[i].lcore_id,
+						      &v) == 0)
 				t[k] += v;
-	printf("cr-http: stopped: %" PRIu64 " requests, responses 2xx %" PRIu64 " 3xx %" PRIu64
-	       " 4xx %" PRIu64 " 5xx %" PRIu64 ", %" PRIu64 " parse errors, %" PRIu64
-	       " header timeouts\n",
-	       t[CNT_REQUESTS], t[CNT_RESP_2XX], t[CNT_RESP_3XX], t[CNT_RESP_4XX], t[CNT_RESP_5XX],
-	       t[CNT_PARSE_ERRORS], t[CNT_HEADER_TIMEOUTS]);
+	if (!failed)
+		printf("cr-http: stopped: %" PRIu64 " requests, responses 2xx %" PRIu64
+		       " 3xx %" PRIu64 " 4xx %" PRIu64 " 5xx %" PRIu64 ", %" PRIu64
+		       " parse errors, %" PRIu64 " header timeouts\n",
+		       t[CNT_REQUESTS], t[CNT_RESP_2XX], t[CNT_RESP_3XX], t[CNT_RESP_4XX],
+		       t[CNT_RESP_5XX], t[CNT_PARSE_ERRORS], t[CNT_HEADER_TIMEOUTS]);
 	fflush(stdout);
 	if (http_cfg.root_fd >= 0)
 		close(http_cfg.root_fd);
@@ -265,12 +291,18 @@ configure(int argc, char **argv, void *arg)
 		       ~63ull);
 	http_conn_init();
 	for (i = 0; i < CNT_COUNT; i++) {
-		http_cfg.ctr[i] = cr_telemetry_counter_register(
-		    ctr_names[i][0], CR_TELEMETRY_COUNTER, ctr_names[i][1]);
+		http_cfg.ctr[i] = cr_telemetry_counter_register_prom(
+		    ctr_names[i][0], CR_TELEMETRY_COUNTER, ctr_names[i][1], &ctr_prom[i]);
 		if (http_cfg.ctr[i] < 0)
 			return cr_app_errorf(http_cfg.ctr[i], "counter %s: %s", ctr_names[i][0],
 					     cr_strerror(http_cfg.ctr[i]));
 	}
+	http_hist_request = cr_telemetry_histogram_register(
+	    "http_request_duration_seconds",
+	    "Time from a request's head parsed to its response queued (a file: sent).", NULL, 0);
+	if (http_hist_request < 0)
+		return cr_app_errorf(http_hist_request, "histogram: %s",
+				     cr_strerror(http_hist_request));
 	rc = cr_telemetry_register("/http", tel_http,
 				   "cr-http: listen address, root, limits and request totals");
 	if (rc != 0)

@@ -151,11 +151,22 @@ extern unsigned px_fall, px_rise;
 extern unsigned px_lcore_ids[CR_MAX_LCORES];
 extern unsigned px_n_lcores;
 
+/* A backend's counters summed over the lcores (any thread; relaxed loads). */
+struct px_btotal {
+	uint64_t active, conns, fails, bytes_in, bytes_out;
+};
+void px_backend_totals(unsigned slot, struct px_btotal *t);
+/* Slots assigned so far: [0, n) (any thread). */
+unsigned px_backends_used(void);
+
 /* Start the active checks on the calling (main) lcore. */
 int px_checks_start(uint64_t interval_ns, uint64_t timeout_ns);
 void px_checks_stop(void);
-/* The /backends telemetry command. */
+/* The /backends telemetry command, and the Prometheus series (metrics.c). */
 int px_telemetry_register(void);
+int px_metrics_register(void);
+/* The connect-time histogram (telemetry id): connects that succeeded. */
+extern int px_hist_connect;
 extern enum px_balance px_balance_mode;
 
 /* ---- relay (relay.c) ---- */

@@ -30,6 +30,7 @@ struct px_session {
 	struct cr_net_addr peer;
 	uint64_t tried; /* a bit per backend slot */
 	int slot;	/* the backend of srv */
+	uint64_t connect_ns; /* when the connect to it started (the turn's clock) */
 	unsigned attempts;
 	bool srv_open;
 	bool cli_paused, srv_paused; /* reads we stopped for backpressure */
@@ -342,6 +343,7 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 	}
 	s->srv = c;
 	s->slot = slot;
+	s->connect_ns = cr_now_ns();
 	PX_ADD(cr_lcore_id(), slot, active, 1);
 }
 
@@ -464,6 +466,8 @@ srv_open(struct cr_conn *c)
 	struct px_session *s = cr_conn_arg(c);
 
 	s->srv_open = true;
+	/* Both ends on the turn's clock: no clock read of our own per session. */
+	cr_telemetry_observe_ns(px_hist_connect, cr_now_ns() - s->connect_ns);
 	PX_ADD(cr_lcore_id(), s->slot, conns, 1);
 	px_backend_connected(s->slot);
 	if (s->cli != NULL)

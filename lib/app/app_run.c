@@ -281,11 +281,11 @@ start_services(const struct cr_app *app)
 		return cr_app_errorf(rc, "cannot start the signal thread: %s", cr_strerror(rc));
 	rc = cr_telemetry_start(&run.cfg, app->name);
 	if (rc != 0)
-		/* The library logged which path or address failed and why. */
-		return cr_app_errorf(rc,
-				     "cannot start telemetry: %s; --telemetry off runs "
-				     "without it",
-				     cr_strerror(rc));
+		/* The library logged which path or address failed and why; the hint says what
+		 * to do about it ("" when it knows nothing to say). */
+		return cr_app_errorf(rc, "cannot start telemetry: %s%s%s", cr_strerror(rc),
+				     cr_telemetry_hint()[0] != '\0' ? "; " : "",
+				     cr_telemetry_hint());
 	cr_telemetry_announce(app->name);
 	return 0;
 }

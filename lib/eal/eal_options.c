@@ -100,6 +100,9 @@ cr_parse_seconds(const char *s, double *out)
 
 /* ---- setters of the common options ---- */
 
+/* The name of the app whose options cr_eal_parse_args() is parsing (the syslog ident). */
+static const char *parsing_app;
+
 static int
 set_corelist(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
 {
@@ -211,6 +214,57 @@ set_log_level(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
 }
 
 static int
+set_log_file(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
+{
+	int rc;
+
+	(void)cfg;
+	if (cr_log_sink(NULL, 0) == CR_LOG_SINK_SYSLOG) {
+		cr__errf(why, len, "--syslog was given too");
+		return -EINVAL;
+	}
+	rc = cr_log_set_file(val);
+	if (rc != 0) {
+		cr__errf(why, len, "cannot open: %s", cr_strerror(rc));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
+set_syslog(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
+{
+	int rc;
+
+	(void)cfg, (void)val;
+	if (cr_log_sink(NULL, 0) == CR_LOG_SINK_FILE) {
+		cr__errf(why, len, "--log-file was given too");
+		return -EINVAL;
+	}
+	rc = cr_log_set_syslog(parsing_app != NULL ? parsing_app : "coreact");
+	if (rc != 0) {
+		cr__errf(why, len, "cannot reach the syslog socket /dev/log: %s", cr_strerror(rc));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
+set_log_timestamps(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
+{
+	(void)cfg;
+	if (strcmp(val, "rfc3339") == 0)
+		cr_log_set_timestamps(true);
+	else if (strcmp(val, "none") == 0)
+		cr_log_set_timestamps(false);
+	else {
+		cr__errf(why, len, "unknown format");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
 set_shutdown_timeout(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
 {
 	if (cr_parse_seconds(val, &cfg->shutdown_timeout) != 0) {
@@ -277,6 +331,28 @@ static const struct common_opt common_opts[] = {
 		      .accepted = "LEVEL or PATTERN:LEVEL joined with ',', LEVEL one of err, "
 				  "warning, notice, info, debug, 3-7"},
 		.apply = set_log_level,
+	},
+	{
+		.o = {.name = "log-file",
+		      .metavar = "PATH",
+		      .help = "append log lines to PATH instead of stderr (reopened by "
+			      "/log/reopen, for logrotate)",
+		      .accepted = "a file this user can create or append to; not with --syslog"},
+		.apply = set_log_file,
+	},
+	{
+		.o = {.name = "syslog",
+		      .help = "send log lines to syslog (/dev/log, facility daemon)",
+		      .accepted = "--syslog without a value; not with --log-file"},
+		.apply = set_syslog,
+	},
+	{
+		.o = {.name = "log-timestamps",
+		      .metavar = "FORMAT",
+		      .help = "rfc3339: log lines start with the UTC time (default); none: they "
+			      "do not (a journal adds its own)",
+		      .accepted = "rfc3339, none"},
+		.apply = set_log_timestamps,
 	},
 	{
 		.o = {.name = "shutdown-timeout",
@@ -570,6 +646,7 @@ cr_eal_parse_args(int argc, char **argv, const struct cr_app_info *app,
 	int i;
 	int rc;
 
+	parsing_app = app->name;
 	/* argv[0] is the program; an empty argv (argc 0) has no options either. */
 	for (i = argc > 0 ? 1 : 0; i < argc; i++) {
 		const char *arg = argv[i];

@@ -8,7 +8,7 @@
  * Each loop turn takes at most CR_BATCH items from each source (mailbox, deferred tasks,
  * completions, expired timers, pollers), flushes what it sent, then goes round again; an
  * lcore with nothing to do spins for an adaptive budget and then parks until a message,
- * a completion or its next timer (DESIGN.md rules 3, 8, 9).
+ * a completion or its next timer (doc/guides/design.md rules 3, 8, 9).
  */
 #ifndef CR_REACTOR_H
 #define CR_REACTOR_H
@@ -28,7 +28,7 @@ extern "C" {
 /** Returned by cr_lcore_id() off an lcore. */
 #define CR_LCORE_NONE UINT32_MAX
 
-/** Lcore lifecycle states (DESIGN.md "Lifecycle and leases"). */
+/** Lcore lifecycle states (doc/guides/design.md "Lifecycle and leases"). */
 enum cr_lcore_state {
 	CR_LCORE_OFFLINE = 0,
 	CR_LCORE_STARTING,
@@ -187,7 +187,7 @@ unsigned cr_lcore_next(unsigned prev);
 	for ((i) = cr_lcore_next(CR_LCORE_NONE); (i) != CR_LCORE_NONE; (i) = cr_lcore_next(i))
 
 /**
- * Send @p fn(@p arg) to run on lcore @p lcore, exactly once (DESIGN.md rule 5).
+ * Send @p fn(@p arg) to run on lcore @p lcore, exactly once (doc/guides/design.md rule 5).
  *
  * From an lcore the message is buffered and flushed in a burst (at CR_SEND_FLUSH messages
  * or at the end of the turn); from any other thread it goes straight into the target's

@@ -137,8 +137,8 @@ cr__lcore_backend_start(struct cr_lcore *lc)
 }
 
 /*
- * The incarnation's backend goes: its ring and everything in it (DESIGN.md: nothing of an
- * old incarnation is kept). No lcore can be about to wake us through it: a ring wake is
+ * The incarnation's backend goes: its ring and everything in it (doc/guides/design.md:
+ * nothing of an old incarnation is kept). No lcore can be about to wake us through it: a ring wake is
  * sent only while its sender holds our mailbox admission, up to its own submit, and our
  * loop ended with the mailbox quiesced. Every other waker uses lc->wake, which stays.
  */
@@ -221,6 +221,9 @@ lcore_thread(void *arg)
 	int rc;
 
 	cr__cur = lc;
+	/* Log lines go through the log thread: an lcore never waits on a write (rule 2).
+	 * If that cannot be set up, the lcore writes its lines itself. */
+	(void)cr_log_attach(lc->id);
 	rc = cr__lcore_backend_start(lc);
 	if (rc == 0) {
 		rc = lcore_enter(lc);
@@ -230,6 +233,7 @@ lcore_thread(void *arg)
 	if (rc != 0) {
 		cr__cur = NULL;
 		lc->start_err = rc;
+		cr_log_detach();
 		lc->start_failed = true;
 		atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
 		cr__lcore_exit(lc);
@@ -237,6 +241,7 @@ lcore_thread(void *arg)
 	}
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
+	cr_log_detach();
 	cr__cur = NULL;
 	/* The request, if one made us retire (taken under the lifecycle lock). The callback
 	 * may make lifecycle requests of its own, this lcore's start included. */
@@ -511,8 +516,12 @@ cr_reactor_run(void)
 	    !pthread_equal(pthread_self(), main_thread))
 		return -EPERM;
 	lc = &cr__lcores[cr__rt.main_lcore];
+	/* As on the other lcores, for the loop only: init and fini, on the control path,
+	 * write their lines themselves, in order with the app's own output. */
+	(void)cr_log_attach(lc->id);
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
+	cr_log_detach();
 	join_all();
 	return 0;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * An lcore's mailbox (DESIGN.md rule 7): one SPSC ring per source lcore plus one
+ * An lcore's mailbox (doc/guides/design.md rule 7): one SPSC ring per source lcore plus one
  * multi-producer ring (HTS or RTS) for threads that are not lcores, and an admission word
  * that lets the owner close the mailbox atomically (rule 5).
  *

@@ -463,6 +463,10 @@ def t_cli(exe, driver):
               "config %r: want one line naming %r, got %r" % (text, path + named, r.stderr))
     r = run("--config", os.path.join(tmp, "missing.conf"))
     check(r.returncode == 2 and "missing.conf" in r.stderr, "missing config: %r" % r.stderr)
+    # A directory: said as such, not as a read error.
+    r = run("--config", tmp)
+    check(r.returncode == 2 and r.stderr == "cr-proxy: --config %s: Is a directory\n" % tmp,
+          "config a directory: %d %r" % (r.returncode, r.stderr))
     log("cli: help, %d bad options and %d bad config files OK" % (len(bad), len(confs) + 1))
 
 

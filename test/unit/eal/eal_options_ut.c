@@ -233,6 +233,44 @@ test_log_level_applied(void)
 }
 
 static void
+test_log_sinks(void)
+{
+	char path[] = "/tmp/eal_options_ut.XXXXXX", file[64], shown[64];
+	FILE *f;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(path));
+	snprintf(file, sizeof(file), "%s/app.log", path);
+	expect_quiet_success(run(false, "--log-file", file, "--log-timestamps", "none", NULL));
+	CU_ASSERT_EQUAL(cr_log_sink(shown, sizeof(shown)), CR_LOG_SINK_FILE);
+	CU_ASSERT_STRING_EQUAL(shown, file);
+	CU_ASSERT_FALSE(cr_log_timestamps());
+	/* The file takes the lines; nothing of them reaches stderr. */
+	f = fopen(file, "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fclose(f);
+	/* --syslog after --log-file: one line naming both. */
+	expect_usage_error(run(false, "--syslog", NULL),
+			   "cr-echo: --syslog: --log-file was given too; accepted: --syslog "
+			   "without a value; not with --log-file");
+	expect_quiet_success(run(false, "--log-timestamps", "rfc3339", NULL));
+	CU_ASSERT_TRUE(cr_log_timestamps());
+	expect_usage_error(run(false, "--log-timestamps", "iso", NULL),
+			   "cr-echo: --log-timestamps iso: unknown format; accepted: rfc3339, none");
+	CU_ASSERT_EQUAL(cr_log_set_file(NULL), 0);
+	unlink(file);
+	/* A file that cannot be opened is named with the reason; the sink stays stderr. */
+	expect_usage_error(run(false, "--log-file", "/nonexistent-dir/x.log", NULL),
+			   "cr-echo: --log-file /nonexistent-dir/x.log: cannot open: No such file "
+			   "or directory; accepted: a file this user can create or append to; not "
+			   "with --syslog");
+	CU_ASSERT_EQUAL(cr_log_sink(NULL, 0), CR_LOG_SINK_STDERR);
+	snprintf(file, sizeof(file), "%s", path);
+	expect_usage_error(run(false, "--log-file", file, NULL), NULL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "cannot open: Is a directory"));
+	rmdir(path);
+}
+
+static void
 test_value_forms(void)
 {
 	expect_quiet_success(run(true, "--io-driver=epoll", "-l0", "--listen=1.2.3.4:80", "-p",
@@ -564,6 +602,7 @@ static const struct ut_case cases[] = {
 	{"defaults", test_defaults},
 	{"every common option", test_every_common_option},
 	{"--log-level is applied", test_log_level_applied},
+	{"--log-file, --syslog, --log-timestamps", test_log_sinks},
 	{"value forms", test_value_forms},
 	{"non-option arguments", test_non_option_arguments},
 	{"--idle-spin", test_idle_spin},
