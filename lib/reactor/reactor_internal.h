@@ -116,9 +116,10 @@ struct cr_lcore {
 	unsigned n_active_pollers;
 	/* The idle policy (rule 9, reactor_loop.c). */
 	uint64_t idle_since;	       /* the first idle turn's start, 0 while busy */
+	bool sent_last_turn;	       /* the last busy turn sent messages: replies may come */
 	uint64_t gap_ewma_ns;	       /* how long idle spells last, smoothed */
 	uint64_t park_cost_ns;	       /* CPU a park and its wake cost here, measured */
-	uint64_t spin_recent_ns;       /* spun, and busy, lately (halved together) */
+	uint64_t spin_recent_ns;       /* spun in vain, and busy, lately (halved together) */
 	uint64_t busy_recent_ns;
 	bool wake_queued;   /* a wake of ours rides on our next submit */
 	bool waiting_holds; /* closing, and the last look found leases held */

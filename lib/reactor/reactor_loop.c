@@ -295,14 +295,14 @@ cpu_relax(void)
  * a wake (park_cost_ns), and only when it has a reason to expect work that soon — a reply
  * to one of its own cr_call()s is due, or its idle spells have lately been shorter than
  * that cost. Otherwise it parks at once, which is what pays when work comes further apart
- * (a request per client round trip). And spinning never takes more than a quarter of the
- * time the lcore was busy lately, whatever the prediction. --idle-spin USEC fixes the
+ * (a request per client round trip). And spins that found nothing never take more than a
+ * quarter of the time the lcore was busy lately, whatever the prediction. --idle-spin USEC fixes the
  * budget; --poll-mode never parks.
  */
 #define GAP_EWMA_SHIFT 3 /* each new idle spell weighs 1/8 */
 #define SPIN_SHARE_DIV 4 /* at most a quarter of busy time */
-#define CALIB_PARKS 5
-#define CALIB_SLEEP_NS (50ull * 1000)
+#define CALIB_PARKS 3
+#define CALIB_SLEEP_NS (20ull * 1000)
 #define PARK_COST_MIN_NS 500
 #define PARK_COST_MAX_NS (200ull * 1000)
 
@@ -310,6 +310,7 @@ void
 cr__idle_reset(struct cr_lcore *lc)
 {
 	lc->idle_since = 0;
+	lc->sent_last_turn = false;
 	lc->gap_ewma_ns = UINT64_C(1000000); /* no history: nothing says work is near */
 	lc->spin_recent_ns = 0;
 	lc->busy_recent_ns = 0;
@@ -332,10 +333,13 @@ cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Measured once per process (the machine does not change), by the first lcore up. */
+static _Atomic uint64_t measured_park_cost_ns;
+
 /*
- * What a park costs this thread in CPU: a short timed park (sleep, timer wake, return)
- * plus a wake channel write (what a waker pays), a few times, the median. It differs by
- * ten times between bare metal and a VM that traps its halts.
+ * What a park costs a thread in CPU: a short timed park (sleep, timer wake, return) plus
+ * a wake channel write (what a waker pays), a few times, the median. It differs by ten
+ * times between bare metal and a VM that traps its halts.
  */
 void
 cr__park_cost_measure(struct cr_lcore *lc)
@@ -343,19 +347,22 @@ cr__park_cost_measure(struct cr_lcore *lc)
 	uint64_t s[CALIB_PARKS], t, wakes = 0;
 	unsigned i;
 
-	for (i = 0; i < CALIB_PARKS; i++) {
-		t = thread_cpu_ns();
-		lc->ops->park(lc->be_own, CALIB_SLEEP_NS);
-		lc->ops->wake_from_foreign(&lc->wake);
-		s[i] = thread_cpu_ns() - t;
-		/* reap the wake we sent ourselves */
-		lc->ops->poll(lc->be_own, 4, &wakes);
+	t = atomic_load_explicit(&measured_park_cost_ns, memory_order_relaxed);
+	if (t == 0) {
+		for (i = 0; i < CALIB_PARKS; i++) {
+			t = thread_cpu_ns();
+			lc->ops->park(lc->be_own, CALIB_SLEEP_NS);
+			lc->ops->wake_from_foreign(&lc->wake);
+			s[i] = thread_cpu_ns() - t;
+			/* reap the wake we sent ourselves */
+			lc->ops->poll(lc->be_own, 4, &wakes);
+		}
+		qsort(s, CALIB_PARKS, sizeof(s[0]), cmp_u64);
+		t = s[CALIB_PARKS / 2];
+		t = t < PARK_COST_MIN_NS ? PARK_COST_MIN_NS : t > PARK_COST_MAX_NS ? PARK_COST_MAX_NS : t;
+		atomic_store_explicit(&measured_park_cost_ns, t, memory_order_relaxed);
 	}
-	qsort(s, CALIB_PARKS, sizeof(s[0]), cmp_u64);
-	t = s[CALIB_PARKS / 2];
-	lc->park_cost_ns = t < PARK_COST_MIN_NS ? PARK_COST_MIN_NS
-			   : t > PARK_COST_MAX_NS ? PARK_COST_MAX_NS
-						  : t;
+	lc->park_cost_ns = t;
 	CR_STAT_SET(lc, park_cost_ns, lc->park_cost_ns);
 }
 
@@ -372,13 +379,18 @@ idle_ended(struct cr_lcore *lc)
 		lc->gap_ewma_ns -= (lc->gap_ewma_ns - gap) >> GAP_EWMA_SHIFT;
 }
 
-/* How long to spin now; 0 to park at once. */
+/*
+ * How long to spin now; 0 to park at once. Work is expected soon when a reply is due: to
+ * one of our cr_call()s, or to the messages our last busy turn sent (a request to another
+ * lcore, the ping of a ping-pong). Or when idle spells have lately been short — which only
+ * spins can show: a spell that ends in a park also counts the wake's own latency.
+ */
 static uint64_t
 spin_budget(const struct cr_lcore *lc)
 {
 	if (cr__rt.cfg.idle_spin_fixed)
 		return cr__rt.cfg.idle_spin_ns;
-	if (lc->calls_out == 0 && lc->gap_ewma_ns >= lc->park_cost_ns)
+	if (lc->calls_out == 0 && !lc->sent_last_turn && lc->gap_ewma_ns >= lc->park_cost_ns)
 		return 0;
 	if (lc->spin_recent_ns > lc->busy_recent_ns / SPIN_SHARE_DIV)
 		return 0;
@@ -407,7 +419,9 @@ spin(struct cr_lcore *lc, uint64_t budget)
 	}
 	if (hit)
 		now = cr__rt.clock();
-	lc->spin_recent_ns += now - start;
+	/* Only a spin that found nothing is waste: one that hit cost less than a park. */
+	if (!hit)
+		lc->spin_recent_ns += now - start;
 	CR_STAT_ADD(lc, spin_ns, now - start);
 	if (hit)
 		CR_STAT_ADD(lc, spin_hits, 1);
@@ -435,7 +449,11 @@ void
 cr__lcore_loop(struct cr_lcore *lc)
 {
 	while (!cr__lcore_done(lc)) {
+		uint64_t sent = atomic_load_explicit(&lc->stats.msgs_out, memory_order_relaxed);
+
 		if (cr__lcore_turn(lc) != 0) {
+			lc->sent_last_turn =
+				atomic_load_explicit(&lc->stats.msgs_out, memory_order_relaxed) != sent;
 			if (lc->idle_since != 0)
 				idle_ended(lc);
 			continue;

@@ -375,6 +375,28 @@ test_idle_spins_for_a_reply(void)
 	CU_ASSERT_EQUAL(st.spin_budget_ns, 3000);
 }
 
+/* Its last busy turn sent messages (a ping, a request): the reply is worth a spin. */
+static void
+test_idle_spins_after_sending(void)
+{
+	struct cr_lcore *lc;
+	struct cr_lcore_stats st;
+
+	fresh();
+	lc = ut_lcore(1);
+	lc->park_cost_ns = 4000;
+	lc->busy_recent_ns = 1000000;
+	lc->sent_last_turn = true;
+	ut_clock_step = 1000;
+	ut_set_current(1);
+	cr__lcore_idle(lc);
+	ut_set_current(CR_LCORE_NONE);
+	ut_clock_step = 0;
+	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
+	CU_ASSERT_EQUAL(st.spin_misses, 1);
+	CU_ASSERT_EQUAL(st.spin_budget_ns, 4000);
+}
+
 /* Spinning never takes more than a quarter of the time the lcore was busy lately. */
 static void
 test_idle_spin_share_bounded(void)
@@ -438,6 +460,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_idle_parks_when_spells_are_long),
 	UT_CASE(test_idle_spins_when_spells_are_short),
 	UT_CASE(test_idle_spins_for_a_reply),
+	UT_CASE(test_idle_spins_after_sending),
 	UT_CASE(test_idle_spin_share_bounded),
 };
 
