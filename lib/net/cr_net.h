@@ -285,14 +285,17 @@ void cr_listener_close(struct cr_listener *l, cr_msg_fn done, void *arg);
  * Connect to @p to, on the calling lcore. Returns at once; on_open runs when connected, or
  * on_close with the error (-ETIMEDOUT after @p timeout_ns, 0 = the kernel's own timeout;
  * -ECONNREFUSED, -ENETUNREACH, ...). cr_conn_send() may be called before on_open: the
- * bytes go out once connected.
+ * bytes go out once connected. Also on a closing lcore (retiring or shutting down, until it
+ * stops): what it still serves may need a connection; that one, too, ends at its
+ * boundary, and the lcore waits for it as for the others.
  * Lcore only.
  * @param to         copied.
  * @param timeout_ns connect deadline; 0 = none of ours.
  * @param opts       copied; may be NULL for the defaults.
  * @param ops        not copied (see struct cr_conn_ops).
  * @param arg        for the app (cr_conn_arg()).
- * @return the connection, or NULL with errno EPERM (off lcore / lib/net not running),
+ * @return the connection, or NULL with errno EPERM (off lcore / lib/net not running or
+ *         stopping),
  *         EINVAL, EMFILE (no slot: too many connections on this lcore; or no fd), ENOSPC
  *         (no lib/io op slot), or an errno from socket(2).
  */

@@ -33,7 +33,10 @@ cr_tcp_connect(const struct cr_net_addr *to, uint64_t timeout_ns,
 
 	if (nl == NULL)
 		return NULL;
-	if (!cr__net_may_start(nl)) {
+	/* Also on a closing lcore (retiring, or told to close and not yet draining): what it
+	 * still serves may need a connection (a proxy's backend, for a client it took just
+	 * before), and is waited for like the others. Only once lib/net stops, no more. */
+	if (!nl->up || nl->stopping) {
 		errno = EPERM;
 		return NULL;
 	}
@@ -56,6 +59,8 @@ cr_tcp_connect(const struct cr_net_addr *to, uint64_t timeout_ns,
 		(void)cr__socket_opts_nodelay(fd, false);
 	cr__conn_init(c, nl, fd, opts, ops, arg);
 	c->state = CONN_CONNECTING;
+	if (nl->draining)
+		cr__conn_begin_ending(c); /* ends at its boundary, as the others here do */
 	c->connect_op = cr_io_connect(fd, &to->u.sa, to->len, timeout_ns, connect_done, c);
 	if (c->connect_op == 0) {
 		err = errno;

@@ -50,6 +50,9 @@ def log(msg):
     print(msg, flush=True)
 
 
+STDERR_TAILS = []
+
+
 class App:
     """An app child on an ephemeral port of 127.0.0.1, with its own telemetry socket."""
 
@@ -64,8 +67,12 @@ class App:
             self.args += ["--log-level", os.environ["CR_LIFE_LOG"]]
         env = dict(os.environ, XDG_RUNTIME_DIR=self.rt)
         env.setdefault("ASAN_OPTIONS", "exitcode=23")
+        # stderr to a file (a pipe nobody reads could fill up and block the app's logs):
+        # shown when a check fails.
+        self.errpath = os.path.join(self.rt, "stderr")
+        self.errf = open(self.errpath, "wb")
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env)
+                                     stderr=self.errf, env=env)
         self.out = b""
         deadline = time.monotonic() + 15.0
         while True:
@@ -82,9 +89,9 @@ class App:
         while b"\n" not in self.out:
             left = deadline - time.monotonic()
             if left <= 0 or self.proc.poll() is not None:
-                err = self.proc.stderr.read() if self.proc.poll() is not None else b""
                 self.kill()
-                raise Failure("%s did not become ready: %r %r" % (self.name, self.out, err))
+                raise Failure("%s did not become ready: %r %r" % (self.name, self.out,
+                                                                  self.stderr_text()))
             r, _, _ = select.select([fd], [], [], left)
             if r:
                 chunk = os.read(fd, 4096)
@@ -137,14 +144,21 @@ class App:
                     return int(line.split()[1])
         return 0
 
+    def stderr_text(self):
+        try:
+            with open(self.errpath, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
     def wait_exit(self, timeout):
         """The exit status after a signal: must be 0, stderr free of sanitizer reports."""
         try:
-            _, err = self.proc.communicate(timeout=timeout)
+            self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             raise Failure("%s did not exit within %.0f s" % (self.name, timeout))
-        text = err.decode(errors="replace")
+        text = self.stderr_text()
         if os.environ.get("CR_LIFE_LOG"):
             sys.stderr.write(text)
         check("Sanitizer" not in text and "runtime error:" not in text,
@@ -164,6 +178,10 @@ class App:
 
     def close(self):
         self.kill()
+        self.errf.close()
+        # Kept for main() to show should a check have failed.
+        lines = self.stderr_text().splitlines()
+        STDERR_TAILS.append((self.name, lines[-40:]))
         shutil.rmtree(self.rt, ignore_errors=True)
 
 
@@ -646,6 +664,9 @@ def main():
         rc = TESTS[a.test](a.build, a.driver, a)
     except Failure as e:
         log("FAIL: %s" % e)
+        for name, tail in STDERR_TAILS:
+            if tail:
+                log("%s's stderr (last %d lines):\n  %s" % (name, len(tail), "\n  ".join(tail)))
         return 1
     log("PASS %s (%s)" % (a.test, a.driver))
     return rc

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 
+#include "cr_lease.h"
 #include "ut_net.h"
 
 static struct {
@@ -272,6 +273,123 @@ test_errors(void)
 	CU_ASSERT_EQUAL(T.closes, 0);
 }
 
+/* ---- a closing lcore may still connect out (what it serves may need it) ---- */
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	struct cr_lease lease;
+	unsigned other;
+	_Atomic int connect_errno[2], echoed, state_then[2];
+	size_t ngot[2];
+	unsigned done;
+} K;
+
+/* Two connections: one made at once after the retire (the lcore not yet told to close),
+ * one from the next message (told by then, or about to be). */
+static void
+k_done_one(void)
+{
+	if (++K.done == 2)
+		cr_lease_release(&K.lease); /* the lcore may go now */
+}
+
+static void
+k_data(struct cr_conn *c, const void *d, size_t n)
+{
+	size_t *got = cr_conn_arg(c);
+
+	*got += n;
+	if (*got == 4) {
+		atomic_fetch_add(&K.echoed, 1);
+		cr_conn_close(c);
+		k_done_one();
+	}
+	(void)d;
+}
+
+static void
+k_open(struct cr_conn *c)
+{
+	CU_ASSERT_EQUAL(cr_conn_send(c, "ping", 4), 0);
+}
+
+static const struct cr_conn_ops k_ops = {.on_open = k_open, .on_data = k_data};
+
+/* On lcore `other`, now RETIRING: a connection out, as a proxy's backend would be. */
+static void
+k_connect(void *arg)
+{
+	unsigned i = (unsigned)(uintptr_t)arg;
+	struct cr_conn *c;
+
+	atomic_store(&K.state_then[i], cr_lcore_state(K.other));
+	c = cr_tcp_connect(&K.addr, 1000000000ull, NULL, &k_ops, &K.ngot[i]);
+	atomic_store(&K.connect_errno[i], c == NULL ? errno : 0);
+	if (c == NULL)
+		k_done_one();
+}
+
+/* On `other`: held by a lease, it retires, connects at once, and again from a message. */
+static void
+k_retire(void *arg)
+{
+	(void)arg;
+	CU_ASSERT_EQUAL(cr_lease_acquire(&K.lease), 0);
+	CU_ASSERT_EQUAL(cr_lcore_retire(K.other, NULL, NULL), 0);
+	k_connect((void *)(uintptr_t)0);
+	CU_ASSERT_EQUAL(cr_send(K.other, k_connect, (void *)(uintptr_t)1), 0);
+}
+
+static bool
+k_finished(void *arg)
+{
+	(void)arg;
+	if (cr_lcore_state(K.other) != CR_LCORE_OFFLINE)
+		return false;
+	cr_reactor_stop();
+	return true;
+}
+
+static struct ut_every k_every;
+
+static void
+k_start(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &s_ops, NULL, &K.l), 0);
+	cr_listener_addr(K.l, &K.addr);
+	CU_ASSERT_EQUAL(cr_send(K.other, k_retire, NULL), 0);
+	ut_every(&k_every, 5, k_finished, NULL);
+}
+
+/*
+ * Regression (issue 12): a client a retiring lcore took just before it retired (a
+ * hand-off, or its own backlog) could not open its backend connection — lib/net refused
+ * connects off RUNNING lcores — and cr-proxy closed it: an EOF instead of the answer.
+ */
+static void
+test_connect_from_a_closing_lcore(void)
+{
+	if (ut_table.n < 2) {
+		CU_PASS("one lcore");
+		return;
+	}
+	memset(&K, 0, sizeof(K));
+	K.lease = (struct cr_lease)CR_LEASE_INIT;
+	K.other = ut_table.lcores[1].lcore_id;
+	atomic_store(&K.connect_errno[0], -1);
+	atomic_store(&K.connect_errno[1], -1);
+	ut_net_run(k_start, NULL, 20000);
+	for (unsigned i = 0; i < 2; i++) {
+		CU_ASSERT_EQUAL(atomic_load(&K.state_then[i]), CR_LCORE_RETIRING);
+		CU_ASSERT_EQUAL(atomic_load(&K.connect_errno[i]), 0);
+	}
+	CU_ASSERT_EQUAL(atomic_load(&K.echoed), 2);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_connect_echo_v4),
 	UT_CASE(test_connect_echo_v6),
@@ -279,6 +397,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_connect_timeout),
 	UT_CASE(test_destroy_while_connecting),
 	UT_CASE(test_errors),
+	UT_CASE(test_connect_from_a_closing_lcore),
 };
 
 UT_MAIN("net_connect", cases, ut_rt_setup, NULL)
