@@ -29,10 +29,16 @@
 
 /* Counters: written by the owner only (relaxed load + store, no lock prefix), read by
  * anyone with relaxed loads. */
+/* Every counter once; the struct and its reset are written from this list. */
+#define CR_LCORE_COUNTERS(X)                                                              \
+	X(turns) X(busy_ns) X(idle_ns) X(msgs_in) X(msgs_out) X(deferred) X(timers) X(cqes) \
+	X(wakes_sent) X(wakes_recv) X(parks) X(spin_hits) X(spin_misses) X(spin_budget_ns)  \
+	X(spin_ns) X(park_cost_ns)
+
 struct lcore_counters {
-	_Atomic uint64_t turns, busy_ns, idle_ns, msgs_in, msgs_out, deferred, timers, cqes;
-	_Atomic uint64_t wakes_sent, wakes_recv, parks, spin_hits, spin_misses, spin_budget_ns;
-	_Atomic uint64_t spin_ns, park_cost_ns;
+#define CR_COUNTER_FIELD(f) _Atomic uint64_t f;
+	CR_LCORE_COUNTERS(CR_COUNTER_FIELD)
+#undef CR_COUNTER_FIELD
 };
 
 #define CR_STAT_ADD(lc, field, v)                                                          \

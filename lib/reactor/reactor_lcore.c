@@ -60,8 +60,11 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->start_failed = false;
 	atomic_store_explicit(&lc->retire_req, false, memory_order_relaxed);
 	atomic_store_explicit(&lc->started, false, memory_order_relaxed);
-	/* A new runtime counts afresh (the incarnation goes on: stale leases stay stale). */
-	memset(&lc->stats, 0, sizeof(lc->stats));
+	/* A new runtime counts afresh (the incarnation goes on: stale leases stay stale).
+	 * Field by field: cr_lcore_stats() may be reading them from a foreign thread. */
+#define CR_COUNTER_ZERO(f) CR_STAT_SET(lc, f, 0);
+	CR_LCORE_COUNTERS(CR_COUNTER_ZERO)
+#undef CR_COUNTER_ZERO
 	cr__idle_reset(lc);
 	lc->park_cost_ns = CR_PARK_COST_DEFAULT_NS; /* measured when its backend is up */
 	CR_STAT_SET(lc, park_cost_ns, lc->park_cost_ns);
