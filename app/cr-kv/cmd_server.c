@@ -543,8 +543,6 @@ info_sections(const struct kreq *kr)
 	return want;
 }
 
-void kv_info_merge(struct kreq *kr, struct rbuf *out);
-
 void
 kv_info_merge(struct kreq *kr, struct rbuf *out)
 {

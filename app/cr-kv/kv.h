@@ -215,7 +215,7 @@ struct kv_shard {
 	struct rbuf batch;   /* replies of the connection being served, sent in one go */
 	struct kv_arg *args; /* scratch argv for commands run from the query buffer */
 	uint32_t args_cap;
-	/* Parts queued for each other shard, sent as one batch (conn.c). */
+	/* Parts queued for each other shard, sent as one batch (xshard.c). */
 	struct kpart *outq_head[CR_MAX_LCORES], **outq_tail[CR_MAX_LCORES];
 	unsigned outq_n[CR_MAX_LCORES];
 	bool outq_armed;	    /* an outq_task() is deferred or timed */
@@ -230,8 +230,17 @@ struct kv_shard {
 	int64_t now_ms; /* the clock when the batch being parsed arrived */
 };
 
+/* Requests a connection may have in flight before it stops reading. */
+#define KC_MAX_QUEUED 1024u
+/* A query buffer starts this big and is shrunk back when it is idle and over SHRINK. */
+#define KC_QBUF_INITIAL 4096u
+#define KC_QBUF_SHRINK	(64u * 1024)
+
+typedef void (*kconn_resume_fn)(struct kconn *kc);
+
 struct kconn {
 	struct kconn *next, **pprev; /* the shard's list */
+	kconn_resume_fn resume;	     /* parse again: a hold on the connection ended */
 	struct cr_conn *conn;	     /* NULL once closed */
 	struct kv_shard *sh;
 	char *qbuf;
@@ -245,7 +254,7 @@ struct kconn {
 	bool close_hard;	    /* ... and promptly: a protocol error, not QUIT */
 	struct cr_timer kill_timer; /* close_hard: reset if the peer keeps sending */
 	bool read_stopped;
-	bool in_input;	    /* process_input() is on the stack */
+	bool in_input;	    /* kv_process_input() is on the stack */
 	bool flush_pending; /* a deferred_flush() is queued: kc must live until it runs */
 	uint64_t id;
 	char *name;
@@ -322,22 +331,56 @@ kv_here(void)
 int64_t kv_now_ms(void);
 uint64_t kv_used_memory(void);
 
-/* conn.c */
+/* kreq.c: request objects */
+struct kreq *kreq_new(struct kv_shard *sh, struct kconn *kc, const struct kv_cmd *cmd,
+		      uint32_t argc, const struct kv_arg *argv);
+void kreq_free(struct kv_shard *sh, struct kreq *kr);
+void kreq_free_list(struct kv_shard *sh); /* the shard's free list, at stop */
+int kreq_set_parts(struct kreq *kr, uint32_t n);
+void kreq_part_args(struct kpart *p, uint32_t argc, struct kv_arg *argv);
+int kreq_split_keys(struct kreq *kr, unsigned step);
+unsigned key_shard(const struct kv_arg *a);
+
+/* kconn.c: the connection object */
+struct kconn *kconn_new(struct kv_shard *sh, struct cr_conn *c, kconn_resume_fn resume);
+void kconn_free(struct kconn *kc);
+void kc_maybe_free(struct kconn *kc); /* free it if nothing refers to it any more */
+void kc_gone(struct kconn *kc);	      /* its socket is gone (closed or destroyed) */
+void kc_abort(struct kconn *kc);      /* destroy the socket now, free if possible */
+bool kc_send(struct kconn *kc, const char *p, size_t n); /* false: it was aborted */
+void kc_close_hard(struct kconn *kc);
+void kc_stop_reading_if_needed(struct kconn *kc);
+/* Release a hold on the connection's parsing (a multi-phase command is done); the last
+ * one resumes it. */
+void kv_unblock(struct kconn *kc);
+
+/* pipeline.c: reply order */
+void kc_enqueue(struct kconn *kc, struct kreq *kr);
+/* Where a reply made now on this lcore goes: the batch, or behind what is owed (NULL on
+ * ENOMEM). */
+struct rbuf *kc_local_out(struct kconn *kc);
+void kc_reply_error(struct kconn *kc, const char *s, size_t n);
+/* Send the completed replies at the head, in order; may free kc. */
+void kc_flush(struct kconn *kc);
+void kreq_finish(struct kreq *kr); /* the reply is final: flush it in its turn */
+
+/* xshard.c: parts between shards */
+void kreq_launch(struct kreq *kr);
+void kv_outq_flush(struct kv_shard *sh);
+void kv_xshard_init(struct kv_shard *sh);
+void kv_xshard_fini(struct kv_shard *sh);
+
+/* merge.c */
+void kv_merge(struct kreq *kr, struct rbuf *out);
+void kv_info_merge(struct kreq *kr, struct rbuf *out); /* cmd_server.c */
+
+/* dispatch.c: the request engine */
+void kv_process_input(struct kconn *kc);
+void kv_special_dispatch(struct kreq *kr); /* cmd_special.c */
+
+/* conn.c: lib/net events; shard.c: start and stop; kv.c */
 extern const struct cr_conn_ops kv_conn_ops;
 int kv_shard_start(unsigned lcore);
 void kv_shard_stop(unsigned lcore);
-/* Multi-phase commands: send parts, finish. */
-struct kreq *kreq_new(struct kv_shard *sh, struct kconn *kc, const struct kv_cmd *cmd,
-		      uint32_t argc, const struct kv_arg *argv);
-int kreq_set_parts(struct kreq *kr, uint32_t n);
-void kreq_part_args(struct kpart *p, uint32_t argc, struct kv_arg *argv);
-void kreq_launch(struct kreq *kr);
-void kreq_finish(struct kreq *kr);
-void kv_special_dispatch(struct kreq *kr); /* cmd_special.c */
-int kreq_split_keys(struct kreq *kr, unsigned step);
-unsigned key_shard(const struct kv_arg *a);
-/* Hold / release the connection's parsing (a multi-phase command is running). */
-void kv_unblock(struct kconn *kc);
-void kv_merge(struct kreq *kr, struct rbuf *out);
 
 #endif /* CR_KV_H */

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A shard's start on its lcore (timers, the out-queues) and stop (freeing what lib/net
+ * closed without telling us).
+ */
+#include <stdlib.h>
+
+#include "cr_telemetry.h"
+#include "kv.h"
+
+static void
+expire_tick(struct cr_timer *t, void *arg)
+{
+	struct kv_shard *sh = arg;
+	unsigned n = kv_store_expire_cycle(sh->store, kv_now_ms(), &sh->rng, 16);
+
+	sh->expired_active += n;
+	if (n > 0)
+		cr_telemetry_add(kv.tel_expired, n);
+	cr_timer_start(t, 100 * 1000 * 1000ull); /* Redis's hz 10 */
+}
+
+int
+kv_shard_start(unsigned lcore)
+{
+	struct kv_shard *sh = kv.shards[lcore];
+
+	kv_xshard_init(sh);
+	cr_timer_init(&sh->expire_timer, expire_tick, sh);
+	cr_timer_start(&sh->expire_timer, 100 * 1000 * 1000ull);
+	return 0;
+}
+
+void
+kv_shard_stop(unsigned lcore)
+{
+	struct kv_shard *sh = kv.shards[lcore];
+	struct kconn *kc;
+
+	cr_timer_stop(&sh->expire_timer);
+	/* Connections lib/net closed without on_close (the lcore stopped): free their
+	 * state. Every call was answered before this hook runs. */
+	while ((kc = sh->conns) != NULL) {
+		struct kreq *kr;
+
+		kc_gone(kc);
+		while ((kr = kc->head) != NULL) {
+			kc->head = kr->next;
+			kreq_free(sh, kr);
+		}
+		kconn_free(kc);
+	}
+	kv_xshard_fini(sh);
+	kreq_free_list(sh);
+}
