@@ -480,7 +480,7 @@ prefetch_batch(struct kconn *kc)
 			p += len + 2;
 		}
 		hs[n] = kv_hash(key, klen);
-		if (kv.nshards == 1 || kv_owner(hs[n]) == kc->sh->index)
+		if (key_shard_h(key, klen, hs[n]) == kc->sh->index)
 			kv_prefetch_bucket(st, hs[n++]);
 	}
 done:

@@ -133,10 +133,43 @@ kreq_part_args(struct kpart *p, uint32_t argc, struct kv_arg *argv)
 	p->argv = argv;
 }
 
+/* Redis Cluster's hash tag: the bytes between the first '{' and the next '}', when there
+ * are some; keys with the same tag are placed on the same shard. */
+static bool
+hash_tag(const char *p, size_t len, const char **tag, size_t *n)
+{
+	const char *open = memchr(p, '{', len), *close;
+
+	if (open == NULL)
+		return false;
+	close = memchr(open + 1, '}', len - (size_t)(open + 1 - p));
+	if (close == NULL || close == open + 1)
+		return false;
+	*tag = open + 1;
+	*n = (size_t)(close - open - 1);
+	return true;
+}
+
+unsigned
+key_shard_h(const char *p, size_t len, uint64_t h)
+{
+	const char *tag;
+	size_t n;
+
+	if (kv.nshards == 1)
+		return 0;
+	return kv_owner(hash_tag(p, len, &tag, &n) ? kv_hash(tag, n) : h);
+}
+
 unsigned
 key_shard(const struct kv_arg *a)
 {
-	return kv.nshards == 1 ? 0 : kv_owner(kv_hash(a->p, a->len));
+	const char *tag;
+	size_t n;
+
+	if (kv.nshards == 1)
+		return 0;
+	return kv_owner(hash_tag(a->p, a->len, &tag, &n) ? kv_hash(tag, n) : kv_hash(a->p, a->len));
 }
 
 /* One part per shard holding keys, each with argv[0] and its keys (and their values, for

@@ -3,7 +3,8 @@
  * cr-kv internals shared by its files: the per-lcore shard, client connections, requests
  * that travel to the lcore owning a key and back, reply buffers and the command table.
  *
- * Routing. A key belongs to shard kv_owner(hash); shard i is served by lcore
+ * Routing. A key belongs to shard kv_owner(hash) of its keyed hash (of its hash tag, the
+ * bytes between '{' and '}', if it has one: key_shard()); shard i is served by lcore
  * kv.shard_lcore[i]. A command is parsed on the client's lcore. If it touches only keys
  * of that lcore's shard and nothing is waiting to be answered on the connection, it runs
  * at once and its reply is appended to the lcore's batch buffer (no copy, no message).
@@ -339,7 +340,9 @@ void kreq_free_list(struct kv_shard *sh); /* the shard's free list, at stop */
 int kreq_set_parts(struct kreq *kr, uint32_t n);
 void kreq_part_args(struct kpart *p, uint32_t argc, struct kv_arg *argv);
 int kreq_split_keys(struct kreq *kr, unsigned step);
+/* The shard of a key (of its hash tag, "{...}", if it has one); _h when its hash is known. */
 unsigned key_shard(const struct kv_arg *a);
+unsigned key_shard_h(const char *p, size_t len, uint64_t h);
 
 /* kconn.c: the connection object */
 struct kconn *kconn_new(struct kv_shard *sh, struct cr_conn *c, kconn_resume_fn resume);

@@ -83,7 +83,7 @@ kv_merge(struct kreq *kr, struct rbuf *out)
 		}
 		rb_array(out, kr->argc - 1);
 		for (k = 1; k < kr->argc; k++) {
-			unsigned s = kv_owner(kv_hash(kr->argv[k].p, kr->argv[k].len));
+			unsigned s = key_shard(&kr->argv[k]);
 			size_t n;
 
 			for (i = 0; i < kr->nparts && kr->parts[i].shard != s; i++)

@@ -7,7 +7,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "siphash.h"
 #include "store.h"
 
 #define MIN_BUCKETS   16u
@@ -25,6 +29,7 @@ struct kv_store {
 	/* Written by the owner only; other lcores read it (INFO, --maxmemory). */
 	_Atomic uint64_t used;
 	uint64_t expired_total;
+	uint64_t lookups, probes; /* entries compared per lookup, for flood tests */
 };
 
 uint64_t
@@ -39,33 +44,44 @@ kv_rand(uint64_t *state)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
-/* Eight bytes at a time, multiply-xorshift per word, then murmur3's finaliser so that
- * both the low bits (bucket) and the high bits (shard) are well mixed. Not
- * flood-resistant: a hostile client can collide keys (doc/guides/kv.md). */
+/*
+ * The key of the keyed hash: random per process (getrandom()), so that nobody outside
+ * can compute which keys collide in a table or share a shard. Set before any lcore runs
+ * (at load, or by --hash-seed while options are parsed) and only read after.
+ */
+static uint8_t hash_key[16];
+
+__attribute__((constructor)) static void
+hash_key_init(void)
+{
+	size_t got = 0;
+
+	while (got < sizeof(hash_key)) {
+		ssize_t n = getrandom(hash_key + got, sizeof(hash_key) - got, 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got < sizeof(hash_key)) {
+		/* No getrandom (a kernel before 3.17): weaker, but still not known outside. */
+		uint64_t mix[2] = {(uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)&got,
+				   (uint64_t)getpid() * 0x9E3779B97F4A7C15ULL ^ (uint64_t)clock()};
+
+		memcpy(hash_key, mix, sizeof(hash_key));
+	}
+}
+
+void
+kv_hash_set_key(const uint8_t key[16])
+{
+	memcpy(hash_key, key, sizeof(hash_key));
+}
+
 uint64_t
 kv_hash(const void *key, size_t len)
 {
-	const unsigned char *p = key;
-	uint64_t h = 0x9E3779B97F4A7C15ULL ^ (len * 0xff51afd7ed558ccdULL), w;
-
-	while (len >= 8) {
-		memcpy(&w, p, 8);
-		h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
-		h ^= h >> 31;
-		p += 8;
-		len -= 8;
-	}
-	if (len > 0) {
-		w = 0;
-		memcpy(&w, p, len);
-		h = (h ^ w) * 0x94d049bb133111ebULL;
-	}
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
+	return kv_siphash(hash_key, key, len);
 }
 
 static void
@@ -182,13 +198,17 @@ static struct kv_entry **
 find_slot(struct kv_store *s, const char *key, size_t klen, uint64_t h)
 {
 	struct kv_entry **pp = &s->buckets[h & s->mask];
+	uint64_t n = 0;
 
 	for (; *pp != NULL; pp = &(*pp)->next) {
 		struct kv_entry *e = *pp;
 
+		n++;
 		if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
-			return pp;
+			break;
 	}
+	s->lookups++;
+	s->probes += n;
 	return pp;
 }
 
@@ -425,6 +445,13 @@ kv_store_used(const struct kv_store *s)
 {
 	/* relaxed: pairs with the relaxed store in used_add() */
 	return atomic_load_explicit(&s->used, memory_order_relaxed);
+}
+
+void
+kv_store_probes(const struct kv_store *s, uint64_t *lookups, uint64_t *probes)
+{
+	*lookups = s->lookups;
+	*probes = s->probes;
 }
 
 uint64_t

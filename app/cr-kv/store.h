@@ -9,6 +9,9 @@
  * between buckets on deletion and cannot promise that). The table is resized in one step
  * (no incremental rehash): growing a table of n keys costs O(n) once.
  *
+ * Keys are hashed with a keyed hash (kv_hash()): a client cannot choose keys that share a
+ * bucket, so chains stay short whatever the keys.
+ *
  * Expiry is Redis's: lazy (a lookup of an expired key deletes it and reports it absent)
  * and active (kv_store_expire_cycle() samples keys that have a TTL and deletes the
  * expired ones, repeating while more than a quarter of a sample was expired).
@@ -39,7 +42,10 @@ struct kv_entry {
 
 struct kv_store;
 
+/* The keyed hash of every key (SipHash-1-3, siphash.h), with a random per-process key. */
 uint64_t kv_hash(const void *key, size_t len);
+/* Replace the random key (--hash-seed, tests); before any lookup. */
+void kv_hash_set_key(const uint8_t key[16]);
 
 struct kv_store *kv_store_create(void);
 void kv_store_destroy(struct kv_store *s);
@@ -72,6 +78,8 @@ size_t kv_store_expires(const struct kv_store *s);
 /* Bytes taken from malloc (a relaxed read is fine from another thread). */
 uint64_t kv_store_used(const struct kv_store *s);
 uint64_t kv_store_expired_total(const struct kv_store *s);
+/* Lookups made and entries compared in them, since the store was made. */
+void kv_store_probes(const struct kv_store *s, uint64_t *lookups, uint64_t *probes);
 
 void kv_store_flush(struct kv_store *s);
 

@@ -199,6 +199,69 @@ class Conn:
         self.s.close()
 
 
+# ---- where cr-kv places a key (with --hash-seed) ----
+
+HASH_SEED = "000102030405060708090a0b0c0d0e0f"
+M64 = (1 << 64) - 1
+
+
+def _rotl(x, b):
+    return ((x << b) | (x >> (64 - b))) & M64
+
+
+def siphash13(key, data):
+    """SipHash-1-3 as app/cr-kv/siphash.c (checked against OpenSSL in kv_siphash_ut)."""
+    k0, k1 = int.from_bytes(key[:8], "little"), int.from_bytes(key[8:], "little")
+    v = [k0 ^ 0x736f6d6570736575, k1 ^ 0x646f72616e646f6d,
+         k0 ^ 0x6c7967656e657261, k1 ^ 0x7465646279746573]
+
+    def rnd():
+        v[0] = (v[0] + v[1]) & M64; v[1] = _rotl(v[1], 13) ^ v[0]; v[0] = _rotl(v[0], 32)
+        v[2] = (v[2] + v[3]) & M64; v[3] = _rotl(v[3], 16) ^ v[2]
+        v[0] = (v[0] + v[3]) & M64; v[3] = _rotl(v[3], 21) ^ v[0]
+        v[2] = (v[2] + v[1]) & M64; v[1] = _rotl(v[1], 17) ^ v[2]; v[2] = _rotl(v[2], 32)
+
+    n = len(data)
+    tail = data[n - n % 8:] + bytes(7 - n % 8) + bytes([n & 0xff])
+    for i in range(0, n - n % 8, 8):
+        m = int.from_bytes(data[i:i + 8], "little")
+        v[3] ^= m; rnd(); v[0] ^= m
+    m = int.from_bytes(tail, "little")
+    v[3] ^= m; rnd(); v[0] ^= m
+    v[2] ^= 0xff
+    for _ in range(3):
+        rnd()
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+def key_shard(key, nshards, seed=HASH_SEED):
+    """The shard cr-kv started with --hash-seed @seed puts @key on (its hash tag's)."""
+    if isinstance(key, str):
+        key = key.encode()
+    o = key.find(b"{")
+    if o >= 0:
+        c = key.find(b"}", o + 1)
+        if c > o + 1:
+            key = key[o + 1:c]
+    return (siphash13(bytes.fromhex(seed), key) >> 40) % nshards
+
+
+def telemetry_app(path):
+    """The app counters of /stats from the telemetry socket at @path."""
+    import json
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.settimeout(5)
+    u.connect(path)
+    u.sendall(b"/stats\n")
+    data = b""
+    while not data.endswith(b"\n"):
+        d = u.recv(65536)
+        check(d, "telemetry closed: %r" % data)
+        data += d
+    u.close()
+    return json.loads(data)["/stats"]["total"]["app"]
+
+
 # ---- the command list compared with the oracle ----
 
 def command_script():
@@ -538,7 +601,6 @@ def t_info(o):
 def t_telemetry(o):
     """The app counters reach the telemetry socket: commands run, parts handed to another
     lcore (2 lcores), protocol errors."""
-    import json
     import tempfile
     tmp = tempfile.mkdtemp(prefix="kv-tel.")
     o.tmpdirs.append(tmp)
@@ -556,23 +618,41 @@ def t_telemetry(o):
     bad = Conn(o.kv.port)
     bad.send(b"*1\r\n$x\r\n")
     bad.closed()
-    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    u.settimeout(5)
-    u.connect(path)
-    u.sendall(b"/stats\n")
-    data = b""
-    while not data.endswith(b"\n"):
-        d = u.recv(65536)
-        check(d, "telemetry closed: %r" % data)
-        data += d
-    u.close()
-    app = json.loads(data)["/stats"]["total"]["app"]
+    app = telemetry_app(path)
     check(app.get("kv_commands", 0) >= 12, "kv_commands: %r" % app)
     check(app.get("kv_protocol_errors") == 1, "kv_protocol_errors: %r" % app)
     if o.lcores > 1:
         check(app.get("kv_remote_parts", 0) > 0, "kv_remote_parts: %r" % app)
     else:
         check(app.get("kv_remote_parts") == 0, "kv_remote_parts on 1 lcore: %r" % app)
+
+
+def t_placement(o):
+    """With --hash-seed, keys land on the shard SipHash-1-3 of that seed names (as
+    key_shard() computes it here), and keys with one hash tag share their tag's shard:
+    each GET of a key on the other shard is one part handed to the other lcore, counted in
+    kv_remote_parts, and no other GET is."""
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="kv-tel.")
+    o.tmpdirs.append(tmp)
+    path = os.path.join(tmp, "kv.sock")
+    o.restart(["--telemetry", path, "--hash-seed", HASH_SEED])
+    c = Conn(o.kv.port)
+    m = re.search(rb"lcore=(\d+)", c.cmd("CLIENT", "INFO"))
+    check(m is not None, "CLIENT INFO has no lcore")
+    here = int(m.group(1))  # -l 0 or -l 0-1: shard index == lcore id
+    keys = ["pl:%d" % i for i in range(60)] + ["{tag%d}:%d" % (i % 3, i) for i in range(30)]
+    remote = sum(1 for k in keys if key_shard(k, o.lcores) != here)
+    if o.lcores > 1:
+        check(0 < remote < len(keys), "all %d keys on one shard?" % len(keys))
+        check(all(key_shard("{tag%d}:%d" % (i % 3, i), 2) == key_shard("tag%d" % (i % 3), 2)
+                  for i in range(30)), "hash tags")
+    before = telemetry_app(path).get("kv_remote_parts", 0)
+    for k in keys:
+        check(c.cmd("GET", k) == b"$-1\r\n", "GET %s" % k)
+    after = telemetry_app(path).get("kv_remote_parts", 0)
+    check(after - before == remote, "remote parts %d, expected %d" % (after - before, remote))
+    c.close()
 
 
 def t_hello(o):
@@ -928,13 +1008,15 @@ def t_cli(o):
     out = p.stdout.decode()
     check(p.returncode == 0, "--help exit %d" % p.returncode)
     for opt in ("--listen", "--maxclients", "--maxmemory", "--proto-max-bulk-len",
-                "--client-query-buffer-limit", "-l CORELIST"):
+                "--client-query-buffer-limit", "--hash-seed", "-l CORELIST"):
         check(opt in out, "--help lacks %s" % opt)
     for args, word in ((["--maxclients", "0"], "--maxclients 0"),
                        (["--maxmemory", "12qb"], "--maxmemory 12qb"),
                        (["--proto-max-bulk-len", "10"], "--proto-max-bulk-len 10"),
                        (["--listen", "nohost"], "--listen nohost"),
                        (["--client-query-buffer-limit", "x"], "--client-query-buffer-limit x"),
+                       (["--hash-seed", "00ff"], "--hash-seed 00ff"),
+                       (["--hash-seed", "x" * 32], "--hash-seed " + "x" * 32),
                        (["extra"], "extra")):
         p = subprocess.run([o.exe] + args, capture_output=True, timeout=10)
         err = p.stderr.decode()
@@ -946,7 +1028,7 @@ TESTS = {
     "oracle": t_oracle, "pipeline": t_pipeline, "order": t_order, "scan": t_scan,
     "expiry": t_expiry, "info": t_info, "hello": t_hello, "quit": t_quit,
     "redis_cli": t_redis_cli, "redis_benchmark": t_redis_benchmark, "python": t_python,
-    "shutdown": t_shutdown, "telemetry": t_telemetry,
+    "shutdown": t_shutdown, "telemetry": t_telemetry, "placement": t_placement,
     "bad_mbulk_len": t_bad_mbulk_len, "bad_mbulk_nonnum": t_bad_mbulk_nonnum,
     "bad_bulk_negative": t_bad_bulk_negative, "bad_bulk_nonnum": t_bad_bulk_nonnum,
     "bad_bulk_too_big": t_bad_bulk_too_big, "bad_bulk_over_limit": t_bad_bulk_over_limit,
