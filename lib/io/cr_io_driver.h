@@ -44,6 +44,23 @@ enum cr_op_state {
 #define CR_OP_TAG_BITS 3
 #define CR_OP_INDEX_BITS 24
 #define CR_OP_MAX (1u << CR_OP_INDEX_BITS)
+#define CR_OP_GEN_SHIFT (CR_OP_TAG_BITS + CR_OP_INDEX_BITS)
+#define CR_OP_GEN_MASK ((UINT64_C(1) << (64 - CR_OP_GEN_SHIFT)) - 1)
+
+/**
+ * The handle of slot @p index's next generation after @p id. Generations wrap within
+ * their 37 bits and skip 0, so a handle is never 0 (0 means "no op" to every caller),
+ * however often a slot is reused.
+ */
+static inline cr_op_id
+cr_op_next_id(cr_op_id id, uint32_t index)
+{
+	uint64_t gen = ((id >> CR_OP_GEN_SHIFT) + 1) & CR_OP_GEN_MASK;
+
+	if (gen == 0)
+		gen = 1;
+	return (gen << CR_OP_GEN_SHIFT) | ((uint64_t)index << CR_OP_TAG_BITS);
+}
 
 /** An op slot. lib/io fills the arguments; the driver reads them and may use drv[]. */
 struct cr_op {

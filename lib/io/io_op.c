@@ -18,7 +18,6 @@
 
 CR_LOG_COMPONENT(log_io, "lib.io");
 
-#define GEN_SHIFT (CR_OP_TAG_BITS + CR_OP_INDEX_BITS)
 #define STOP_WAIT_NS (10ull * 1000 * 1000 * 1000)
 
 void (*cr__io_fault_hook)(const struct cr_op *op, struct cr_io_cqe *cqe);
@@ -74,7 +73,7 @@ cur_io(void)
 static uint64_t
 make_id(uint32_t index, uint64_t gen)
 {
-	return (gen << GEN_SHIFT) | ((uint64_t)index << CR_OP_TAG_BITS);
+	return ((gen & CR_OP_GEN_MASK) << CR_OP_GEN_SHIFT) | ((uint64_t)index << CR_OP_TAG_BITS);
 }
 
 static struct cr_op *
@@ -117,7 +116,7 @@ static void
 op_put(struct io_lcore *io, struct cr_op *op)
 {
 	/* A new generation: any handle to the old one is dead from here on. */
-	op->id = make_id(op->index, (op->id >> GEN_SHIFT) + 1);
+	op->id = cr_op_next_id(op->id, op->index);
 	op->state = CR_OP_FREE;
 	op->next_free = io->free;
 	io->free = op;

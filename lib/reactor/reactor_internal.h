@@ -79,10 +79,11 @@ struct cr_lcore {
 	_Atomic bool retire_req;	 /* cr_lcore_retire() asked */
 	void (*retire_done)(unsigned lcore, void *arg);
 	void *retire_done_arg;
-	struct graveyard *graveyard;	 /* backends of earlier incarnations, freed at fini */
 
 	/* Park flag on its own line: set by the owner, claimed (CAS 1 -> 0) by a waker. */
 	_Alignas(64) _Atomic int parked;
+	/* The wake channel, alive from runtime init to fini whatever the incarnation. */
+	struct cr_wake wake;
 
 	_Alignas(64) struct lcore_counters stats;
 
@@ -106,6 +107,8 @@ struct cr_lcore {
 	struct cr_poller *poller_running;  /* whose callback runs now */
 	unsigned n_active_pollers;
 	uint64_t spin_ns, spin_min_ns, spin_max_ns;
+	bool wake_queued;   /* a wake of ours rides on our next submit */
+	bool waiting_holds; /* closing, and the last look found leases held */
 	bool closing; /* stop seen: mailbox will close once calls_out == 0 */
 	bool gone;    /* the loop has ended: sends and defers fail with -ESHUTDOWN */
 	bool retire_hooked, shutdown_hooked; /* app hooks run once each */
@@ -190,6 +193,7 @@ void cr__lcore_loop(struct cr_lcore *lc);
 
 /* reactor_msg.c */
 void cr__flush_outboxes(struct cr_lcore *lc);
+void cr__release_outboxes(struct cr_lcore *lc);
 void cr__retry_backlog(struct cr_lcore *lc);
 unsigned cr__run_mailbox(struct cr_lcore *lc);
 void cr__wake_if_parked(struct cr_lcore *from, struct cr_lcore *target);

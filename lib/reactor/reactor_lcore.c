@@ -15,11 +15,6 @@
 
 CR_LOG_COMPONENT(log_reactor, "lib.reactor");
 
-struct graveyard {
-	struct cr_backend *be;
-	struct graveyard *next;
-};
-
 struct cr_lcore cr__lcores[CR_MAX_LCORES];
 struct cr_runtime cr__rt = {.clock = cr_clock_ns};
 _Thread_local struct cr_lcore *cr__cur;
@@ -65,8 +60,9 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->retire_hooked = false;
 	lc->shutdown_hooked = false;
 	lc->retire_done = NULL;
-	lc->graveyard = NULL;
 	lc->be_own = NULL;
+	lc->wake_queued = false;
+	lc->waiting_holds = false;
 	atomic_store_explicit(&lc->retire_req, false, memory_order_relaxed);
 	atomic_store_explicit(&lc->started, false, memory_order_relaxed);
 	if (cr__rt.cfg.idle_spin_fixed) {
@@ -83,10 +79,18 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->ops = cr__rt.ops;
 	lc->now = cr__rt.clock();
 	atomic_store_explicit(&lc->parked, 0, memory_order_relaxed);
+	lc->wake.fd = -1;
+	atomic_store_explicit(&lc->wake.woken, 0, memory_order_relaxed);
+	atomic_store_explicit(&lc->wake.signals, 0, memory_order_relaxed);
+	rc = lc->ops->wake_init(&lc->wake);
+	if (rc != 0)
+		goto out_fini_mailbox;
 	atomic_store_explicit(&lc->state, CR_LCORE_STARTING, memory_order_relaxed);
 	atomic_store_explicit(&lc->exists, true, memory_order_release);
 	return 0;
 
+out_fini_mailbox:
+	cr_mailbox_fini(&lc->mbox);
 out_free_wheel:
 	cr_timer_wheel_destroy(lc->wheel);
 	lc->wheel = NULL;
@@ -103,17 +107,10 @@ cr__lcore_teardown(struct cr_lcore *lc)
 {
 	if (!atomic_load_explicit(&lc->exists, memory_order_relaxed))
 		return;
-	if (lc->be_own != NULL) {
-		lc->ops->fini(lc->be_own);
-		lc->be_own = NULL;
-	}
-	while (lc->graveyard != NULL) {
-		struct graveyard *g = lc->graveyard;
-
-		lc->graveyard = g->next;
-		lc->ops->fini(g->be);
-		free(g);
-	}
+	/* A backend left behind by an init that failed half-way. */
+	cr__lcore_backend_stop(lc);
+	lc->ops->wake_fini(&lc->wake);
+	lc->wake.fd = -1;
 	cr__pollers_free(lc);
 	cr_mailbox_fini(&lc->mbox);
 	cr_timer_wheel_destroy(lc->wheel);
@@ -134,21 +131,11 @@ cr__lcore_backend_start(struct cr_lcore *lc)
 	uint64_t inc;
 	int rc;
 
-	rc = lc->ops->init(&be, lc->id, &cr__rt.cfg);
+	/* The previous incarnation closed its backend on the way out (lcore_leave). */
+	assert(lc->be_own == NULL);
+	rc = lc->ops->init(&be, lc->id, &lc->wake, &cr__rt.cfg);
 	if (rc != 0)
 		return rc;
-	if (lc->be_own != NULL) {
-		/* An earlier incarnation's: a late wake may still name it; freed at fini. */
-		struct graveyard *g = malloc(sizeof(*g));
-
-		if (g == NULL) {
-			lc->ops->fini(be);
-			return -ENOMEM;
-		}
-		g->be = lc->be_own;
-		g->next = lc->graveyard;
-		lc->graveyard = g;
-	}
 	lc->be_own = be;
 	/* release: pairs with the acquire in cr__wake_if_parked() */
 	atomic_store_explicit(&lc->be, be, memory_order_release);
@@ -159,13 +146,23 @@ cr__lcore_backend_start(struct cr_lcore *lc)
 }
 
 /*
- * The lcore stops taking wakes. Its backend is freed only at teardown, once every lcore
- * thread has ended, because another lcore's failed wake may still name it.
+ * The incarnation's backend goes: its ring and everything in it (DESIGN.md: nothing of an
+ * old incarnation is kept). No lcore can be about to wake us through it: a ring wake is
+ * sent only while its sender holds our mailbox admission, up to its own submit, and our
+ * loop ended with the mailbox quiesced. Every other waker uses lc->wake, which stays.
  */
 void
 cr__lcore_backend_stop(struct cr_lcore *lc)
 {
+	struct cr_backend *be = lc->be_own;
+
 	atomic_store_explicit(&lc->be, NULL, memory_order_release);
+	if (be == NULL)
+		return;
+	/* Wakes of ours still queued go out before the ring does. */
+	lc->ops->submit(be);
+	lc->be_own = NULL;
+	lc->ops->fini(be);
 }
 
 static int
@@ -206,8 +203,11 @@ lcore_thread(void *arg)
 
 	cr__cur = lc;
 	rc = cr__lcore_backend_start(lc);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = lcore_enter(lc);
+		if (rc != 0)
+			cr__lcore_backend_stop(lc);
+	}
 	if (rc != 0) {
 		lc->start_err = rc;
 		atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);

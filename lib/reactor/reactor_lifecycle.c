@@ -169,7 +169,8 @@ cr_lcore_retire(unsigned id, void (*done)(unsigned lcore, void *arg), void *arg)
 	cr__lifecycle_unlock();
 	if (rc == 0) {
 		CR_LOG(log_life, INFO, "lcore %u retiring", id);
-		cr__wake_if_parked(cr__cur, lc);
+		/* Through its wake channel: we hold no admission that keeps its ring open. */
+		cr__wake_if_parked(NULL, lc);
 	}
 out:
 	cr__visit_end();
@@ -319,19 +320,21 @@ cr_reactor_unhold(unsigned id, uint64_t incarnation)
 	if (lc == NULL)
 		goto out;
 	w = atomic_load(&lc->hold_word);
-	if ((w >> 32) != incarnation || (w & CR_HOLD_COUNT_MASK) == 0)
-		goto out;
-	/*
-	 * Wake before dropping: while our hold counts, the lcore cannot finish retiring, so
-	 * the wake never races its exit. A retiring lcore parks for a bounded time anyway.
-	 */
-	cr__wake_if_parked(cr__cur, lc);
+	/* seq_cst CAS: the drop comes before the fence and `parked` read of the wake below,
+	 * pairing with cr__park_prepare()'s flag, fence and holds re-check. */
 	while ((w >> 32) == incarnation && (w & CR_HOLD_COUNT_MASK) != 0) {
 		if (atomic_compare_exchange_weak(&lc->hold_word, &w, w - 1)) {
 			dropped = true;
 			break;
 		}
 	}
+	/*
+	 * Wake after dropping, so the lcore cannot look, see our hold and park past its
+	 * drop. It may finish retiring meanwhile: the wake channel outlives every
+	 * incarnation, and a wake that reaches the next one is only spurious there.
+	 */
+	if (dropped)
+		cr__wake_if_parked(NULL, lc);
 out:
 	cr__visit_end();
 	return dropped;

@@ -47,9 +47,16 @@ flush_sends(struct cr_lcore *lc, unsigned work)
 {
 	cr__retry_backlog(lc);
 	cr__flush_outboxes(lc);
-	/* A busy turn is followed at once by another, whose poll submits (one entry). */
-	if (work == 0 || !lc->ops->poll_submits)
+	/*
+	 * A busy turn is followed at once by another, whose poll submits (one entry); but a
+	 * wake we queued goes now, before the admission that keeps its target's ring open
+	 * is dropped.
+	 */
+	if (work == 0 || !lc->ops->poll_submits || lc->wake_queued) {
 		lc->ops->submit(lc->be_own);
+		lc->wake_queued = false;
+	}
+	cr__release_outboxes(lc);
 }
 
 /*
@@ -116,6 +123,9 @@ cr__lcore_has_work(struct cr_lcore *lc, uint64_t now)
 		return true;
 	if (lc->backlog != NULL || lc->n_dirty != 0 || stop_seen(lc))
 		return true;
+	/* The last lease went since we looked: retirement can go on (see cr__lcore_done). */
+	if (lc->waiting_holds && cr__holds(lc) == 0)
+		return true;
 	if (lc->ops->pending(lc->be_own))
 		return true;
 	next = cr_timer_wheel_next(lc->wheel);
@@ -169,7 +179,10 @@ cr__lcore_done(struct cr_lcore *lc)
 	if (cr_mailbox_is_open(&lc->mbox)) {
 		bool force = forced();
 
-		if (!force && cr__holds(lc) != 0)
+		/* Read again by cr__lcore_has_work() after `parked` is raised: a release that
+		 * drops the count after this look either is seen there or sees our flag. */
+		lc->waiting_holds = !force && cr__holds(lc) != 0;
+		if (lc->waiting_holds)
 			return false;
 		if (cr__modules_busy(lc->id, force))
 			return false;

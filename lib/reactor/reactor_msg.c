@@ -13,10 +13,18 @@ CR_LOG_COMPONENT(log_msg, "lib.reactor.msg");
 
 /*
  * Wake @p target if it is parked. The caller has just published messages (or a stop
- * request); the seq_cst fence orders that publication before our read of `parked`, and
- * pairs with the fence in cr__park_prepare() (Dekker): either the target sees our
- * messages on its re-check, or we see its flag and wake it. The CAS claims the wake so one
- * sleep gets one signal.
+ * request, or a dropped hold); the seq_cst fence orders that publication before our read
+ * of `parked`, and pairs with the fence in cr__park_prepare() (Dekker): either the target
+ * sees our work on its re-check, or we see its flag and wake it. The CAS claims the wake
+ * so one sleep gets one signal.
+ *
+ * Two ways to wake. @p from, an lcore that holds the target's mailbox admission (and keeps
+ * it until its next submit: cr__release_outboxes), rides on its own ring (io_uring's
+ * MSG_RING): the target cannot close that ring before the wake is submitted. Everyone
+ * else (@p from NULL: foreign threads, lease releases, lifecycle requests) writes the
+ * target's wake channel, which lives as long as the runtime: a wake that reaches an
+ * incarnation after the one it aimed at is a spurious wake there, never a write to a
+ * closed or reused descriptor.
  */
 void
 cr__wake_if_parked(struct cr_lcore *from, struct cr_lcore *target)
@@ -30,16 +38,18 @@ cr__wake_if_parked(struct cr_lcore *from, struct cr_lcore *target)
 	if (!atomic_compare_exchange_strong_explicit(&target->parked, &one, 0,
 						     memory_order_acq_rel, memory_order_relaxed))
 		return;
-	/* acquire: pairs with the release store of `be` in cr__lcore_backend_start() */
-	be = atomic_load_explicit(&target->be, memory_order_acquire);
-	if (be == NULL)
-		return;
 	if (from != NULL) {
-		from->ops->wake_from_lcore(from->be_own, be);
-		CR_STAT_ADD(from, wakes_sent, 1);
-	} else {
-		target->ops->wake_from_foreign(be);
+		/* acquire: pairs with the release store of `be` in cr__lcore_backend_start();
+		 * NULL only before the target's first start (its mailbox opens earlier). */
+		be = atomic_load_explicit(&target->be, memory_order_acquire);
+		if (be != NULL) {
+			from->ops->wake_from_lcore(from->be_own, be, &target->wake);
+			from->wake_queued = true;
+			CR_STAT_ADD(from, wakes_sent, 1);
+			return;
+		}
 	}
+	cr__rt.ops->wake_from_foreign(&target->wake);
 }
 
 static void
@@ -58,29 +68,66 @@ outbox_flush(struct cr_lcore *lc, unsigned t)
 		memmove(ob->msgs, ob->msgs + n, (ob->n - n) * sizeof(ob->msgs[0]));
 	ob->n -= n;
 	CR_STAT_ADD(lc, msgs_out, n);
-	if (ob->n == 0) {
-		/* release inside: our enqueue is visible before the hold drops */
-		cr_mailbox_unadmit(&target->mbox);
-		ob->held = false;
-	}
+	/* The hold stays until cr__release_outboxes(), after the submit our wake rides on. */
 	cr__wake_if_parked(lc, target);
 }
 
 void
 cr__flush_outboxes(struct cr_lcore *lc)
 {
+	unsigned i;
+
+	for (i = 0; i < lc->n_dirty; i++)
+		outbox_flush(lc, lc->dirty[i]);
+}
+
+/*
+ * End of turn, after the submit: drop the admission of every target we no longer buffer
+ * for. Until here it kept the target from closing its ring under a wake of ours that was
+ * not yet submitted; targets whose ring was full stay held and listed.
+ */
+void
+cr__release_outboxes(struct cr_lcore *lc)
+{
 	unsigned i, kept = 0;
 
 	for (i = 0; i < lc->n_dirty; i++) {
 		unsigned t = lc->dirty[i];
+		struct outbox *ob = &lc->out[t];
 
-		outbox_flush(lc, t);
-		if (lc->out[t].n != 0)
+		if (ob->n != 0) {
 			lc->dirty[kept++] = (uint16_t)t;
-		else
-			lc->out[t].listed = false;
+			continue;
+		}
+		ob->listed = false;
+		if (ob->held) {
+			/* release inside: our enqueues are visible before the hold drops */
+			cr_mailbox_unadmit(&cr__lcores[t].mbox);
+			ob->held = false;
+		}
 	}
 	lc->n_dirty = kept;
+}
+
+/* Hold @p t's admission until the end of this turn (cr__release_outboxes). */
+static int
+outbox_hold(struct cr_lcore *lc, unsigned t)
+{
+	struct outbox *ob = &lc->out[t];
+	int rc;
+
+	if (!ob->held) {
+		rc = cr_mailbox_admit(&cr__lcores[t].mbox);
+		if (rc != 0)
+			return rc;
+		ob->held = true;
+	}
+	/* Once per target, however often a full outbox was flushed this turn. */
+	if (!ob->listed) {
+		ob->listed = true;
+		lc->dirty[lc->n_dirty++] = (uint16_t)t;
+	}
+	return 0;
 }
 
 static int
@@ -96,17 +143,9 @@ send_from_lcore(struct cr_lcore *lc, unsigned t, cr_msg_fn fn, void *arg)
 		if (ob->n == CR_SEND_FLUSH)
 			return -EAGAIN;
 	}
-	if (!ob->held) {
-		rc = cr_mailbox_admit(&cr__lcores[t].mbox);
-		if (rc != 0)
-			return rc;
-		ob->held = true;
-	}
-	/* Once per target, however often a full outbox was flushed this turn. */
-	if (!ob->listed) {
-		ob->listed = true;
-		lc->dirty[lc->n_dirty++] = (uint16_t)t;
-	}
+	rc = outbox_hold(lc, t);
+	if (rc != 0)
+		return rc;
 	ob->msgs[ob->n].fn = fn;
 	ob->msgs[ob->n].arg = arg;
 	ob->n++;
@@ -160,28 +199,32 @@ cr_send_burst(unsigned lcore, const struct cr_msg *msgs, unsigned n)
 	for (i = 0; i < n; i++)
 		if (msgs[i].fn == NULL)
 			return -EINVAL;
-	if (lc != NULL) {
-		if (lc->gone)
-			return -ESHUTDOWN;
-		outbox_flush(lc, lcore);
-		if (lc->out[lcore].n != 0)
-			return -EAGAIN; /* the ring is full behind what we had buffered */
+	if (lc == NULL) {
+		rc = cr_mailbox_admit(&target->mbox);
+		if (rc != 0)
+			return rc;
+		put = cr_mailbox_put_foreign(&target->mbox, msgs, n);
+		/* before unadmit: see send_foreign() */
+		if (put != 0)
+			cr__wake_if_parked(NULL, target);
+		cr_mailbox_unadmit(&target->mbox);
+		return put != 0 ? (int)put : -EAGAIN;
 	}
-	rc = cr_mailbox_admit(&target->mbox);
+	if (lc->gone)
+		return -ESHUTDOWN;
+	outbox_flush(lc, lcore);
+	if (lc->out[lcore].n != 0)
+		return -EAGAIN; /* the ring is full behind what we had buffered */
+	/* The outbox's hold covers the burst and the wake, up to the end of the turn. */
+	rc = outbox_hold(lc, lcore);
 	if (rc != 0)
 		return rc;
-	if (lc != NULL)
-		put = cr_mailbox_put(&target->mbox, lc->id, msgs, n);
-	else
-		put = cr_mailbox_put_foreign(&target->mbox, msgs, n);
-	if (put != 0) {
-		if (lc != NULL)
-			CR_STAT_ADD(lc, msgs_out, put);
-		/* before unadmit: see send_foreign() */
-		cr__wake_if_parked(lc, target);
-	}
-	cr_mailbox_unadmit(&target->mbox);
-	return put != 0 ? (int)put : -EAGAIN;
+	put = cr_mailbox_put(&target->mbox, lc->id, msgs, n);
+	if (put == 0)
+		return -EAGAIN;
+	CR_STAT_ADD(lc, msgs_out, put);
+	cr__wake_if_parked(lc, target);
+	return (int)put;
 }
 
 unsigned

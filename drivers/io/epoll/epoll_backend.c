@@ -39,8 +39,25 @@ probe(char *why, size_t len)
 	return 0;
 }
 
+/* The lcore record's wake channel: a nonblocking eventfd that outlives every backend. */
 static int
-init(struct cr_backend **out, unsigned lcore, const struct cr_eal_config *cfg)
+wake_init(struct cr_wake *w)
+{
+	w->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return w->fd < 0 ? -errno : 0;
+}
+
+static void
+wake_fini(struct cr_wake *w)
+{
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
+}
+
+static int
+init(struct cr_backend **out, unsigned lcore, struct cr_wake *wake,
+     const struct cr_eal_config *cfg)
 {
 	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EPOLL_TAG_EFD};
 	struct cr_backend *be;
@@ -51,25 +68,19 @@ init(struct cr_backend **out, unsigned lcore, const struct cr_eal_config *cfg)
 	if (be == NULL)
 		return -ENOMEM;
 	be->lcore = lcore;
+	be->wake = wake;
 	be->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (be->epfd < 0) {
 		rc = -errno;
 		goto out_free;
 	}
-	be->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (be->efd < 0) {
+	if (epoll_ctl(be->epfd, EPOLL_CTL_ADD, wake->fd, &ev) < 0) {
 		rc = -errno;
 		goto out_close_ep;
-	}
-	if (epoll_ctl(be->epfd, EPOLL_CTL_ADD, be->efd, &ev) < 0) {
-		rc = -errno;
-		goto out_close_efd;
 	}
 	*out = be;
 	return 0;
 
-out_close_efd:
-	close(be->efd);
 out_close_ep:
 	close(be->epfd);
 out_free:
@@ -83,7 +94,7 @@ fini(struct cr_backend *be)
 	if (be == NULL)
 		return;
 	cr__epoll_io_free(be);
-	close(be->efd);
+	/* The wake channel stays (it leaves the set with the epoll fd). */
 	close(be->epfd);
 	free(be);
 }
@@ -93,7 +104,7 @@ drain_efd(struct cr_backend *be)
 {
 	uint64_t v;
 
-	if (read(be->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+	if (read(be->wake->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		CR_LOG(log_epoll, ERR, "eventfd read: %s", strerror(errno));
 }
 
@@ -124,7 +135,7 @@ poll(struct cr_backend *be, unsigned budget, uint64_t *wakes)
 	int rc;
 
 	/* acquire: pairs with the release in wake() */
-	if (atomic_exchange_explicit(&be->woken, 0, memory_order_acquire)) {
+	if (atomic_exchange_explicit(&be->wake->woken, 0, memory_order_acquire)) {
 		drain_efd(be);
 		(*wakes)++;
 		n++;
@@ -154,7 +165,7 @@ pending(struct cr_backend *be)
 {
 	int rc;
 
-	if (atomic_load_explicit(&be->woken, memory_order_relaxed) != 0 || be->n_evs != 0 ||
+	if (atomic_load_explicit(&be->wake->woken, memory_order_relaxed) != 0 || be->n_evs != 0 ||
 	    cr__epoll_io_pending(be))
 		return true;
 	if (!cr__epoll_io_watching(be) || ++be->peeks % PEEK_EVERY != 0)
@@ -208,7 +219,7 @@ park(struct cr_backend *be, uint64_t timeout_ns)
 }
 
 static void
-wake(struct cr_backend *target)
+wake(struct cr_wake *w)
 {
 	uint64_t one = 1;
 
@@ -217,21 +228,26 @@ wake(struct cr_backend *target)
 	 * so the flag can never be consumed while our write is still to come (which left
 	 * the eventfd readable and every park returning at once).
 	 */
-	if (write(target->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+	if (write(w->fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		CR_LOG(log_epoll, ERR, "eventfd wake failed: %s", strerror(errno));
-	atomic_store_explicit(&target->woken, 1, memory_order_release);
+	atomic_fetch_add_explicit(&w->signals, 1, memory_order_relaxed);
+	/* release: pairs with the acquire exchange in poll() */
+	atomic_store_explicit(&w->woken, 1, memory_order_release);
 }
 
 static void
-wake_lcore(struct cr_backend *self, struct cr_backend *target)
+wake_lcore(struct cr_backend *self, struct cr_backend *target, struct cr_wake *tw)
 {
 	(void)self;
-	wake(target);
+	(void)target;
+	wake(tw);
 }
 
 static const struct cr_backend_ops epoll_ops = {
 	.name = "epoll",
 	.probe = probe,
+	.wake_init = wake_init,
+	.wake_fini = wake_fini,
 	.init = init,
 	.fini = fini,
 	.poll = poll,

@@ -2,7 +2,7 @@
 /*
  * Shared between the epoll backend (park / wake / poll, epoll_backend.c) and its I/O ops
  * (epoll_io.c). Never installed. Everything here is touched only by the owning lcore,
- * except cr_backend.woken and cr_backend.efd, which wakers use from any thread.
+ * except the lcore's struct cr_wake, which wakers use from any thread.
  */
 #ifndef EPOLL_INTERNAL_H
 #define EPOLL_INTERNAL_H
@@ -73,8 +73,7 @@ struct eio {
 
 struct cr_backend {
 	int epfd;
-	int efd;
-	_Atomic int woken; /* set by wakers before the eventfd write */
+	struct cr_wake *wake; /* the lcore's wake channel (its eventfd is in our set) */
 	unsigned lcore;
 	bool no_pwait2; /* epoll_pwait2 is missing (old kernel, some sandboxes) */
 	/* Events park() collected, applied by the next poll() so none is lost. */

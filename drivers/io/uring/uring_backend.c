@@ -2,7 +2,9 @@
 /*
  * io_uring backend: the lcore's private ring. Park is submit-and-wait with a timeout;
  * lcore-to-lcore wakes are IORING_OP_MSG_RING SQEs riding on the sender's next submit;
- * foreign threads write an eventfd whose read the lcore keeps armed in its ring. The I/O
+ * every other waker writes the lcore's wake channel, an eventfd that outlives the ring,
+ * on which the lcore keeps a poll armed (a poll, not a read: a ring on its way out must
+ * not consume a wake meant for the next incarnation). The I/O
  * ops of lib/io ride on the same ring (uring_io.c); user_data tags are in uring_internal.h.
  *
  * Ring size: RING_ENTRIES SQEs and a CQ four times that, so bursts of multishot
@@ -12,7 +14,9 @@
  * overflow list (IORING_FEAT_NODROP) and are fetched by poll().
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
+#include <linux/poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +148,23 @@ cr__uring_get_sqe(struct cr_backend *be)
 	return sqe;
 }
 
+/* The lcore record's wake channel: made once, kept across incarnations (nonblocking: it
+ * is drained with read(2) after the poll says it is readable). */
+static int
+wake_init(struct cr_wake *w)
+{
+	w->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return w->fd < 0 ? -errno : 0;
+}
+
+static void
+wake_fini(struct cr_wake *w)
+{
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
+}
+
 static void
 efd_arm(struct cr_backend *be)
 {
@@ -151,13 +172,24 @@ efd_arm(struct cr_backend *be)
 
 	if (sqe == NULL)
 		return; /* retried at the next poll */
-	io_uring_prep_read(sqe, be->efd, &be->efd_val, sizeof(be->efd_val), 0);
+	io_uring_prep_poll_add(sqe, be->wake->fd, POLLIN);
 	io_uring_sqe_set_data64(sqe, TAG_EFD);
 	be->efd_armed = true;
 }
 
+/* The poll fired: empty the counter so that the next poll waits for a new write. */
+static void
+efd_drain(struct cr_backend *be)
+{
+	uint64_t v;
+
+	if (read(be->wake->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		CR_LOG(log_uring, ERR, "eventfd read: %s", strerror(errno));
+}
+
 static int
-init(struct cr_backend **out, unsigned lcore, const struct cr_eal_config *cfg)
+init(struct cr_backend **out, unsigned lcore, struct cr_wake *wake,
+     const struct cr_eal_config *cfg)
 {
 	struct cr_backend *be;
 	int rc;
@@ -167,23 +199,15 @@ init(struct cr_backend **out, unsigned lcore, const struct cr_eal_config *cfg)
 	be = calloc(1, sizeof(*be));
 	if (be == NULL)
 		return -ENOMEM;
+	be->wake = wake;
 	rc = ring_setup(be);
 	if (rc != 0)
 		goto out_free;
-	/* Blocking: io_uring would fail a read on an O_NONBLOCK fd with -EAGAIN
-	 * instead of waiting for it. */
-	be->efd = eventfd(0, EFD_CLOEXEC);
-	if (be->efd < 0) {
-		rc = -errno;
-		goto out_exit_ring;
-	}
 	efd_arm(be);
 	io_uring_submit(&be->ring);
 	*out = be;
 	return 0;
 
-out_exit_ring:
-	io_uring_queue_exit(&be->ring);
 out_free:
 	free(be);
 	return rc;
@@ -194,12 +218,11 @@ fini(struct cr_backend *be)
 {
 	if (be == NULL)
 		return;
-	/* Closing the ring cancels the armed eventfd read; the kernel then owns nothing of
-	 * ours (efd_val lives until this free, after the exit that waits for it). */
+	/* Closing the ring cancels the armed poll; the kernel then owns nothing of ours. The
+	 * wake channel stays for the next incarnation. */
 	io_uring_queue_exit(&be->ring);
 	/* Normally lib/io's stop freed the receive buffers; if not, only now is it safe. */
 	cr__uring_io_free(be);
-	close(be->efd);
 	free(be);
 }
 
@@ -217,7 +240,7 @@ needs_enter(const struct cr_backend *be)
 	return sq_flags(be) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW);
 }
 
-static void wake_foreign(struct cr_backend *target);
+static void wake_foreign(struct cr_wake *w);
 
 static void
 dispatch(struct cr_backend *be, uint64_t ud, int32_t res, uint32_t flags, uint64_t *wakes)
@@ -232,11 +255,13 @@ dispatch(struct cr_backend *be, uint64_t ud, int32_t res, uint32_t flags, uint64
 	case TAG_EFD:
 		(*wakes)++;
 		be->efd_armed = false;
+		efd_drain(be);
 		break;
 	case TAG_MSGERR:
-		/* The target's CQ could not take our wake; never lose it. */
+		/* The target's CQ could not take our wake; never lose it. Its wake channel
+		 * lives as long as the runtime, whichever incarnation is up by now. */
 		CR_LOG(log_uring, DEBUG, "MSG_RING wake failed: %s", strerror(-res));
-		wake_foreign((struct cr_backend *)(uintptr_t)(ud & ~(uint64_t)TAG_MASK));
+		wake_foreign((struct cr_wake *)(uintptr_t)(ud & ~(uint64_t)TAG_MASK));
 		break;
 	case TAG_CANCEL:
 		/* -ENOENT or -EALREADY: the op completes by itself; its own CQE says how. */
@@ -317,34 +342,40 @@ park(struct cr_backend *be, uint64_t timeout_ns)
 					 timeout_ns == UINT64_MAX ? NULL : &ts, NULL);
 }
 
+_Static_assert(_Alignof(struct cr_wake) > TAG_MASK, "a wake pointer leaves the tag bits free");
+
+/* The reactor holds @p target's mailbox admission until our next submit (see the ops). */
 static void
-wake_lcore(struct cr_backend *self, struct cr_backend *target)
+wake_lcore(struct cr_backend *self, struct cr_backend *target, struct cr_wake *tw)
 {
 	struct io_uring_sqe *sqe = cr__uring_get_sqe(self);
 
 	if (sqe == NULL) {
-		wake_foreign(target);
+		wake_foreign(tw);
 		return;
 	}
 	io_uring_prep_msg_ring(sqe, target->ring.ring_fd, 0, TAG_WAKE, 0);
-	/* No CQE for us on success; a failure comes back tagged with the target. */
+	/* No CQE for us on success; a failure comes back tagged with the target's channel. */
 	sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)target | TAG_MSGERR);
+	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)tw | TAG_MSGERR);
 }
 
 static void
-wake_foreign(struct cr_backend *target)
+wake_foreign(struct cr_wake *w)
 {
 	uint64_t one = 1;
 
-	/* The counter cannot saturate: each armed read empties it. */
-	if (write(target->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+	/* The counter cannot saturate: each poll that fires empties it. */
+	if (write(w->fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		CR_LOG(log_uring, ERR, "eventfd wake failed: %s", strerror(errno));
+	atomic_fetch_add_explicit(&w->signals, 1, memory_order_relaxed);
 }
 
 static const struct cr_backend_ops uring_ops = {
 	.name = "uring",
 	.probe = probe,
+	.wake_init = wake_init,
+	.wake_fini = wake_fini,
 	.init = init,
 	.fini = fini,
 	.poll = poll,

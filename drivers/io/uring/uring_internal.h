@@ -6,8 +6,8 @@
  * user_data tags (low 3 bits; the rest is a pointer, an index or an op handle):
  *   TAG_OP     an op of lib/io: user_data == op->id (lib/io keeps these bits 0)
  *   TAG_WAKE   a MSG_RING wake posted into our CQ by another lcore
- *   TAG_EFD    our eventfd read completed: a foreign wake
- *   TAG_MSGERR a MSG_RING we sent failed; the payload is the target backend
+ *   TAG_EFD    the poll on our wake channel's eventfd fired: a foreign wake
+ *   TAG_MSGERR a MSG_RING we sent failed; the payload is the target's struct cr_wake
  *   TAG_CANCEL our ASYNC_CANCEL failed (success posts nothing); the op's own CQE follows
  */
 #ifndef URING_INTERNAL_H
@@ -69,8 +69,7 @@ struct uring_io {
 
 struct cr_backend {
 	struct io_uring ring;
-	int efd;
-	uint64_t efd_val; /* the armed read's buffer */
+	struct cr_wake *wake; /* the lcore's wake channel: a poll on its eventfd stays armed */
 	bool efd_armed;
 	unsigned setup_flags;
 	struct uring_io io;

@@ -26,7 +26,21 @@ sim_probe(char *why, size_t len)
 }
 
 static int
-sim_init(struct cr_backend **out, unsigned lcore, const struct cr_eal_config *cfg)
+sim_wake_init(struct cr_wake *w)
+{
+	w->fd = -1;
+	return 0;
+}
+
+static void
+sim_wake_fini(struct cr_wake *w)
+{
+	(void)w;
+}
+
+static int
+sim_init(struct cr_backend **out, unsigned lcore, struct cr_wake *wake,
+	 const struct cr_eal_config *cfg)
 {
 	struct cr_backend *be = calloc(1, sizeof(*be));
 
@@ -34,6 +48,7 @@ sim_init(struct cr_backend **out, unsigned lcore, const struct cr_eal_config *cf
 	if (be == NULL)
 		return -ENOMEM;
 	be->lcore = lcore;
+	be->wake = wake;
 	*out = be;
 	return 0;
 }
@@ -49,8 +64,7 @@ sim_poll(struct cr_backend *be, unsigned budget, uint64_t *wakes)
 {
 	unsigned n = 0;
 
-	if (be->woken) {
-		be->woken = false;
+	if (atomic_exchange(&be->wake->woken, 0)) {
 		(*wakes)++;
 		n++;
 	}
@@ -64,7 +78,7 @@ sim_poll(struct cr_backend *be, unsigned budget, uint64_t *wakes)
 static bool
 sim_pending(struct cr_backend *be)
 {
-	return be->woken || be->fake_cqes != 0;
+	return atomic_load(&be->wake->woken) || be->fake_cqes != 0;
 }
 
 static void
@@ -81,22 +95,25 @@ sim_park(struct cr_backend *be, uint64_t timeout_ns)
 }
 
 static void
-sim_wake_foreign(struct cr_backend *target)
+sim_wake_foreign(struct cr_wake *w)
 {
-	target->woken = true;
-	target->wake_signals++;
+	atomic_store(&w->woken, 1);
+	atomic_fetch_add(&w->signals, 1);
 }
 
 static void
-sim_wake_lcore(struct cr_backend *self, struct cr_backend *target)
+sim_wake_lcore(struct cr_backend *self, struct cr_backend *target, struct cr_wake *tw)
 {
 	(void)self;
-	sim_wake_foreign(target);
+	(void)target;
+	sim_wake_foreign(tw);
 }
 
 const struct cr_backend_ops ut_sim_ops = {
 	.name = "sim",
 	.probe = sim_probe,
+	.wake_init = sim_wake_init,
+	.wake_fini = sim_wake_fini,
 	.init = sim_init,
 	.fini = sim_fini,
 	.poll = sim_poll,
@@ -193,4 +210,10 @@ struct cr_lcore *
 ut_lcore(unsigned id)
 {
 	return cr__lcore(id);
+}
+
+uint64_t
+ut_wake_signals(unsigned id)
+{
+	return atomic_load(&cr__lcore(id)->wake.signals);
 }

@@ -12,11 +12,12 @@
 
 #include "reactor_internal.h"
 
-/* The fake backend's state, one per simulated lcore. */
+/* The fake backend's state, one per simulated lcore. Wake signals go through the
+ * lcore's struct cr_wake (woken: not yet reaped; signals: delivered), as on the real
+ * drivers; ut_wake_signals() reads them. */
 struct cr_backend {
 	unsigned lcore;
-	bool woken;		/* a wake signal not yet reaped */
-	uint64_t wake_signals;	/* wake signals delivered to this lcore */
+	struct cr_wake *wake;
 	uint64_t parks;		/* times park() was entered */
 	uint64_t last_timeout;	/* timeout of the last park */
 	unsigned fake_cqes;	/* completions a test pretends are waiting */
@@ -46,5 +47,7 @@ unsigned ut_poll_until_idle(unsigned max_rounds);
 struct cr_backend *ut_be(unsigned id);
 /* The lcore record of @p id. */
 struct cr_lcore *ut_lcore(unsigned id);
+/* Wake signals delivered to lcore @p id so far, over all its incarnations. */
+uint64_t ut_wake_signals(unsigned id);
 
 #endif /* UT_LCORES_H */

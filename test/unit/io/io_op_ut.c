@@ -158,6 +158,35 @@ test_generations_and_stale(void)
 	close(s.sv[1]);
 }
 
+/*
+ * White-box: a slot reused 2^37 times wraps its generation. The handle must stay non-zero
+ * (the old shift-and-add turned slot 0's next handle into 0, which op_submit reports as a
+ * failure for an op the kernel then holds) and keep its index.
+ */
+static void
+test_generation_wrap(void)
+{
+	cr_op_id last0 = (CR_OP_GEN_MASK << CR_OP_GEN_SHIFT) | 0;
+	cr_op_id last7 = (CR_OP_GEN_MASK << CR_OP_GEN_SHIFT) | (7u << CR_OP_TAG_BITS);
+	cr_op_id id;
+	unsigned i;
+
+	CU_ASSERT_NOT_EQUAL(cr_op_next_id(last0, 0), 0);
+	CU_ASSERT_EQUAL(cr_op_next_id(last0, 0) >> CR_OP_GEN_SHIFT, 1);
+	CU_ASSERT_EQUAL(INDEX(cr_op_next_id(last7, 7)), 7);
+	CU_ASSERT_EQUAL(cr_op_next_id(last7, 7) >> CR_OP_GEN_SHIFT, 1);
+	CU_ASSERT_EQUAL(cr_op_next_id(last7, 7) & ((1u << CR_OP_TAG_BITS) - 1), 0);
+	/* Away from the wrap, one step is one generation, and never a repeat. */
+	id = (UINT64_C(5) << CR_OP_GEN_SHIFT) | (3u << CR_OP_TAG_BITS);
+	for (i = 0; i < 1000; i++) {
+		cr_op_id next = cr_op_next_id(id, 3);
+
+		CU_ASSERT_EQUAL(next >> CR_OP_GEN_SHIFT, (id >> CR_OP_GEN_SHIFT) + 1);
+		CU_ASSERT_EQUAL(INDEX(next), 3);
+		id = next;
+	}
+}
+
 /* ---- abandon: no callback, release after the CQE, memory left alone afterwards ---- */
 
 struct aband {
@@ -604,6 +633,7 @@ test_callback_reuses_slot(void)
 static const struct ut_case cases[] = {
 	UT_CASE(test_off_lcore),
 	UT_CASE(test_generations_and_stale),
+	UT_CASE(test_generation_wrap),
 	UT_CASE(test_abandon_releases_after_cqe),
 	UT_CASE(test_cancel_then_abandon),
 	UT_CASE(test_abandon_multishot_from_callback),

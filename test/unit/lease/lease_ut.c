@@ -135,9 +135,9 @@ test_retiring_with_lease_parks_until_release(void)
 	ut_set_current(1);
 	CU_ASSERT_TRUE_FATAL(cr__park_prepare(ut_lcore(1)));
 	ut_set_current(CR_LCORE_NONE);
-	signals = be->wake_signals;
+	signals = ut_wake_signals(1);
 	cr_lease_release(&a);
-	CU_ASSERT_EQUAL(be->wake_signals, signals + 1);
+	CU_ASSERT_EQUAL(ut_wake_signals(1), signals + 1);
 	CU_ASSERT_TRUE(done(1));
 }
 
@@ -339,6 +339,50 @@ test_retire_errors(void)
 	CU_ASSERT_EQUAL(cr_lcore_retire(2, NULL, NULL), -ESHUTDOWN);
 }
 
+/*
+ * Regression (issue 12 item 7): the last release lands after the retiring lcore looked
+ * (holds 1) and before it raised its park flag. The release used to wake first and drop
+ * second, so it found no flag to claim; the lcore then slept up to its 10 ms bound past
+ * the drop. Dropping first and counting "the holds went since the look" as work closes
+ * that window.
+ */
+static void
+test_release_between_look_and_park(void)
+{
+	struct cr_lease a = CR_LEASE_INIT;
+
+	fresh();
+	acquire_on(1, &a, 0);
+	CU_ASSERT_EQUAL(cr_lcore_retire(1, NULL, NULL), 0);
+	CU_ASSERT_FALSE(done(1)); /* its look: still held */
+	CU_ASSERT_EQUAL(cr_lease_release(&a), 0); /* foreign, before the flag is up */
+	ut_set_current(1);
+	CU_ASSERT_FALSE(cr__park_prepare(ut_lcore(1))); /* work: it must not sleep */
+	ut_set_current(CR_LCORE_NONE);
+	CU_ASSERT_TRUE(done(1));
+}
+
+/* The same release after the flag is up: the wake comes after the drop, and wakes. */
+static void
+test_release_after_flag_wakes_after_drop(void)
+{
+	struct cr_lease a = CR_LEASE_INIT;
+	uint64_t signals;
+
+	fresh();
+	acquire_on(1, &a, 0);
+	CU_ASSERT_EQUAL(cr_lcore_retire(1, NULL, NULL), 0);
+	CU_ASSERT_FALSE(done(1));
+	ut_set_current(1);
+	CU_ASSERT_TRUE_FATAL(cr__park_prepare(ut_lcore(1)));
+	ut_set_current(CR_LCORE_NONE);
+	signals = ut_wake_signals(1);
+	CU_ASSERT_EQUAL(cr_lease_release(&a), 0);
+	CU_ASSERT_EQUAL(ut_wake_signals(1), signals + 1);
+	CU_ASSERT_EQUAL(cr__holds(ut_lcore(1)), 0);
+	CU_ASSERT_TRUE(done(1));
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_owner_retained_across_shrink),
 	UT_CASE(test_admission_closed),
@@ -352,6 +396,8 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_stale_incarnation_release),
 	UT_CASE(test_retire_errors),
 	UT_CASE(test_retiring_with_lease_parks_until_release),
+	UT_CASE(test_release_between_look_and_park),
+	UT_CASE(test_release_after_flag_wakes_after_drop),
 };
 
 UT_MAIN("lease", cases, setup, teardown)

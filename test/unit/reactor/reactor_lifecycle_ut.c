@@ -4,7 +4,9 @@
  * by $CR_UT_DRIVER; leases held across them. A control thread (not an lcore) drives the
  * lifecycle while the main lcore runs its loop.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -389,6 +391,124 @@ test_lifecycle_request_during_join(void)
 	CU_ASSERT_EQUAL(atomic_load(&late_start_rc), -ESHUTDOWN);
 }
 
+/* ---- nothing of an old incarnation is kept (issue 12 item 2) ---- */
+
+static int
+count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+#define CYCLES 50
+
+static _Atomic int fds_before, fds_after;
+
+static void *
+ctl_cycles(void *arg)
+{
+	int i;
+
+	(void)arg;
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_RUNNING);
+	atomic_store(&fds_before, count_fds());
+	for (i = 0; i < CYCLES; i++) {
+		CTL_CHECK(cr_lcore_retire(worker, NULL, NULL) == 0);
+		WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+		CTL_CHECK(cr_lcore_start(worker) == 0);
+		WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_RUNNING);
+	}
+	atomic_store(&fds_after, count_fds());
+	cr_reactor_stop();
+	return NULL;
+}
+
+/* Each retire closed its ring and its eventfd: 2 fds a cycle stayed open before. */
+static void
+test_cycles_keep_fds_flat(void)
+{
+	pthread_t t;
+
+	if (table.n < 2)
+		return;
+	atomic_store(&ctl_failures, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
+	pthread_create(&t, NULL, ctl_cycles, NULL);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	CU_ASSERT(atomic_load(&fds_before) > 0);
+	CU_ASSERT_EQUAL(atomic_load(&fds_after), atomic_load(&fds_before));
+}
+
+/* ---- a wake sent by an lcore on its way out is delivered (issue 12 item 8) ---- */
+
+static struct cr_lease main_lease;
+
+static void
+take_main_lease(void *arg)
+{
+	(void)arg;
+	CTL_CHECK(cr_lease_acquire(&main_lease) == 0);
+}
+
+/* The worker's last words: it lets go of a lease held on the (idle, parked) main lcore.
+ * Its ring has seen its last submit, so the wake must not ride on it. */
+static void
+stop_hook_releases(unsigned lcore, void *arg)
+{
+	(void)arg;
+	if (lcore == worker && cr_lease_active(&main_lease))
+		CTL_CHECK(cr_lease_release(&main_lease) == 0);
+}
+
+static void *
+ctl_wake_from_stop(void *arg)
+{
+	(void)arg;
+	CTL_CHECK(cr_send(cr_lcore_main(), take_main_lease, NULL) == 0);
+	WAIT_FOR(cr_lease_active(&main_lease));
+	sleep_ms(50); /* main goes idle and parks */
+	CTL_CHECK(cr_lcore_retire(worker, NULL, NULL) == 0);
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+	CTL_CHECK(!cr_lease_active(&main_lease));
+	sleep_ms(50);
+	/* A lost wake used to leave main asleep with its flag taken: no sender woke it. */
+	CTL_CHECK(cr_send(cr_lcore_main(), ping, NULL) == 0);
+	WAIT_FOR(atomic_load(&pings) == 1);
+	CTL_CHECK(atomic_load(&pings) == 1);
+	cr_reactor_stop();
+	return NULL;
+}
+
+static void
+test_wake_from_stop_hook_delivered(void)
+{
+	const struct cr_reactor_hooks h = {.on_lcore_stop = stop_hook_releases};
+	pthread_t t;
+
+	if (table.n < 2)
+		return;
+	memset(&main_lease, 0, sizeof(main_lease));
+	atomic_store(&pings, 0);
+	atomic_store(&ctl_failures, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &h), 0);
+	pthread_create(&t, NULL, ctl_wake_from_stop, NULL);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_retire_start_resize),
 	UT_CASE(test_lease_holds_retirement),
@@ -397,6 +517,8 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_stale_lease_across_incarnations),
 	UT_CASE(test_retire_callback_cannot_restart_itself),
 	UT_CASE(test_lifecycle_request_during_join),
+	UT_CASE(test_cycles_keep_fds_flat),
+	UT_CASE(test_wake_from_stop_hook_delivered),
 };
 
 UT_MAIN("reactor_lifecycle", cases, setup, NULL)

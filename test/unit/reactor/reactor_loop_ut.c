@@ -58,10 +58,10 @@ test_wake_sender_after_park(void)
 	CU_ASSERT_TRUE(parked(1));
 	ut_set_current(0);
 	CU_ASSERT_EQUAL(cr_send(1, count, NULL), 0);
-	CU_ASSERT_EQUAL(ut_be(1)->wake_signals, 0); /* buffered: no wake yet */
+	CU_ASSERT_EQUAL(ut_wake_signals(1), 0); /* buffered: no wake yet */
 	ut_set_current(CR_LCORE_NONE);
 	ut_turn(0);
-	CU_ASSERT_EQUAL(ut_be(1)->wake_signals, 1);
+	CU_ASSERT_EQUAL(ut_wake_signals(1), 1);
 	CU_ASSERT_FALSE(parked(1)); /* the waker claimed the flag */
 	ut_set_current(1);
 	cr__park_commit(ut_lcore(1));
@@ -81,7 +81,7 @@ test_wake_sender_before_park(void)
 	CU_ASSERT_EQUAL(cr_send(1, count, NULL), 0);
 	ut_set_current(CR_LCORE_NONE);
 	ut_turn(0);
-	CU_ASSERT_EQUAL(ut_be(1)->wake_signals, 0);
+	CU_ASSERT_EQUAL(ut_wake_signals(1), 0);
 	CU_ASSERT_FALSE(cr__park_prepare(ut_lcore(1)));
 	CU_ASSERT_FALSE(parked(1));
 	ut_turn(1);
@@ -102,7 +102,7 @@ test_wake_claimed_once(void)
 	CU_ASSERT_EQUAL(cr_send(2, count, NULL), 0); /* a foreign thread too */
 	ut_turn(0);
 	ut_turn(1);
-	CU_ASSERT_EQUAL(ut_be(2)->wake_signals, 1);
+	CU_ASSERT_EQUAL(ut_wake_signals(2), 1);
 	ut_poll_until_idle(10);
 	CU_ASSERT_EQUAL(runs, 3);
 }
@@ -115,7 +115,7 @@ test_wake_foreign(void)
 	CU_ASSERT_TRUE(cr__park_prepare(ut_lcore(1)));
 	ut_set_current(CR_LCORE_NONE);
 	CU_ASSERT_EQUAL(cr_send(1, count, NULL), 0);
-	CU_ASSERT_EQUAL(ut_be(1)->wake_signals, 1);
+	CU_ASSERT_EQUAL(ut_wake_signals(1), 1);
 	CU_ASSERT_FALSE(parked(1));
 }
 
@@ -129,7 +129,7 @@ test_no_wake_when_awake(void)
 	cr_send(1, count, NULL);
 	CU_ASSERT_FALSE(cr__park_prepare(ut_lcore(1)));
 	cr_send(1, count, NULL);
-	CU_ASSERT_EQUAL(ut_be(1)->wake_signals, 0);
+	CU_ASSERT_EQUAL(ut_wake_signals(1), 0);
 	ut_turn(1);
 	CU_ASSERT_EQUAL(runs, 2);
 }
