@@ -524,7 +524,7 @@ precheck_flush(struct kv_ctx *x)
 
 KV_CMD(flushdb)
 {
-	kv_store_flush(x->sh->store);
+	kv_store_flush(x->sh->store, x->argc == 2 && strcasecmp(x->argv[1].p, "async") == 0);
 	rb_ok(x->out);
 }
 

@@ -488,7 +488,7 @@ KV_CMD(info_shard)
 	rb_int(x->out, (long long)kv_store_count(s));
 	rb_int(x->out, (long long)kv_store_expires(s));
 	rb_int(x->out, kv_store_avg_ttl(s, x->now_ms));
-	rb_int(x->out, (long long)kv_store_used(s));
+	rb_int(x->out, (long long)kv_mem_used(&x->sh->mem));
 	rb_int(x->out, (long long)x->sh->hits);
 	rb_int(x->out, (long long)x->sh->misses);
 	rb_int(x->out, (long long)kv_store_expired_total(s));

@@ -517,6 +517,7 @@ kv_process_input(struct kconn *kc)
 		kc->sh->batch.len = 0;
 	}
 	kv_outq_flush(kc->sh); /* the parts this input queued for other shards, in one go */
+	kv_lazy_kick(kc->sh);
 	kc->in_input = false;
 	kc_flush(kc); /* may free kc */
 }

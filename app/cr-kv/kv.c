@@ -25,6 +25,6 @@ kv_used_memory(void)
 	unsigned i;
 
 	for (i = 0; i < kv.nshards; i++)
-		t += kv_store_used(kv.shards[kv.shard_lcore[i]]->store);
+		t += (uint64_t)kv_mem_used(&kv.shards[kv.shard_lcore[i]]->mem);
 	return t;
 }

@@ -31,6 +31,8 @@
 
 #include "cr_net.h"
 #include "cr_reactor.h"
+#include "mem.h"
+#include "obj.h"
 #include "resp.h"
 #include "store.h"
 
@@ -226,6 +228,9 @@ struct kv_shard {
 	unsigned nfree;
 	struct kconn *conns; /* every client connection of this lcore */
 	struct cr_timer expire_timer;
+	struct kv_mem mem;	     /* what this shard's keyspace takes (mem.h) */
+	bool lazy_armed;	     /* a lazy-free step is deferred (lazyfree.c) */
+	struct cr_timer lazy_timer; /* its fallback when cr_defer() is full */
 	/* Counters read by INFO from the lcore where it runs: relaxed. */
 	uint64_t hits, misses, expired_active;
 	int64_t now_ms; /* the clock when the batch being parsed arrived */
@@ -380,6 +385,11 @@ void kv_info_merge(struct kreq *kr, struct rbuf *out); /* cmd_server.c */
 /* dispatch.c: the request engine */
 void kv_process_input(struct kconn *kc);
 void kv_special_dispatch(struct kreq *kr); /* cmd_special.c */
+
+/* lazyfree.c: free queued values a bounded step per turn (call after writes) */
+void kv_lazy_kick(struct kv_shard *sh);
+void kv_lazy_init(struct kv_shard *sh);
+void kv_lazy_fini(struct kv_shard *sh);
 
 /* conn.c: lib/net events; shard.c: start and stop; kv.c */
 extern const struct cr_conn_ops kv_conn_ops;

@@ -8,8 +8,10 @@
 #include "cr_telemetry.h"
 #include "kv.h"
 
+/* Redis's serverCron at hz 10: active expiry, and a millisecond of moving the table's
+ * buckets while it is being resized (activerehashing). */
 static void
-expire_tick(struct cr_timer *t, void *arg)
+shard_tick(struct cr_timer *t, void *arg)
 {
 	struct kv_shard *sh = arg;
 	unsigned n = kv_store_expire_cycle(sh->store, kv_now_ms(), &sh->rng, 16);
@@ -17,7 +19,9 @@ expire_tick(struct cr_timer *t, void *arg)
 	sh->expired_active += n;
 	if (n > 0)
 		cr_telemetry_add(kv.tel_expired, n);
-	cr_timer_start(t, 100 * 1000 * 1000ull); /* Redis's hz 10 */
+	kv_store_rehash_for(sh->store, 1000 * 1000ull);
+	kv_lazy_kick(sh);
+	cr_timer_start(t, 100 * 1000 * 1000ull);
 }
 
 int
@@ -25,8 +29,10 @@ kv_shard_start(unsigned lcore)
 {
 	struct kv_shard *sh = kv.shards[lcore];
 
+	kv_mem_bind(&sh->mem);
 	kv_xshard_init(sh);
-	cr_timer_init(&sh->expire_timer, expire_tick, sh);
+	kv_lazy_init(sh);
+	cr_timer_init(&sh->expire_timer, shard_tick, sh);
 	cr_timer_start(&sh->expire_timer, 100 * 1000 * 1000ull);
 	return 0;
 }
@@ -38,6 +44,7 @@ kv_shard_stop(unsigned lcore)
 	struct kconn *kc;
 
 	cr_timer_stop(&sh->expire_timer);
+	kv_lazy_fini(sh);
 	/* Connections lib/net closed without on_close (the lcore stopped): free their
 	 * state. Every call was answered before this hook runs. */
 	while ((kc = sh->conns) != NULL) {
@@ -52,4 +59,5 @@ kv_shard_stop(unsigned lcore)
 	}
 	kv_xshard_fini(sh);
 	kreq_free_list(sh);
+	kv_mem_bind(NULL); /* the counter lives in sh, which main() frees */
 }

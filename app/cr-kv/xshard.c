@@ -55,6 +55,7 @@ batch_run(void *arg)
 			kv_prefetch_bucket(sh->store, kv_hash(p->argv[1].p, p->argv[1].len));
 	for (p = b->head; p != NULL; p = p->next_out)
 		run_part(p, sh);
+	kv_lazy_kick(sh);
 }
 
 static void

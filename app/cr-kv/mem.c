@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The keyspace allocator (see mem.h): malloc with a per-thread charge.
+ */
+#include <malloc.h>
+#include <stdlib.h>
+
+#include "mem.h"
+
+/* glibc: an in-use chunk is its usable size plus the size word before it. */
+#define CHUNK_HEADER 8u
+
+static struct kv_mem unbound;
+static __thread struct kv_mem *cur = &unbound;
+
+void
+kv_mem_bind(struct kv_mem *m)
+{
+	cur = m != NULL ? m : &unbound;
+}
+
+size_t
+kv_mem_size(const void *p)
+{
+	return p != NULL ? malloc_usable_size((void *)p) + CHUNK_HEADER : 0;
+}
+
+static void
+charge(int64_t n)
+{
+	int64_t u = atomic_load_explicit(&cur->used, memory_order_relaxed);
+
+	/* relaxed: the bound thread is the only writer; readers want a recent figure only */
+	atomic_store_explicit(&cur->used, u + n, memory_order_relaxed);
+}
+
+void *
+kv_malloc(size_t n)
+{
+	void *p = malloc(n);
+
+	if (p != NULL)
+		charge((int64_t)kv_mem_size(p));
+	return p;
+}
+
+void *
+kv_calloc(size_t n, size_t size)
+{
+	void *p = calloc(n, size);
+
+	if (p != NULL)
+		charge((int64_t)kv_mem_size(p));
+	return p;
+}
+
+void *
+kv_realloc(void *p, size_t n)
+{
+	size_t old = kv_mem_size(p);
+	void *q = realloc(p, n);
+
+	if (q != NULL)
+		charge((int64_t)kv_mem_size(q) - (int64_t)old);
+	return q;
+}
+
+void
+kv_free(void *p)
+{
+	if (p == NULL)
+		return;
+	charge(-(int64_t)kv_mem_size(p));
+	free(p);
+}
