@@ -15,7 +15,14 @@
 static struct kv_entry *
 lookup(struct kv_ctx *x, const struct kv_arg *k)
 {
-	return kv_lookup(x->sh->store, k->p, k->len, kv_hash(k->p, k->len), x->now_ms);
+	return kv_key_find(x, k, 0);
+}
+
+/* Redis's LOOKUP_NOTOUCH: TYPE, EXISTS, TTL, OBJECT do not count as an access. */
+static struct kv_entry *
+peek(struct kv_ctx *x, const struct kv_arg *k)
+{
+	return kv_key_find(x, k, KV_FIND_NOTOUCH);
 }
 
 KV_CMD(del)
@@ -38,6 +45,17 @@ KV_CMD(exists)
 	uint32_t i;
 
 	for (i = 1; i < x->argc; i++)
+		if (peek(x, &x->argv[i]) != NULL)
+			n++;
+	rb_int(x->out, n);
+}
+
+KV_CMD(touch)
+{
+	long long n = 0;
+	uint32_t i;
+
+	for (i = 1; i < x->argc; i++)
 		if (lookup(x, &x->argv[i]) != NULL)
 			n++;
 	rb_int(x->out, n);
@@ -45,7 +63,9 @@ KV_CMD(exists)
 
 KV_CMD(type)
 {
-	rb_status(x->out, lookup(x, &x->argv[1]) != NULL ? "string" : "none");
+	struct kv_entry *e = peek(x, &x->argv[1]);
+
+	rb_status(x->out, e != NULL ? kv_type_name(e->type) : "none");
 }
 
 #define EXP_NX 1u
@@ -144,7 +164,7 @@ KV_CMD(pexpireat)
 static void
 ttl_generic(struct kv_ctx *x, bool ms)
 {
-	struct kv_entry *e = lookup(x, &x->argv[1]);
+	struct kv_entry *e = peek(x, &x->argv[1]);
 	long long ttl;
 
 	if (e == NULL) {
@@ -183,8 +203,7 @@ KV_CMD(rename_local)
 {
 	const struct kv_arg *src = &x->argv[1], *dst = &x->argv[2];
 	bool nx = x->argv[0].len == 8;
-	struct kv_entry *e, *d;
-	int64_t expire;
+	struct kv_entry *e;
 
 	e = lookup(x, src);
 	if (e == NULL) {
@@ -202,26 +221,170 @@ KV_CMD(rename_local)
 		rb_int(x->out, 0);
 		return;
 	}
-	expire = e->expire;
-	{
-		struct kv_arg v = {e->val, e->vlen};
-
-		d = kv_set(x->sh->store, dst->p, dst->len, kv_hash(dst->p, dst->len), v.p, v.len,
-			   false, x->now_ms);
-	}
-	if (d == NULL) {
+	if (kv_entry_rename(x->sh->store, e, dst->p, dst->len, kv_key_hash(x, dst), x->now_ms) ==
+	    NULL) {
 		rb_error(x->out, "OOM out of memory in rename");
 		return;
 	}
-	if (expire != -1)
-		kv_set_expire(x->sh->store, d, expire);
-	/* d may have been allocated after e moved nothing: e is still valid (no rehash
-	 * frees entries), so delete it by key. */
-	kv_delete(x->sh->store, src->p, src->len, kv_hash(src->p, src->len), x->now_ms);
 	if (nx)
 		rb_int(x->out, 1);
 	else
 		rb_ok(x->out);
+}
+
+/* COPY's options (argv[3...]): REPLACE and DB (0 only). @return 0, or -EINVAL (replied). */
+int
+kv_copy_opts(struct kv_ctx *x, bool *replace)
+{
+	uint32_t j;
+
+	*replace = false;
+	for (j = 3; j < x->argc; j++) {
+		if (strcasecmp(x->argv[j].p, "replace") == 0) {
+			*replace = true;
+		} else if (strcasecmp(x->argv[j].p, "db") == 0 && j + 1 < x->argc) {
+			long long db;
+
+			if (!kv_arg_ll_range(x, &x->argv[j + 1], INT_MIN, INT_MAX, kv_err_int, &db))
+				return -EINVAL;
+			if (db != 0) {
+				rb_error(x->out, "ERR DB index is out of range");
+				return -EINVAL;
+			}
+			j++;
+		} else {
+			rb_error(x->out, kv_err_syntax);
+			return -EINVAL;
+		}
+	}
+	if (x->argv[1].len == x->argv[2].len &&
+	    memcmp(x->argv[1].p, x->argv[2].p, x->argv[1].len) == 0) {
+		rb_error(x->out, "ERR source and destination objects are the same");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* COPY when both keys are on this shard: the value is dumped and built again, with its
+ * encoding (Redis's dup functions keep it). */
+KV_CMD(copy_local)
+{
+	const struct kv_arg *dst = &x->argv[2];
+	struct kv_entry *e, *d;
+	struct kv_loaded l;
+	bool replace;
+	struct rbuf b;
+	int64_t expire;
+
+	if (kv_copy_opts(x, &replace) != 0)
+		return;
+	e = kv_key_find(x, &x->argv[1], KV_FIND_READ);
+	if (e == NULL) {
+		rb_int(x->out, 0);
+		return;
+	}
+	if (lookup(x, dst) != NULL && !replace) {
+		rb_int(x->out, 0);
+		return;
+	}
+	expire = e->expire;
+	rb_init(&b, NULL, 0);
+	kv_obj_dump(e, &b);
+	if (kv_obj_load(b.p, b.len, &l) != 0) {
+		rb_fini(&b);
+		rb_error(x->out, kv_err_oom);
+		return;
+	}
+	d = kv_obj_install(x, dst, &l);
+	rb_fini(&b);
+	if (d == NULL)
+		return;
+	if (expire != -1)
+		kv_set_expire(x->sh->store, d, expire);
+	rb_int(x->out, 1);
+}
+
+/* ---- OBJECT ---- */
+
+static struct kv_entry *
+object_key(struct kv_ctx *x)
+{
+	struct kv_entry *e = peek(x, &x->argv[2]);
+
+	if (e == NULL)
+		rb_null(x->out);
+	return e;
+}
+
+KV_CMD(object_encoding)
+{
+	struct kv_entry *e = object_key(x);
+
+	if (e != NULL)
+		rb_bulkstr(x->out, kv_enc_name(e->enc));
+}
+
+KV_CMD(object_freq)
+{
+	if (object_key(x) != NULL)
+		rb_error(x->out,
+			 "ERR An LFU maxmemory policy is not selected, access frequency not "
+			 "tracked. Please note that when switching between policies at runtime "
+			 "LRU and LFU data will take some time to adjust.");
+}
+
+KV_CMD(object_idletime)
+{
+	struct kv_entry *e = object_key(x);
+
+	if (e != NULL) {
+		unsigned now = kv_lru_clock(x->now_ms), mask = (1u << 24) - 1;
+
+		rb_int(x->out, (long long)((now - e->lru) & mask));
+	}
+}
+
+KV_CMD(object_refcount)
+{
+	struct kv_entry *e = object_key(x);
+	long long v;
+
+	if (e == NULL)
+		return;
+	/* Redis shares the objects of the integers 0..9999: their count is INT_MAX. */
+	if (e->type == KV_T_STRING && e->enc == KV_ENC_INT && resp_string2ll(e->val, e->vlen, &v) &&
+	    v >= 0 && v < 10000)
+		rb_int(x->out, 2147483647);
+	else
+		rb_int(x->out, 1);
+}
+
+KV_CMD(object_help)
+{
+	static const char *const l[] = {
+	    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "ENCODING <key>",
+	    "    Return the kind of internal representation used in order to store the value",
+	    "    associated with a <key>.",
+	    "FREQ <key>",
+	    "    Return the access frequency index of the <key>. The returned integer is",
+	    "    proportional to the logarithm of the recent access frequency of the key.",
+	    "IDLETIME <key>",
+	    "    Return the idle time of the <key>, that is the approximated number of",
+	    "    seconds elapsed since the last access to the key.",
+	    "REFCOUNT <key>",
+	    "    Return the number of references of the value associated with the specified",
+	    "    <key>.",
+	    "HELP",
+	    "    Prints this help.",
+	    NULL};
+	unsigned n = 0;
+
+	while (l[n] != NULL)
+		n++;
+	rb_array(x->out, n);
+	for (n = 0; l[n] != NULL; n++)
+		rb_status(x->out, l[n]);
 }
 
 /* ---- KEYS, SCAN, DBSIZE, FLUSHDB, RANDOMKEY ---- */
@@ -497,7 +660,7 @@ KV_CMD(scan)
 			continue;
 		if (pat != NULL && !kv_stringmatch(pat->p, pat->len, e->key, e->klen, false))
 			continue;
-		if (type != NULL && strcasecmp(type, "string") != 0)
+		if (type != NULL && strcasecmp(type, kv_type_name(e->type)) != 0)
 			continue;
 		rb_bulk(x->out, e->key, e->klen);
 		n++;

@@ -308,9 +308,10 @@ reply_flags(struct rbuf *o, uint32_t f)
 	static const struct {
 		uint32_t bit;
 		const char *name;
-	} names[] = {{KV_WRITE, "write"},      {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
-		     {KV_LOADING, "loading"},  {KV_STALE, "stale"},	  {KV_FAST, "fast"},
-		     {KV_NOSCRIPT, "noscript"}};
+	} names[] = {
+	    {KV_WRITE, "write"},       {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
+	    {KV_LOADING, "loading"},   {KV_STALE, "stale"},	  {KV_FAST, "fast"},
+	    {KV_NOSCRIPT, "noscript"}, {KV_BLOCKING, "blocking"}, {KV_MOVABLEKEYS, "movablekeys"}};
 	unsigned i, n = 0;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)

@@ -335,8 +335,14 @@ run_command(struct kconn *kc)
 		run_here(kc, cmd, &x);
 		return;
 	case KV_ROUTE_KEY1: {
-		unsigned s = key_shard(&sh->args[1]);
+		const struct kv_arg *k = &sh->args[cmd->first_key];
+		uint64_t h = kv_hash(k->p, k->len);
+		unsigned s = key_shard_h(k->p, k->len, h);
 
+		if (cmd->first_key == 1) {
+			x.h1 = h; /* the command's own lookup needs not hash it again */
+			x.h1_ok = true;
+		}
 		if (s == sh->index)
 			run_here(kc, cmd, &x);
 		else

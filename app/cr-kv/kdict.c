@@ -9,9 +9,9 @@
 #include "kdict.h"
 #include "mem.h"
 
-#define MIN_SIZE       4u
-#define EMPTY_VISITS   10u /* empty buckets a rehash step may skip per bucket moved */
-#define MIN_FILL_PCT   10u
+#define MIN_SIZE     4u
+#define EMPTY_VISITS 10u /* empty buckets a rehash step may skip per bucket moved */
+#define MIN_FILL_PCT 10u
 
 uint64_t
 kd_rand(uint64_t *state)
@@ -342,6 +342,30 @@ kd_random(struct kdict *d, uint64_t *rng)
 	while (pick-- > 0)
 		e = e->next;
 	return e;
+}
+
+bool
+kd_drain(struct kdict *d, void (*fn)(struct kd_node *n), unsigned *budget)
+{
+	uint64_t total = d->size[0] + d->size[1];
+
+	while (d->drain < total) {
+		struct kd_node **b =
+		    d->drain < d->size[0] ? &d->t[0][d->drain] : &d->t[1][d->drain - d->size[0]];
+
+		while (*b != NULL) {
+			struct kd_node *n = *b;
+
+			if (*budget == 0)
+				return false;
+			*b = n->next;
+			fn(n);
+			(*budget)--;
+		}
+		d->drain++;
+	}
+	kd_release(d);
+	return true;
 }
 
 void

@@ -34,6 +34,7 @@ struct kdict {
 	int64_t rehashidx; /* next bucket of t[0] to move, or -1 */
 	unsigned paused;   /* iterations in progress: no moving */
 	uint64_t probes;   /* nodes compared by kd_find(), for flood tests */
+	uint64_t drain;	   /* kd_drain()'s place: a bucket index over both arrays */
 };
 
 /* Does @p n hold the key (@p key, @p len)? */
@@ -93,6 +94,11 @@ struct kd_iter {
 void kd_iter_init(struct kdict *d, struct kd_iter *it);
 struct kd_node *kd_next(struct kd_iter *it);
 void kd_iter_end(struct kd_iter *it);
+
+/* Free up to *budget nodes with @p fn (less what it freed), bucket by bucket, resuming
+ * where the last call stopped; true once every node and the arrays are freed. For a
+ * table nothing else uses any more (a value being freed lazily). */
+bool kd_drain(struct kdict *d, void (*fn)(struct kd_node *n), unsigned *budget);
 
 /* Bytes the bucket arrays take (as mem.h charges them). */
 size_t kd_mem(const struct kdict *d);

@@ -82,6 +82,8 @@ struct kv_ctx {
 	struct rbuf *out;
 	int64_t now_ms;
 	struct kconn *kc; /* the client: only for KV_ROUTE_LOCAL commands, else NULL */
+	uint64_t h1;	  /* kv_hash() of argv[1], once h1_ok */
+	bool h1_ok;
 };
 
 enum kv_route {
@@ -104,13 +106,15 @@ enum kv_merge {
 };
 
 /* Command flags (also what COMMAND INFO reports). */
-#define KV_WRITE    0x1u
-#define KV_READONLY 0x2u
-#define KV_DENYOOM  0x4u
-#define KV_FAST	    0x8u
-#define KV_LOADING  0x10u
-#define KV_STALE    0x20u
-#define KV_NOSCRIPT 0x40u
+#define KV_WRITE       0x1u
+#define KV_READONLY    0x2u
+#define KV_DENYOOM     0x4u
+#define KV_FAST	       0x8u
+#define KV_LOADING     0x10u
+#define KV_STALE       0x20u
+#define KV_NOSCRIPT    0x40u
+#define KV_BLOCKING    0x80u
+#define KV_MOVABLEKEYS 0x100u
 
 struct kv_cmd {
 	const char *name; /* lower case, "client|setname" for subcommands */
@@ -165,6 +169,13 @@ KV_CMD(ttl);
 KV_CMD(pttl);
 KV_CMD(persist);
 KV_CMD(rename_local);
+KV_CMD(copy_local);
+KV_CMD(touch);
+KV_CMD(object_encoding);
+KV_CMD(object_freq);
+KV_CMD(object_idletime);
+KV_CMD(object_refcount);
+KV_CMD(object_help);
 KV_CMD(keys);
 KV_CMD(scan);
 KV_CMD(dbsize);
@@ -175,6 +186,22 @@ KV_CMD(msetnx_check);
 KV_CMD(rename_take);
 KV_CMD(rename_put);
 KV_CMD(rename_exists);
+KV_CMD(hset);
+KV_CMD(hmset);
+KV_CMD(hsetnx);
+KV_CMD(hget);
+KV_CMD(hmget);
+KV_CMD(hdel);
+KV_CMD(hlen);
+KV_CMD(hstrlen);
+KV_CMD(hexists);
+KV_CMD(hincrby);
+KV_CMD(hincrbyfloat);
+KV_CMD(hkeys);
+KV_CMD(hvals);
+KV_CMD(hgetall);
+KV_CMD(hrandfield);
+KV_CMD(hscan);
 KV_CMD(ping);
 KV_CMD(echo);
 KV_CMD(select);
@@ -199,10 +226,53 @@ bool precheck_flush(struct kv_ctx *x);
 bool precheck_info(struct kv_ctx *x);
 bool precheck_keys_scan(struct kv_ctx *x);
 
-/* Shared argument helpers (cmd_string.c). */
-bool kv_arg_ll(struct kv_ctx *x, const struct kv_arg *a, long long *out);
-int kv_parse_scan_cursor(const struct kv_arg *a, unsigned long long *out);
+/* Shared by the command files (cmd_util.c). */
+extern const char kv_err_int[], kv_err_syntax[], kv_err_float[], kv_err_wrongtype[], kv_err_oom[];
 void kv_reply_wrong_arity(struct rbuf *out, const char *fullname);
+/* Parse an argument, replying Redis's error text if it is not one. */
+bool kv_arg_ll(struct kv_ctx *x, const struct kv_arg *a, long long *out);
+/* ... and within [min, max]; out of it, @p msg (NULL: Redis's "value must between"). */
+bool kv_arg_ll_range(struct kv_ctx *x, const struct kv_arg *a, long long min, long long max,
+		     const char *msg, long long *out);
+bool kv_arg_double(struct kv_ctx *x, const struct kv_arg *a, double *out);
+/* Redis's getDoubleFromObject() / string2ld(), without a reply. */
+bool kv_parse_double(const char *s, size_t len, double *out);
+bool kv_parse_ld(const char *s, size_t len, long double *out);
+/* Redis's "%.17g" for doubles (inf, -inf), and ld2string(LD_STR_HUMAN). */
+size_t kv_fmt_double(char *buf, size_t n, double d);
+size_t kv_fmt_ld(char *buf, size_t n, long double v);
+void kv_reply_double(struct rbuf *out, double d);
+/* An array whose length is known once its elements are written. */
+size_t kv_array_begin(struct rbuf *out);
+void kv_array_end(struct rbuf *out, size_t start, long long n);
+
+#define KV_FIND_READ	0x1u /* count a keyspace hit or miss */
+#define KV_FIND_NOTOUCH 0x2u /* do not record the access (TYPE, TTL, OBJECT...) */
+uint64_t kv_key_hash(struct kv_ctx *x, const struct kv_arg *k);
+struct kv_entry *kv_key_find(struct kv_ctx *x, const struct kv_arg *k, unsigned flags);
+/* The key's entry if it holds @p type, else NULL: absent (*bad false) or of another type
+ * (*bad true, and WRONGTYPE was replied). */
+struct kv_entry *kv_key_typed(struct kv_ctx *x, const struct kv_arg *k, unsigned type,
+			      unsigned flags, bool *bad);
+/* Add a key holding a new collection (NULL: ENOMEM, replied, obj freed). */
+struct kv_entry *kv_key_add(struct kv_ctx *x, const struct kv_arg *k, unsigned type, unsigned enc,
+			    void *obj);
+/* Delete the key if its collection became empty, as Redis does; true if it did. */
+bool kv_key_drop_if_empty(struct kv_ctx *x, struct kv_entry *e);
+
+struct kv_scan_opts {
+	const struct kv_arg *pat; /* NULL: every element */
+	const char *type;	  /* SCAN TYPE, or NULL */
+	long long count;
+};
+/* SCAN's options from argv[from] on; replies and returns -EINVAL on a bad one. */
+int kv_parse_scan_opts(struct kv_ctx *x, uint32_t from, struct kv_scan_opts *o, bool allow_type);
+bool kv_scan_match(const struct kv_scan_opts *o, const char *s, size_t len);
+/* "*2", then the cursor: the caller writes the elements' array. */
+void kv_reply_scan_cursor(struct rbuf *out, uint64_t cursor);
+
+int kv_parse_scan_cursor(const struct kv_arg *a, unsigned long long *out); /* cmd_keys.c */
+int kv_copy_opts(struct kv_ctx *x, bool *replace);			   /* cmd_keys.c */
 bool kv_stringmatch(const char *pat, size_t plen, const char *s, size_t slen, bool nocase);
 
 /* ---- shards, connections, requests ---- */
@@ -228,8 +298,8 @@ struct kv_shard {
 	unsigned nfree;
 	struct kconn *conns; /* every client connection of this lcore */
 	struct cr_timer expire_timer;
-	struct kv_mem mem;	     /* what this shard's keyspace takes (mem.h) */
-	bool lazy_armed;	     /* a lazy-free step is deferred (lazyfree.c) */
+	struct kv_mem mem;	    /* what this shard's keyspace takes (mem.h) */
+	bool lazy_armed;	    /* a lazy-free step is deferred (lazyfree.c) */
 	struct cr_timer lazy_timer; /* its fallback when cr_defer() is full */
 	/* Counters read by INFO from the lcore where it runs: relaxed. */
 	uint64_t hits, misses, expired_active;
@@ -385,6 +455,20 @@ void kv_info_merge(struct kreq *kr, struct rbuf *out); /* cmd_server.c */
 /* dispatch.c: the request engine */
 void kv_process_input(struct kconn *kc);
 void kv_special_dispatch(struct kreq *kr); /* cmd_special.c */
+
+/* objcopy.c: a value as bytes and back (COPY, values moving between shards) */
+struct kv_loaded {
+	unsigned type, enc;
+	void *obj;     /* a collection (the caller's until installed) */
+	const char *s; /* a string: its bytes, inside what was loaded */
+	size_t slen;
+};
+void kv_obj_dump(struct kv_entry *e, struct rbuf *b);
+/* @return 0, -EINVAL (not a dump), -ENOMEM. */
+int kv_obj_load(const char *p, size_t len, struct kv_loaded *out);
+/* Make key @p k hold the loaded value (replacing it), keeping its encoding; NULL on
+ * ENOMEM (replied). l->obj is taken either way. */
+struct kv_entry *kv_obj_install(struct kv_ctx *x, const struct kv_arg *k, struct kv_loaded *l);
 
 /* lazyfree.c: free queued values a bounded step per turn (call after writes) */
 void kv_lazy_kick(struct kv_shard *sh);

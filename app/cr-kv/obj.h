@@ -16,14 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-enum kv_type {
-	KV_T_STRING = 0,
-	KV_T_LIST,
-	KV_T_SET,
-	KV_T_ZSET,
-	KV_T_HASH,
-	KV_T_COUNT
-};
+enum kv_type { KV_T_STRING = 0, KV_T_LIST, KV_T_SET, KV_T_ZSET, KV_T_HASH, KV_T_COUNT };
 
 enum kv_enc {
 	KV_ENC_RAW = 0,
@@ -57,5 +50,7 @@ void kv_obj_free(unsigned type, unsigned enc, void *obj);
 /* Free about *budget elements of @p obj (less what it used); true once all of it is
  * freed, obj included. */
 bool kv_obj_free_some(unsigned type, unsigned enc, void *obj, unsigned *budget);
+/* What a collection takes (a walk: for MEMORY USAGE and tests). */
+size_t kv_obj_mem(unsigned type, unsigned enc, const void *obj);
 
 #endif /* CR_KV_OBJ_H */

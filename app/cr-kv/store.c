@@ -459,6 +459,52 @@ kv_value_resize(struct kv_store *s, struct kv_entry *e, size_t vlen)
 	return 0;
 }
 
+struct kv_entry *
+kv_entry_rename(struct kv_store *s, struct kv_entry *e, const char *key, size_t klen, uint64_t h,
+		int64_t now_ms)
+{
+	bool str = is_string(e);
+	uint32_t icap = str && e->vlen <= INLINE_MAX ? (uint32_t)((e->vlen + 8) & ~7u) : 0;
+	struct kv_entry *d = entry_new(key, klen, h, icap, now_ms), *old;
+
+	if (d == NULL)
+		return NULL;
+	if (str) {
+		unsigned enc = e->enc;
+
+		if (value_store(d, e->val, e->vlen) != 0) {
+			kv_free(d);
+			return NULL;
+		}
+		d->enc = enc & 0xf;
+	} else {
+		d->type = e->type;
+		d->enc = e->enc;
+		d->obj = e->obj;
+	}
+	d->lru = e->lru;
+	old = find_for_write(s, key, klen, h, now_ms);
+	if (old != NULL)
+		unlink_entry(s, old);
+	if (kd_add(&s->d, &d->node) != 0) {
+		if (!str) { /* the value stays e's */
+			d->type = KV_T_STRING;
+			d->obj = NULL;
+		}
+		entry_free(s, d);
+		return NULL;
+	}
+	if (!str) {
+		e->type = KV_T_STRING; /* the value is d's now */
+		e->obj = NULL;
+		e->vlen = e->vcap = 0;
+	}
+	if (e->expire != -1)
+		kv_set_expire(s, d, e->expire);
+	unlink_entry(s, e);
+	return d;
+}
+
 bool
 kv_delete(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t now_ms)
 {

@@ -36,12 +36,12 @@ struct kv_entry {
 	int64_t expire;	     /* unix time in ms, or -1 */
 	uint32_t exp_idx;    /* position in the expires array while expire != -1 */
 	uint32_t klen;
-	size_t vlen;	    /* a string's length */
-	size_t vcap;	    /* what val holds, its NUL excluded */
-	uint32_t icap;	    /* room for a value inside the entry, after the key */
-	unsigned type : 4;  /* enum kv_type (obj.h) */
-	unsigned enc : 4;   /* enum kv_enc */
-	unsigned lru : 24;  /* kv_lru_clock() of the last access, for OBJECT IDLETIME */
+	size_t vlen;	   /* a string's length */
+	size_t vcap;	   /* what val holds, its NUL excluded */
+	uint32_t icap;	   /* room for a value inside the entry, after the key */
+	unsigned type : 4; /* enum kv_type (obj.h) */
+	unsigned enc : 4;  /* enum kv_enc */
+	unsigned lru : 24; /* kv_lru_clock() of the last access, for OBJECT IDLETIME */
 	union {
 		char *val; /* a string: vcap bytes + 1 (NUL-terminated for the number
 			    * parsers), the inline room after the key or a heap block */
@@ -94,6 +94,12 @@ struct kv_entry *kv_add_obj(struct kv_store *s, const char *key, size_t klen, ui
  * @p keepttl. */
 void kv_entry_set_obj(struct kv_store *s, struct kv_entry *e, unsigned type, unsigned enc,
 		      void *obj, bool keepttl);
+
+/* Give @p e's value, TTL and access time to the key (@p key, @p klen) (replacing what it
+ * held) and delete @p e: RENAME. @return the new entry, or NULL (ENOMEM: nothing
+ * changed). */
+struct kv_entry *kv_entry_rename(struct kv_store *s, struct kv_entry *e, const char *key,
+				 size_t klen, uint64_t h, int64_t now_ms);
 
 bool kv_delete(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t now_ms);
 void kv_entry_delete(struct kv_store *s, struct kv_entry *e);

@@ -268,7 +268,6 @@ def command_script():
     """(args, mode): mode 'exact' compares bytes, 'near' integers within 2 (s) or 2000
     (ms), 'sorted' arrays as sets, 'type' only the reply's type byte."""
     now = int(time.time())
-    E, N, S, T = "exact", "near", "sorted", "type"
     c = []
 
     def a(mode, *args):
@@ -405,7 +404,105 @@ def command_script():
     a(E, "INFO", "nosuchsection")
     a(E, "FOO"); a(E, "FOO", "bar", "baz"); a(E, "foo", "x" * 200); a(E, "FOO", "a\r\nb")
     a(E, "GET"); a(E, "GET", "a", "b")
+    for sec in (hash_script,):
+        c += sec()
     return c
+
+
+def _script():
+    c = []
+
+    def a(mode, *args):
+        c.append((args, mode))
+    return c, a
+
+
+E, N, S, T, P = "exact", "near", "sorted", "type", "pairs"
+
+
+def wrongtype(a, *cmds):
+    """Each command against a key of another type: WRONGTYPE, byte for byte."""
+    for cmd in cmds:
+        a(E, *cmd)
+
+
+def hash_script():
+    c, a = _script()
+    a(E, "DEL", "h", "h2", "hbig", "hstr")
+    a(E, "HSET", "h", "f1", "v1", "f2", "v2"); a(E, "HSET", "h", "f1", "new", "f3", "v3")
+    a(E, "HGET", "h", "f1"); a(E, "HGET", "h", "nof"); a(E, "HGET", "nokey", "f")
+    a(E, "HGETALL", "h"); a(E, "HKEYS", "h"); a(E, "HVALS", "h"); a(E, "HLEN", "h")
+    a(E, "HMGET", "h", "f1", "nof", "f3"); a(E, "HMGET", "nokey", "a", "b"); a(E, "HSTRLEN", "h", "f1")
+    a(E, "HSTRLEN", "h", "nof"); a(E, "HEXISTS", "h", "f2"); a(E, "HEXISTS", "h", "x")
+    a(E, "HSETNX", "h", "f1", "x"); a(E, "HSETNX", "h", "f9", "x"); a(E, "HGET", "h", "f9")
+    a(E, "HMSET", "h", "m1", "1", "m2", "2"); a(E, "HMSET", "h", "m1"); a(E, "HSET", "h", "a")
+    a(E, "HSET", "h", "a", "b", "c"); a(E, "HSET", "h"); a(E, "HGET", "h")
+    a(E, "HINCRBY", "h", "n", "5"); a(E, "HINCRBY", "h", "n", "-7"); a(E, "HINCRBY", "h", "f1", "1")
+    a(E, "HINCRBY", "h", "n", "x"); a(E, "HSET", "h", "big", "9223372036854775807")
+    a(E, "HINCRBY", "h", "big", "1"); a(E, "HINCRBYFLOAT", "h", "fl", "1.5")
+    a(E, "HINCRBYFLOAT", "h", "fl", "0.1"); a(E, "HINCRBYFLOAT", "h", "f1", "1")
+    a(E, "HINCRBYFLOAT", "h", "fl", "x"); a(E, "HINCRBYFLOAT", "h", "fl", "inf")
+    a(E, "HINCRBYFLOAT", "h", "fl", "-1.6"); a(E, "HINCRBYFLOAT", "h", "n", "2.5e3")
+    a(E, "HINCRBYFLOAT", "h", "big", "1e308"); a(P, "HGETALL", "h")
+    a(E, "HDEL", "h", "f1", "nof", "f2"); a(E, "HDEL", "h"); a(E, "HDEL", "nokey", "a")
+    a(E, "HLEN", "h"); a(E, "OBJECT", "ENCODING", "h"); a(E, "TYPE", "h")
+    a(E, "HDEL", "h", "f3", "f9", "m1", "m2", "n", "big", "fl"); a(E, "EXISTS", "h")
+    a(E, "HRANDFIELD", "nokey"); a(E, "HRANDFIELD", "nokey", "5"); a(E, "HRANDFIELD", "h", "x")
+    a(E, "HRANDFIELD", "h", "1", "foo"); a(E, "HRANDFIELD", "h", "1", "WITHVALUES", "x")
+    a(E, "HRANDFIELD", "h", "-9223372036854775808")
+    a(E, "HRANDFIELD", "h", "9223372036854775807", "WITHVALUES")
+    a(E, "HSET", "h2", "a", "1", "b", "2", "c", "3")
+    a(E, "HRANDFIELD", "h2", "10"); a(E, "HRANDFIELD", "h2", "3", "WITHVALUES"); a(E, "HRANDFIELD", "h2", "0")
+    a(T, "HRANDFIELD", "h2"); a(T, "HRANDFIELD", "h2", "-5"); a(T, "HRANDFIELD", "h2", "2", "WITHVALUES")
+    a(E, "HSCAN", "h2", "0"); a(E, "HSCAN", "h2", "0", "MATCH", "a*"); a(E, "HSCAN", "h2", "0", "COUNT", "1")
+    a(E, "HSCAN", "h2", "x"); a(E, "HSCAN", "nokey", "0"); a(E, "HSCAN", "h2", "0", "COUNT", "0")
+    a(E, "HSCAN", "h2", "0", "TYPE", "hash"); a(E, "HSCAN", "h2", "0", "FOO"); a(E, "HSCAN", "h2")
+    # 512 fields stay a listpack; the 513th or a value of 65 bytes makes a hashtable
+    for i in range(0, 512, 64):
+        args = []
+        for j in range(i, i + 64):
+            args += ["f%d" % j, "v"]
+        a(E, "HSET", "hbig", *args)
+    a(E, "OBJECT", "ENCODING", "hbig"); a(E, "HLEN", "hbig"); a(E, "HSET", "hbig", "f512", "v")
+    a(E, "OBJECT", "ENCODING", "hbig"); a(S, "HKEYS", "hbig"); a(E, "HGET", "hbig", "f300")
+    a(E, "HSET", "h2", "long", "x" * 65); a(E, "OBJECT", "ENCODING", "h2"); a(P, "HGETALL", "h2")
+    a(E, "HSET", "h3", "x" * 65, "v"); a(E, "OBJECT", "ENCODING", "h3")
+    a(E, "HSET", "h4", "a", "b"); a(E, "HDEL", "h4", "a"); a(E, "TYPE", "h4"); a(E, "EXISTS", "h4")
+    a(E, "SET", "hstr", "x")
+    wrongtype(a, ("HSET", "hstr", "a", "b"), ("HGET", "hstr", "a"), ("HMGET", "hstr", "a"),
+              ("HDEL", "hstr", "a"), ("HLEN", "hstr"), ("HSTRLEN", "hstr", "a"),
+              ("HEXISTS", "hstr", "a"), ("HINCRBY", "hstr", "a", "1"),
+              ("HINCRBYFLOAT", "hstr", "a", "1"), ("HKEYS", "hstr"), ("HVALS", "hstr"),
+              ("HGETALL", "hstr"), ("HSETNX", "hstr", "a", "b"), ("HMSET", "hstr", "a", "b"),
+              ("HRANDFIELD", "hstr"), ("HRANDFIELD", "hstr", "2"), ("HSCAN", "hstr", "0"),
+              ("GET", "h2"), ("APPEND", "h2", "x"), ("STRLEN", "h2"), ("INCR", "h2"),
+              ("INCRBYFLOAT", "h2", "1"), ("GETRANGE", "h2", "0", "1"), ("SETRANGE", "h2", "0", "x"),
+              ("GETSET", "h2", "x"), ("GETDEL", "h2"), ("GETEX", "h2"), ("SET", "h2", "x", "GET"),
+              ("MGET", "h2", "hstr"), ("DECRBY", "h2", "1"), ("TYPE", "h2"))
+    a(E, "SET", "h2", "now a string"); a(E, "TYPE", "h2"); a(E, "GET", "h2")
+    objects(a)
+    return c
+
+
+def objects(a):
+    """OBJECT and string encodings, as Redis decides them."""
+    for v in ("0", "-1", "123", "9223372036854775807", "-9223372036854775808",
+              "9223372036854775808", "-0", "+1", " 1", "00", "1.0", "x" * 44, "x" * 45, ""):
+        a(E, "SET", "enc", v); a(E, "OBJECT", "ENCODING", "enc"); a(E, "OBJECT", "REFCOUNT", "enc")
+    a(E, "SET", "enc", "5"); a(E, "APPEND", "enc", "6"); a(E, "OBJECT", "ENCODING", "enc")
+    a(E, "APPEND", "newap", "12"); a(E, "OBJECT", "ENCODING", "newap")
+    a(E, "APPEND", "newap", ""); a(E, "OBJECT", "ENCODING", "newap")
+    a(E, "SETRANGE", "nsr", "0", "ab"); a(E, "OBJECT", "ENCODING", "nsr")
+    a(E, "SET", "sr2", "abc"); a(E, "SETRANGE", "sr2", "0", "x"); a(E, "OBJECT", "ENCODING", "sr2")
+    a(E, "INCR", "inc"); a(E, "OBJECT", "ENCODING", "inc"); a(E, "INCRBYFLOAT", "incf", "3.0e3")
+    a(E, "OBJECT", "ENCODING", "incf"); a(E, "GET", "incf"); a(E, "MSET", "m1", "7", "m2", "x")
+    a(E, "OBJECT", "ENCODING", "m1"); a(E, "OBJECT", "ENCODING", "m2"); a(E, "GETSET", "m2", "8")
+    a(E, "OBJECT", "ENCODING", "m2"); a(E, "SETNX", "snx", "9"); a(E, "OBJECT", "ENCODING", "snx")
+    a(E, "OBJECT", "ENCODING", "nokey"); a(E, "OBJECT", "FREQ", "enc"); a(E, "OBJECT", "FREQ", "nokey")
+    a(E, "OBJECT", "IDLETIME", "enc"); a(E, "OBJECT", "IDLETIME", "nokey")
+    a(E, "OBJECT", "REFCOUNT", "nokey"); a(E, "OBJECT", "HELP"); a(E, "OBJECT", "FOO", "x")
+    a(E, "OBJECT", "ENCODING"); a(E, "OBJECT", "ENCODING", "a", "b"); a(E, "OBJECT")
+    a(E, "OBJECT", "HELP", "x"); a(E, "TOUCH", "enc", "nokey", "m1"); a(E, "TOUCH")
 
 
 def compare(mode, ours, theirs):
@@ -420,6 +517,9 @@ def compare(mode, ours, theirs):
         return abs(o - t) <= (2000 if abs(t) > 10000 else 2)
     if mode == "sorted":
         return sorted(parse_array(ours)) == sorted(parse_array(theirs))
+    if mode == "pairs":
+        po, pt = parse_array(ours), parse_array(theirs)
+        return sorted(zip(po[0::2], po[1::2])) == sorted(zip(pt[0::2], pt[1::2]))
     raise Failure("mode " + mode)
 
 
