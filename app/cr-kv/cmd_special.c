@@ -28,39 +28,46 @@ KV_CMD(rename_exists)
 	rb_int(x->out, lookup(x, &x->argv[1]) != NULL ? 1 : 0);
 }
 
-/* argv: [cmd, key]: remove the key; reply "$n value" then ":expire", or an error. */
+/* argv: [cmd, key]: remove the key; reply "$n dump" (objcopy.c) then ":expire", or an
+ * error. */
 KV_CMD(rename_take)
 {
 	struct kv_entry *e = lookup(x, &x->argv[1]);
+	struct rbuf b;
 
 	if (e == NULL) {
 		rb_error(x->out, "ERR no such key");
 		return;
 	}
-	rb_bulk(x->out, e->val, e->vlen);
+	rb_init(&b, NULL, 0);
+	kv_obj_dump(e, &b);
+	rb_bulk(x->out, b.p, b.len);
+	rb_fini(&b);
 	rb_int(x->out, e->expire);
 	kv_entry_delete(x->sh->store, e);
 }
 
-/* argv: [cmd, key, value, expire, nx]: set it (nx "1": only if absent); ":1" set, ":0"
+/* argv: [cmd, key, dump, expire, nx]: set it (nx "1": only if absent); ":1" set, ":0"
  * not. */
 KV_CMD(rename_put)
 {
 	const struct kv_arg *k = &x->argv[1];
 	long long expire = -1;
 	struct kv_entry *e;
+	struct kv_loaded l;
 
 	resp_string2ll(x->argv[3].p, x->argv[3].len, &expire);
 	if (x->argv[4].p[0] == '1' && lookup(x, k) != NULL) {
 		rb_int(x->out, 0);
 		return;
 	}
-	e = kv_set(x->sh->store, k->p, k->len, kv_hash(k->p, k->len), x->argv[2].p, x->argv[2].len,
-		   false, x->now_ms);
-	if (e == NULL) {
+	if (kv_obj_load(x->argv[2].p, x->argv[2].len, &l) != 0) {
 		rb_error(x->out, "OOM out of memory in rename");
 		return;
 	}
+	e = kv_obj_install(x, k, &l);
+	if (e == NULL)
+		return;
 	if (expire != -1)
 		kv_set_expire(x->sh->store, e, expire);
 	rb_int(x->out, 1);

@@ -147,11 +147,6 @@ scan_cont(struct kreq *kr)
 		kr->argv[1].len = 1;
 		kreq_part_args(&kr->one, kr->argc, kr->argv);
 		kr->cont = scan_cont;
-		if (!st->blocked) {
-			/* Later commands of this client wait: they must not overtake the scan. */
-			st->blocked = true;
-			kc->blocked++;
-		}
 		kreq_launch(kr);
 		return;
 	}
@@ -216,6 +211,12 @@ dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 
 		st->bits = bits;
 		st->count = 10;
+		if (shard + 1 < kv.nshards) {
+			/* It may hand on to the next shard: later commands of this client wait
+			 * from now, so that none overtakes the scan there. */
+			st->blocked = true;
+			kc->blocked++;
+		}
 		for (i = 2; i + 1 < x->argc; i++)
 			if (strcasecmp(x->argv[i].p, "count") == 0)
 				resp_string2ll(x->argv[i + 1].p, x->argv[i + 1].len, &st->count);
