@@ -4,6 +4,7 @@
  * floats, SCAN options), number formats, and key lookups that check the type.
  */
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -38,8 +39,10 @@ bool
 kv_arg_ll_range(struct kv_ctx *x, const struct kv_arg *a, long long min, long long max,
 		const char *msg, long long *out)
 {
-	if (!kv_arg_ll(x, a, out))
+	if (!resp_string2ll(a->p, a->len, out)) {
+		rb_error(x->out, msg != NULL ? msg : kv_err_int);
 		return false;
+	}
 	if (*out < min || *out > max) {
 		if (msg != NULL)
 			rb_error(x->out, msg);
@@ -50,6 +53,14 @@ kv_arg_ll_range(struct kv_ctx *x, const struct kv_arg *a, long long min, long lo
 		return false;
 	}
 	return true;
+}
+
+bool
+kv_arg_positive(struct kv_ctx *x, const struct kv_arg *a, const char *msg, long long *out)
+{
+	return kv_arg_ll_range(x, a, 0, LLONG_MAX,
+			       msg != NULL ? msg : "ERR value is out of range, must be positive",
+			       out);
 }
 
 bool

@@ -202,6 +202,29 @@ KV_CMD(hvals);
 KV_CMD(hgetall);
 KV_CMD(hrandfield);
 KV_CMD(hscan);
+KV_CMD(lpush);
+KV_CMD(rpush);
+KV_CMD(lpushx);
+KV_CMD(rpushx);
+KV_CMD(lpop);
+KV_CMD(rpop);
+KV_CMD(llen);
+KV_CMD(lindex);
+KV_CMD(lset);
+KV_CMD(linsert);
+KV_CMD(lrange);
+KV_CMD(ltrim);
+KV_CMD(lrem);
+KV_CMD(lpos);
+KV_CMD(sadd);
+KV_CMD(srem);
+KV_CMD(sismember);
+KV_CMD(smismember);
+KV_CMD(scard);
+KV_CMD(smembers);
+KV_CMD(spop);
+KV_CMD(srandmember);
+KV_CMD(sscan);
 KV_CMD(ping);
 KV_CMD(echo);
 KV_CMD(select);
@@ -231,9 +254,12 @@ extern const char kv_err_int[], kv_err_syntax[], kv_err_float[], kv_err_wrongtyp
 void kv_reply_wrong_arity(struct rbuf *out, const char *fullname);
 /* Parse an argument, replying Redis's error text if it is not one. */
 bool kv_arg_ll(struct kv_ctx *x, const struct kv_arg *a, long long *out);
-/* ... and within [min, max]; out of it, @p msg (NULL: Redis's "value must between"). */
+/* ... and within [min, max]: Redis's getRangeLongFromObjectOrReply(), whose @p msg (when
+ * not NULL) answers both a bad number and one out of range. */
 bool kv_arg_ll_range(struct kv_ctx *x, const struct kv_arg *a, long long min, long long max,
 		     const char *msg, long long *out);
+/* getPositiveLongFromObjectOrReply(): 0 or more ("must be positive" by default). */
+bool kv_arg_positive(struct kv_ctx *x, const struct kv_arg *a, const char *msg, long long *out);
 bool kv_arg_double(struct kv_ctx *x, const struct kv_arg *a, double *out);
 /* Redis's getDoubleFromObject() / string2ld(), without a reply. */
 bool kv_parse_double(const char *s, size_t len, double *out);
@@ -455,6 +481,15 @@ void kv_info_merge(struct kreq *kr, struct rbuf *out); /* cmd_server.c */
 /* dispatch.c: the request engine */
 void kv_process_input(struct kconn *kc);
 void kv_special_dispatch(struct kreq *kr); /* cmd_special.c */
+
+/* cmd_list.c: for the commands that move elements between lists */
+int kv_list_push(struct kv_ctx *x, struct kv_entry *e, bool head, const struct kv_arg *v);
+void kv_list_pop_reply(struct kv_ctx *x, struct kv_entry *e, bool head);
+
+/* cmd_set.c */
+struct kv_entry *kv_set_create(struct kv_ctx *x, const struct kv_arg *k,
+			       const struct kv_arg *first);
+void kv_set_reply_all(struct kv_ctx *x, struct kv_entry *e);
 
 /* objcopy.c: a value as bytes and back (COPY, values moving between shards) */
 struct kv_loaded {

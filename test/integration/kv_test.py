@@ -417,7 +417,7 @@ def command_script():
     a(E, "INFO", "nosuchsection")
     a(E, "FOO"); a(E, "FOO", "bar", "baz"); a(E, "foo", "x" * 200); a(E, "FOO", "a\r\nb")
     a(E, "GET"); a(E, "GET", "a", "b")
-    for sec in (hash_script,):
+    for sec in (hash_script, list_script, set_script):
         c += sec()
     return c
 
@@ -430,7 +430,7 @@ def _script():
     return c, a
 
 
-E, N, S, T, P = "exact", "near", "sorted", "type", "pairs"
+E, N, S, T, P, X = "exact", "near", "sorted", "type", "pairs", "scan"
 
 
 def wrongtype(a, *cmds):
@@ -504,6 +504,107 @@ def hash_script():
     return c
 
 
+def list_script():
+    c, a = _script()
+    a(E, "DEL", "l", "l2", "lbig", "lstr")
+    a(E, "RPUSH", "l", "a", "b", "c"); a(E, "LPUSH", "l", "z", "y"); a(E, "LRANGE", "l", "0", "-1")
+    a(E, "LLEN", "l"); a(E, "LLEN", "nokey"); a(E, "OBJECT", "ENCODING", "l"); a(E, "TYPE", "l")
+    a(E, "LPUSHX", "l", "x"); a(E, "RPUSHX", "l", "w"); a(E, "LPUSHX", "nokey", "x")
+    a(E, "RPUSHX", "nokey", "x"); a(E, "EXISTS", "nokey"); a(E, "LPUSH", "l"); a(E, "RPUSH")
+    for r in (("0", "0"), ("-1", "-1"), ("-3", "-1"), ("2", "100"), ("5", "2"), ("-100", "1"),
+              ("100", "200"), ("-100", "-50"), ("1", "-2"), ("x", "1"), ("0", "y")):
+        a(E, "LRANGE", "l", *r)
+    a(E, "LRANGE", "nokey", "0", "-1"); a(E, "LRANGE", "l", "0")
+    for i in ("0", "3", "-1", "-8", "7", "-9", "100", "x"):
+        a(E, "LINDEX", "l", i)
+    a(E, "LINDEX", "nokey", "0"); a(E, "LINDEX", "nokey", "x")
+    a(E, "LSET", "l", "0", "first"); a(E, "LSET", "l", "-1", "last"); a(E, "LSET", "l", "100", "x")
+    a(E, "LSET", "l", "x", "y"); a(E, "LSET", "nokey", "0", "x"); a(E, "LRANGE", "l", "0", "-1")
+    a(E, "LINSERT", "l", "BEFORE", "a", "pre"); a(E, "LINSERT", "l", "after", "c", "post")
+    a(E, "LINSERT", "l", "before", "nope", "x"); a(E, "LINSERT", "l", "middle", "a", "x")
+    a(E, "LINSERT", "nokey", "before", "a", "x"); a(E, "LRANGE", "l", "0", "-1")
+    a(E, "RPUSH", "l2", "a", "b", "a", "c", "a", "b", "a")
+    a(E, "LPOS", "l2", "a"); a(E, "LPOS", "l2", "a", "RANK", "2"); a(E, "LPOS", "l2", "a", "RANK", "-1")
+    a(E, "LPOS", "l2", "a", "COUNT", "0"); a(E, "LPOS", "l2", "a", "COUNT", "2", "RANK", "2")
+    a(E, "LPOS", "l2", "a", "RANK", "-2", "COUNT", "2"); a(E, "LPOS", "l2", "a", "MAXLEN", "3", "COUNT", "0")
+    a(E, "LPOS", "l2", "zz"); a(E, "LPOS", "l2", "zz", "COUNT", "1"); a(E, "LPOS", "nokey", "a")
+    a(E, "LPOS", "nokey", "a", "COUNT", "1"); a(E, "LPOS", "l2", "a", "RANK", "0")
+    a(E, "LPOS", "l2", "a", "RANK", "x"); a(E, "LPOS", "l2", "a", "COUNT", "-1")
+    a(E, "LPOS", "l2", "a", "COUNT", "x"); a(E, "LPOS", "l2", "a", "MAXLEN", "-1")
+    a(E, "LPOS", "l2", "a", "FOO"); a(E, "LPOS", "l2", "a", "RANK")
+    a(E, "LPOS", "l2", "a", "RANK", "-9223372036854775808")
+    a(E, "LPOS", "l2", "a", "RANK", "-9223372036854775808", "COUNT", "0")
+    a(E, "LPOS", "l2", "a", "RANK", "-9223372036854775808", "COUNT", "2")
+    a(E, "LREM", "l2", "2", "a"); a(E, "LRANGE", "l2", "0", "-1"); a(E, "LREM", "l2", "-1", "a")
+    a(E, "LRANGE", "l2", "0", "-1"); a(E, "LREM", "l2", "0", "b"); a(E, "LRANGE", "l2", "0", "-1")
+    a(E, "LREM", "l2", "x", "a"); a(E, "LREM", "nokey", "0", "a"); a(E, "LREM", "l2", "0", "a")
+    a(E, "LREM", "l2", "0", "c"); a(E, "EXISTS", "l2")
+    a(E, "LPOP", "l"); a(E, "RPOP", "l"); a(E, "LPOP", "l", "2"); a(E, "RPOP", "l", "0")
+    a(E, "LPOP", "l", "-1"); a(E, "LPOP", "l", "x"); a(E, "LPOP", "l", "1", "2"); a(E, "LPOP", "nokey")
+    a(E, "LPOP", "nokey", "0"); a(E, "LPOP", "nokey", "3"); a(E, "RPOP", "l", "100"); a(E, "EXISTS", "l")
+    a(E, "RPUSH", "l", "1", "2", "3", "4", "5", "6")
+    for r in (("1", "-2"), ("0", "100"), ("-2", "-1"), ("5", "2")):
+        a(E, "LTRIM", "l", *r); a(E, "LRANGE", "l", "0", "-1")
+    a(E, "LTRIM", "l", "x", "1"); a(E, "LTRIM", "nokey", "0", "1"); a(E, "EXISTS", "l")
+    # a list of many nodes: 3,000 elements of 100 bytes (8 KB nodes), then ranges and edits
+    for i in range(0, 3000, 500):
+        a(E, "RPUSH", "lbig", *["%s%04d" % ("e" * 96, j) for j in range(i, i + 500)])
+    a(E, "LLEN", "lbig"); a(E, "LINDEX", "lbig", "1234"); a(E, "LINDEX", "lbig", "-1001")
+    a(E, "LRANGE", "lbig", "995", "1005"); a(E, "LRANGE", "lbig", "-7", "-3")
+    a(E, "LINSERT", "lbig", "BEFORE", "e" * 96 + "1500", "mid"); a(E, "LINDEX", "lbig", "1500")
+    a(E, "LSET", "lbig", "2000", "x" * 9000); a(E, "LRANGE", "lbig", "1999", "2001")
+    a(E, "LREM", "lbig", "0", "mid"); a(E, "LTRIM", "lbig", "100", "-100"); a(E, "LLEN", "lbig")
+    a(E, "LINDEX", "lbig", "0"); a(E, "LPOS", "lbig", "e" * 96 + "2500")
+    a(E, "RPUSH", "lbig", "x" * 20000); a(E, "LINDEX", "lbig", "-1"); a(E, "RPOP", "lbig", "2")
+    a(E, "LPOP", "lbig", "1000"); a(E, "LLEN", "lbig"); a(E, "OBJECT", "ENCODING", "lbig")
+    a(E, "SET", "lstr", "x")
+    wrongtype(a, ("LPUSH", "lstr", "a"), ("RPUSH", "lstr", "a"), ("LPUSHX", "lstr", "a"),
+              ("RPUSHX", "lstr", "a"), ("LPOP", "lstr"), ("RPOP", "lstr", "2"), ("LLEN", "lstr"),
+              ("LRANGE", "lstr", "0", "1"), ("LINDEX", "lstr", "0"), ("LSET", "lstr", "0", "a"),
+              ("LINSERT", "lstr", "before", "a", "b"), ("LREM", "lstr", "0", "a"),
+              ("LTRIM", "lstr", "0", "1"), ("LPOS", "lstr", "a"), ("LINDEX", "lstr", "x"),
+              ("LPOP", "lstr", "0"), ("HGET", "lbig", "a"), ("GET", "lbig"))
+    return c
+
+
+def set_script():
+    c, a = _script()
+    a(E, "DEL", "s", "s2", "sbig", "sstr")
+    a(E, "SADD", "s", "3", "1", "2", "2"); a(E, "SMEMBERS", "s"); a(E, "OBJECT", "ENCODING", "s")
+    a(E, "SCARD", "s"); a(E, "SISMEMBER", "s", "2"); a(E, "SISMEMBER", "s", "02"); a(E, "TYPE", "s")
+    a(E, "SMISMEMBER", "s", "1", "9", "3"); a(E, "SMISMEMBER", "nokey", "a"); a(E, "SCARD", "nokey")
+    a(E, "SADD", "s", "-9223372036854775808", "9223372036854775807"); a(E, "SMEMBERS", "s")
+    a(E, "OBJECT", "ENCODING", "s"); a(E, "SADD", "s", "x"); a(E, "OBJECT", "ENCODING", "s")
+    a(S, "SMEMBERS", "s"); a(E, "SREM", "s", "x", "nope", "1"); a(E, "OBJECT", "ENCODING", "s")
+    a(E, "SREM", "nokey", "a"); a(E, "SREM", "s"); a(E, "SADD", "s"); a(E, "SISMEMBER", "nokey", "a")
+    a(E, "SADD", "s2", "b", "a"); a(E, "OBJECT", "ENCODING", "s2"); a(S, "SMEMBERS", "s2")
+    a(E, "SADD", "s3", "10"); a(E, "SADD", "s3", "9223372036854775808"); a(E, "OBJECT", "ENCODING", "s3")
+    a(E, "SADD", "s4", "1", "01"); a(E, "OBJECT", "ENCODING", "s4"); a(E, "SREM", "s4", "01", "1")
+    a(E, "EXISTS", "s4")
+    a(E, "SPOP", "nokey"); a(E, "SPOP", "nokey", "2"); a(E, "SPOP", "s", "1", "2"); a(E, "SPOP", "s", "x")
+    a(E, "SPOP", "s", "-1"); a(E, "SPOP", "s2", "0"); a(E, "SRANDMEMBER", "nokey")
+    a(E, "SRANDMEMBER", "nokey", "3"); a(E, "SRANDMEMBER", "s", "1", "2"); a(E, "SRANDMEMBER", "s", "x")
+    a(E, "SRANDMEMBER", "s", "-9223372036854775808"); a(E, "SRANDMEMBER", "s2", "0")
+    a(S, "SRANDMEMBER", "s2", "5"); a(T, "SRANDMEMBER", "s2"); a(T, "SRANDMEMBER", "s2", "-5")
+    a(E, "SADD", "s5", "1", "2", "3"); a(E, "SRANDMEMBER", "s5", "10"); a(E, "SPOP", "s5", "3")
+    a(E, "EXISTS", "s5"); a(E, "SADD", "s5", "7"); a(E, "SPOP", "s5"); a(E, "EXISTS", "s5")
+    a(X, "SSCAN", "s2", "0"); a(E, "SSCAN", "s2", "x"); a(E, "SSCAN", "nokey", "0"); a(E, "SSCAN", "s2")
+    a(E, "SSCAN", "s2", "0", "TYPE", "set"); a(E, "SSCAN", "s2", "0", "COUNT", "0")
+    a(E, "SADD", "s6", "1", "2", "3", "4"); a(E, "SSCAN", "s6", "0", "MATCH", "[12]")
+    # 512 integers stay an intset; the 513th makes it a hashtable
+    for i in range(0, 512, 128):
+        a(E, "SADD", "sbig", *[str(j * 3) for j in range(i, i + 128)])
+    a(E, "OBJECT", "ENCODING", "sbig"); a(E, "SCARD", "sbig"); a(E, "SMEMBERS", "sbig")
+    a(E, "SADD", "sbig", "5000"); a(E, "OBJECT", "ENCODING", "sbig"); a(E, "SISMEMBER", "sbig", "300")
+    a(S, "SMEMBERS", "sbig"); a(E, "SET", "sstr", "x")
+    wrongtype(a, ("SADD", "sstr", "a"), ("SREM", "sstr", "a"), ("SMEMBERS", "sstr"),
+              ("SISMEMBER", "sstr", "a"), ("SMISMEMBER", "sstr", "a"), ("SCARD", "sstr"),
+              ("SPOP", "sstr"), ("SPOP", "sstr", "2"), ("SRANDMEMBER", "sstr"),
+              ("SRANDMEMBER", "sstr", "2"), ("SSCAN", "sstr", "0"), ("HGET", "s2", "a"),
+              ("LPUSH", "s2", "a"), ("GET", "s2"))
+    return c
+
+
 def objects(a):
     """OBJECT and string encodings, as Redis decides them."""
     for v in ("0", "-1", "123", "9223372036854775807", "-9223372036854775808",
@@ -537,6 +638,9 @@ def compare(mode, ours, theirs):
         return abs(o - t) <= (2000 if abs(t) > 10000 else 2)
     if mode == "sorted":
         return sorted(parse_array(ours)) == sorted(parse_array(theirs))
+    if mode == "scan":
+        po, pt = parse_array(ours), parse_array(theirs)
+        return po[0] == pt[0] and sorted(parse_array(po[1])) == sorted(parse_array(pt[1]))
     if mode == "pairs":
         po, pt = parse_array(ours), parse_array(theirs)
         return sorted(zip(po[0::2], po[1::2])) == sorted(zip(pt[0::2], pt[1::2]))
