@@ -234,6 +234,56 @@ const struct kv_cmd kv_cmds[] = {
 	"Get one or multiple random members from a set"),
     CMD("sscan", -3, R, K1, 0, 1, 1, 1, cmd_sscan, NULL, "set",
 	"Incrementally iterate Set elements"),
+    /* sorted sets */
+    CMD("zadd", -4, W | M | F, K1, 0, 1, 1, 1, cmd_zadd, NULL, "sorted-set",
+	"Add one or more members to a sorted set, or update its score if it already exists"),
+    CMD("zincrby", 4, W | M | F, K1, 0, 1, 1, 1, cmd_zincrby, NULL, "sorted-set",
+	"Increment the score of a member in a sorted set"),
+    CMD("zrem", -3, W | F, K1, 0, 1, 1, 1, cmd_zrem, NULL, "sorted-set",
+	"Remove one or more members from a sorted set"),
+    CMD("zcard", 2, R | F, K1, 0, 1, 1, 1, cmd_zcard, NULL, "sorted-set",
+	"Get the number of members in a sorted set"),
+    CMD("zscore", 3, R | F, K1, 0, 1, 1, 1, cmd_zscore, NULL, "sorted-set",
+	"Get the score associated with the given member in a sorted set"),
+    CMD("zmscore", -3, R | F, K1, 0, 1, 1, 1, cmd_zmscore, NULL, "sorted-set",
+	"Get the score associated with the given members in a sorted set"),
+    CMD("zrank", 3, R | F, K1, 0, 1, 1, 1, cmd_zrank, NULL, "sorted-set",
+	"Determine the index of a member in a sorted set"),
+    CMD("zrevrank", 3, R | F, K1, 0, 1, 1, 1, cmd_zrevrank, NULL, "sorted-set",
+	"Determine the index of a member in a sorted set, with scores ordered from high to low"),
+    CMD("zcount", 4, R | F, K1, 0, 1, 1, 1, cmd_zcount, NULL, "sorted-set",
+	"Count the members in a sorted set with scores within the given values"),
+    CMD("zlexcount", 4, R | F, K1, 0, 1, 1, 1, cmd_zlexcount, NULL, "sorted-set",
+	"Count the number of members in a sorted set between a given lexicographical range"),
+    CMD("zrange", -4, R, K1, 0, 1, 1, 1, cmd_zrange, NULL, "sorted-set",
+	"Return a range of members in a sorted set"),
+    CMD("zrangebyscore", -4, R, K1, 0, 1, 1, 1, cmd_zrangebyscore, NULL, "sorted-set",
+	"Return a range of members in a sorted set, by score"),
+    CMD("zrevrangebyscore", -4, R, K1, 0, 1, 1, 1, cmd_zrevrangebyscore, NULL, "sorted-set",
+	"Return a range of members in a sorted set, by score, with scores ordered from high to "
+	"low"),
+    CMD("zrangebylex", -4, R, K1, 0, 1, 1, 1, cmd_zrangebylex, NULL, "sorted-set",
+	"Return a range of members in a sorted set, by lexicographical range"),
+    CMD("zrevrangebylex", -4, R, K1, 0, 1, 1, 1, cmd_zrevrangebylex, NULL, "sorted-set",
+	"Return a range of members in a sorted set, by lexicographical range, ordered from higher "
+	"to lower strings."),
+    CMD("zrevrange", -4, R, K1, 0, 1, 1, 1, cmd_zrevrange, NULL, "sorted-set",
+	"Return a range of members in a sorted set, by index, with scores ordered from high to "
+	"low"),
+    CMD("zremrangebyrank", 4, W, K1, 0, 1, 1, 1, cmd_zremrangebyrank, NULL, "sorted-set",
+	"Remove all members in a sorted set within the given indexes"),
+    CMD("zremrangebyscore", 4, W, K1, 0, 1, 1, 1, cmd_zremrangebyscore, NULL, "sorted-set",
+	"Remove all members in a sorted set within the given scores"),
+    CMD("zremrangebylex", 4, W, K1, 0, 1, 1, 1, cmd_zremrangebylex, NULL, "sorted-set",
+	"Remove all members in a sorted set between the given lexicographical range"),
+    CMD("zpopmin", -2, W | F, K1, 0, 1, 1, 1, cmd_zpopmin, NULL, "sorted-set",
+	"Remove and return members with the lowest scores in a sorted set"),
+    CMD("zpopmax", -2, W | F, K1, 0, 1, 1, 1, cmd_zpopmax, NULL, "sorted-set",
+	"Remove and return members with the highest scores in a sorted set"),
+    CMD("zrandmember", -2, R, K1, 0, 1, 1, 1, cmd_zrandmember, NULL, "sorted-set",
+	"Get one or multiple random elements from a sorted set"),
+    CMD("zscan", -3, R, K1, 0, 1, 1, 1, cmd_zscan, NULL, "sorted-set",
+	"Incrementally iterate sorted sets elements and associated scores"),
     /* server and connection */
     CMD("ping", -1, F, LOC, 0, 0, 0, 0, cmd_ping, NULL, "connection", "Ping the server"),
     CMD("echo", 2, F, LOC, 0, 0, 0, 0, cmd_echo, NULL, "connection", "Echo the given string"),
@@ -259,7 +309,7 @@ const unsigned kv_ncmds = sizeof(kv_cmds) / sizeof(kv_cmds[0]);
 
 /* ---- lookup ---- */
 
-#define INDEX_SIZE 256u
+#define INDEX_SIZE 1024u
 _Static_assert(sizeof(kv_cmds) / sizeof(kv_cmds[0]) < INDEX_SIZE / 2, "index too small");
 
 static const struct kv_cmd *index_[INDEX_SIZE];

@@ -225,6 +225,29 @@ KV_CMD(smembers);
 KV_CMD(spop);
 KV_CMD(srandmember);
 KV_CMD(sscan);
+KV_CMD(zadd);
+KV_CMD(zincrby);
+KV_CMD(zrem);
+KV_CMD(zcard);
+KV_CMD(zscore);
+KV_CMD(zmscore);
+KV_CMD(zrank);
+KV_CMD(zrevrank);
+KV_CMD(zcount);
+KV_CMD(zlexcount);
+KV_CMD(zremrangebyrank);
+KV_CMD(zremrangebyscore);
+KV_CMD(zremrangebylex);
+KV_CMD(zpopmin);
+KV_CMD(zpopmax);
+KV_CMD(zrandmember);
+KV_CMD(zscan);
+KV_CMD(zrange);
+KV_CMD(zrevrange);
+KV_CMD(zrangebyscore);
+KV_CMD(zrevrangebyscore);
+KV_CMD(zrangebylex);
+KV_CMD(zrevrangebylex);
 KV_CMD(ping);
 KV_CMD(echo);
 KV_CMD(select);
@@ -490,6 +513,29 @@ void kv_list_pop_reply(struct kv_ctx *x, struct kv_entry *e, bool head);
 struct kv_entry *kv_set_create(struct kv_ctx *x, const struct kv_arg *k,
 			       const struct kv_arg *first);
 void kv_set_reply_all(struct kv_ctx *x, struct kv_entry *e);
+
+/* cmd_zset.c, cmd_zrange.c */
+struct zrange;
+struct zlexrange;
+struct kv_entry *kv_zset_read(struct kv_ctx *x, const struct kv_arg *k, bool *bad);
+bool kv_zparse_range(struct kv_ctx *x, const struct kv_arg *min, const struct kv_arg *max,
+		     struct zrange *r);
+bool kv_zparse_lex(struct kv_ctx *x, const struct kv_arg *min, const struct kv_arg *max,
+		   struct zlexrange *r);
+/* Reply (or, withkey, "*3 key member score") and remove the @p count lowest or highest. */
+void kv_zpop_reply(struct kv_ctx *x, struct kv_entry *e, bool max, long long count, bool withkey,
+		   const struct kv_arg *key);
+/* Where ZRANGE's members go: the reply, or (store) a new sorted set in dst. */
+struct zsink {
+	struct kv_ctx *x;
+	bool store, withscores, known, failed;
+	size_t start;
+	long long n;
+	struct kv_entry dst; /* store: type, enc and obj of the set being built */
+};
+/* ZRANGESTORE's source read into k->dst (NULL obj: empty result); false if an error was
+ * replied. */
+bool kv_zrangestore_collect(struct kv_ctx *x, struct zsink *k);
 
 /* objcopy.c: a value as bytes and back (COPY, values moving between shards) */
 struct kv_loaded {

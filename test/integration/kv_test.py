@@ -417,7 +417,7 @@ def command_script():
     a(E, "INFO", "nosuchsection")
     a(E, "FOO"); a(E, "FOO", "bar", "baz"); a(E, "foo", "x" * 200); a(E, "FOO", "a\r\nb")
     a(E, "GET"); a(E, "GET", "a", "b")
-    for sec in (hash_script, list_script, set_script):
+    for sec in (hash_script, list_script, set_script, zset_script):
         c += sec()
     return c
 
@@ -602,6 +602,96 @@ def set_script():
               ("SPOP", "sstr"), ("SPOP", "sstr", "2"), ("SRANDMEMBER", "sstr"),
               ("SRANDMEMBER", "sstr", "2"), ("SSCAN", "sstr", "0"), ("HGET", "s2", "a"),
               ("LPUSH", "s2", "a"), ("GET", "s2"))
+    return c
+
+
+def zset_script():
+    c, a = _script()
+    a(E, "DEL", "z", "z2", "zbig", "zstr", "zl")
+    a(E, "ZADD", "z", "1", "a", "2", "b", "3", "c"); a(E, "ZADD", "z", "0.1", "d", "1e20", "e")
+    a(E, "ZADD", "z", "-0.0", "f", "inf", "g", "-inf", "h", "5e-324", "i")
+    a(E, "ZRANGE", "z", "0", "-1", "WITHSCORES"); a(E, "OBJECT", "ENCODING", "z"); a(E, "TYPE", "z")
+    a(E, "ZCARD", "z"); a(E, "ZCARD", "nokey"); a(E, "ZSCORE", "z", "d"); a(E, "ZSCORE", "z", "no")
+    a(E, "ZSCORE", "nokey", "a"); a(E, "ZMSCORE", "z", "a", "no", "g"); a(E, "ZMSCORE", "nokey", "a")
+    a(E, "ZRANK", "z", "c"); a(E, "ZREVRANK", "z", "c"); a(E, "ZRANK", "z", "no"); a(E, "ZRANK", "nokey", "a")
+    # ZADD flags and errors
+    for args in (("NX", "10", "a"), ("XX", "10", "a"), ("XX", "1", "new"), ("CH", "11", "a", "1", "n1"),
+                 ("GT", "5", "a"), ("GT", "50", "a"), ("LT", "60", "a"), ("LT", "1", "a"),
+                 ("INCR", "2", "a"), ("INCR", "2", "nope2"), ("NX", "INCR", "1", "a"),
+                 ("XX", "INCR", "1", "nn"), ("GT", "INCR", "-1", "a"), ("GT", "CH", "0", "b", "9", "c"),
+                 ("XX", "GT", "100", "a"), ("nx", "ch", "1", "zz", "2", "a"),
+                 ("NX", "XX", "1", "a"), ("GT", "LT", "1", "a"), ("GT", "NX", "1", "a"),
+                 ("INCR", "1", "a", "2", "b"), ("1",), ("1", "a", "2"), ("x", "a"), ("nan", "a"),
+                 ("1e400", "a"), (" 1", "a"), ("INCR", "inf", "g"), ("INCR", "-inf", "g"), ("FOO", "1", "a")):
+        a(E, "ZADD", "z", *args)
+    a(E, "ZADD", "nokey", "XX", "1", "a"); a(E, "EXISTS", "nokey"); a(E, "ZADD", "nokey", "XX", "INCR", "1", "a")
+    a(E, "ZINCRBY", "z", "1.5", "b"); a(E, "ZINCRBY", "z", "x", "b"); a(E, "ZINCRBY", "z", "1", "newm")
+    a(E, "ZINCRBY", "z", "-inf", "g"); a(E, "ZINCRBY", "zi", "0.1", "m"); a(E, "ZINCRBY", "zi", "0.2", "m")
+    a(E, "ZRANGE", "z", "0", "-1", "WITHSCORES")
+    # ranges by rank, score and member, forward and reverse, with LIMIT
+    for r in (("0", "2"), ("-3", "-1"), ("5", "1"), ("0", "100"), ("-100", "-50"), ("x", "1")):
+        a(E, "ZRANGE", "z", *r); a(E, "ZREVRANGE", "z", *r, "WITHSCORES")
+    for r in (("-inf", "+inf"), ("(1", "3"), ("1", "(3"), ("(1", "(1"), ("3", "1"), ("0x1", "2"),
+              ("", ""), ("x", "1"), (" 1", "2"), ("-inf", "(0"), ("1e20", "inf"), ("(-inf", "(+inf")):
+        a(E, "ZRANGEBYSCORE", "z", *r, "WITHSCORES"); a(E, "ZREVRANGEBYSCORE", "z", r[1], r[0])
+        a(E, "ZCOUNT", "z", *r); a(E, "ZRANGE", "z", *r, "BYSCORE", "LIMIT", "1", "2")
+    for lim in (("0", "1"), ("1", "-1"), ("-1", "5"), ("100", "1"), ("0", "0"), ("x", "1")):
+        a(E, "ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", *lim)
+        a(E, "ZRANGE", "z", "+inf", "-inf", "BYSCORE", "REV", "LIMIT", *lim, "WITHSCORES")
+    a(E, "DEL", "zl"); a(E, "ZADD", "zl", *sum([["0", m] for m in "abcdefg"], []))
+    for r in (("-", "+"), ("[b", "[d"), ("(b", "(d"), ("[b", "(b"), ("+", "-"), ("[d", "[b"),
+              ("-", "[c"), ("(c", "+"), ("b", "c"), ("[a", "x"), ("-x", "+"), ("[", "(")):
+        a(E, "ZRANGEBYLEX", "zl", *r); a(E, "ZREVRANGEBYLEX", "zl", r[1], r[0]); a(E, "ZLEXCOUNT", "zl", *r)
+        a(E, "ZRANGE", "zl", *r, "BYLEX", "LIMIT", "1", "2")
+    a(E, "ZRANGEBYLEX", "zl", "-", "+", "LIMIT", "2", "3"); a(E, "ZRANGEBYLEX", "zl", "-", "+", "WITHSCORES")
+    a(E, "ZRANGE", "zl", "-", "+", "BYLEX", "WITHSCORES"); a(E, "ZRANGE", "z", "0", "1", "LIMIT", "0", "1")
+    a(E, "ZRANGEBYSCORE", "z", "1", "2", "REV"); a(E, "ZRANGE", "z", "0", "-1", "BYLEX")
+    a(E, "ZRANGE", "z", "0", "1", "BYSCORE", "BYLEX"); a(E, "ZRANGE", "z", "0", "1", "REV", "REV")
+    a(E, "ZRANGE", "z", "0", "1", "LIMIT", "1"); a(E, "ZRANGE", "z", "0"); a(E, "ZRANGE", "nokey", "0", "-1")
+    a(E, "ZRANGE", "z", "0", "-1", "REV", "WITHSCORES"); a(E, "ZRANGE", "nokey", "x", "1")
+    # removals and pops
+    a(E, "ZADD", "z2", *sum([[str(i), "m%02d" % i] for i in range(20)], []))
+    a(E, "ZREMRANGEBYRANK", "z2", "0", "1"); a(E, "ZREMRANGEBYRANK", "z2", "-2", "-1")
+    a(E, "ZREMRANGEBYRANK", "z2", "5", "2"); a(E, "ZREMRANGEBYRANK", "z2", "x", "1")
+    a(E, "ZREMRANGEBYSCORE", "z2", "(5", "8"); a(E, "ZREMRANGEBYSCORE", "z2", "x", "1")
+    a(E, "ZREMRANGEBYLEX", "z2", "[m10", "(m12"); a(E, "ZREMRANGEBYLEX", "z2", "x", "+")
+    a(E, "ZREMRANGEBYRANK", "nokey", "0", "1"); a(E, "ZRANGE", "z2", "0", "-1", "WITHSCORES")
+    a(E, "ZPOPMIN", "z2"); a(E, "ZPOPMAX", "z2"); a(E, "ZPOPMIN", "z2", "2"); a(E, "ZPOPMAX", "z2", "0")
+    a(E, "ZPOPMIN", "z2", "-1"); a(E, "ZPOPMIN", "z2", "x"); a(E, "ZPOPMIN", "z2", "1", "2")
+    a(E, "ZPOPMIN", "nokey"); a(E, "ZPOPMIN", "nokey", "0"); a(E, "ZPOPMAX", "z2", "100")
+    a(E, "EXISTS", "z2"); a(E, "ZREM", "z", "a", "no", "b"); a(E, "ZREM", "nokey", "a")
+    a(E, "ZREM", "zl", *"abcdefg"); a(E, "EXISTS", "zl")
+    a(E, "ZRANDMEMBER", "nokey"); a(E, "ZRANDMEMBER", "nokey", "3"); a(E, "ZRANDMEMBER", "z", "x")
+    a(E, "ZRANDMEMBER", "z", "1", "foo"); a(E, "ZRANDMEMBER", "z", "-9223372036854775808")
+    a(E, "ZRANDMEMBER", "z", "9223372036854775807", "WITHSCORES"); a(E, "ZRANDMEMBER", "z", "0")
+    a(E, "ZRANDMEMBER", "z", "100", "WITHSCORES"); a(T, "ZRANDMEMBER", "z"); a(T, "ZRANDMEMBER", "z", "-3")
+    a(E, "ZSCAN", "z", "0"); a(E, "ZSCAN", "z", "0", "MATCH", "[a-e]*"); a(E, "ZSCAN", "z", "x")
+    a(E, "ZSCAN", "nokey", "0"); a(E, "ZSCAN", "z", "0", "COUNT", "0"); a(E, "ZSCAN", "z")
+    # 128 members stay a listpack; the 129th or a 65-byte member makes a skiplist
+    a(E, "ZADD", "zbig", *sum([[str(i % 7), "m%03d" % i] for i in range(128)], []))
+    a(E, "OBJECT", "ENCODING", "zbig"); a(E, "ZADD", "zbig", "3.5", "m128"); a(E, "OBJECT", "ENCODING", "zbig")
+    a(E, "ZRANGE", "zbig", "0", "-1", "WITHSCORES"); a(E, "ZRANGE", "zbig", "(2", "4", "BYSCORE", "REV")
+    a(E, "ZRANDMEMBER", "zbig", "500", "WITHSCORES")
+    a(E, "ZRANK", "zbig", "m050"); a(E, "ZREVRANK", "zbig", "m050"); a(E, "ZCOUNT", "zbig", "1", "(3")
+    a(E, "ZRANGEBYSCORE", "zbig", "2", "2", "LIMIT", "3", "4"); a(E, "ZREMRANGEBYSCORE", "zbig", "6", "6")
+    a(E, "ZADD", "zbig", "-0.0", "negzero"); a(E, "ZSCORE", "zbig", "negzero")
+    a(E, "ZREMRANGEBYRANK", "zbig", "10", "100"); a(E, "ZRANGE", "zbig", "0", "-1", "WITHSCORES")
+    a(E, "OBJECT", "ENCODING", "zbig"); a(X, "ZSCAN", "zbig", "0", "COUNT", "1000")
+    a(E, "ZADD", "zlong", "1", "x" * 65); a(E, "OBJECT", "ENCODING", "zlong"); a(E, "ZADD", "z3", "1", "a")
+    a(E, "ZADD", "z3", "2", "x" * 65); a(E, "OBJECT", "ENCODING", "z3"); a(E, "ZRANGE", "z3", "0", "-1")
+    a(E, "ZPOPMAX", "zbig", "3"); a(E, "ZPOPMIN", "zbig", "3")
+    a(E, "SET", "zstr", "x")
+    wrongtype(a, ("ZADD", "zstr", "1", "a"), ("ZINCRBY", "zstr", "1", "a"), ("ZREM", "zstr", "a"),
+              ("ZCARD", "zstr"), ("ZSCORE", "zstr", "a"), ("ZMSCORE", "zstr", "a"),
+              ("ZRANK", "zstr", "a"), ("ZREVRANK", "zstr", "a"), ("ZCOUNT", "zstr", "1", "2"),
+              ("ZLEXCOUNT", "zstr", "-", "+"), ("ZRANGE", "zstr", "0", "1"),
+              ("ZRANGEBYSCORE", "zstr", "1", "2"), ("ZREVRANGEBYSCORE", "zstr", "2", "1"),
+              ("ZRANGEBYLEX", "zstr", "-", "+"), ("ZREVRANGEBYLEX", "zstr", "+", "-"),
+              ("ZREVRANGE", "zstr", "0", "1"), ("ZREMRANGEBYRANK", "zstr", "0", "1"),
+              ("ZREMRANGEBYSCORE", "zstr", "1", "2"), ("ZREMRANGEBYLEX", "zstr", "-", "+"),
+              ("ZPOPMIN", "zstr"), ("ZPOPMAX", "zstr", "2"), ("ZPOPMIN", "zstr", "0"),
+              ("ZRANDMEMBER", "zstr"), ("ZRANDMEMBER", "zstr", "2"), ("ZSCAN", "zstr", "0"),
+              ("ZADD", "zstr", "x", "a"), ("ZCOUNT", "zstr", "x", "1"), ("GET", "z"), ("SADD", "z", "a"))
     return c
 
 
