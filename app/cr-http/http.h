@@ -12,7 +12,6 @@
 #include <sys/types.h>
 
 #include "cr_io.h"
-#include "cr_lease.h"
 #include "cr_net.h"
 #include "cr_reactor.h"
 #include "http_parse.h"
@@ -59,7 +58,6 @@ struct http_conn {
 	bool failed;  /* a send failed: destroy once back in the callback */
 	bool read_stopped;
 	bool peer_eof;	 /* the peer shut its side: ours shuts once the answers are out */
-	bool drain_wait; /* counted in http_lcore.pending at shutdown */
 	bool pend_keep;	 /* the answer due once the body is read */
 	uint8_t pend_kind;
 	uint16_t pend_status;
@@ -105,9 +103,7 @@ struct http_lcore {
 	char json[256];
 	uint32_t json_len;
 	struct cr_timer date_timer;
-	struct cr_lease lease; /* held while running: shutdown waits for in-flight requests */
 	bool shutting;
-	uint32_t pending; /* connections with a request in flight at shutdown */
 	uint64_t cnt[CNT_COUNT];
 };
 

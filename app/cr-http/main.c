@@ -26,7 +26,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cr_lease.h"
 #include "cr_telemetry.h"
 #include "http.h"
 
@@ -532,22 +531,19 @@ process(struct http_lcore *hl, struct http_conn *h, const char *data, size_t len
 		stage_put(hl, h);
 }
 
-/* ---- shutdown accounting ---- */
+/* ---- closing lcores ---- */
 
-static void
-pending_done(struct http_lcore *hl, struct http_conn *h)
-{
-	if (!h->drain_wait)
-		return;
-	h->drain_wait = false;
-	if (--hl->pending == 0)
-		cr_lease_release(&hl->lease);
-}
-
+/*
+ * On a retiring or shutting-down lcore, lib/net closes a connection at a boundary: no head
+ * or body half-read, no file going out (its answers are queued by then, and go out
+ * first). Until then it keeps reading; every answer from then on says Connection: close.
+ */
 static bool
-in_flight(const struct http_conn *h)
+at_boundary(struct cr_conn *c)
 {
-	return h->stage_len > 0 || h->phase == PH_BODY || h->file != NULL;
+	const struct http_conn *h = &cur()->conns[cr_conn_index(c)];
+
+	return !h->open || (h->stage_len == 0 && h->phase != PH_BODY && h->file == NULL);
 }
 
 /* ---- connection callbacks ---- */
@@ -568,13 +564,7 @@ conn_settle(struct http_lcore *hl, struct http_conn *h)
 		return;
 	}
 	if (h->closing && h->file == NULL) {
-		pending_done(hl, h);
 		cr_timer_stop(&h->hdr_timer);
-		cr_conn_close(h->c);
-	} else if (h->drain_wait && !in_flight(h)) {
-		/* Shutting down: its request is answered; no more. */
-		h->closing = true;
-		pending_done(hl, h);
 		cr_conn_close(h->c);
 	}
 }
@@ -607,11 +597,8 @@ on_open(struct cr_conn *c)
 	h->c = c;
 	h->open = true;
 	cr_timer_init(&h->hdr_timer, hdr_timeout, h);
-	if (hl->shutting) {
-		h->closing = true;
-		cr_conn_close(c);
-		return;
-	}
+	/* Also while shutting: it was queued before the stop, and its request is answered
+	 * (with Connection: close). */
 	header_timer_arm(h);
 }
 
@@ -709,7 +696,6 @@ conn_release(struct http_lcore *hl, struct http_conn *h)
 	if (h->file != NULL)
 		http_static_abort(hl, h);
 	stage_put(hl, h);
-	pending_done(hl, h);
 	h->open = false;
 	h->c = NULL;
 }
@@ -729,6 +715,7 @@ static const struct cr_conn_ops http_ops = {
     .on_eof = on_eof,
     .on_drain = on_drain,
     .on_close = on_close,
+    .at_boundary = at_boundary,
 };
 
 /* ---- lcores, start and stop ---- */
@@ -803,55 +790,23 @@ lcore_start(unsigned lcore, void *arg)
 
 	(void)arg;
 	hl->shutting = false;
-	hl->pending = 0;
-	/* Held while the lcore serves, so a shutdown waits for requests in flight. */
-	(void)cr_lease_acquire(&hl->lease);
 	http_date_start(hl);
 }
 
 static void
 lcore_stop(unsigned lcore, void *arg)
 {
-	struct http_lcore *hl = http_lcores[lcore];
-
 	(void)arg;
-	http_date_stop(hl);
-	cr_lease_release(&hl->lease);
+	http_date_stop(http_lcores[lcore]);
 }
 
-/*
- * Stop taking connections; close the idle ones now and the busy ones once their request
- * is answered (that answer says Connection: close). Then let lib/net drain the rest.
- */
+/* A retire or a shutdown: lib/net takes no more connections here and closes ours at
+ * their boundaries (at_boundary); every answer from now on says Connection: close. */
 static void
 drain_hook(unsigned lcore, void *arg)
 {
-	struct http_lcore *hl = http_lcores[lcore];
-	uint32_t i;
-
 	(void)arg;
-	if (hl->shutting)
-		return;
-	hl->shutting = true;
-	/* New connections go to the other lcores from now on, queued ones are handed to
-	 * them; ours finish below. */
-	cr_net_stop_accepting();
-	for (i = 0; i < http_cfg.max_conns; i++) {
-		struct http_conn *h = &hl->conns[i];
-
-		if (!h->open || h->closing)
-			continue;
-		if (in_flight(h)) {
-			h->drain_wait = true;
-			hl->pending++;
-		} else {
-			h->closing = true;
-			cr_timer_stop(&h->hdr_timer);
-			cr_conn_close(h->c);
-		}
-	}
-	if (hl->pending == 0)
-		cr_lease_release(&hl->lease);
+	http_lcores[lcore]->shutting = true;
 }
 
 static const struct cr_reactor_hooks hooks = {
@@ -923,7 +878,7 @@ begin_stop(void *arg)
 		cr_reactor_stop();
 		return;
 	}
-	cr_listener_close(app.listener);
+	cr_listener_close(app.listener, NULL, NULL);
 	app.listener = NULL;
 	if (cr_for_each_lcore(&app.stop_call, visit_nothing, NULL, stop_now, NULL) != 0)
 		cr_reactor_stop();

@@ -48,14 +48,6 @@ lcore_stop(unsigned lcore, void *arg)
 }
 
 static void
-drain_hook(unsigned lcore, void *arg)
-{
-	(void)lcore;
-	(void)arg;
-	cr_net_drain();
-}
-
-static void
 retire_hook(unsigned lcore, void *arg)
 {
 	(void)arg;
@@ -65,14 +57,12 @@ retire_hook(unsigned lcore, void *arg)
 		"cr-kv: lcore %u retires: the keys of its shard are unavailable until it "
 		"starts again\n",
 		lcore);
-	cr_net_drain();
 }
 
 static const struct cr_reactor_hooks hooks = {
     .on_lcore_start = lcore_start,
     .on_lcore_stop = lcore_stop,
     .on_retire = retire_hook,
-    .on_shutdown = drain_hook,
 };
 
 static int

@@ -80,7 +80,6 @@ shutdown_hook(unsigned lcore, void *arg)
 {
 	(void)arg;
 	px_relay_lcore_stop(lcore);
-	cr_net_drain();
 }
 
 static const struct cr_reactor_hooks hooks = {
@@ -160,7 +159,7 @@ drain_start(void *arg)
 	if (app.draining)
 		return;
 	app.draining = true;
-	cr_listener_close(app.listener);
+	cr_listener_close(app.listener, NULL, NULL);
 	app.listener = NULL;
 	px_checks_stop();
 	printf("cr-proxy: draining: %" PRIu64 " live sessions, at most %.3g s\n",

@@ -46,6 +46,7 @@ struct px_lcore {
 	/* Held while the lcore serves, so a retirement waits for its sessions. */
 	struct cr_lease lease;
 	bool retiring;
+	bool let_go; /* sessions no longer waited for: lib/net may close them */
 	struct cr_timer retire_timer; /* --shutdown-timeout: stop waiting for them */
 };
 
@@ -145,7 +146,18 @@ static void
 let_go(struct px_lcore *pl)
 {
 	cr_timer_stop(&pl->retire_timer);
+	pl->let_go = true;
 	(void)cr_lease_release(&pl->lease);
+}
+
+/*
+ * An L4 session has no boundary the proxy can see: on a closing lcore lib/net closes its
+ * sockets only once the proxy lets them go (the sessions ended, or the timeout passed).
+ */
+static bool
+session_at_boundary(struct cr_conn *c)
+{
+	return lcores[cr_conn_lcore(c)]->let_go;
 }
 
 static void
@@ -161,6 +173,7 @@ px_relay_lcore_start(unsigned lcore)
 	struct px_lcore *pl = lcores[lcore];
 
 	pl->retiring = false;
+	pl->let_go = false;
 	(void)cr_lease_acquire(&pl->lease);
 }
 
@@ -169,8 +182,7 @@ px_relay_retire(unsigned lcore)
 {
 	struct px_lcore *pl = lcores[lcore];
 
-	/* New clients go to the other lcores; ours finish, within the timeout. */
-	cr_net_stop_accepting();
+	/* lib/net steers new clients to the other lcores; ours finish, within the timeout. */
 	pl->retiring = true;
 	if (pl->live == 0)
 		let_go(pl);
@@ -421,6 +433,7 @@ const struct cr_conn_ops px_client_ops = {
     .on_eof = cli_eof,
     .on_drain = cli_drain,
     .on_close = cli_close,
+    .at_boundary = session_at_boundary,
 };
 
 /* ---- the server side ---- */
@@ -502,6 +515,7 @@ static const struct cr_conn_ops px_server_ops = {
     .on_eof = srv_eof,
     .on_drain = srv_drain,
     .on_close = srv_close,
+    .at_boundary = session_at_boundary,
 };
 
 /* ---- memory ---- */

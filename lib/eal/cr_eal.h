@@ -228,6 +228,13 @@ bool cr_thread_is_self(const void *handle);
  */
 int cr_thread_join(void *handle);
 
+/**
+ * Let a thread started by cr_thread_create() go without a join: its resources are freed
+ * when it ends, and so is @p handle, at once. Instead of cr_thread_join(), exactly once.
+ * @return 0, -EINVAL (NULL), or -errno from pthread_detach (handle kept).
+ */
+int cr_thread_detach(void *handle);
+
 /* ---- memory ---- */
 
 /**

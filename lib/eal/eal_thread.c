@@ -159,3 +159,18 @@ cr_thread_join(void *handle)
 	free(t);
 	return 0;
 }
+
+int
+cr_thread_detach(void *handle)
+{
+	struct cr_thread *t = handle;
+	int rc;
+
+	if (t == NULL)
+		return -EINVAL;
+	rc = pthread_detach(t->tid);
+	if (rc != 0)
+		return -rc;
+	free(t);
+	return 0;
+}

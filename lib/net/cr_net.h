@@ -33,15 +33,21 @@
  * slot, its queued chunks and its socket are released only when the last of those ops
  * has had its final completion.
  *
- * Retiring and shutting down. When an lcore retires or the runtime shuts down, lib/net
- * drains it (cr_net_drain(): call it from the app's on_shutdown and on_retire hooks):
- * its listening sockets drain (new connections steered to the other lcores, queued ones
- * handed to them; see cr_tcp_listen()) and close, its UDP sockets stop, and each of its
- * connections closes
- * as by cr_conn_close() (queued bytes go out, then EOF); the lcore keeps running while
- * they finish, about 2 s at most after their queues are sent, unless the shutdown is
- * forced. Whatever is left when the lcore stops is closed then (connections: on_close
- * with -ESHUTDOWN).
+ * Retiring and shutting down. When an lcore begins closing (it retires, or the runtime
+ * shuts down), lib/net winds it down by itself, before the app's on_retire / on_shutdown
+ * hook runs. Its listening sockets stop taking new connections without resetting any that
+ * are queued or accepted: retiring, new connections are steered to the lcores that stay
+ * and what it takes meanwhile is handed to them; in a shutdown (or when no other socket
+ * stays) the backlog limit drops to nothing, so new handshakes are refused once the
+ * socket closes, and what was queued is accepted and served here (see cr_tcp_listen()).
+ * Its UDP sockets stop. Each of its connections is served to its next boundary and then
+ * closed as by cr_conn_close() (queued bytes go out, then EOF): once every byte the kernel
+ * had received for it when the closing began has been delivered to on_data, and the app
+ * says it is at a boundary (struct cr_conn_ops.at_boundary: no request half-read or
+ * unanswered); a connection that has received nothing yet gets first_request_ms (struct
+ * cr_net_config) for its first request. The lcore keeps running while they finish, unless
+ * a shutdown is forced; whatever is left when the lcore stops is closed then
+ * (connections: on_close with -ESHUTDOWN).
  */
 #ifndef CR_NET_H
 #define CR_NET_H
@@ -51,6 +57,8 @@
 #include <stdint.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+
+#include "cr_reactor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -102,11 +110,18 @@ struct cr_net_config {
 	uint32_t chunk_size; /**< bytes per chunk (default 16384; 256 to 1 MiB) */
 	/**
 	 * How long a retiring lcore's listening socket goes on accepting after new
-	 * connections were steered away from it, for handshakes already under way
+	 * connections were steered away from it to the sockets that stay, for handshakes
+	 * already under way
 	 * (default 50 ms; 0 to 60000). Raise it for clients far away (a round trip), or
 	 * set net.ipv4.tcp_migrate_req=1, which moves what is left at close.
 	 */
 	uint32_t drain_grace_ms;
+	/**
+	 * On a closing lcore, how long a connection that has received nothing yet waits for
+	 * its first request before it is closed (default 1000 ms; 0 to 60000): one accepted
+	 * just before a retire or a shutdown is served, not dropped.
+	 */
+	uint32_t first_request_ms;
 };
 
 /** Fill @p cfg with the defaults. Any thread. */
@@ -159,6 +174,13 @@ struct cr_conn_ops {
 	 * (the lcore stopped). The pointer is dead once this returns.
 	 */
 	void (*on_close)(struct cr_conn *c, int err);
+	/**
+	 * Asked on a closing lcore (and by nothing else): true when the connection is at a
+	 * boundary of the app's protocol — no request half-read, none unanswered — so that
+	 * closing it now loses nothing. NULL: every point between two on_data calls is one
+	 * (an echo). lib/net asks after each delivery and send, and every few tens of ms.
+	 */
+	bool (*at_boundary)(struct cr_conn *c);
 };
 
 /** Per-connection options; zero means the default. */
@@ -214,12 +236,14 @@ struct cr_tcp_listen_opts {
  * An lcore started later (cr_lcore_start(), a new incarnation) opens its own socket in
  * every listener open at the time, and accepts from its first turn; an lcore starting
  * while the listener itself is being started (before its start messages have gone
- * round) gets none. When an lcore retires or drains (cr_net_drain()) while other lcores
- * keep a socket, a classic BPF program on the SO_REUSEPORT group steers new connections
- * away from its socket; it goes on accepting for drain_grace_ms (struct cr_net_config),
- * hands every connection it takes to a staying lcore, takes what is left queued, and
- * closes: no queued connection is reset. The last socket (a shutdown, or one lcore)
- * just closes, resetting its backlog.
+ * round) gets none. When an lcore retires while other lcores keep a socket, a classic
+ * BPF program on the SO_REUSEPORT group steers new connections away from its socket; it
+ * goes on accepting for drain_grace_ms (struct cr_net_config), hands every connection it
+ * takes to a staying lcore, takes what is left queued, and closes: no queued connection
+ * is reset. A socket no other stays for (a shutdown, or the listener's close) stops
+ * queuing instead (its backlog limit drops to nothing: new handshakes wait, then are
+ * refused once it closes), takes at once what is queued (every connection whose connect
+ * had returned), serves it itself, and closes.
  *
  * Lcore only; the calling lcore becomes the listener's home, which alone can close it:
  * use the main lcore, which never retires.
@@ -246,13 +270,16 @@ void cr_listener_addr(const struct cr_listener *l, struct cr_net_addr *out);
 unsigned cr_listener_sockets(const struct cr_listener *l);
 
 /**
- * Stop listening: every lcore closes its socket (connections still in the kernel's
- * backlog are reset). Connections already accepted are not affected. The handle is dead
- * after this call; the memory goes when the last socket has closed. NULL is fine.
+ * Stop listening, without resetting what is queued: every RUNNING lcore's socket stops
+ * queuing, takes and serves what it holds, and closes (see cr_tcp_listen()); new
+ * handshakes are refused once it has. Connections already accepted
+ * are not affected. The handle is dead after this call. Once every socket is closed (the
+ * port is free), @p done(@p arg) runs, on the home lcore, or on the lcore that closed the
+ * last socket when home is no longer running. NULL @p l or @p done is fine.
  * On the listener's home lcore only (-EPERM is not reported: a call elsewhere is ignored
- * and logged).
+ * and logged, and @p done does not run).
  */
-void cr_listener_close(struct cr_listener *l);
+void cr_listener_close(struct cr_listener *l, cr_msg_fn done, void *arg);
 
 /**
  * Connect to @p to, on the calling lcore. Returns at once; on_open runs when connected, or
@@ -407,33 +434,6 @@ void *cr_udp_arg(const struct cr_udp *u);
  * in flight. NULL is fine. On the socket's lcore.
  */
 void cr_udp_close(struct cr_udp *u);
-
-/* ---- retiring and shutting down ---- */
-
-/**
- * Drain lib/net on the calling lcore: drain and close its listening sockets (as
- * cr_tcp_listen() describes), stop its UDP sockets
- * (no more datagrams in or out, no more callbacks; the handles stay valid for
- * cr_udp_close() until the lcore stops) and close each of its connections gracefully, as
- * cr_conn_close() does. Idempotent; a no-op off an lcore.
- *
- * lib/net also drains an lcore by itself when the reactor first asks whether it is busy
- * retiring or shutting down; but the reactor stops asking at the first busy module, and
- * lib/io counts as busy while the ops this drain ends (accepts, receives) are in flight.
- * So call this from the app's on_shutdown and on_retire hooks (struct cr_reactor_hooks)
- * for the drain to start at once rather than when the shutdown is forced.
- */
-void cr_net_drain(void);
-
-/**
- * Stop accepting on the calling lcore and leave its connections alone: its listening
- * sockets drain (new connections steered to the other lcores, queued ones handed to
- * them, as cr_tcp_listen() describes) and close. For an app whose on_retire hook finishes
- * requests in flight before it lets the connections go (holding a lease meanwhile): call
- * this first in the hook, and cr_net_drain() — or nothing, the lcore drains by itself —
- * once they are done. Idempotent; a no-op off an lcore.
- */
-void cr_net_stop_accepting(void);
 
 /* ---- counters ---- */
 

@@ -158,7 +158,10 @@ cr__conn_end(struct cr_conn *c, int err, bool notify)
 	cr__conn_unhold(c);
 }
 
-/* Arm the one timer for the nearest of: a deferred end, the idle deadline, the linger. */
+/*
+ * Arm the one timer for the nearest of: a deferred end, the idle deadline, the linger, and
+ * for an ending connection the next look at its boundary.
+ */
 static void
 arm_timer(struct cr_conn *c)
 {
@@ -174,6 +177,8 @@ arm_timer(struct cr_conn *c)
 		deadline = c->last_active + c->idle_ns;
 	if (c->state == CONN_CLOSING && c->linger_until < deadline)
 		deadline = c->linger_until;
+	if (c->ending && c->state == CONN_OPEN && now + NET_ENDING_RECHECK_NS < deadline)
+		deadline = now + NET_ENDING_RECHECK_NS;
 	if (deadline == UINT64_MAX)
 		cr_timer_stop(&c->timer);
 	else
@@ -195,6 +200,44 @@ finish(struct cr_conn *c, int err, bool may_notify)
 	arm_timer(c);
 }
 
+/*
+ * An ending connection (its lcore is closing) closes gracefully once it is served: every
+ * byte the kernel had received when the closing began has reached on_data, something has
+ * (or its wait for a first request is over), and the app says it is at a boundary. Only
+ * from a completion or a timer (at_boundary is an app callback).
+ */
+static void
+ending_check(struct cr_conn *c)
+{
+	if (!c->ending || c->state != CONN_OPEN || c->finish_pending)
+		return;
+	if (c->rx_bytes < c->end_after)
+		return;
+	if (c->rx_bytes == 0 && !c->read_eof && cr_now_ns() < c->first_req_until)
+		return;
+	if (c->ops->at_boundary != NULL && !c->ops->at_boundary(c))
+		return;
+	cr_conn_close(c);
+}
+
+void
+cr__conn_begin_ending(struct cr_conn *c)
+{
+	uint64_t got;
+
+	if (c->ending || (c->state != CONN_OPEN && c->state != CONN_CONNECTING))
+		return;
+	c->ending = true;
+	/* What the kernel took before this point must still reach the app; what comes later
+	 * may be served too, until the boundary. Without the count, what was delivered. */
+	c->end_after = c->state == CONN_OPEN && cr__socket_bytes_received(c->fd, &got) == 0
+			       ? got
+			       : c->rx_bytes;
+	c->first_req_until = cr_now_ns() + cr__net_first_request_ns;
+	/* The first look from the timer: this may run inside an app call. */
+	cr_timer_start(&c->timer, 0);
+}
+
 static void
 conn_timer_fired(struct cr_timer *t, void *arg)
 {
@@ -213,6 +256,7 @@ conn_timer_fired(struct cr_timer *t, void *arg)
 		cr__conn_end(c, -ETIMEDOUT, true);
 	} else {
 		cr__conn_progress(c, true);
+		ending_check(c);
 		arm_timer(c);
 	}
 	cr__conn_unhold(c);
@@ -385,6 +429,7 @@ send_done(void *ctx, const struct cr_io_cqe *cqe)
 	cr__conn_progress(c, true);
 	if (drained && c->state == CONN_OPEN && c->ops->on_drain != NULL)
 		c->ops->on_drain(c);
+	ending_check(c);
 	cr__conn_unhold(c);
 }
 
@@ -403,6 +448,7 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 	if (cqe->flags & CR_IO_F_BUFFER) {
 		if (cqe->res > 0) {
 			c->last_active = cr_now_ns();
+			c->rx_bytes += (uint64_t)cqe->res;
 			NET_STAT_ADD(c->nl, bytes_in, (uint64_t)cqe->res);
 			if (c->state == CONN_OPEN && c->ops->on_data != NULL)
 				c->ops->on_data(c, cqe->buf, (size_t)cqe->res);
@@ -425,6 +471,7 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 		c->recv_again = 0;
 	}
 	cr__conn_progress(c, true);
+	ending_check(c);
 out:
 	cr__conn_unhold(c);
 }
@@ -446,6 +493,9 @@ cr__conn_adopt(struct net_lcore *nl, int fd, const struct cr_conn_opts *o,
 	if (ops->on_open != NULL)
 		ops->on_open(c);
 	cr__conn_progress(c, true);
+	/* Taken on a closing lcore (a backlog it serves itself): served, then closed. */
+	if (nl->draining)
+		cr__conn_begin_ending(c);
 	arm_timer(c);
 	cr__conn_unhold(c);
 	return c;
@@ -464,6 +514,11 @@ cr__conn_connected(struct cr_conn *c, int res)
 		if (c->ops->on_open != NULL)
 			c->ops->on_open(c);
 		cr__conn_progress(c, true);
+		if (c->ending) {
+			/* Ending began while connecting: nothing was received before it. */
+			c->end_after = 0;
+			c->first_req_until = cr_now_ns() + cr__net_first_request_ns;
+		}
 		arm_timer(c);
 	}
 	cr__conn_unhold(c);

@@ -41,6 +41,8 @@
 #define NET_DRAIN_ACCEPT_MAX 4096
 /* A draining socket retries hand-offs the mailboxes refused (full) this often. */
 #define NET_DRAIN_RETRY_NS (100ull * 1000)
+/* An ending connection that is not at a boundary yet is looked at again this often. */
+#define NET_ENDING_RECHECK_NS (20ull * 1000 * 1000)
 
 /* One piece of an output queue: data[off, len) is still to be sent. */
 struct net_chunk {
@@ -77,6 +79,7 @@ struct cr_conn {
 	bool wr_shut_req;
 	bool wr_shut_done;
 	bool finish_pending; /* end at the next timer run (never inside an app call) */
+	bool ending;	     /* the lcore is closing: close at the next boundary */
 	int finish_err;
 	uint8_t send_again, recv_again; /* -EAGAIN completions in a row */
 	/* Ops in flight plus callbacks on the stack; the slot is freed at 0 once DEAD. */
@@ -91,6 +94,9 @@ struct cr_conn {
 	uint64_t idle_ns;
 	uint64_t last_active;
 	uint64_t linger_until;
+	uint64_t rx_bytes;	  /* delivered to on_data, over the connection's life */
+	uint64_t end_after;	  /* ending: the kernel had received this much at the closing */
+	uint64_t first_req_until; /* ending with nothing received: wait for it until then */
 	struct cr_timer timer; /* kicks, idle timeout, linger */
 };
 
@@ -115,7 +121,8 @@ struct net_lcore {
 	_Alignas(64) bool up;
 	bool stopping;
 	bool orphaned; /* stopped with slots still held: free at the last release */
-	bool draining; /* retiring or shutting down: no new connections */
+	bool draining; /* closing (retire or shutdown): no new connections */
+	bool quench;   /* shutting down: no lcore stays, every socket serves its own backlog */
 	unsigned lcore;
 	int numa;
 
@@ -142,6 +149,8 @@ struct net_lcore {
 extern struct net_lcore cr__net_lcores[CR_MAX_LCORES];
 /* How long a retiring lcore's listening socket goes on accepting (cr_net_config). */
 extern uint64_t cr__net_drain_grace_ns;
+/* How long an ending connection that received nothing waits for its first request. */
+extern uint64_t cr__net_first_request_ns;
 extern struct cr_log_component cr__net_log;
 
 /* The current lcore's state if lib/net runs on it, else NULL with errno EPERM. */
@@ -164,6 +173,10 @@ struct cr_conn *cr__conn_adopt(struct net_lcore *nl, int fd, const struct cr_con
 /* The connected callback of cr_tcp_connect (net_connect.c). */
 void cr__conn_connected(struct cr_conn *c, int res);
 void cr__conn_end(struct cr_conn *c, int err, bool notify);
+/* The lcore is closing: serve @p c to its next boundary, then close it gracefully. */
+void cr__conn_begin_ending(struct cr_conn *c);
+/* Bytes the kernel has received on TCP socket @p fd so far (tcpi_bytes_received). */
+int cr__socket_bytes_received(int fd, uint64_t *out);
 void cr__conn_hold(struct cr_conn *c);
 void cr__conn_unhold(struct cr_conn *c);
 /* Start reading, sending or ending as the state asks; @p may_notify: callbacks allowed. */
@@ -173,7 +186,8 @@ int cr__socket_opts_nodelay(int fd, bool nagle);
 
 /* Listeners (net_listen.c). */
 void cr__listen_lcore_stop(struct net_lcore *nl);
-bool cr__listen_lcore_drain(struct net_lcore *nl, bool forced);
+void cr__listen_lcore_closing(struct net_lcore *nl);
+bool cr__listen_lcore_draining(const struct net_lcore *nl);
 void cr__listen_lcore_rejoin(struct net_lcore *nl);
 void cr__listen_slot_freed(struct net_lcore *nl);
 

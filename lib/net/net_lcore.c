@@ -26,12 +26,14 @@ struct net_lcore cr__net_lcores[CR_MAX_LCORES];
 #define DEFAULT_CHUNKS 1024
 #define DEFAULT_CHUNK_SIZE 16384
 #define DEFAULT_DRAIN_GRACE_MS 50
+#define DEFAULT_FIRST_REQUEST_MS 1000
 #define MAX_COUNT (1u << 24)
-#define MAX_DRAIN_GRACE_MS 60000
+#define MAX_GRACE_MS 60000
 
 static struct cr_net_config net_cfg = {DEFAULT_MAX_CONNS, DEFAULT_CHUNKS, DEFAULT_CHUNK_SIZE,
-				       DEFAULT_DRAIN_GRACE_MS};
+				       DEFAULT_DRAIN_GRACE_MS, DEFAULT_FIRST_REQUEST_MS};
 uint64_t cr__net_drain_grace_ns = DEFAULT_DRAIN_GRACE_MS * 1000000ull;
+uint64_t cr__net_first_request_ns = DEFAULT_FIRST_REQUEST_MS * 1000000ull;
 
 void
 cr_net_config_defaults(struct cr_net_config *cfg)
@@ -40,6 +42,7 @@ cr_net_config_defaults(struct cr_net_config *cfg)
 	cfg->chunks = DEFAULT_CHUNKS;
 	cfg->chunk_size = DEFAULT_CHUNK_SIZE;
 	cfg->drain_grace_ms = DEFAULT_DRAIN_GRACE_MS;
+	cfg->first_request_ms = DEFAULT_FIRST_REQUEST_MS;
 }
 
 int
@@ -47,13 +50,15 @@ cr_net_configure(const struct cr_net_config *cfg)
 {
 	if (cfg == NULL || cfg->max_conns == 0 || cfg->max_conns > MAX_COUNT ||
 	    cfg->chunks == 0 || cfg->chunks > MAX_COUNT || cfg->chunk_size < 256 ||
-	    cfg->chunk_size > (1u << 20) || cfg->drain_grace_ms > MAX_DRAIN_GRACE_MS)
+	    cfg->chunk_size > (1u << 20) || cfg->drain_grace_ms > MAX_GRACE_MS ||
+	    cfg->first_request_ms > MAX_GRACE_MS)
 		return -EINVAL;
 	/* Lcores size their memory when they start: changing it under them is refused. */
 	if (cr_lcore_count() != 0)
 		return -EBUSY;
 	net_cfg = *cfg;
 	cr__net_drain_grace_ns = cfg->drain_grace_ms * 1000000ull;
+	cr__net_first_request_ns = cfg->first_request_ms * 1000000ull;
 	return 0;
 }
 
@@ -201,65 +206,51 @@ net_lcore_stop(unsigned lcore)
 }
 
 /*
- * No new connections (listening sockets close; UDP sockets stop, their handles staying
- * valid until closed or the lcore stops), and every connection closes gracefully (the
- * peer gets what was queued, then EOF). Closing a connection never ends it inside this
- * call, so the list walk is safe.
+ * The lcore begins closing (the reactor's lcore_closing event, before the app's hook): no
+ * new connections (listening sockets drain, UDP sockets stop, their handles staying valid
+ * until closed or the lcore stops), and every connection is served to its next boundary,
+ * then closed gracefully. A shutdown that overtakes a retire comes here again: from then
+ * on no lcore stays to hand connections to, so what this one still takes it serves.
  */
 static void
-net_drain(struct net_lcore *nl)
+net_lcore_closing(unsigned lcore, bool shutdown)
 {
+	struct net_lcore *nl = &cr__net_lcores[lcore];
 	struct cr_conn *c;
 
-	if (nl->draining)
+	if (!nl->up)
+		return;
+	if (shutdown)
+		nl->quench = true;
+	if (nl->draining && !shutdown)
 		return;
 	nl->draining = true;
-	(void)cr__listen_lcore_drain(nl, false);
+	cr__listen_lcore_closing(nl);
 	cr__udp_lcore_drain(nl);
+	/* Ending arms each connection's timer: nothing ends inside this walk. */
 	for (c = nl->live; c != NULL; c = c->next)
-		cr_conn_close(c);
-}
-
-void
-cr_net_stop_accepting(void)
-{
-	struct net_lcore *nl = cr__net_cur();
-
-	if (nl != NULL)
-		(void)cr__listen_lcore_drain(nl, false);
-}
-
-void
-cr_net_drain(void)
-{
-	struct net_lcore *nl = cr__net_cur();
-
-	if (nl != NULL)
-		net_drain(nl);
+		cr__conn_begin_ending(c);
 }
 
 /*
- * The lcore is retiring or shutting down: drain it (if cr_net_drain() has not already),
- * and keep it up while a listening socket is draining (the grace period) or a connection
- * is still closing, at most about NET_LINGER_NS after its queue is sent; once the
- * shutdown is forced, the sockets close and lcore_stop ends the rest.
+ * A closing lcore stays while a listening socket is still draining (at most the grace and
+ * its backlog) or a connection is still open or closing; once the shutdown is forced,
+ * lcore_stop ends the rest.
  */
 static bool
 net_lcore_busy(unsigned lcore, bool forced)
 {
-	struct net_lcore *nl = &cr__net_lcores[lcore];
-	bool listening;
+	const struct net_lcore *nl = &cr__net_lcores[lcore];
 
-	if (!nl->up)
+	if (!nl->up || forced)
 		return false;
-	net_drain(nl);
-	listening = cr__listen_lcore_drain(nl, forced);
-	return !forced && (nl->live != NULL || listening);
+	return nl->live != NULL || cr__listen_lcore_draining(nl);
 }
 
 static const struct cr_reactor_module net_module = {
 	.name = "net",
 	.lcore_start = net_lcore_start,
+	.lcore_closing = net_lcore_closing,
 	.lcore_stop = net_lcore_stop,
 	.lcore_busy = net_lcore_busy,
 };

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Creating and binding the sockets listeners and UDP sockets use. Control path. */
+/* Creating and binding the sockets listeners and UDP sockets use (control path), and what
+ * lib/net asks of a connected TCP socket. */
 #include <errno.h>
+#include <linux/tcp.h> /* the kernel's struct tcp_info: glibc's lacks tcpi_bytes_received */
+#include <stddef.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "net_internal.h"
@@ -33,4 +37,20 @@ out_close:
 	err = errno;
 	close(fd);
 	return -err;
+}
+
+int
+cr__socket_bytes_received(int fd, uint64_t *out)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+		return -errno;
+	/* Kernels before 4.1 return a shorter struct, without the field. */
+	if (len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received))
+		return -ENOTSUP;
+	*out = ti.tcpi_bytes_received;
+	return 0;
 }

@@ -53,6 +53,19 @@ struct cr_reactor_hooks {
 	void (*on_retire)(unsigned lcore, void *arg);
 	/** On every lcore when a shutdown starts: close or finish what the app owns there. */
 	void (*on_shutdown)(unsigned lcore, void *arg);
+	/**
+	 * On lcore @p lcore after on_lcore_stop and the modules' stop: timer @p t was still
+	 * armed and has been cancelled (an lcore's timers do not outlive its incarnation).
+	 * The app may re-arm a periodic duty from the next incarnation's on_lcore_start, or
+	 * move it to another lcore. NULL: each such timer is cancelled, and their number
+	 * logged once at NOTICE level.
+	 */
+	void (*on_timer_dropped)(unsigned lcore, struct cr_timer *t, void *arg);
+	/**
+	 * Likewise for a poller still registered: it has been unregistered and freed (the
+	 * handle cr_poller_register() gave is dead); @p fn and @p poller_arg say which.
+	 */
+	void (*on_poller_dropped)(unsigned lcore, int (*fn)(void *), void *poller_arg, void *arg);
 	void *arg;
 };
 
@@ -122,30 +135,37 @@ int cr_reactor_signals_start(void (*on_stop)(void *arg), void (*on_hup)(void *ar
  * on_retire hook, keeps serving in bounded turns — its mailbox stays open — until its
  * leases are released and its modules idle, then closes its mailbox, runs what it had
  * accepted and goes OFFLINE. Then @p done(@p lcore, @p arg) runs on the retired lcore's
- * thread as its last act, outside any lcore (it may cr_send like a foreign thread).
- * Any thread.
- * @return 0 (@p done will run exactly once); -EINVAL not an lcore; -EBUSY the main lcore
- *         (it cannot retire); -EALREADY not RUNNING; -ESHUTDOWN the runtime is shutting
- *         down (also when a shutdown overtook this request: @p done will not run).
+ * thread as its last act, outside any lcore (it may cr_send like a foreign thread, and
+ * make lifecycle requests, its own lcore's start included). Any thread. Cancels a
+ * cr_pool_resize() still under way.
+ * @return 0 (@p done will run exactly once, also if a shutdown begins meanwhile);
+ *         -EINVAL not an lcore; -EBUSY the main lcore (it cannot retire); -EALREADY not
+ *         RUNNING (starting, retiring or offline); -ESHUTDOWN the runtime is shutting down
+ *         (@p done will not run).
  */
 int cr_lcore_retire(unsigned lcore, void (*done)(unsigned lcore, void *arg), void *arg);
 
 /**
  * Start OFFLINE lcore @p lcore again (a new incarnation): a new pinned thread, backend,
- * module and app start hooks; it joins the placement pool when RUNNING. Returns once the
- * thread is launched. Any thread; from the retired lcore's own retire callback it is
- * refused (that thread has not ended yet).
+ * module and app start hooks; it joins the placement pool when RUNNING. The state is
+ * STARTING when this returns. If the lcore's previous thread has not ended yet (it is in
+ * its retire callback, which may be the caller), the new thread is launched by that thread
+ * as its last act; otherwise here. Any thread. Cancels a cr_pool_resize() still under way.
  * @return 0; -EINVAL not in the lcore table; -EALREADY not OFFLINE; -ESHUTDOWN shutting
- *         down; -EDEADLK called on @p lcore's own thread; -errno from thread creation.
+ *         down; -EDEADLK called from @p lcore's own loop; -errno from thread creation.
  */
 int cr_lcore_start(unsigned lcore);
 
 /**
- * Start or retire lcores until @p n are RUNNING or STARTING, within the lcore table:
- * starts the lowest-numbered OFFLINE lcores, retires the highest-numbered RUNNING ones
- * (never the main lcore). Asynchronous; any thread.
- * @return 0; -EINVAL n == 0 or above the table size; -ESHUTDOWN; or the first error of
- *         cr_lcore_start().
+ * Start or retire lcores until @p n are RUNNING, within the lcore table: starts the
+ * lowest-numbered OFFLINE lcores, retires the highest-numbered RUNNING ones (never the
+ * main lcore). What cannot be done now is carried out as soon as it can: an lcore still
+ * RETIRING is started again once it is OFFLINE, an lcore still STARTING is retired once it
+ * is RUNNING. A later cr_pool_resize(), cr_lcore_retire() or cr_lcore_start() replaces
+ * the request. Asynchronous; any thread.
+ * @return 0 (the pool has @p n lcores running or starting); -EINPROGRESS accepted, and
+ *         waiting for an lcore to finish retiring or starting; -EINVAL n == 0 or above
+ *         the table size; -ESHUTDOWN; or the first error of a start.
  */
 int cr_pool_resize(unsigned n);
 

@@ -101,16 +101,26 @@ struct cr_backend *cr_reactor_backend(void);
 const struct cr_backend_ops *cr_reactor_backend_ops(void);
 
 /**
- * A library above the reactor (lib/io, lib/net, ...) that keeps per-lcore state.
- * lcore_start runs on the lcore after its backend is up and before the app's start hook;
- * lcore_stop runs on the lcore after the app's stop hook, before the backend goes.
+ * A library above the reactor (lib/io, lib/net, ...) that keeps per-lcore state. Modules
+ * are told of each event in registration order (their dependency order), and stopped in
+ * the reverse. lcore_start runs on the lcore after its backend is up and before the app's
+ * start hook; lcore_stop runs on the lcore after the app's stop hook, before the backend
+ * goes.
  */
 struct cr_reactor_module {
 	const char *name;
 	int (*lcore_start)(unsigned lcore);
+	/**
+	 * The lcore begins closing, before the app's on_retire or on_shutdown hook:
+	 * @p shutdown false for a retire, true for a shutdown (given again, with true, if
+	 * a shutdown overtakes a retire). The module winds its work there down by itself
+	 * (lib/net drains its listeners and ends its connections at their boundaries). May
+	 * be NULL.
+	 */
+	void (*lcore_closing)(unsigned lcore, bool shutdown);
 	void (*lcore_stop)(unsigned lcore);
 	/**
-	 * While true, a retiring or shutting-down lcore does not close: the module still has
+	 * A pure predicate: while true, a closing lcore does not close: the module still has
 	 * work there (ops in flight, connections, offload jobs). @p forced: the shutdown
 	 * timeout passed — return true only for work that must still finish (lcore_stop
 	 * then tears the rest down). May be NULL.

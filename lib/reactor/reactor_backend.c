@@ -145,6 +145,17 @@ cr__modules_start(unsigned lcore)
 	return 0;
 }
 
+/* The lcore begins closing (again, when a shutdown overtakes a retire): in module order. */
+void
+cr__modules_closing(unsigned lcore, bool shutdown)
+{
+	unsigned i;
+
+	for (i = 0; i < n_modules; i++)
+		if (modules[i]->lcore_closing != NULL)
+			modules[i]->lcore_closing(lcore, shutdown);
+}
+
 void
 cr__modules_stop(unsigned lcore)
 {
@@ -160,14 +171,11 @@ cr__modules_busy(unsigned lcore, bool forced)
 {
 	unsigned i;
 
-	bool busy = false;
-
-	/* Ask every module, not just until the first busy one: asking is how a module learns
-	 * the lcore is closing (lib/net starts its drain there, which ends lib/io's ops). */
+	/* Pure predicates: a module learns of the closing from lcore_closing. */
 	for (i = 0; i < n_modules; i++)
 		if (modules[i]->lcore_busy != NULL && modules[i]->lcore_busy(lcore, forced))
-			busy = true;
-	return busy;
+			return true;
+	return false;
 }
 
 struct cr_backend *

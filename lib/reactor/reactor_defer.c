@@ -16,7 +16,7 @@ cr_defer(cr_msg_fn fn, void *arg)
 		return -EPERM;
 	if (fn == NULL)
 		return -EINVAL;
-	if (lc->gone)
+	if (lc->phase == LP_GONE)
 		return -ESHUTDOWN;
 	if (lc->defer_tail - lc->defer_head == CR_DEFER_CAP)
 		return -EAGAIN;

@@ -71,6 +71,10 @@ struct cr_lcore {
 	_Atomic(struct cr_backend *) be; /* release at start: pairs with wake_if_parked() */
 	int start_err;
 	_Atomic bool started; /* reached RUNNING once in this incarnation */
+	/* Lifecycle lock: the thread has passed its end (a join returns at once); a start
+	 * waits for that thread's end (cr__lcore_exit); a start failed (not retried by a
+	 * resize until an explicit cr_lcore_start()). */
+	bool exiting, start_pending, start_failed;
 	/*
 	 * Retirement admission and holds, one word so that taking a hold and closing are
 	 * totally ordered: incarnation (bits 32-63) | closed (bit 31) | holds (bits 0-30).
@@ -109,13 +113,29 @@ struct cr_lcore {
 	uint64_t spin_ns, spin_min_ns, spin_max_ns;
 	bool wake_queued;   /* a wake of ours rides on our next submit */
 	bool waiting_holds; /* closing, and the last look found leases held */
-	bool closing; /* stop seen: mailbox will close once calls_out == 0 */
-	bool gone;    /* the loop has ended: sends and defers fail with -ESHUTDOWN */
-	bool retire_hooked, shutdown_hooked; /* app hooks run once each */
+	uint8_t phase;	    /* enum lcore_phase */
+	uint8_t told;	    /* CLOSE_* bits: closing events given (modules, app hooks) */
 	const struct cr_backend_ops *ops;
 	struct cr_backend *be_own; /* same as be, without the atomic load */
 	void *thread;
 };
+
+/*
+ * Where an lcore is in its closing (retire or shutdown), owner only. SERVING until a stop
+ * is seen; CLOSING: lease admission closed, modules and app told, serving on until holds,
+ * module work and our calls are done; DRAINING: mailbox closed, running what it accepted;
+ * GONE: the loop is over (sends and defers fail with -ESHUTDOWN).
+ */
+enum lcore_phase {
+	LP_SERVING = 0,
+	LP_CLOSING,
+	LP_DRAINING,
+	LP_GONE,
+};
+
+/* Closing events an lcore has given: for a retire, then (maybe later) for a shutdown. */
+#define CLOSE_RETIRE   1u
+#define CLOSE_SHUTDOWN 2u
 
 struct cr_runtime {
 	struct cr_eal_config cfg;
@@ -151,6 +171,7 @@ void cr__lcore_teardown(struct cr_lcore *lc);
 int cr__lcore_backend_start(struct cr_lcore *lc);
 void cr__lcore_backend_stop(struct cr_lcore *lc);
 int cr__modules_start(unsigned lcore);
+void cr__modules_closing(unsigned lcore, bool shutdown);
 void cr__modules_stop(unsigned lcore);
 bool cr__modules_busy(unsigned lcore, bool forced);
 
@@ -181,6 +202,13 @@ void cr__lifecycle_lock(void);
 void cr__lifecycle_unlock(void);
 int cr__lcore_reset(struct cr_lcore *lc);
 int cr__lcore_spawn(struct cr_lcore *lc);
+bool cr__lifecycle_take_retire(struct cr_lcore *lc, void (**done)(unsigned, void *),
+			       void **arg);
+void cr__lcore_exit(struct cr_lcore *lc);
+int cr__pool_apply(void);
+void cr__pool_reset(void);
+/* Test builds: called at named points of lifecycle calls, to step lcores in between. */
+extern void (*cr__lifecycle_test_point)(const char *where);
 
 /* reactor_loop.c: one turn, the stop check, and the two halves of parking. */
 unsigned cr__lcore_turn(struct cr_lcore *lc);
@@ -209,5 +237,6 @@ cr__defer_empty(const struct cr_lcore *lc)
 /* reactor_poller.c */
 unsigned cr__run_pollers(struct cr_lcore *lc);
 void cr__pollers_free(struct cr_lcore *lc);
+unsigned cr__pollers_drop(struct cr_lcore *lc);
 
 #endif /* REACTOR_INTERNAL_H */

@@ -55,14 +55,15 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->n_dirty = 0;
 	lc->calls_out = 0;
 	lc->defer_head = lc->defer_tail = 0;
-	lc->closing = false;
-	lc->gone = false;
-	lc->retire_hooked = false;
-	lc->shutdown_hooked = false;
+	lc->phase = LP_SERVING;
+	lc->told = 0;
 	lc->retire_done = NULL;
 	lc->be_own = NULL;
 	lc->wake_queued = false;
 	lc->waiting_holds = false;
+	lc->exiting = false;
+	lc->start_pending = false;
+	lc->start_failed = false;
 	atomic_store_explicit(&lc->retire_req, false, memory_order_relaxed);
 	atomic_store_explicit(&lc->started, false, memory_order_relaxed);
 	if (cr__rt.cfg.idle_spin_fixed) {
@@ -180,17 +181,43 @@ lcore_enter(struct cr_lcore *lc)
 	/* release: the start hook's set-up is visible to whoever sees RUNNING */
 	atomic_store_explicit(&lc->state, CR_LCORE_RUNNING, memory_order_release);
 	atomic_store_explicit(&lc->started, true, memory_order_release);
+	/* A resize that found us STARTING with too many lcores retires one now. */
+	(void)cr__pool_apply();
 	return 0;
+}
+
+static void
+timer_dropped(struct cr_timer *t, void *arg)
+{
+	struct cr_lcore *lc = arg;
+
+	if (cr__rt.hooks.on_timer_dropped != NULL)
+		cr__rt.hooks.on_timer_dropped(lc->id, t, cr__rt.hooks.arg);
+}
+
+/* What the app left behind: an lcore's pollers and timers end with its incarnation. */
+static void
+drop_leftovers(struct cr_lcore *lc)
+{
+	unsigned pollers = cr__pollers_drop(lc);
+	unsigned timers = cr_timer_wheel_cancel_all(lc->wheel, timer_dropped, lc);
+
+	if ((pollers != 0 && cr__rt.hooks.on_poller_dropped == NULL) ||
+	    (timers != 0 && cr__rt.hooks.on_timer_dropped == NULL))
+		CR_LOG(log_reactor, NOTICE,
+		       "lcore %u stopped with %u poller%s and %u timer%s still armed: cancelled",
+		       lc->id, pollers, pollers == 1 ? "" : "s", timers, timers == 1 ? "" : "s");
 }
 
 static void
 lcore_leave(struct cr_lcore *lc)
 {
 	/* Nothing would flush or run what the hooks send or defer from here on. */
-	lc->gone = true;
+	lc->phase = LP_GONE;
 	if (cr__rt.hooks.on_lcore_stop != NULL)
 		cr__rt.hooks.on_lcore_stop(lc->id, cr__rt.hooks.arg);
 	cr__modules_stop(lc->id);
+	drop_leftovers(lc);
 	cr__lcore_backend_stop(lc);
 	atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
 }
@@ -199,6 +226,8 @@ static void *
 lcore_thread(void *arg)
 {
 	struct cr_lcore *lc = arg;
+	void (*done)(unsigned lcore, void *arg);
+	void *done_arg;
 	int rc;
 
 	cr__cur = lc;
@@ -209,16 +238,23 @@ lcore_thread(void *arg)
 			cr__lcore_backend_stop(lc);
 	}
 	if (rc != 0) {
+		cr__cur = NULL;
 		lc->start_err = rc;
+		lc->start_failed = true;
 		atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
+		cr__lcore_exit(lc);
 		return NULL;
 	}
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
 	cr__cur = NULL;
-	/* Consume the request: exactly one of us and a racing cr_lcore_retire() gets it. */
-	if (atomic_exchange(&lc->retire_req, false) && lc->retire_done != NULL)
-		lc->retire_done(lc->id, lc->retire_done_arg);
+	/* The request, if one made us retire (taken under the lifecycle lock). The callback
+	 * may make lifecycle requests of its own, this lcore's start included. */
+	if (cr__lifecycle_take_retire(lc, &done, &done_arg) && done != NULL)
+		done(lc->id, done_arg);
+	/* A resize that waited for us to be OFFLINE. */
+	(void)cr__pool_apply();
+	cr__lcore_exit(lc);
 	return NULL;
 }
 
@@ -236,13 +272,13 @@ cr__lcore_reset(struct cr_lcore *lc)
 	cr_timer_wheel_destroy(lc->wheel);
 	lc->wheel = w;
 	cr__pollers_free(lc);
-	lc->closing = false;
-	lc->gone = false;
-	lc->retire_hooked = false;
-	lc->shutdown_hooked = false;
+	lc->phase = LP_SERVING;
+	lc->told = 0;
 	lc->retire_done = NULL;
 	lc->retire_done_arg = NULL;
 	lc->start_err = 0;
+	lc->exiting = false;
+	lc->start_pending = false;
 	lc->spin_ns = lc->spin_min_ns;
 	lc->now = cr__rt.clock();
 	lc->last_work = 0;
@@ -254,13 +290,22 @@ cr__lcore_reset(struct cr_lcore *lc)
 	return 0;
 }
 
+/* A thread for @p lc's new incarnation; its handle is published under the lifecycle lock,
+ * where starts and the thread's own end (cr__lcore_exit) read it. */
 int
 cr__lcore_spawn(struct cr_lcore *lc)
 {
 	char name[16];
+	void *h;
+	int rc;
 
 	snprintf(name, sizeof(name), "cr-lcore-%u", lc->id);
-	return cr_thread_create(&lc->thread, lc->cpu, name, lcore_thread, lc);
+	cr__lifecycle_lock();
+	rc = cr_thread_create(&h, lc->cpu, name, lcore_thread, lc);
+	if (rc == 0)
+		lc->thread = h;
+	cr__lifecycle_unlock();
+	return rc;
 }
 
 static void
@@ -421,6 +466,7 @@ cr_reactor_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *ta
 		cr__rt.hooks = *hooks;
 	cr__rt.sim = false;
 	cr__rt.clock = cr_clock_ns;
+	cr__pool_reset();
 	rc = setup_records(cfg, table);
 	if (rc != 0)
 		return rc;

@@ -128,53 +128,197 @@ cr_reactor_stop(void)
 	cr_shutdown(TIMEOUT_CONFIGURED);
 }
 
+/* Test builds step lcores at named points of the lifecycle calls (see reactor_internal.h). */
+void (*cr__lifecycle_test_point)(const char *where);
+
+static inline void
+test_point(const char *where)
+{
+	if (cr__lifecycle_test_point != NULL)
+		cr__lifecycle_test_point(where);
+}
+
+/* The pool size cr_pool_resize() asked for and has not reached yet (0: none). */
+static _Atomic unsigned pool_target;
+/* Serializes cr__pool_apply(); never held by a thread that lcore_exit() could wait for. */
+static pthread_mutex_t pool_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+void
+cr__pool_reset(void)
+{
+	atomic_store(&pool_target, 0);
+}
+
+/*
+ * Out of the placement pool at once; the lcore does the rest itself. Under the lifecycle
+ * lock: the state moves first (RUNNING -> RETIRING, so a closing the lcore began for a
+ * shutdown wins and is reported), then the request is published; the lcore consumes it,
+ * also under the lock, only on its way out (cr__lifecycle_take_retire), so no interleaving
+ * can take an accepted request back.
+ */
+static int
+retire(struct cr_lcore *lc, void (*done)(unsigned lcore, void *arg), void *arg)
+{
+	int expected = CR_LCORE_RUNNING, rc = 0;
+
+	cr__lifecycle_lock();
+	if (atomic_load(&lc->retire_req)) {
+		rc = -EALREADY;
+	} else if (!atomic_compare_exchange_strong(&lc->state, &expected, CR_LCORE_RETIRING)) {
+		/* Not RUNNING: starting, retiring, offline, or closing for a shutdown. */
+		rc = expected == CR_LCORE_RETIRING && atomic_load(&cr__rt.stop) ? -ESHUTDOWN
+										: -EALREADY;
+	} else {
+		/* Read by the lcore after it consumes the request, under this lock. */
+		lc->retire_done = done;
+		lc->retire_done_arg = arg;
+		atomic_store_explicit(&lc->retire_req, true, memory_order_release);
+		test_point("retire published");
+	}
+	cr__lifecycle_unlock();
+	if (rc == 0) {
+		CR_LOG(log_life, INFO, "lcore %u retiring", lc->id);
+		/* Through its wake channel: we hold no admission that keeps its ring open. */
+		cr__wake_if_parked(NULL, lc);
+	}
+	return rc;
+}
+
+bool
+cr__lifecycle_take_retire(struct cr_lcore *lc, void (**done)(unsigned, void *), void **arg)
+{
+	bool taken;
+
+	cr__lifecycle_lock();
+	taken = atomic_exchange(&lc->retire_req, false);
+	*done = taken ? lc->retire_done : NULL;
+	*arg = taken ? lc->retire_done_arg : NULL;
+	cr__lifecycle_unlock();
+	return taken;
+}
+
 int
 cr_lcore_retire(unsigned id, void (*done)(unsigned lcore, void *arg), void *arg)
 {
 	struct cr_lcore *lc;
-	int expected = CR_LCORE_RUNNING, rc = 0;
+	int rc;
 
 	if (!cr__visit_begin())
 		return -ESHUTDOWN;
 	lc = cr__lcore(id);
-	if (lc == NULL) {
+	if (lc == NULL)
 		rc = -EINVAL;
-		goto out;
-	}
-	if (lc->is_main) {
+	else if (lc->is_main)
 		rc = -EBUSY;
-		goto out;
-	}
-	if (atomic_load(&cr__rt.stop)) {
+	else if (atomic_load(&cr__rt.stop))
 		rc = -ESHUTDOWN;
-		goto out;
+	else {
+		/* An explicit request overrides a resize still under way. */
+		atomic_store(&pool_target, 0);
+		rc = retire(lc, done, arg);
 	}
-	cr__lifecycle_lock();
-	if (atomic_load(&lc->retire_req) || atomic_load(&lc->state) != CR_LCORE_RUNNING) {
-		rc = -EALREADY;
-	} else {
-		/* Written before the request is published: the lcore reads them only after it
-		 * consumes retire_req (exchange, acquire) on its way out. */
-		lc->retire_done = done;
-		lc->retire_done_arg = arg;
-		atomic_store_explicit(&lc->retire_req, true, memory_order_release);
-		/* Out of the placement pool at once; the lcore does the rest itself. */
-		if (!atomic_compare_exchange_strong(&lc->state, &expected, CR_LCORE_RETIRING) &&
-		    atomic_exchange(&lc->retire_req, false)) {
-			/* It began closing for a shutdown first and had not consumed the request:
-			 * taken back, so done will not run; say so. */
-			rc = -ESHUTDOWN;
-		}
-	}
-	cr__lifecycle_unlock();
-	if (rc == 0) {
-		CR_LOG(log_life, INFO, "lcore %u retiring", id);
-		/* Through its wake channel: we hold no admission that keeps its ring open. */
-		cr__wake_if_parked(NULL, lc);
-	}
-out:
 	cr__visit_end();
 	return rc;
+}
+
+/*
+ * Start @p lc. Its previous thread may still be on its way out (in its retire callback,
+ * or running lifecycle requests there): joining it could wait for a thread that waits for
+ * us (two retire callbacks that start each other). Such a start is recorded instead and
+ * carried out by that thread itself at its very end (cr__lcore_exit). Only a thread that
+ * has passed that point, and so waits for nobody, is joined here.
+ */
+static int
+start(struct cr_lcore *lc)
+{
+	bool deferred = false;
+	int rc;
+
+	if (cr__cur == lc)
+		return -EDEADLK;
+	cr__lifecycle_lock();
+	if (atomic_load(&cr__rt.stop) || joining) {
+		rc = -ESHUTDOWN;
+	} else if (atomic_load(&lc->state) != CR_LCORE_OFFLINE || lc->is_main) {
+		rc = -EALREADY;
+	} else if (lc->thread != NULL && !lc->exiting) {
+		atomic_store(&lc->state, CR_LCORE_STARTING);
+		lc->start_pending = true;
+		deferred = true;
+		rc = 0;
+	} else {
+		/* Claimed: nobody else starts it; join_all waits for us. */
+		atomic_store(&lc->state, CR_LCORE_STARTING);
+		starting++;
+		rc = 0;
+	}
+	cr__lifecycle_unlock();
+	if (rc != 0 || deferred) {
+		if (deferred)
+			CR_LOG(log_life, INFO, "lcore %u starts once its last thread has ended",
+			       lc->id);
+		return rc;
+	}
+	if (lc->thread != NULL) {
+		cr_thread_join(lc->thread); /* it has passed its end: returns at once */
+		lc->thread = NULL;
+	}
+	rc = cr__lcore_reset(lc);
+	if (rc == 0)
+		rc = cr__lcore_spawn(lc);
+	if (rc != 0) {
+		lc->start_failed = true;
+		atomic_store(&lc->state, CR_LCORE_OFFLINE);
+	} else {
+		CR_LOG(log_life, INFO, "lcore %u starting", lc->id);
+	}
+	cr__lifecycle_lock();
+	starting--;
+	cr__lifecycle_unlock();
+	return rc;
+}
+
+/*
+ * The end of an lcore thread: nothing of the record is touched after this (but for the
+ * start it may carry out). A start recorded while the thread was on its way out is made
+ * here: a fresh record and a new thread, to which this one hands over its place (and
+ * detaches, since nobody will join it).
+ */
+void
+cr__lcore_exit(struct cr_lcore *lc)
+{
+	void *self;
+	bool respawn;
+	int rc;
+
+	cr__lifecycle_lock();
+	self = lc->thread;
+	respawn = lc->start_pending && !joining && !atomic_load(&cr__rt.stop);
+	if (lc->start_pending && !respawn)
+		atomic_store(&lc->state, CR_LCORE_OFFLINE); /* shutting down: not started */
+	lc->start_pending = false;
+	if (respawn)
+		starting++;
+	else
+		lc->exiting = true; /* from here on, a join of this thread returns at once */
+	cr__lifecycle_unlock();
+	if (!respawn)
+		return;
+	rc = cr__lcore_reset(lc);
+	if (rc == 0)
+		rc = cr__lcore_spawn(lc); /* lc->thread is the successor from here on */
+	cr__lifecycle_lock();
+	if (rc == 0) {
+		CR_LOG(log_life, INFO, "lcore %u starting", lc->id);
+		cr_thread_detach(self); /* nobody joins us: lc->thread is the successor */
+	} else {
+		CR_LOG(log_life, ERR, "lcore %u: cannot start again: %s", lc->id, cr_strerror(rc));
+		lc->start_failed = true;
+		lc->exiting = true; /* we stay lc->thread, to be joined */
+		atomic_store(&lc->state, CR_LCORE_OFFLINE);
+	}
+	starting--;
+	cr__lifecycle_unlock();
 }
 
 int
@@ -188,54 +332,75 @@ cr_lcore_start(unsigned id)
 	lc = cr__lcore(id);
 	if (lc == NULL) {
 		rc = -EINVAL;
-		goto out;
-	}
-	if (cr__cur == lc) {
-		rc = -EDEADLK;
-		goto out;
-	}
-	if (lc->thread != NULL && cr_thread_is_self(lc->thread)) {
-		rc = -EDEADLK; /* from its own retire callback: it has not ended yet */
-		goto out;
-	}
-	cr__lifecycle_lock();
-	if (atomic_load(&cr__rt.stop) || joining) {
-		rc = -ESHUTDOWN;
-	} else if (atomic_load(&lc->state) != CR_LCORE_OFFLINE || lc->is_main) {
-		rc = -EALREADY;
 	} else {
-		/* Claimed: nobody else starts it; join_all waits for us. */
-		atomic_store(&lc->state, CR_LCORE_STARTING);
-		starting++;
-		rc = 0;
+		atomic_store(&pool_target, 0); /* an explicit request overrides a resize */
+		lc->start_failed = false;
+		rc = start(lc);
 	}
-	cr__lifecycle_unlock();
-	if (rc != 0)
-		goto out;
-	/*
-	 * Without the lock: the old thread may still be in its retire callback, which may
-	 * itself make lifecycle requests. It is OFFLINE, so the join returns once that is done.
-	 */
-	if (lc->thread != NULL) {
-		cr_thread_join(lc->thread);
-		lc->thread = NULL;
-	}
-	rc = cr__lcore_reset(lc);
-	if (rc == 0)
-		rc = cr__lcore_spawn(lc);
-	if (rc != 0)
-		atomic_store(&lc->state, CR_LCORE_OFFLINE);
-	else
-		CR_LOG(log_life, INFO, "lcore %u starting", id);
-	cr__lifecycle_lock();
-	starting--;
-	cr__lifecycle_unlock();
-out:
 	cr__visit_end();
 	return rc;
 }
 
-static int resize(unsigned n);
+/*
+ * Move the pool towards pool_target: start the lowest-numbered OFFLINE lcores, retire the
+ * highest-numbered RUNNING ones (never the main lcore). What cannot happen yet (an lcore
+ * still RETIRING, or still STARTING when there are too many) happens when that lcore
+ * reaches OFFLINE or RUNNING: both call this again. @return 0 reached, -EINPROGRESS
+ * under way, or the first start error.
+ */
+int
+cr__pool_apply(void)
+{
+	unsigned n, i, have = 0, moving = 0;
+	int rc = 0;
+
+	if (atomic_load(&pool_target) == 0)
+		return 0;
+	pthread_mutex_lock(&pool_mutex);
+	n = atomic_load(&pool_target);
+	if (n == 0 || atomic_load(&cr__rt.stop))
+		goto out;
+	for (i = 0; i < cr__rt.table.n; i++) {
+		struct cr_lcore *lc = &cr__lcores[cr__rt.table.lcores[i].lcore_id];
+		int st = atomic_load(&lc->state);
+
+		if (st == CR_LCORE_STARTING || (st == CR_LCORE_RUNNING && !atomic_load(&lc->retire_req)))
+			have++;
+		else if (st == CR_LCORE_RETIRING)
+			moving++;
+	}
+	for (i = 0; i < cr__rt.table.n && have < n; i++) {
+		struct cr_lcore *lc = &cr__lcores[cr__rt.table.lcores[i].lcore_id];
+		int src;
+
+		if (atomic_load(&lc->state) != CR_LCORE_OFFLINE || lc->start_failed)
+			continue;
+		src = start(lc);
+		if (src == 0)
+			have++;
+		else if (src != -EALREADY && rc == 0)
+			rc = src;
+	}
+	for (i = cr__rt.table.n; i-- > 0 && have > n;) {
+		struct cr_lcore *lc = &cr__lcores[cr__rt.table.lcores[i].lcore_id];
+
+		if (lc->is_main)
+			continue;
+		if (atomic_load(&lc->state) == CR_LCORE_STARTING) {
+			moving++; /* retired once RUNNING: it applies the target then */
+			continue;
+		}
+		if (retire(lc, NULL, NULL) == 0)
+			have--;
+	}
+	if (rc == 0 && have != n)
+		rc = -EINPROGRESS;
+	if (rc == 0 && moving == 0)
+		atomic_store(&pool_target, 0); /* reached, nothing under way: done */
+out:
+	pthread_mutex_unlock(&pool_mutex);
+	return rc;
+}
 
 int
 cr_pool_resize(unsigned n)
@@ -245,47 +410,16 @@ cr_pool_resize(unsigned n)
 	/* Counted in: the table is rewritten by the next cr_reactor_init(). */
 	if (!cr__visit_begin())
 		return -ESHUTDOWN;
-	rc = resize(n);
+	if (n == 0 || n > cr__rt.table.n)
+		rc = -EINVAL;
+	else if (atomic_load(&cr__rt.stop))
+		rc = -ESHUTDOWN;
+	else {
+		atomic_store(&pool_target, n);
+		rc = cr__pool_apply();
+	}
 	cr__visit_end();
 	return rc;
-}
-
-static int
-resize(unsigned n)
-{
-	unsigned i, have = 0;
-	int rc = 0;
-
-	if (n == 0 || n > cr__rt.table.n)
-		return -EINVAL;
-	if (atomic_load(&cr__rt.stop))
-		return -ESHUTDOWN;
-	for (i = 0; i < cr__rt.table.n; i++) {
-		int st = cr_lcore_state(cr__rt.table.lcores[i].lcore_id);
-
-		have += st == CR_LCORE_RUNNING || st == CR_LCORE_STARTING;
-	}
-	for (i = 0; i < cr__rt.table.n && have < n; i++) {
-		unsigned id = cr__rt.table.lcores[i].lcore_id;
-
-		if (cr_lcore_state(id) != CR_LCORE_OFFLINE)
-			continue;
-		rc = cr_lcore_start(id);
-		if (rc == -EALREADY)
-			continue; /* still on its way out */
-		if (rc != 0)
-			return rc;
-		have++;
-	}
-	for (i = cr__rt.table.n; i-- > 0 && have > n;) {
-		unsigned id = cr__rt.table.lcores[i].lcore_id;
-
-		if (id == cr__rt.main_lcore || cr_lcore_state(id) != CR_LCORE_RUNNING)
-			continue;
-		if (cr_lcore_retire(id, NULL, NULL) == 0)
-			have--;
-	}
-	return 0;
 }
 
 int

@@ -74,6 +74,24 @@ account(struct cr_lcore *lc, uint64_t now)
 		CR_STAT_ADD(lc, idle_ns, elapsed);
 }
 
+static bool
+stop_requested(const struct cr_lcore *lc)
+{
+	/* acquire: pairs with the release in cr_lcore_retire(), which set retire_done */
+	return atomic_load_explicit(&cr__rt.stop, memory_order_relaxed) ||
+	       atomic_load_explicit(&lc->retire_req, memory_order_acquire);
+}
+
+/* A request not acted on yet, or a shutdown arriving while retiring (it is told too). */
+static bool
+stop_seen(const struct cr_lcore *lc)
+{
+	if (lc->phase == LP_SERVING)
+		return stop_requested(lc);
+	return !(lc->told & CLOSE_SHUTDOWN) &&
+	       atomic_load_explicit(&cr__rt.stop, memory_order_relaxed);
+}
+
 unsigned
 cr__lcore_turn(struct cr_lcore *lc)
 {
@@ -87,31 +105,19 @@ cr__lcore_turn(struct cr_lcore *lc)
 
 	work += cr__run_mailbox(lc);
 	work += cr__run_deferred(lc);
-	work += run_completions(lc);
-	work += run_timers(lc);
-	work += cr__run_pollers(lc);
+	/* A retire or stop that came meanwhile (a message may ask it) is acted on first
+	 * (cr__lcore_done), before more I/O is taken in: what is still queued then goes to
+	 * the lcores that stay. */
+	if (!stop_seen(lc)) {
+		work += run_completions(lc);
+		work += run_timers(lc);
+		work += cr__run_pollers(lc);
+	}
 	flush_sends(lc, work);
 
 	CR_STAT_ADD(lc, turns, 1);
 	lc->last_work = work;
 	return work;
-}
-
-static bool
-stop_requested(const struct cr_lcore *lc)
-{
-	/* acquire: pairs with the release in cr_lcore_retire(), which set retire_done */
-	return atomic_load_explicit(&cr__rt.stop, memory_order_relaxed) ||
-	       atomic_load_explicit(&lc->retire_req, memory_order_acquire);
-}
-
-/* A request not acted on yet, or a shutdown arriving while retiring (its hook must run). */
-static bool
-stop_seen(const struct cr_lcore *lc)
-{
-	if (!lc->closing)
-		return stop_requested(lc);
-	return !lc->shutdown_hooked && atomic_load_explicit(&cr__rt.stop, memory_order_relaxed);
 }
 
 bool
@@ -132,27 +138,32 @@ cr__lcore_has_work(struct cr_lcore *lc, uint64_t now)
 	return next != UINT64_MAX && next <= now;
 }
 
-/* Close lease admission and run the app hook for what started the closing. */
+/*
+ * Close lease admission, then give the closing event for what started it, once each for a
+ * retire and a shutdown: to the modules first, in their order (lib/net drains its
+ * listeners and winds its connections down by itself), then to the app's hook.
+ */
 static void
 begin_closing(struct cr_lcore *lc)
 {
 	bool stop = atomic_load_explicit(&cr__rt.stop, memory_order_relaxed);
+	unsigned why = stop ? CLOSE_SHUTDOWN : CLOSE_RETIRE;
 
-	if (!lc->closing) {
-		lc->closing = true;
+	if (lc->phase == LP_SERVING) {
+		lc->phase = LP_CLOSING;
 		/* seq_cst: totally ordered with cr_reactor_hold()'s fetch_add */
 		atomic_fetch_or(&lc->hold_word, CR_HOLD_CLOSED);
 		atomic_store_explicit(&lc->state, CR_LCORE_RETIRING, memory_order_release);
 	}
-	if (stop && !lc->shutdown_hooked) {
-		lc->shutdown_hooked = true;
-		if (cr__rt.hooks.on_shutdown != NULL)
-			cr__rt.hooks.on_shutdown(lc->id, cr__rt.hooks.arg);
-	} else if (!stop && !lc->retire_hooked) {
-		lc->retire_hooked = true;
-		if (cr__rt.hooks.on_retire != NULL)
-			cr__rt.hooks.on_retire(lc->id, cr__rt.hooks.arg);
-	}
+	/* Once each; a shutdown that overtakes a retire is told too (stop_seen). */
+	if (lc->told & why)
+		return;
+	lc->told |= why;
+	cr__modules_closing(lc->id, stop);
+	if (stop && cr__rt.hooks.on_shutdown != NULL)
+		cr__rt.hooks.on_shutdown(lc->id, cr__rt.hooks.arg);
+	else if (!stop && cr__rt.hooks.on_retire != NULL)
+		cr__rt.hooks.on_retire(lc->id, cr__rt.hooks.arg);
 }
 
 static bool
@@ -174,9 +185,9 @@ cr__lcore_done(struct cr_lcore *lc)
 {
 	if (stop_seen(lc))
 		begin_closing(lc);
-	if (!lc->closing)
+	if (lc->phase == LP_SERVING)
 		return false;
-	if (cr_mailbox_is_open(&lc->mbox)) {
+	if (lc->phase == LP_CLOSING) {
 		bool force = forced();
 
 		/* Read again by cr__lcore_has_work() after `parked` is raised: a release that
@@ -189,6 +200,7 @@ cr__lcore_done(struct cr_lcore *lc)
 		if (lc->calls_out != 0)
 			return false;
 		cr_mailbox_close(&lc->mbox);
+		lc->phase = LP_DRAINING;
 	}
 	if (!cr_mailbox_quiesced(&lc->mbox) || !cr_mailbox_empty(&lc->mbox))
 		return false;
@@ -220,8 +232,8 @@ cr__park_commit(struct cr_lcore *lc)
 	uint64_t next = cr_timer_wheel_next(lc->wheel), now = cr__rt.clock(), timeout;
 
 	timeout = next == UINT64_MAX ? UINT64_MAX : (next > now ? next - now : 0);
-	if (lc->closing) {
-		uint64_t cap = cr_mailbox_is_open(&lc->mbox) &&
+	if (lc->phase != LP_SERVING) {
+		uint64_t cap = lc->phase == LP_CLOSING &&
 					       !atomic_load_explicit(&cr__rt.stop, memory_order_relaxed)
 				       ? CLOSING_OPEN_PARK_NS
 				       : CLOSING_PARK_NS;

@@ -136,7 +136,7 @@ send_from_lcore(struct cr_lcore *lc, unsigned t, cr_msg_fn fn, void *arg)
 	struct outbox *ob = &lc->out[t];
 	int rc;
 
-	if (lc->gone)
+	if (lc->phase == LP_GONE)
 		return -ESHUTDOWN;
 	if (ob->n == CR_SEND_FLUSH) {
 		outbox_flush(lc, t);
@@ -210,7 +210,7 @@ cr_send_burst(unsigned lcore, const struct cr_msg *msgs, unsigned n)
 		cr_mailbox_unadmit(&target->mbox);
 		return put != 0 ? (int)put : -EAGAIN;
 	}
-	if (lc->gone)
+	if (lc->phase == LP_GONE)
 		return -ESHUTDOWN;
 	outbox_flush(lc, lcore);
 	if (lc->out[lcore].n != 0)
@@ -351,7 +351,7 @@ call_admissible(struct cr_lcore *lc)
 	if (lc == NULL)
 		return -EPERM;
 	/* A reply could not reach us once our mailbox is closed. */
-	if (lc->gone)
+	if (lc->phase == LP_GONE)
 		return -ESHUTDOWN;
 	if (!cr_mailbox_is_open(&lc->mbox))
 		return -ESHUTDOWN;

@@ -142,3 +142,28 @@ cr__pollers_free(struct cr_lcore *lc)
 		free(p);
 	}
 }
+
+/*
+ * The lcore stops: unregister every poller left and tell the app (on_poller_dropped), on
+ * the lcore's own thread. @return how many there were.
+ */
+unsigned
+cr__pollers_drop(struct cr_lcore *lc)
+{
+	struct cr_poller *p;
+	unsigned n = 0;
+
+	while ((p = lc->pollers) != NULL || (p = lc->timed_pollers) != NULL) {
+		cr_poller_fn fn = p->fn;
+		void *parg = p->arg;
+
+		if (p->period_ns != 0)
+			cr_timer_cancel(lc->wheel, &p->timer);
+		poller_unlink(lc, p);
+		free(p);
+		n++;
+		if (cr__rt.hooks.on_poller_dropped != NULL)
+			cr__rt.hooks.on_poller_dropped(lc->id, fn, parg, cr__rt.hooks.arg);
+	}
+	return n;
+}

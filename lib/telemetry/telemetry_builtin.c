@@ -187,12 +187,15 @@ lcore_param(const char *params, unsigned long long max, const char *what,
 }
 
 static void
-lifecycle_reply(struct cr_json *reply, const char *what, unsigned long long v)
+lifecycle_reply(struct cr_json *reply, const char *what, unsigned long long v,
+		const char *pending)
 {
 	cr_json_object_begin(reply, NULL);
 	cr_json_string(reply, "requested", what);
 	cr_json_u64(reply, "value", v);
 	cr_json_u64(reply, "running", cr_lcore_count());
+	if (pending != NULL)
+		cr_json_string(reply, "pending", pending);
 	cr_json_object_end(reply);
 }
 
@@ -211,9 +214,12 @@ cr__tel_cmd_pool_resize(const char *cmd, const char *params, struct cr_json *rep
 	if (rc == -EINVAL)
 		return cr_json_errorf(reply, rc, "%llu lcores: accepted 1 up to the lcores the app "
 				      "was started with", n);
-	if (rc != 0)
+	if (rc != 0 && rc != -EINPROGRESS)
 		return cr_json_errorf(reply, rc, "resize to %llu: %s", n, cr_strerror(rc));
-	lifecycle_reply(reply, "resize", n);
+	lifecycle_reply(reply, "resize", n,
+			rc == -EINPROGRESS ? "an lcore is still retiring or starting: the resize "
+					     "completes when it is OFFLINE or RUNNING"
+					   : NULL);
 	return 0;
 }
 
@@ -235,7 +241,7 @@ cr__tel_cmd_lcore_retire(const char *cmd, const char *params, struct cr_json *re
 				      : rc == -EALREADY ? "it is not RUNNING"
 				      : rc == -EINVAL ? "no such lcore"
 						      : cr_strerror(rc));
-	lifecycle_reply(reply, "retire", id);
+	lifecycle_reply(reply, "retire", id, NULL);
 	return 0;
 }
 
@@ -256,6 +262,6 @@ cr__tel_cmd_lcore_start(const char *cmd, const char *params, struct cr_json *rep
 				      rc == -EALREADY ? "it is not OFFLINE"
 				      : rc == -EINVAL ? "no such lcore"
 						      : cr_strerror(rc));
-	lifecycle_reply(reply, "start", id);
+	lifecycle_reply(reply, "start", id, NULL);
 	return 0;
 }

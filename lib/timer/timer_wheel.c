@@ -325,3 +325,23 @@ cr_timer_wheel_tick(const struct cr_timer_wheel *w)
 {
 	return w->tick_ns;
 }
+
+unsigned
+cr_timer_wheel_cancel_all(struct cr_timer_wheel *w, cr_timer_fn cb, void *arg)
+{
+	unsigned i, n = 0;
+
+	assert(!w->running);
+	for (i = 0; i < NLISTS; i++) {
+		struct cr_timer *t;
+
+		while ((t = w->lists[i].first) != NULL) {
+			unplace(w, t);
+			w->count--;
+			n++;
+			if (cb != NULL)
+				cb(t, arg); /* t is not touched after this */
+		}
+	}
+	return n;
+}

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cr_log.h"
@@ -319,6 +320,28 @@ cancel_send(struct cr_backend *be, struct cr_op *op)
 	return true;
 }
 
+/*
+ * A zero-copy send's buffer is released only when the peer has acknowledged the data; a
+ * peer that reads nothing keeps its window shut, and the notification never comes. An
+ * owner that abandons the send is done with the connection (it is ending it): break it,
+ * which frees the socket's send queue and so brings the notification. Only stream
+ * sockets can wait like this (a datagram's buffer goes once it is sent).
+ */
+static void
+zc_break(struct cr_op *op)
+{
+	struct sockaddr sa = {.sa_family = AF_UNSPEC};
+	int type = 0;
+	socklen_t len = sizeof(type);
+
+	if (getsockopt(op->fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+		return;
+	/* connect(AF_UNSPEC) disconnects a TCP socket at once: reset, queues purged. */
+	if (connect(op->fd, &sa, sizeof(sa)) != 0)
+		CR_LOG(log_uio, DEBUG, "breaking fd %d for an abandoned zero-copy send: %s",
+		       op->fd, strerror(errno));
+}
+
 /* Complete @p op finally with @p res from the next poll(), never from inside a call. */
 static void
 complete_later(struct uring_io *io, struct cr_op *op, int32_t res)
@@ -344,8 +367,12 @@ cancel(struct cr_backend *be, struct cr_op *op)
 	case ATT_NONE:
 		break;
 	}
-	if (op->drv[D_FLAGS] & (OPF_ZC_RES | OPF_ZC_RETRY))
-		return -EALREADY; /* sent; only the kernel's release of the buffer is left */
+	if (op->drv[D_FLAGS] & (OPF_ZC_RES | OPF_ZC_RETRY)) {
+		/* Sent; only the kernel's release of the buffer is left. */
+		if (op->state == CR_OP_ABANDONED && (op->drv[D_FLAGS] & OPF_ZC_RES))
+			zc_break(op);
+		return -EALREADY;
+	}
 	if (!cancel_send(be, op)) {
 		io->stats.sqe_waits++;
 		attn_set(io, op, ATT_CANCEL);

@@ -5,7 +5,10 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ut_cunit.h"
 
@@ -137,10 +140,44 @@ test_errors(void)
 	CU_ASSERT_EQUAL(s.pin_rc, -EINVAL);
 }
 
+static _Atomic int detached_ran;
+static void *det_handle;
+static _Atomic bool det_published;
+
+static void *
+detached_fn(void *arg)
+{
+	int i;
+
+	(void)arg;
+	/* cr_thread_create() writes the handle after the thread exists: wait for it. */
+	for (i = 0; i < 5000 && !atomic_load(&det_published); i++)
+		usleep(1000);
+	/* Detaches itself, as an lcore thread that hands its record to a successor does. */
+	atomic_store(&detached_ran, cr_thread_detach(det_handle) == 0 ? 1 : -1);
+	return NULL;
+}
+
+static void
+test_detach(void)
+{
+	int i;
+
+	CU_ASSERT_EQUAL(cr_thread_detach(NULL), -EINVAL);
+	atomic_store(&detached_ran, 0);
+	CU_ASSERT_EQUAL_FATAL(
+		cr_thread_create(&det_handle, CR_CPU_ANY, "cr-test-det", detached_fn, NULL), 0);
+	atomic_store(&det_published, true);
+	for (i = 0; i < 5000 && atomic_load(&detached_ran) == 0; i++)
+		usleep(1000);
+	CU_ASSERT_EQUAL(atomic_load(&detached_ran), 1);
+}
+
 static const struct ut_case cases[] = {
 	{"pinned and named before fn", test_pinned_before_fn},
 	{"pin self", test_pin_self},
 	{"errors", test_errors},
+	{"detach", test_detach},
 };
 
 UT_MAIN("eal_thread", cases, NULL, NULL)

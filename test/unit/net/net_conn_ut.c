@@ -711,6 +711,86 @@ test_read_stop_start(void)
 	CU_ASSERT_EQUAL(atomic_load(&S.close_err), 0);
 }
 
+/* ---- a zero-copy send abandoned after its result (issue 12 item 5) ---- */
+
+#define ZC_BYTES (4u << 20)
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	pthread_t client;
+	_Atomic bool queued;
+	uint64_t stop_ms;
+	int client_fd;
+} Z;
+
+static void
+z_open(struct cr_conn *c)
+{
+	static uint8_t block[64 * 1024];
+	unsigned i;
+
+	/* Far more than a peer that reads nothing takes: the last sends wait for ACKs that
+	 * never come, and on io_uring their zero-copy notifications with them. */
+	for (i = 0; i < ZC_BYTES / sizeof(block); i++)
+		CU_ASSERT_EQUAL(cr_conn_send(c, block, sizeof(block)), 0);
+	atomic_store(&Z.queued, true);
+}
+
+static const struct cr_conn_ops z_ops = {.on_open = z_open};
+
+static void *
+z_client(void *arg)
+{
+	uint64_t t0;
+	int i;
+
+	(void)arg;
+	Z.client_fd = ut_connect(&Z.addr, 4096); /* and never read */
+	for (i = 0; i < 5000 && !atomic_load(&Z.queued); i++)
+		ut_sleep_ms(1);
+	ut_sleep_ms(200); /* the sends go out and stall on the zero window */
+	t0 = ut_ms();
+	cr_shutdown_force();
+	while (atomic_load(&Z.queued))
+		ut_sleep_ms(1); /* cleared once the run returns */
+	Z.stop_ms = ut_ms() - t0;
+	return NULL;
+}
+
+static void
+z_start(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &z_ops, NULL, &Z.l), 0);
+	cr_listener_addr(Z.l, &Z.addr);
+	CU_ASSERT_EQUAL(pthread_create(&Z.client, NULL, z_client, NULL), 0);
+}
+
+/*
+ * Regression: the driver refused to cancel a zero-copy send whose result was in (only the
+ * notification was left), the notification never came while the peer's window stayed
+ * shut, the socket stayed open under the op's hold, and a forced stop aborted the process
+ * after 10 s rather than free memory the kernel might still read. Abandoning such a send
+ * now breaks the connection, which frees the send queue and brings the notification.
+ */
+static void
+test_forced_stop_with_stalled_zerocopy_send(void)
+{
+	memset(&Z, 0, sizeof(Z));
+	Z.client_fd = -1;
+	setenv("CR_URING_ZC_THRESHOLD", "4096", 1);
+	ut_net_run(z_start, NULL, 30000);
+	atomic_store(&Z.queued, false);
+	pthread_join(Z.client, NULL);
+	unsetenv("CR_URING_ZC_THRESHOLD");
+	if (Z.client_fd >= 0)
+		close(Z.client_fd);
+	CU_ASSERT(Z.stop_ms < 5000);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_echo_half_close),
 	UT_CASE(test_on_eof_app_shutdown),
@@ -724,6 +804,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_idle_timeout),
 	UT_CASE(test_peer_reset_mid_send),
 	UT_CASE(test_read_stop_start),
+	UT_CASE(test_forced_stop_with_stalled_zerocopy_send),
 };
 
 UT_MAIN("net_conn", cases, ut_net_setup, NULL)

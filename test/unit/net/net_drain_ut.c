@@ -9,6 +9,7 @@
  * serves it. The client counts what it read, so a reset, an EOF before the byte or a
  * connection served by the wrong lcore all show.
  */
+#include <dirent.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -68,9 +69,8 @@ block_then_retire(void *arg)
 	atomic_store(&T.blocked, true);
 	while (!atomic_load(&T.connected) && ut_ms() < until)
 		ut_sleep_ms(1);
+	/* The closing event drains the listener before this lcore polls its I/O again. */
 	T.retire_rc = cr_lcore_retire(T.other_id, NULL, NULL);
-	/* As the on_retire hook would, but before this lcore polls its I/O again. */
-	cr_net_drain();
 }
 
 /* Connect @p n clients, then read each one's byte. */
@@ -370,7 +370,7 @@ static void
 c_close_listener(void *arg)
 {
 	(void)arg;
-	cr_listener_close(C.l);
+	cr_listener_close(C.l, NULL, NULL);
 	atomic_store(&C.closed, true);
 }
 
@@ -386,7 +386,6 @@ c_block(void *arg)
 	while ((!atomic_load(&C.connected) || !atomic_load(&C.closed)) && ut_ms() < until)
 		ut_sleep_ms(1);
 	CU_ASSERT_EQUAL(cr_lcore_retire(C.other_id, NULL, NULL), 0);
-	cr_net_drain();
 }
 
 static void
@@ -454,9 +453,12 @@ c_start(void *arg)
 	ut_every(&every, 2, c_finished, NULL);
 }
 
-/* A draining shard of a closed listener hands nothing on: no on_open after the close. */
+/*
+ * A retiring shard whose listener closes meanwhile serves its backlog itself: no queued
+ * connection is reset (before, the close dropped them: no on_open after it).
+ */
 static void
-test_closed_listener_drains_nothing(void)
+test_closed_listener_serves_its_backlog(void)
 {
 	if (ut_table.n < 2) {
 		CU_PASS("one lcore");
@@ -468,10 +470,11 @@ test_closed_listener_drains_nothing(void)
 	ut_table.main_lcore = C.main_id;
 	ut_net_run(c_start, NULL, 30000);
 	pthread_join(C.client, NULL);
-	CU_ASSERT_EQUAL(atomic_load(&C.opens_after_close), 0);
+	CU_ASSERT_EQUAL(atomic_load(&C.opens), 64);
+	CU_ASSERT(atomic_load(&C.opens_after_close) > 0); /* lcore 1's backlog, after the close */
 }
 
-/* ---- cr_net_stop_accepting(): the listener drains, the connections stay ---- */
+/* ---- a lease keeps a retiring lcore: its connection is served to its end, then closed */
 
 static struct {
 	struct cr_listener *l;
@@ -500,7 +503,6 @@ s_retire_keep_conns(void *arg)
 	(void)arg;
 	CU_ASSERT_EQUAL(cr_lease_acquire(&S.lease), 0);
 	CU_ASSERT_EQUAL(cr_lcore_retire(S.other_id, NULL, NULL), 0);
-	cr_net_stop_accepting();
 	atomic_store(&S.retiring, true);
 }
 
@@ -544,10 +546,12 @@ s_client(void *arg)
 		if (fd >= 0)
 			close(fd);
 	}
+	/* Accepted before the retire, it had received nothing: its first request is
+	 * served (echoed), then it is closed at that boundary (EOF). */
 	S.kept_echoed = ut_write_all(kept, &b, 1) && ut_read_n(kept, &b, 1) == 1 && b == 'x';
-	/* The owner lets go: the lcore drains the rest (the kept connection: EOF) and ends. */
-	cr_lease_release(&S.lease);
 	S.kept_eof = ut_read_n(kept, &b, 1) == 0;
+	CU_ASSERT_EQUAL(cr_lcore_state(S.other_id), CR_LCORE_RETIRING); /* the lease holds it */
+	cr_lease_release(&S.lease);
 	close(kept);
 	until = ut_ms() + 5000;
 	while (cr_lcore_state(S.other_id) != CR_LCORE_OFFLINE && ut_ms() < until)
@@ -581,7 +585,7 @@ s_start(void *arg)
 }
 
 static void
-test_stop_accepting_keeps_connections(void)
+test_retire_serves_connection_then_closes(void)
 {
 	if (ut_table.n < 2) {
 		CU_PASS("one lcore");
@@ -592,14 +596,236 @@ test_stop_accepting_keeps_connections(void)
 	S.main_id = ut_table.lcores[0].lcore_id;
 	S.other_id = ut_table.lcores[1].lcore_id;
 	ut_table.main_lcore = S.main_id;
-	ut_retire_keeps_conns = true;
 	ut_net_run(s_start, NULL, 30000);
 	pthread_join(S.client, NULL);
-	ut_retire_keeps_conns = false;
 	CU_ASSERT_EQUAL(S.failed, 0);
 	CU_ASSERT_EQUAL(S.served_by[S.main_id], 32);
 	CU_ASSERT_TRUE(S.kept_echoed);
 	CU_ASSERT_TRUE(S.kept_eof);
+}
+
+/* ---- a draining socket out of descriptors waits, it does not reset (item 9) ---- */
+
+#define NEMFILE 32
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	unsigned main_id, other_id;
+	pthread_t client;
+	struct cr_call call;
+	_Atomic bool blocked, go, done;
+	int served_by[CR_MAX_LCORES], failed, retire_rc;
+	struct cr_net_stats other_after;
+} E;
+
+/* On the lcore that will retire: hold it until its backlog is queued and its retire is
+ * asked (by the client thread), so the drain finds the backlog still in the kernel. */
+static void
+e_block(void *arg)
+{
+	uint64_t until = ut_ms() + 5000;
+
+	(void)arg;
+	atomic_store(&E.blocked, true);
+	while (!atomic_load(&E.go) && ut_ms() < until)
+		ut_sleep_ms(1);
+}
+
+static void
+e_block_other(void *arg)
+{
+	(void)arg;
+	CU_ASSERT_EQUAL(cr_send(E.other_id, e_block, NULL), 0);
+}
+
+static void *
+e_client(void *arg)
+{
+	struct rlimit rl, low;
+	int fds[NEMFILE], i;
+	DIR *d;
+	struct dirent *de;
+	rlim_t open_now = 0;
+
+	(void)arg;
+	CU_ASSERT_TRUE(wait_flag(&E.blocked, 5000));
+	for (i = 0; i < NEMFILE; i++)
+		fds[i] = ut_connect(&E.addr, 0);
+	ut_sleep_ms(20); /* main accepts its share meanwhile; lcore 1's waits */
+	/* No descriptor left for the process: every accept fails with EMFILE. */
+	d = opendir("/proc/self/fd");
+	while (d != NULL && (de = readdir(d)) != NULL)
+		open_now += de->d_name[0] != '.';
+	if (d != NULL)
+		closedir(d);
+	CU_ASSERT_EQUAL_FATAL(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	low = rl;
+	low.rlim_cur = open_now; /* the opendir's fd is closed again: exactly full */
+	CU_ASSERT_EQUAL_FATAL(setrlimit(RLIMIT_NOFILE, &low), 0);
+	E.retire_rc = cr_lcore_retire(E.other_id, NULL, NULL);
+	atomic_store(&E.go, true);
+	ut_sleep_ms(300); /* the grace and several back-offs go by at the limit */
+	CU_ASSERT_EQUAL(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	for (i = 0; i < NEMFILE; i++) {
+		uint8_t id;
+
+		if (fds[i] >= 0 && ut_read_n(fds[i], &id, 1) == 1)
+			E.served_by[id]++;
+		else
+			E.failed++;
+		if (fds[i] >= 0)
+			close(fds[i]);
+	}
+	for (i = 0; i < 5000 && cr_lcore_state(E.other_id) != CR_LCORE_OFFLINE; i++)
+		ut_sleep_ms(1);
+	cr_net_stats(E.other_id, &E.other_after);
+	atomic_store(&E.done, true);
+	return NULL;
+}
+
+static bool
+e_finished(void *arg)
+{
+	(void)arg;
+	if (!atomic_load(&E.done))
+		return false;
+	cr_reactor_stop();
+	return true;
+}
+
+static void
+e_start(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &d_ops, NULL, &E.l), 0);
+	cr_listener_addr(E.l, &E.addr);
+	CU_ASSERT_EQUAL(cr_for_each_lcore(&E.call, nop, NULL, e_block_other, NULL), 0);
+	CU_ASSERT_EQUAL(pthread_create(&E.client, NULL, e_client, NULL), 0);
+	ut_every(&every, 2, e_finished, NULL);
+}
+
+/*
+ * Regression: a draining shard took any accept error for "the queue is empty" and
+ * closed its socket, and the kernel reset everything still queued.
+ */
+static void
+test_drain_out_of_descriptors_waits(void)
+{
+	if (ut_table.n < 2) {
+		CU_PASS("one lcore");
+		return;
+	}
+	memset(&E, 0, sizeof(E));
+	E.main_id = ut_table.lcores[0].lcore_id;
+	E.other_id = ut_table.lcores[1].lcore_id;
+	ut_table.main_lcore = E.main_id;
+	ut_net_run(e_start, NULL, 30000);
+	pthread_join(E.client, NULL);
+	CU_ASSERT_EQUAL(E.retire_rc, 0);
+	CU_ASSERT_EQUAL(E.failed, 0);
+	CU_ASSERT_EQUAL(E.served_by[E.main_id] + E.served_by[E.other_id], NEMFILE);
+	CU_ASSERT(E.other_after.accept_backoffs > 0); /* it did meet the limit */
+	CU_ASSERT_EQUAL(E.other_after.refused, 0);
+}
+
+/* ---- single acceptor: a hand-off reaching an lcore that began retiring (item 11) ---- */
+
+#define NSINGLE 200
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	unsigned main_id, other_id;
+	pthread_t client;
+	_Atomic bool blocked, go, done;
+	int served_by[CR_MAX_LCORES], failed, retire_rc;
+} A;
+
+static void
+a_block(void *arg)
+{
+	uint64_t until = ut_ms() + 5000;
+
+	(void)arg;
+	atomic_store(&A.blocked, true);
+	while (!atomic_load(&A.go) && ut_ms() < until)
+		ut_sleep_ms(1);
+}
+
+static void *
+a_client(void *arg)
+{
+	int *fds = calloc(NSINGLE, sizeof(int)), i;
+
+	(void)arg;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fds);
+	CU_ASSERT_TRUE(wait_flag(&A.blocked, 5000));
+	/* Main accepts them all and hands every other one to lcore 1, where they queue
+	 * behind the blocking message: more than one turn's batch. */
+	for (i = 0; i < NSINGLE; i++)
+		fds[i] = ut_connect(&A.addr, 0);
+	ut_sleep_ms(100);
+	A.retire_rc = cr_lcore_retire(A.other_id, NULL, NULL);
+	atomic_store(&A.go, true);
+	for (i = 0; i < NSINGLE; i++) {
+		uint8_t id;
+
+		if (fds[i] >= 0 && ut_read_n(fds[i], &id, 1) == 1)
+			A.served_by[id]++;
+		else
+			A.failed++;
+		if (fds[i] >= 0)
+			close(fds[i]);
+	}
+	free(fds);
+	atomic_store(&A.done, true);
+	return NULL;
+}
+
+static bool
+a_finished(void *arg)
+{
+	(void)arg;
+	if (!atomic_load(&A.done))
+		return false;
+	cr_reactor_stop();
+	return true;
+}
+
+static void
+a_start(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	o.single_acceptor = true;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &d_ops, NULL, &A.l), 0);
+	cr_listener_addr(A.l, &A.addr);
+	CU_ASSERT_EQUAL(cr_send(A.other_id, a_block, NULL), 0);
+	CU_ASSERT_EQUAL(pthread_create(&A.client, NULL, a_client, NULL), 0);
+	ut_every(&every, 2, a_finished, NULL);
+}
+
+/* Regression: such a hand-off was closed; it goes on to a RUNNING lcore instead. */
+static void
+test_single_acceptor_handoff_to_retiring_lcore(void)
+{
+	if (ut_table.n < 2) {
+		CU_PASS("one lcore");
+		return;
+	}
+	memset(&A, 0, sizeof(A));
+	A.main_id = ut_table.lcores[0].lcore_id;
+	A.other_id = ut_table.lcores[1].lcore_id;
+	ut_table.main_lcore = A.main_id;
+	ut_net_run(a_start, NULL, 30000);
+	pthread_join(A.client, NULL);
+	CU_ASSERT_EQUAL(A.retire_rc, 0);
+	CU_ASSERT_EQUAL(A.failed, 0);
+	CU_ASSERT_EQUAL(A.served_by[A.main_id] + A.served_by[A.other_id], NSINGLE);
 }
 
 static const struct ut_case cases[] = {
@@ -607,8 +833,10 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_retire_before_accepting_hands_off),
 	UT_CASE(test_listener_of_retired_home_not_rejoined),
 	UT_CASE(test_retire_hands_off_a_large_backlog),
-	UT_CASE(test_closed_listener_drains_nothing),
-	UT_CASE(test_stop_accepting_keeps_connections),
+	UT_CASE(test_closed_listener_serves_its_backlog),
+	UT_CASE(test_retire_serves_connection_then_closes),
+	UT_CASE(test_drain_out_of_descriptors_waits),
+	UT_CASE(test_single_acceptor_handoff_to_retiring_lcore),
 };
 
 UT_MAIN("net_drain", cases, ut_net_setup, NULL)

@@ -141,12 +141,22 @@ test_single_acceptor_round_robin(void)
 
 /* ---- closing a listener: new connections refused, accepted ones unaffected ---- */
 
+static _Atomic unsigned close_done_on = UINT32_MAX - 1;
+
+/* The completion: every socket is closed, so the port is free. */
+static void
+listener_closed(void *arg)
+{
+	(void)arg;
+	atomic_store(&close_done_on, cr_lcore_id());
+}
+
 static void
 close_listener(void *arg)
 {
 	(void)arg;
-	cr_listener_close(T.l);
-	cr_listener_close(NULL);
+	cr_listener_close(T.l, listener_closed, NULL);
+	cr_listener_close(NULL, NULL, NULL);
 	atomic_store(&T.closed_listener, true);
 }
 
@@ -180,6 +190,9 @@ client_close(void *arg)
 	}
 	T.echo_after_close = ut_write_all(live, "live", 4) && ut_read_n(live, b, 4) == 4 &&
 			     memcmp(b, "live", 4) == 0;
+	t0 = ut_ms();
+	while (atomic_load(&close_done_on) == UINT32_MAX - 1 && ut_ms() - t0 < 3000)
+		ut_sleep_ms(1);
 	close(live);
 	while (atomic_load(&T.closes) < atomic_load(&T.opens))
 		ut_sleep_ms(1);
@@ -202,6 +215,7 @@ test_close_listener(void)
 	pthread_join(T.client, NULL);
 	CU_ASSERT_EQUAL(T.refused_after_close, ECONNREFUSED);
 	CU_ASSERT_TRUE(T.echo_after_close);
+	CU_ASSERT_EQUAL(atomic_load(&close_done_on), cr_lcore_main());
 }
 
 /* ---- errors ---- */

@@ -87,30 +87,20 @@ ut_watchdog_main(void *arg)
 	return NULL;
 }
 
-/* As an app does: lib/net drains as soon as a shutdown or retirement starts. */
+/* lib/net winds a closing lcore down by itself; a test may look once it has (this runs
+ * in the on_shutdown hook, after lib/net's closing event). */
+static void (*ut_shutdown_fn)(unsigned lcore);
+
 static inline void
-ut_drain_hook(unsigned lcore, void *arg)
+ut_shutdown_hook(unsigned lcore, void *arg)
 {
-	(void)lcore;
 	(void)arg;
-	cr_net_drain();
-}
-
-/* Set by a test whose retiring lcore's connections stay until a lease is released. */
-static bool ut_retire_keeps_conns;
-
-static inline void
-ut_retire_hook(unsigned lcore, void *arg)
-{
-	if (ut_retire_keeps_conns)
-		cr_net_stop_accepting();
-	else
-		ut_drain_hook(lcore, arg);
+	if (ut_shutdown_fn != NULL)
+		ut_shutdown_fn(lcore);
 }
 
 static const struct cr_reactor_hooks ut_hooks = {
-	.on_retire = ut_retire_hook,
-	.on_shutdown = ut_drain_hook,
+	.on_shutdown = ut_shutdown_hook,
 };
 
 /*

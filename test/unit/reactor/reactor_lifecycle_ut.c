@@ -321,8 +321,9 @@ test_stale_lease_across_incarnations(void)
 	free(heap_lease);
 }
 
-/* Regression (lifecycle review): a retire callback that starts its own lcore again must
- * be refused (it runs on the thread being retired), not join itself. */
+/* A retire callback that starts its own lcore again: that thread has not ended, so the
+ * start is carried out by it at its very end (it used to be refused with -EDEADLK, and
+ * before that, to join itself). */
 static _Atomic int self_start_rc = 1;
 
 static void
@@ -335,30 +336,41 @@ retired_then_self_start(unsigned lcore, void *arg)
 static void *
 ctl_self_start(void *arg)
 {
+	struct cr_lcore_stats st;
+	uint64_t inc0;
+
 	(void)arg;
+	cr_lcore_stats(worker, &st);
+	inc0 = st.incarnation;
 	CTL_CHECK(cr_lcore_retire(worker, retired_then_self_start, NULL) == 0);
 	WAIT_FOR(atomic_load(&self_start_rc) != 1);
-	WAIT_FOR(cr_lcore_start(worker) == 0);
 	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_RUNNING);
 	CTL_CHECK(cr_lcore_state(worker) == CR_LCORE_RUNNING);
+	cr_lcore_stats(worker, &st);
+	CTL_CHECK(st.incarnation == inc0 + 1);
+	CTL_CHECK(cr_send(worker, ping, NULL) == 0);
+	WAIT_FOR(atomic_load(&pings) == 1);
+	CTL_CHECK(atomic_load(&pings) == 1);
 	cr_reactor_stop();
 	return NULL;
 }
 
 static void
-test_retire_callback_cannot_restart_itself(void)
+test_retire_callback_restarts_itself(void)
 {
 	pthread_t t;
 
 	if (table.n < 2)
 		return;
 	atomic_store(&ctl_failures, 0);
+	atomic_store(&pings, 0);
+	atomic_store(&self_start_rc, 1);
 	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
 	pthread_create(&t, NULL, ctl_self_start, NULL);
 	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
 	pthread_join(t, NULL);
 	cr_reactor_fini();
-	CU_ASSERT_EQUAL(atomic_load(&self_start_rc), -EDEADLK);
+	CU_ASSERT_EQUAL(atomic_load(&self_start_rc), 0);
 	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
 }
 
@@ -509,16 +521,248 @@ test_wake_from_stop_hook_delivered(void)
 	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
 }
 
+/* ---- a resize while an lcore is still RETIRING is carried out (issue 12 item 3) ---- */
+
+/* Take the lease, or (the second time, on the holder's lcore) let it go. */
+static void
+toggle_lease_msg(void *arg)
+{
+	(void)arg;
+	if (cr_lease_active(&lease))
+		cr_lease_release(&lease);
+	else
+		CTL_CHECK(cr_lease_acquire(&lease) == 0);
+}
+
+static void *
+ctl_resize_while_retiring(void *arg)
+{
+	int rc;
+
+	(void)arg;
+	CTL_CHECK(cr_send(worker, toggle_lease_msg, NULL) == 0);
+	WAIT_FOR(cr_lease_active(&lease));
+	CTL_CHECK(cr_pool_resize(table.n - 1) == 0); /* retires the worker: held, RETIRING */
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_RETIRING);
+	CTL_CHECK(cr_lcore_state(worker) == CR_LCORE_RETIRING);
+	/* Back up while it still retires: accepted, and done once it is OFFLINE. */
+	rc = cr_pool_resize(table.n);
+	CTL_CHECK(rc == -EINPROGRESS);
+	sleep_ms(20);
+	CTL_CHECK(cr_lcore_state(worker) == CR_LCORE_RETIRING);
+	CTL_CHECK(cr_send(worker, toggle_lease_msg, NULL) == 0); /* the owner lets go */
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_RUNNING);
+	CTL_CHECK(cr_lcore_state(worker) == CR_LCORE_RUNNING);
+	CTL_CHECK(cr_lcore_count() == table.n);
+	/* Down while it is still STARTING: retired once RUNNING. */
+	CTL_CHECK(cr_pool_resize(table.n - 1) == 0);
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+	CTL_CHECK(cr_lcore_start(worker) == 0);
+	rc = cr_pool_resize(table.n - 1);
+	CTL_CHECK(rc == 0 || rc == -EINPROGRESS);
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+	CTL_CHECK(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+	sleep_ms(20);
+	CTL_CHECK(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+	cr_reactor_stop();
+	return NULL;
+}
+
+static void
+test_resize_while_retiring_carried_out(void)
+{
+	pthread_t t;
+
+	if (table.n < 2)
+		return;
+	memset(&lease, 0, sizeof(lease));
+	atomic_store(&ctl_failures, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
+	pthread_create(&t, NULL, ctl_resize_while_retiring, NULL);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+}
+
+/* ---- two retire callbacks that start each other (issue 12 item 10) ---- */
+
+/* Three lcores on two CPUs: lcores 1 and 2 share the last CPU (pinning allows it). */
+static struct cr_lcore_table table3;
+static _Atomic int in_cb, cross_rc[CR_MAX_LCORES];
+
+static void
+start_the_other(unsigned lcore, void *arg)
+{
+	unsigned other = (unsigned)(uintptr_t)arg;
+	int i;
+
+	/* Both callbacks run at once: each waits (bounded) for the other to begin. */
+	atomic_fetch_add(&in_cb, 1);
+	for (i = 0; i < 2000 && atomic_load(&in_cb) < 2; i++)
+		sleep_ms(1);
+	atomic_store(&cross_rc[lcore], cr_lcore_start(other) + 1000);
+}
+
+static void *
+ctl_cross_start(void *arg)
+{
+	(void)arg;
+	CTL_CHECK(cr_lcore_retire(1, start_the_other, (void *)(uintptr_t)2) == 0);
+	CTL_CHECK(cr_lcore_retire(2, start_the_other, (void *)(uintptr_t)1) == 0);
+	WAIT_FOR(atomic_load(&cross_rc[1]) != 0 && atomic_load(&cross_rc[2]) != 0);
+	CTL_CHECK(atomic_load(&cross_rc[1]) == 1000);
+	CTL_CHECK(atomic_load(&cross_rc[2]) == 1000);
+	WAIT_FOR(cr_lcore_state(1) == CR_LCORE_RUNNING && cr_lcore_state(2) == CR_LCORE_RUNNING);
+	CTL_CHECK(cr_lcore_state(1) == CR_LCORE_RUNNING);
+	CTL_CHECK(cr_lcore_state(2) == CR_LCORE_RUNNING);
+	cr_reactor_stop();
+	return NULL;
+}
+
+/* Each callback started the other, whose thread was itself still in its callback: both
+ * joined each other and hung. Now each start is carried out by the other thread's end. */
+static void
+test_retire_callbacks_start_each_other(void)
+{
+	pthread_t t;
+	unsigned i;
+
+	memset(&table3, 0, sizeof(table3));
+	table3.n = 3;
+	table3.main_lcore = 0;
+	for (i = 0; i < 3; i++) {
+		table3.lcores[i].lcore_id = i;
+		table3.lcores[i].cpu = i < table.n ? table.lcores[i].cpu : table.lcores[table.n - 1].cpu;
+		table3.lcores[i].numa_node = -1;
+	}
+	atomic_store(&in_cb, 0);
+	atomic_store(&cross_rc[1], 0);
+	atomic_store(&cross_rc[2], 0);
+	atomic_store(&ctl_failures, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table3, &hooks), 0);
+	pthread_create(&t, NULL, ctl_cross_start, NULL);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+}
+
+/* ---- what a retiring lcore's app left armed is cancelled and reported (item 12) ---- */
+
+static struct cr_timer left_timer;
+static struct cr_poller *left_poller, *left_timed;
+static _Atomic int timer_fired, timers_dropped, pollers_dropped, dropped_wrong;
+static _Atomic bool left_armed_again;
+
+static void
+left_timer_fn(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	atomic_fetch_add(&timer_fired, 1);
+}
+
+static int
+left_poll_fn(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+static void
+arm_leftovers(void *arg)
+{
+	(void)arg;
+	cr_timer_init(&left_timer, left_timer_fn, NULL);
+	cr_timer_start(&left_timer, 3600ull * 1000 * 1000 * 1000); /* an hour: never fires */
+	left_poller = cr_poller_register(left_poll_fn, &left_poller, 0);
+	left_timed = cr_poller_register(left_poll_fn, &left_timed, 1000ull * 1000 * 1000);
+	CTL_CHECK(left_poller != NULL && left_timed != NULL);
+}
+
+static void
+on_timer_dropped(unsigned lcore, struct cr_timer *t, void *arg)
+{
+	(void)arg;
+	if (lcore != worker || t != &left_timer || cr_timer_armed(t))
+		atomic_fetch_add(&dropped_wrong, 1);
+	atomic_fetch_add(&timers_dropped, 1);
+}
+
+static void
+on_poller_dropped(unsigned lcore, int (*fn)(void *), void *parg, void *arg)
+{
+	(void)arg;
+	if (lcore != worker || fn != left_poll_fn || (parg != &left_poller && parg != &left_timed))
+		atomic_fetch_add(&dropped_wrong, 1);
+	*(struct cr_poller **)parg = NULL; /* the handle is dead: forget it */
+	atomic_fetch_add(&pollers_dropped, 1);
+}
+
+/* In the next incarnation: the timer can be armed again, on the new wheel. */
+static void
+rearm_left_timer(void *arg)
+{
+	(void)arg;
+	cr_timer_start(&left_timer, 3600ull * 1000 * 1000 * 1000);
+	atomic_store(&left_armed_again, cr_timer_armed(&left_timer));
+	cr_timer_stop(&left_timer);
+}
+
+static void *
+ctl_leftovers(void *arg)
+{
+	(void)arg;
+	CTL_CHECK(cr_send(worker, arm_leftovers, NULL) == 0);
+	sleep_ms(20);
+	CTL_CHECK(cr_lcore_retire(worker, NULL, NULL) == 0);
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_OFFLINE);
+	CTL_CHECK(atomic_load(&timers_dropped) == 1);
+	CTL_CHECK(atomic_load(&pollers_dropped) == 2);
+	CTL_CHECK(left_poller == NULL && left_timed == NULL);
+	CTL_CHECK(cr_lcore_start(worker) == 0);
+	WAIT_FOR(cr_lcore_state(worker) == CR_LCORE_RUNNING);
+	CTL_CHECK(cr_send(worker, rearm_left_timer, NULL) == 0);
+	WAIT_FOR(atomic_load(&left_armed_again));
+	CTL_CHECK(atomic_load(&left_armed_again));
+	cr_reactor_stop();
+	return NULL;
+}
+
+static void
+test_retire_cancels_and_reports_leftovers(void)
+{
+	const struct cr_reactor_hooks h = {.on_timer_dropped = on_timer_dropped,
+					   .on_poller_dropped = on_poller_dropped};
+	pthread_t t;
+
+	if (table.n < 2)
+		return;
+	atomic_store(&ctl_failures, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &h), 0);
+	pthread_create(&t, NULL, ctl_leftovers, NULL);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	CU_ASSERT_EQUAL(atomic_load(&dropped_wrong), 0);
+	CU_ASSERT_EQUAL(atomic_load(&timer_fired), 0);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_retire_start_resize),
 	UT_CASE(test_lease_holds_retirement),
 	UT_CASE(test_graceful_shutdown_waits_for_lease),
 	UT_CASE(test_forced_shutdown_with_active_lease),
 	UT_CASE(test_stale_lease_across_incarnations),
-	UT_CASE(test_retire_callback_cannot_restart_itself),
+	UT_CASE(test_retire_callback_restarts_itself),
 	UT_CASE(test_lifecycle_request_during_join),
 	UT_CASE(test_cycles_keep_fds_flat),
 	UT_CASE(test_wake_from_stop_hook_delivered),
+	UT_CASE(test_resize_while_retiring_carried_out),
+	UT_CASE(test_retire_callbacks_start_each_other),
+	UT_CASE(test_retire_cancels_and_reports_leftovers),
 };
 
 UT_MAIN("reactor_lifecycle", cases, setup, NULL)

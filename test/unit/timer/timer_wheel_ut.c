@@ -996,6 +996,55 @@ test_model_stress(void)
 	run_model(1000, 200, 25000);
 }
 
+/* cancel_all: every armed timer (slot, far and expired lists) is disarmed and reported
+ * once, and the wheel is empty and usable afterwards. */
+static unsigned cancel_seen;
+static bool cancel_armed_in_cb;
+
+static void
+cancel_cb(struct cr_timer *t, void *arg)
+{
+	(void)arg;
+	cancel_seen++;
+	cancel_armed_in_cb |= cr_timer_armed(t);
+}
+
+static void
+test_cancel_all(void)
+{
+	struct cr_timer_wheel *w = cr_timer_wheel_create(0, MS);
+	struct rec r[5];
+	unsigned i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+	memset(r, 0, sizeof(r));
+	for (i = 0; i < 5; i++)
+		cr_timer_init(&r[i].t, rec_fn, &r[i]);
+	cr_timer_arm(w, &r[0].t, 5 * MS);
+	cr_timer_arm(w, &r[1].t, 300 * S);
+	cr_timer_arm(w, &r[2].t, UINT64_C(1) << 62); /* the far list */
+	cr_timer_arm(w, &r[3].t, 0);		       /* expired, not yet run */
+	cancel_seen = 0;
+	cancel_armed_in_cb = false;
+	CU_ASSERT_EQUAL(cr_timer_wheel_cancel_all(w, cancel_cb, NULL), 4);
+	CU_ASSERT_EQUAL(cancel_seen, 4);
+	CU_ASSERT_FALSE(cancel_armed_in_cb);
+	CU_ASSERT_EQUAL(cr_timer_wheel_count(w), 0);
+	CU_ASSERT_EQUAL(cr_timer_wheel_next(w), UINT64_MAX);
+	for (i = 0; i < 4; i++)
+		CU_ASSERT_FALSE(cr_timer_armed(&r[i].t));
+	CU_ASSERT_EQUAL(cr_timer_wheel_cancel_all(w, NULL, NULL), 0);
+	g_w = w;
+	log_reset();
+	cr_timer_arm(w, &r[4].t, 2 * MS);
+	r[4].id = 4;
+	g_now = 10 * MS;
+	CU_ASSERT_EQUAL(cr_timer_wheel_run(w, 10 * MS, 16), 1);
+	CU_ASSERT_EQUAL(g_nlog, 1);
+	cr_timer_wheel_destroy(w);
+	g_w = NULL;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1027,6 +1076,7 @@ main(int argc, char **argv)
 		CU_add_test(s, "idle_jump", test_idle_jump);
 		CU_add_test(s, "extremes", test_extremes);
 		CU_add_test(s, "model", test_model);
+		CU_add_test(s, "cancel_all", test_cancel_all);
 	}
 	if (CU_get_error() != CUE_SUCCESS)
 		goto out_cleanup;

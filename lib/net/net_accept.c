@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One listening shard on its lcore. A shard keeps one multishot accept armed while it
+ * wants connections: not while its lcore has no free connection slot (the kernel's
+ * backlog holds them meanwhile), and not during a back-off after the accept ended with
+ * EMFILE/ENFILE/ENOBUFS/ENOMEM, so an lcore out of descriptors sleeps instead of spinning.
+ *
+ * Retirement drains a shard instead of dropping its backlog: steered away (net_steer.c),
+ * it goes on accepting for a grace period (connections whose handshake began before the
+ * program was attached), handing each connection to a staying lcore (net_handoff.c), then
+ * takes what is still queued, stops listening and closes.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "net_listen_internal.h"
+
+#define L cr__net_log
+
+/* ---- one shard, on its lcore ---- */
+
+void
+cr__shard_list_add(struct net_lcore *nl, struct net_shard *sh)
+{
+	sh->prev = NULL;
+	sh->next = nl->shards;
+	if (nl->shards != NULL)
+		nl->shards->prev = sh;
+	nl->shards = sh;
+}
+
+void
+cr__shard_list_del(struct net_lcore *nl, struct net_shard *sh)
+{
+	if (sh->prev != NULL)
+		sh->prev->next = sh->next;
+	else
+		nl->shards = sh->next;
+	if (sh->next != NULL)
+		sh->next->prev = sh->prev;
+	sh->next = sh->prev = NULL;
+}
+
+void
+cr__shard_backoff(struct net_shard *sh)
+{
+	if (sh->backoff_ns == NET_BACKOFF_MIN_NS)
+		CR_LOG(L, NOTICE, "lcore %u: accepting paused for %llu ms (out of descriptors?)",
+		       sh->owner, (unsigned long long)(sh->backoff_ns / 1000000));
+	sh->backing_off = true;
+	cr_timer_start(&sh->timer, sh->backoff_ns);
+	sh->backoff_ns *= 2;
+	if (sh->backoff_ns > NET_BACKOFF_MAX_NS)
+		sh->backoff_ns = NET_BACKOFF_MAX_NS;
+}
+
+/* The back-off is over, or a connection slot freed: adopt what waits, accept again. */
+void
+cr__shard_timer_fired(struct cr_timer *t, void *arg)
+{
+	struct net_shard *sh = arg;
+	struct net_lcore *nl = &cr__net_lcores[sh->owner];
+	struct cr_listener *l = sh->l;
+
+	(void)t;
+	sh->backing_off = false;
+	if (sh->rejoined) {
+		sh->rejoined = false;
+		/* acquire: pairs with the release in close_chain(); see net_rejoin(). Closed
+		 * before we accepted: what the kernel queued to us is served, then we close. */
+		if (atomic_load_explicit(&l->phase, memory_order_acquire) != LP_OPEN) {
+			cr__shard_drain(nl, sh, true);
+			return;
+		}
+	}
+	if (sh->state == SH_DRAIN) {
+		cr__drain_tick(nl, sh);
+		return;
+	}
+	while (sh->n_stash > 0 && nl->free_conns != NULL) {
+		int fd = sh->stash[0];
+
+		sh->n_stash--;
+		memmove(sh->stash, sh->stash + 1, sh->n_stash * sizeof(sh->stash[0]));
+		cr__conn_adopt(nl, fd, &l->opts.conn, l->ops, l->arg);
+	}
+	cr__shard_sync(sh);
+}
+
+static void
+accept_done(void *ctx, const struct cr_io_cqe *cqe)
+{
+	struct net_shard *sh = ctx;
+	struct cr_listener *l = sh->l;
+	struct net_lcore *nl = &cr__net_lcores[sh->owner];
+	bool final = !(cqe->flags & CR_IO_F_MORE);
+
+	if (final) {
+		sh->op = 0;
+		sh->cancel_sent = false;
+	}
+	if (cqe->res >= 0) {
+		sh->backoff_ns = NET_BACKOFF_MIN_NS;
+		if (sh->state == SH_DRAIN) {
+			cr__drain_take(l, nl, sh, cqe->res);
+		} else if (sh->state != SH_RUN) {
+			close(cqe->res); /* closed with the accept still reporting */
+			NET_STAT_ADD(nl, refused, 1);
+		} else if (l->opts.single_acceptor) {
+			cr__hand_off(l, nl, cqe->res);
+		} else if (cr__conn_adopt(nl, cqe->res, &l->opts.conn, l->ops, l->arg) == NULL) {
+			/* Raced past the pause: the multishot had this one already. */
+			if (sh->n_stash < NET_STASH) {
+				sh->stash[sh->n_stash++] = cqe->res;
+			} else {
+				close(cqe->res);
+				NET_STAT_ADD(nl, refused, 1);
+			}
+		}
+	} else if (final && cr__accept_error_is_resource(-cqe->res)) {
+		NET_STAT_ADD(nl, accept_backoffs, 1);
+		cr__shard_backoff(sh);
+	} else if (final && cqe->res != -ECANCELED) {
+		CR_LOG(L, WARNING, "lcore %u: accept on fd %d ended: %s", sh->owner, sh->fd,
+		       cr_strerror(cqe->res));
+		cr__shard_backoff(sh);
+	}
+	if (final && sh->state == SH_DRAIN && sh->finishing) {
+		cr_timer_start(&sh->timer, 0); /* every result is in: take the rest */
+		return;
+	}
+	/* Every time: the connection just adopted may have taken the last slot. */
+	cr__shard_sync(sh);
+}
+
+/* Arm or cancel the multishot accept as the shard's state asks. */
+void
+cr__shard_sync(struct net_shard *sh)
+{
+	struct net_lcore *nl = &cr__net_lcores[sh->owner];
+	bool want;
+
+	if (sh->state != SH_RUN && sh->state != SH_DRAIN)
+		return;
+	if (sh->state == SH_DRAIN) {
+		/* Handing off: no slot of ours needed (serving here: one is); lib/io ops may
+		 * still start on a closing lcore. */
+		bool room = !sh->quench || nl->free_conns != NULL;
+
+		if (!room && !sh->waiting_slot) {
+			sh->waiting_slot = true;
+			nl->accept_paused = true;
+		}
+		if (room && !sh->backing_off && !sh->finishing && sh->n_pend == 0 && sh->op == 0) {
+			sh->op = cr_io_accept(sh->fd, accept_done, sh);
+			if (sh->op == 0)
+				cr__shard_backoff(sh);
+		}
+		return;
+	}
+	want = !sh->backing_off &&
+	       (sh->l->opts.single_acceptor || (nl->free_conns != NULL && sh->n_stash == 0));
+	if (!want && !sh->backing_off) {
+		sh->waiting_slot = true;
+		nl->accept_paused = true;
+	}
+	if (want && sh->op == 0 && cr__net_may_start(nl)) {
+		sh->op = cr_io_accept(sh->fd, accept_done, sh);
+		if (sh->op == 0) {
+			CR_LOG(L, WARNING, "lcore %u: cannot accept on fd %d: %s", sh->owner,
+			       sh->fd, cr_strerror(errno));
+			cr__shard_backoff(sh);
+		}
+	} else if (!want && sh->op != 0 && !sh->cancel_sent) {
+		sh->cancel_sent = true;
+		cr_io_cancel(sh->op);
+	}
+}
+
+void
+cr__listen_slot_freed(struct net_lcore *nl)
+{
+	struct net_shard *sh;
+
+	/* Running, or closing with a socket that serves its own backlog. */
+	if (!nl->up || nl->stopping || (!cr__net_may_start(nl) && !nl->draining))
+		return;
+	nl->accept_paused = false;
+	/* Not now: this may run inside an app call (cr_conn_destroy), and adopting calls
+	 * on_open. The shard's timer does it in the lcore's timer phase. */
+	for (sh = nl->shards; sh != NULL; sh = sh->next) {
+		if ((sh->waiting_slot || sh->n_stash > 0) && !sh->backing_off) {
+			sh->waiting_slot = false;
+			cr_timer_start(&sh->timer, 0);
+		}
+	}
+}
+
+void
+cr__shard_run(struct net_lcore *nl, struct net_shard *sh)
+{
+	sh->state = SH_RUN;
+	sh->backoff_ns = NET_BACKOFF_MIN_NS;
+	cr__shard_list_add(nl, sh);
+	cr__shard_sync(sh);
+}
+
+static void
+shard_released(void *arg)
+{
+	struct net_shard *sh = arg;
+	struct cr_listener *l = sh->l;
+
+	close(sh->fd);
+	sh->fd = -1;
+	cr__listener_socket_closed(l);
+	cr__listener_put(l);
+}
+
+void
+cr__shard_close(struct net_lcore *nl, struct net_shard *sh)
+{
+	if (sh->state != SH_RUN && sh->state != SH_DRAIN)
+		return;
+	sh->state = SH_CLOSED;
+	cr__shard_list_del(nl, sh);
+	cr__group_leave_locked(sh->l, sh);
+	cr_timer_stop(&sh->timer);
+	sh->backing_off = false;
+	sh->waiting_slot = false;
+	while (sh->n_stash > 0)
+		close(sh->stash[--sh->n_stash]);
+	cr__pend_drop(nl, sh);
+	/* The socket stays open until the accept's final completion. */
+	if (sh->op != 0 && cr_io_abandon(sh->op, shard_released, sh) == 0) {
+		sh->op = 0;
+		return;
+	}
+	sh->op = 0;
+	shard_released(sh);
+}
+
+/*
+ * A draining shard's timer: during the grace, place what waits and keep the accept armed;
+ * after it, cancel the accept and, once its last result is in (every connection it took
+ * placed, none closed by an abandon), take what the socket still holds, a batch per tick,
+ * stop listening and close. A retiring shard whose listener closes meanwhile serves the
+ * rest itself.
+ */
+void
+cr__drain_tick(struct net_lcore *nl, struct net_shard *sh)
+{
+	struct cr_listener *l = sh->l;
+	uint64_t now = cr_now_ns();
+
+	if (!cr__listener_open(l) || nl->quench)
+		sh->quench = true;
+	if (now < sh->drain_until) {
+		bool waiting = !cr__pend_place(l, nl, sh);
+
+		cr__shard_sync(sh);
+		if (!sh->backing_off)
+			cr_timer_start(&sh->timer, waiting ? NET_DRAIN_RETRY_NS : sh->drain_until - now);
+		return;
+	}
+	if (sh->op != 0) {
+		sh->finishing = true;
+		if (!sh->cancel_sent) {
+			sh->cancel_sent = true;
+			cr_io_cancel(sh->op);
+		}
+		return; /* accept_done() ticks again at the final result */
+	}
+	sh->finishing = true;
+	switch (cr__take_queued(l, nl, sh)) {
+	case TAKE_EMPTY:
+		cr__shard_close(nl, sh);
+		break;
+	case TAKE_RESOURCE:
+		NET_STAT_ADD(nl, accept_backoffs, 1);
+		cr__shard_backoff(sh); /* its timer ticks again */
+		break;
+	case TAKE_MORE:
+		if (sh->quench && nl->free_conns == NULL) {
+			/* Serving here with every slot taken: the next freed slot ticks us. */
+			sh->waiting_slot = true;
+			nl->accept_paused = true;
+		} else {
+			cr_timer_start(&sh->timer, NET_DRAIN_RETRY_NS);
+		}
+		break;
+	}
+}
+
+/*
+ * Stop taking new connections on @p sh without resetting any it holds. Unless @p quench,
+ * while other sockets of the listener stay, new connections are steered to them; this
+ * one goes on accepting for the drain grace (handshakes begun before the steering),
+ * handing what it takes to their lcores, then takes what is left. Otherwise (a shutdown,
+ * the listener's close, no socket to steer to) the backlog limit drops to nothing, so
+ * nothing more queues (a handshake then waits, and is refused once the socket closes),
+ * and at once what is queued is taken and served here: whatever the kernel had accepted
+ * before the stop is queued, loopback or not, since a connect returns only then.
+ */
+void
+cr__shard_drain(struct net_lcore *nl, struct net_shard *sh, bool quench)
+{
+	struct cr_listener *l = sh->l;
+
+	if (sh->state == SH_DRAIN) {
+		if (quench)
+			sh->quench = true; /* a shutdown overtook the retire: no lcore stays */
+		return;
+	}
+	if (sh->state != SH_RUN)
+		return;
+	if (quench || l->opts.single_acceptor || !cr__group_steer_away(l, sh)) {
+		sh->quench = true;
+		/* listen(2) again only lowers the limit: the queued stay queued. */
+		if (listen(sh->fd, 0) != 0)
+			CR_LOG(L, WARNING, "lcore %u: cannot stop fd %d queuing: %s", sh->owner,
+			       sh->fd, cr_strerror(-errno));
+	}
+	sh->state = SH_DRAIN;
+	sh->drain_until = cr_now_ns() + (sh->quench ? 0 : cr__net_drain_grace_ns);
+	sh->waiting_slot = false;
+	cr_timer_stop(&sh->timer);
+	sh->backing_off = false;
+	/* What the stash holds is ours already: placed at the first tick. */
+	while (sh->n_stash > 0)
+		if (!cr__pend_push(sh, sh->stash[--sh->n_stash]))
+			cr__listen_refuse(nl, sh->stash[sh->n_stash]);
+	cr__shard_sync(sh);
+	cr_timer_start(&sh->timer, sh->n_pend > 0 || sh->quench ? 0 : cr__net_drain_grace_ns);
+}
