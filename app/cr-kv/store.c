@@ -105,11 +105,9 @@ kv_store_create(void)
 
 	if (s == NULL)
 		return NULL;
+	/* No table yet: the first insert makes it, on the lcore whose memory counter it
+	 * is charged to (the store itself is made by main(), before any lcore runs). */
 	kd_init(&s->d);
-	if (kd_expand(&s->d, 16) != 0) {
-		kv_free(s);
-		return NULL;
-	}
 	s->lazy_tail = &s->lazy_head;
 	return s;
 }

@@ -897,6 +897,11 @@ def t_expiry(o):
 def t_info(o):
     """INFO has the sections the issue names, with this server's figures."""
     c = Conn(o.kv.port)
+    # An empty server's figure after its shards' first 100 ms ticks (which shrink and
+    # rehash tables): never below zero.
+    time.sleep(0.35)
+    m = re.search(rb"used_memory:(-?\d+)\r\n", c.cmd("INFO", "memory"))
+    check(m is not None and int(m.group(1)) >= 0, "empty server's used_memory: %r" % m)
     c.cmd("MSET", "a", "1", "b", "2", "c", "3")
     c.cmd("EXPIRE", "a", "100")
     info = c.cmd("INFO")
