@@ -545,7 +545,7 @@ info_sections(const struct kreq *kr)
 }
 
 void
-kv_info_merge(struct kreq *kr, struct rbuf *out)
+kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf *out)
 {
 	long long t[7] = {0}, avg_sum = 0, avg_n = 0;
 	unsigned want = info_sections(kr), secs = 0;
@@ -555,10 +555,10 @@ kv_info_merge(struct kreq *kr, struct rbuf *out)
 	uint32_t i;
 	int k;
 
-	for (i = 0; i < kr->nparts; i++) {
-		const char *p = kr->parts[i].out.p, *end = p + kr->parts[i].out.len;
+	for (i = 0; i < nparts; i++) {
+		const char *p = parts[i].out.p, *end = p + parts[i].out.len;
 
-		if (kr->parts[i].out.len == 0 || p[0] != '*')
+		if (parts[i].out.len == 0 || p[0] != '*')
 			continue;
 		p = memchr(p, '\n', (size_t)(end - p));
 		for (k = 0; k < 7 && p != NULL && p + 1 < end; k++) {

@@ -19,6 +19,11 @@
 	{                                                                \
 		n, a, fl, route, merge, f, l, s, fn, pre, NULL, grp, sum \
 	}
+/* A command over several keys that must be atomic: one transaction over their shards. */
+#define CMDX(n, a, fl, f, l, s, fn, pre, grp, sum, keys, multi)                            \
+	{                                                                                  \
+		n, a, fl, KV_ROUTE_MULTI, 0, f, l, s, fn, pre, NULL, grp, sum, keys, multi \
+	}
 
 static const struct kv_cmd command_subs[] = {
     CMD("command|count", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_command_count, NULL, "server",
@@ -95,8 +100,9 @@ const struct kv_cmd kv_cmds[] = {
 	"Get the values of all the given keys"),
     CMD("mset", -3, W | M, KS, KV_MERGE_OK, 1, -1, 2, cmd_mset, precheck_mset, "string",
 	"Set multiple keys to multiple values"),
-    CMD("msetnx", -3, W | M, KV_ROUTE_SPECIAL, 0, 1, -1, 2, cmd_msetnx_local, precheck_mset,
-	"string", "Set multiple keys to multiple values, only if none of the keys exist"),
+    CMDX("msetnx", -3, W | M, 1, -1, 2, cmd_msetnx_local, precheck_mset, "string",
+	 "Set multiple keys to multiple values, only if none of the keys exist", NULL,
+	 kv_multi_msetnx),
     CMD("append", 3, W | M | F, K1, 0, 1, 1, 1, cmd_append, NULL, "string",
 	"Append a value to a key"),
     CMD("strlen", 2, R | F, K1, 0, 1, 1, 1, cmd_strlen, NULL, "string",
@@ -138,10 +144,12 @@ const struct kv_cmd kv_cmds[] = {
 	"Get the time to live for a key in milliseconds"),
     CMD("persist", 2, W | F, K1, 0, 1, 1, 1, cmd_persist, NULL, "generic",
 	"Remove the expiration from a key"),
-    CMD("rename", 3, W, KV_ROUTE_SPECIAL, 0, 1, 2, 1, cmd_rename_local, NULL, "generic",
-	"Rename a key"),
-    CMD("renamenx", 3, W | F, KV_ROUTE_SPECIAL, 0, 1, 2, 1, cmd_rename_local, NULL, "generic",
-	"Rename a key, only if the new key does not exist"),
+    CMDX("rename", 3, W, 1, 2, 1, cmd_rename_local, NULL, "generic", "Rename a key", NULL,
+	 kv_multi_rename),
+    CMDX("renamenx", 3, W | F, 1, 2, 1, cmd_rename_local, NULL, "generic",
+	 "Rename a key, only if the new key does not exist", NULL, kv_multi_rename),
+    CMDX("copy", -3, W | M, 1, 2, 1, cmd_copy_local, NULL, "generic", "Copy a key", NULL,
+	 kv_multi_copy),
     CMD("touch", -2, R | F, KS, KV_MERGE_SUM, 1, -1, 1, cmd_touch, NULL, "generic",
 	"Alters the last access time of a key(s). Returns the number of existing keys specified."),
     {"object", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, object_subs, "generic",
@@ -306,6 +314,23 @@ const struct kv_cmd kv_cmds[] = {
 };
 
 const unsigned kv_ncmds = sizeof(kv_cmds) / sizeof(kv_cmds[0]);
+
+int
+kv_cmd_keys(const struct kv_cmd *cmd, const struct kv_arg *argv, uint32_t argc, uint32_t *idx,
+	    uint32_t max)
+{
+	uint32_t i, n = 0, last;
+
+	if (cmd->keys != NULL)
+		return cmd->keys(argv, argc, idx, max);
+	if (cmd->first_key <= 0)
+		return 0;
+	last = cmd->last_key < 0 ? argc + (uint32_t)cmd->last_key : (uint32_t)cmd->last_key;
+	for (i = (uint32_t)cmd->first_key; i <= last && i < argc && n < max;
+	     i += (uint32_t)cmd->step)
+		idx[n++] = i;
+	return (int)n;
+}
 
 /* ---- lookup ---- */
 

@@ -76,8 +76,10 @@ dispatch_parts(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x, uns
 	kc_enqueue(kc, kr);
 	switch (cmd->route) {
 	case KV_ROUTE_KEY1:
+	case KV_ROUTE_KEYS:
+	case KV_ROUTE_MULTI:
 		kreq_set_parts(kr, 1);
-		kr->one.shard = key1;
+		kr->one.shard = key1; /* every key is there */
 		kreq_part_args(&kr->one, kr->argc, kr->argv);
 		break;
 	case KV_ROUTE_ALL:
@@ -87,10 +89,6 @@ dispatch_parts(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x, uns
 			kr->parts[i].shard = i;
 			kreq_part_args(&kr->parts[i], kr->argc, kr->argv);
 		}
-		break;
-	case KV_ROUTE_KEYS:
-		if (kreq_split_keys(kr, (unsigned)cmd->step) != 0)
-			goto nomem;
 		break;
 	default:
 		break;
@@ -231,19 +229,64 @@ dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 	kreq_launch(kr);
 }
 
-static bool
-all_keys_here(const struct kv_cmd *cmd, const struct kv_ctx *x, unsigned here)
-{
-	uint32_t i;
+#define SHARDS_SEVERAL (-1)
+#define SHARDS_NONE    (-2) /* no key, or malformed arguments: the command replies */
 
-	if (kv.nshards == 1)
-		return true;
-	if (cmd->route != KV_ROUTE_KEYS)
-		return false;
-	for (i = 1; i < x->argc; i += (uint32_t)cmd->step)
-		if (key_shard(&x->argv[i]) != here)
-			return false;
-	return true;
+/* The one shard every key of the command is on, SHARDS_SEVERAL, or SHARDS_NONE. */
+static int
+keys_shard(const struct kv_cmd *cmd, const struct kv_ctx *x)
+{
+	uint32_t small[64], *idx = small, max = 64;
+	int n, i, s = SHARDS_NONE;
+
+	if (x->argc > max) {
+		idx = malloc(sizeof(*idx) * x->argc);
+		if (idx == NULL)
+			return SHARDS_NONE;
+		max = x->argc;
+	}
+	n = kv_cmd_keys(cmd, x->argv, x->argc, idx, max);
+	for (i = 0; i < n && s != SHARDS_SEVERAL; i++) {
+		int k = kv.nshards == 1 ? 0 : (int)key_shard(&x->argv[idx[i]]);
+
+		s = s == SHARDS_NONE || s == k ? k : SHARDS_SEVERAL;
+	}
+	if (idx != small)
+		free(idx);
+	return s;
+}
+
+/* A command over keys of several shards, as a transaction (cmd_multi.c). */
+static void
+dispatch_multi(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
+{
+	struct kreq *kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
+
+	if (kr == NULL) {
+		kc_abort(kc);
+		return;
+	}
+	kc_enqueue(kc, kr);
+	if (cmd->multi != NULL)
+		cmd->multi(kr);
+	else
+		kv_multi_keys(kr);
+}
+
+/* Run it here at once if its keys are here and no transaction holds locks here (else
+ * as a part, which may wait behind them), on its one other shard, or as a transaction. */
+static void
+dispatch_keys(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
+{
+	struct kv_shard *sh = kc->sh;
+	int s = keys_shard(cmd, x);
+
+	if (s == SHARDS_NONE || (s == (int)sh->index && kv_tx_clear(sh)))
+		run_here(kc, cmd, x);
+	else if (s >= 0)
+		dispatch_parts(kc, cmd, x, (unsigned)s);
+	else
+		dispatch_multi(kc, cmd, x);
 }
 
 static void
@@ -344,15 +387,18 @@ run_command(struct kconn *kc)
 			x.h1 = h; /* the command's own lookup needs not hash it again */
 			x.h1_ok = true;
 		}
-		if (s == sh->index)
+		if (s == sh->index && kv_tx_clear(sh))
 			run_here(kc, cmd, &x);
 		else
 			dispatch_parts(kc, cmd, &x, s);
 		return;
 	}
 	case KV_ROUTE_KEYS:
+	case KV_ROUTE_MULTI:
+		dispatch_keys(kc, cmd, &x);
+		return;
 	case KV_ROUTE_ALL:
-		if (cmd->merge != KV_MERGE_INFO && all_keys_here(cmd, &x, sh->index))
+		if (kv.nshards == 1 && cmd->merge != KV_MERGE_INFO && kv_tx_clear(sh))
 			run_here(kc, cmd, &x);
 		else
 			dispatch_parts(kc, cmd, &x, 0);
@@ -360,17 +406,6 @@ run_command(struct kconn *kc)
 	case KV_ROUTE_SCAN:
 		dispatch_scan(kc, cmd, &x);
 		return;
-	case KV_ROUTE_SPECIAL: {
-		struct kreq *kr = kreq_new(sh, kc, cmd, argc, sh->args);
-
-		if (kr == NULL) {
-			kc_abort(kc);
-			return;
-		}
-		kc_enqueue(kc, kr);
-		kv_special_dispatch(kr);
-		return;
-	}
 	}
 }
 

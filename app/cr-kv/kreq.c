@@ -68,7 +68,10 @@ kreq_free(struct kv_shard *sh, struct kreq *kr)
 		free(kr->parts);
 	}
 	free(kr->argpool);
-	free(kr->state);
+	if (kr->state_fini != NULL)
+		kr->state_fini(kr->state);
+	else
+		free(kr->state);
 	if (kr->size == KREQ_SMALL && sh->nfree < FREE_MAX) {
 		kr->next = sh->free_reqs;
 		sh->free_reqs = kr;

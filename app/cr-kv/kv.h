@@ -17,9 +17,10 @@
  * Order. Parts are run on their shard in the order the connection issued them (local
  * parts at issue, remote ones through a FIFO queue per target and then the one FIFO
  * mailbox ring from this lcore to that lcore), so every shard sees one client's commands
- * in program order. A command with more
- * than one phase (RENAME across shards, MSETNX across shards) blocks the connection's
- * parsing until it is done, so nothing issued after it can overtake it.
+ * in program order. A command over keys of several shards is a transaction (txn.h): the
+ * connection's parsing waits until it holds its locks, after which later commands reach
+ * each shard behind them; a part that touches a locked key waits in that shard's FIFO
+ * queue, and so does everything after it for that shard.
  */
 #ifndef CR_KV_H
 #define CR_KV_H
@@ -35,6 +36,7 @@
 #include "obj.h"
 #include "resp.h"
 #include "store.h"
+#include "txn.h"
 
 #define KV_VERSION "7.0.15"
 
@@ -92,7 +94,8 @@ enum kv_route {
 	KV_ROUTE_KEYS,	    /* keys at 1, 1+step, ...: one part per shard, merged */
 	KV_ROUTE_ALL,	    /* every shard: one part each, merged */
 	KV_ROUTE_SCAN,	    /* the shard the cursor names */
-	KV_ROUTE_SPECIAL,   /* its own phases (RENAME, MSETNX) */
+	KV_ROUTE_MULTI,	    /* keys as cmd->keys says: run on their shard if they share one,
+			     * else cmd->multi() runs it as a transaction */
 };
 
 enum kv_merge {
@@ -129,7 +132,15 @@ struct kv_cmd {
 	const struct kv_cmd *sub; /* container: subcommands, NULL-terminated */
 	const char *group;	  /* for COMMAND DOCS */
 	const char *summary;
+	/* KV_ROUTE_MULTI: the argv indices of the keys, at most @p max (-1: the arguments
+	 * are malformed, the command's fn replies why); NULL: first_key..last_key by step. */
+	int (*keys)(const struct kv_arg *argv, uint32_t argc, uint32_t *idx, uint32_t max);
+	void (*multi)(struct kreq *kr); /* ... over several shards (cmd_multi.c) */
 };
+
+/* The argv indices of @p cmd's keys (see kv_cmd.keys). */
+int kv_cmd_keys(const struct kv_cmd *cmd, const struct kv_arg *argv, uint32_t argc, uint32_t *idx,
+		uint32_t max);
 
 const struct kv_cmd *kv_cmd_lookup(const char *name, size_t len);
 const struct kv_cmd *kv_cmd_sub_lookup(const struct kv_cmd *c, const char *name, size_t len);
@@ -183,9 +194,6 @@ KV_CMD(flushdb);
 KV_CMD(randomkey);
 KV_CMD(info_shard);
 KV_CMD(msetnx_check);
-KV_CMD(rename_take);
-KV_CMD(rename_put);
-KV_CMD(rename_exists);
 KV_CMD(hset);
 KV_CMD(hmset);
 KV_CMD(hsetnx);
@@ -348,6 +356,7 @@ struct kv_shard {
 	struct kconn *conns; /* every client connection of this lcore */
 	struct cr_timer expire_timer;
 	struct kv_mem mem;	    /* what this shard's keyspace takes (mem.h) */
+	struct kv_txshard tx;	    /* locks and waiters of transactions (txn.h) */
 	bool lazy_armed;	    /* a lazy-free step is deferred (lazyfree.c) */
 	struct cr_timer lazy_timer; /* its fallback when cr_defer() is full */
 	/* Counters read by INFO from the lcore where it runs: relaxed. */
@@ -394,6 +403,13 @@ struct kpart {
 	uint32_t argc;
 	struct kv_arg *argv;
 	struct rbuf out;
+	/* Its answer is in: every part gets this set when it is launched (xshard.c). */
+	void (*on_answer)(struct kpart *p);
+	uint8_t kind;		/* KP_PLAIN, KP_TX_LOCK, KP_TX_HOP (txn.h) */
+	uint8_t state;		/* KP_PARKED... (txn.h) */
+	struct kv_txlock *lock; /* KP_TX_LOCK: its keys, and the hold once granted */
+	uint64_t epoch;		/* the origin's kv_txshard.epoch when it was sent */
+	unsigned origin;	/* the origin's shard index */
 	char inl[80];
 };
 
@@ -411,8 +427,9 @@ struct kreq {
 	char scratch[32];	/* a part's rewritten argument (SCAN's shard cursor) */
 	kreq_cont_fn cont;	/* when every part has answered; NULL: merge by cmd */
 	int phase;
-	void *state;	    /* a multi-phase command's own */
-	struct rbuf *final; /* the bytes to send when done */
+	void *state;			 /* a multi-phase command's own */
+	void (*state_fini)(void *state); /* frees it (NULL: free()) */
+	struct rbuf *final;		 /* the bytes to send when done */
 	struct rbuf reply;
 	uint32_t argc;
 	struct kv_arg *argv;
@@ -493,17 +510,21 @@ void kreq_finish(struct kreq *kr); /* the reply is final: flush it in its turn *
 
 /* xshard.c: parts between shards */
 void kreq_launch(struct kreq *kr);
+/* Run part @p p (its shard, fn, args and on_answer set) here or on its shard; its
+ * on_answer is called when its reply is in (at once if it ran here). */
+void kv_part_send(struct kv_shard *sh, struct kpart *p);
 void kv_outq_flush(struct kv_shard *sh);
 void kv_xshard_init(struct kv_shard *sh);
 void kv_xshard_fini(struct kv_shard *sh);
 
 /* merge.c */
 void kv_merge(struct kreq *kr, struct rbuf *out);
-void kv_info_merge(struct kreq *kr, struct rbuf *out); /* cmd_server.c */
+void kv_merge_parts(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf *out);
+void kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts,
+		   struct rbuf *out); /* cmd_server.c */
 
 /* dispatch.c: the request engine */
 void kv_process_input(struct kconn *kc);
-void kv_special_dispatch(struct kreq *kr); /* cmd_special.c */
 
 /* cmd_list.c: for the commands that move elements between lists */
 int kv_list_push(struct kv_ctx *x, struct kv_entry *e, bool head, const struct kv_arg *v);
@@ -536,6 +557,34 @@ struct zsink {
 /* ZRANGESTORE's source read into k->dst (NULL obj: empty result); false if an error was
  * replied. */
 bool kv_zrangestore_collect(struct kv_ctx *x, struct zsink *k);
+
+/* cmd_multi.c: commands over several shards, as transactions */
+struct rd {
+	const char *p, *end;
+};
+void rd_init(struct rd *r, const struct rbuf *b);
+long long rd_array(struct rd *r);
+long long rd_int(struct rd *r);
+bool rd_bulk(struct rd *r, const char **s, size_t *len); /* false: nil */
+bool rd_error(const struct rbuf *b);
+struct kv_tx;
+/* What gather_dump / gather_probe read of one key on its shard. */
+struct kv_probe {
+	bool present;
+	long long type, expire; /* expire: gather_dump's only */
+	const char *dump;	/* gather_dump's: the value (objcopy.c) */
+	size_t dlen;
+};
+/* What a shard read for kr->argv[@p idx] (false: it did not answer it). */
+bool kv_tx_probe(struct kv_tx *tx, uint32_t idx, bool dump, struct kv_probe *out);
+void kv_multi_keys(struct kreq *kr);
+void kv_multi_msetnx(struct kreq *kr);
+void kv_multi_rename(struct kreq *kr);
+void kv_multi_copy(struct kreq *kr);
+KV_CMD(gather_dump);
+KV_CMD(gather_probe);
+KV_CMD(tx_install);
+KV_CMD(tx_delete);
 
 /* objcopy.c: a value as bytes and back (COPY, values moving between shards) */
 struct kv_loaded {

@@ -27,13 +27,13 @@ element_len(const char *p, const char *end)
 
 /* The first part that failed (its reply is an error), or NULL. */
 static struct kpart *
-failed_part(struct kreq *kr)
+failed_part(struct kpart *parts, uint32_t n)
 {
 	uint32_t i;
 
-	for (i = 0; i < kr->nparts; i++)
-		if (kr->parts[i].out.len > 0 && kr->parts[i].out.p[0] == '-')
-			return &kr->parts[i];
+	for (i = 0; i < n; i++)
+		if (parts[i].out.len > 0 && parts[i].out.p[0] == '-')
+			return &parts[i];
 	return NULL;
 }
 
@@ -48,7 +48,13 @@ skip_line(const char *p, const char *end)
 void
 kv_merge(struct kreq *kr, struct rbuf *out)
 {
-	struct kpart *bad = failed_part(kr);
+	kv_merge_parts(kr, kr->parts, kr->nparts, out);
+}
+
+void
+kv_merge_parts(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf *out)
+{
+	struct kpart *bad = failed_part(parts, nparts);
 	uint32_t i;
 
 	if (bad != NULL && kr->cmd->merge != KV_MERGE_INFO) {
@@ -57,14 +63,14 @@ kv_merge(struct kreq *kr, struct rbuf *out)
 	}
 	switch (kr->cmd->merge) {
 	case KV_MERGE_ONE:
-		rb_raw(out, kr->parts[0].out.p, kr->parts[0].out.len);
+		rb_raw(out, parts[0].out.p, parts[0].out.len);
 		break;
 	case KV_MERGE_SUM: {
 		long long t = 0;
 
-		for (i = 0; i < kr->nparts; i++)
-			if (kr->parts[i].out.len > 1)
-				t += strtoll(kr->parts[i].out.p + 1, NULL, 10);
+		for (i = 0; i < nparts; i++)
+			if (parts[i].out.len > 1)
+				t += strtoll(parts[i].out.p + 1, NULL, 10);
 		rb_int(out, t);
 		break;
 	}
@@ -75,8 +81,8 @@ kv_merge(struct kreq *kr, struct rbuf *out)
 		const char *cur[CR_MAX_LCORES], *end[CR_MAX_LCORES];
 		uint32_t k;
 
-		for (i = 0; i < kr->nparts; i++) {
-			struct rbuf *b = &kr->parts[i].out;
+		for (i = 0; i < nparts; i++) {
+			struct rbuf *b = &parts[i].out;
 
 			end[i] = b->p + b->len;
 			cur[i] = skip_line(b->p, end[i]); /* the array header */
@@ -86,9 +92,9 @@ kv_merge(struct kreq *kr, struct rbuf *out)
 			unsigned s = key_shard(&kr->argv[k]);
 			size_t n;
 
-			for (i = 0; i < kr->nparts && kr->parts[i].shard != s; i++)
+			for (i = 0; i < nparts && parts[i].shard != s; i++)
 				;
-			if (i == kr->nparts || cur[i] >= end[i]) {
+			if (i == nparts || cur[i] >= end[i]) {
 				rb_null(out);
 				continue;
 			}
@@ -101,11 +107,11 @@ kv_merge(struct kreq *kr, struct rbuf *out)
 	case KV_MERGE_KEYS: {
 		long long t = 0;
 
-		for (i = 0; i < kr->nparts; i++)
-			t += strtoll(kr->parts[i].out.p + 1, NULL, 10);
+		for (i = 0; i < nparts; i++)
+			t += strtoll(parts[i].out.p + 1, NULL, 10);
 		rb_array(out, t);
-		for (i = 0; i < kr->nparts; i++) {
-			struct rbuf *b = &kr->parts[i].out;
+		for (i = 0; i < nparts; i++) {
+			struct rbuf *b = &parts[i].out;
 			const char *body = skip_line(b->p, b->p + b->len);
 
 			rb_raw(out, body, (size_t)(b->p + b->len - body));
@@ -116,26 +122,26 @@ kv_merge(struct kreq *kr, struct rbuf *out)
 		struct kv_shard *sh = kr->kc->sh;
 		uint32_t have = 0, pick;
 
-		for (i = 0; i < kr->nparts; i++)
-			if (kr->parts[i].out.p[1] != '-')
+		for (i = 0; i < nparts; i++)
+			if (parts[i].out.p[1] != '-')
 				have++;
 		if (have == 0) {
 			rb_null(out);
 			break;
 		}
 		pick = (uint32_t)(kv_rand(&sh->rng) % have);
-		for (i = 0; i < kr->nparts; i++) {
-			if (kr->parts[i].out.p[1] == '-')
+		for (i = 0; i < nparts; i++) {
+			if (parts[i].out.p[1] == '-')
 				continue;
 			if (pick-- == 0) {
-				rb_raw(out, kr->parts[i].out.p, kr->parts[i].out.len);
+				rb_raw(out, parts[i].out.p, parts[i].out.len);
 				break;
 			}
 		}
 		break;
 	}
 	case KV_MERGE_INFO:
-		kv_info_merge(kr, out);
+		kv_info_merge(kr, parts, nparts, out);
 		break;
 	}
 }

@@ -30,6 +30,7 @@ kv_shard_start(unsigned lcore)
 	struct kv_shard *sh = kv.shards[lcore];
 
 	kv_mem_bind(&sh->mem);
+	kv_tx_shard_init(sh);
 	kv_xshard_init(sh);
 	kv_lazy_init(sh);
 	cr_timer_init(&sh->expire_timer, shard_tick, sh);
@@ -57,6 +58,7 @@ kv_shard_stop(unsigned lcore)
 		}
 		kconn_free(kc);
 	}
+	kv_tx_shard_fini(sh);
 	kv_xshard_fini(sh);
 	kreq_free_list(sh);
 	kv_mem_bind(NULL); /* the counter lives in sh, which main() frees */

@@ -28,21 +28,8 @@ struct kbatch {
 
 #define BATCH_MAX 256u
 
-static void
-run_part(struct kpart *p, struct kv_shard *sh)
-{
-	struct kv_ctx x = {
-	    .sh = sh,
-	    .argc = p->argc,
-	    .argv = p->argv,
-	    .out = &p->out,
-	    .now_ms = kv_now_ms(),
-	};
-
-	p->fn(&x);
-}
-
-/* On the shard's lcore: prefetch every part's first key, then run them in order. */
+/* On the shard's lcore: prefetch every part's first key, then run (or queue, behind a
+ * transaction's locks) each in order. */
 static void
 batch_run(void *arg)
 {
@@ -54,7 +41,7 @@ batch_run(void *arg)
 		if (p->argc >= 2)
 			kv_prefetch_bucket(sh->store, kv_hash(p->argv[1].p, p->argv[1].len));
 	for (p = b->head; p != NULL; p = p->next_out)
-		run_part(p, sh);
+		(void)kv_tx_run_part(sh, p);
 	kv_lazy_kick(sh);
 }
 
@@ -74,13 +61,33 @@ kreq_complete(struct kreq *kr)
 	kreq_finish(kr);
 }
 
+/* A request part's answer is in (the on_answer of every kreq_launch()ed part). */
 static void
-part_answered(struct kpart *p)
+kreq_part_done(struct kpart *p)
 {
 	struct kreq *kr = p->kr;
 
 	if (--kr->left == 0 && kr->sent == kr->nparts)
 		kreq_complete(kr); /* may free kr, and p with it */
+}
+
+static void
+part_answered(struct kpart *p)
+{
+	p->on_answer(p); /* may free p */
+}
+
+/* The part was queued behind locks: its answer comes as a message (txlock.c). */
+static void
+part_parked(struct kv_shard *sh, struct kpart *p)
+{
+	if (p->state & KP_EARLY) {
+		p->state = 0;
+		part_answered(p);
+		return;
+	}
+	p->state |= KP_AWAITING;
+	kv_tx_await(sh, 1);
 }
 
 static void
@@ -101,7 +108,10 @@ batch_done(void *arg)
 	batch_put(sh, b);
 	for (; p != NULL; p = next) {
 		next = p->next_out;
-		part_answered(p);
+		if (p->state & KP_PARKED)
+			part_parked(sh, p);
+		else
+			part_answered(p);
 	}
 }
 
@@ -200,6 +210,29 @@ outq_push(struct kv_shard *sh, struct kpart *p)
 		outq_send(sh, t);
 }
 
+static void
+prepare(struct kv_shard *sh, struct kpart *p)
+{
+	p->epoch = sh->tx.epoch;
+	p->origin = sh->index;
+	p->state = 0;
+}
+
+void
+kv_part_send(struct kv_shard *sh, struct kpart *p)
+{
+	prepare(sh, p);
+	if (p->shard != sh->index) {
+		outq_push(sh, p);
+		outq_arm(sh); /* at the end of this turn, with whatever else is queued */
+		return;
+	}
+	if (kv_tx_run_part(sh, p))
+		part_answered(p);
+	else
+		part_parked(sh, p);
+}
+
 void
 kreq_launch(struct kreq *kr)
 {
@@ -209,12 +242,15 @@ kreq_launch(struct kreq *kr)
 	while (kr->sent < kr->nparts) {
 		struct kpart *p = &kr->parts[kr->sent++];
 
-		if (p->shard == sh->index) {
-			run_part(p, sh);
-			kr->left--;
-		} else {
+		prepare(sh, p);
+		if (p->on_answer == NULL)
+			p->on_answer = kreq_part_done;
+		if (p->shard != sh->index)
 			outq_push(sh, p);
-		}
+		else if (kv_tx_run_part(sh, p))
+			kr->left--; /* answered: counted here, completed below */
+		else
+			part_parked(sh, p);
 	}
 	if (kr->left == 0)
 		kreq_complete(kr); /* may free kr */

@@ -974,6 +974,103 @@ def t_placement(o):
     c.close()
 
 
+def _pump(port, fn, n, errors):
+    """Run fn(conn, i) n times on its own connection, in a thread; collect failures."""
+    import threading
+
+    def run():
+        try:
+            c = Conn(port, timeout=30)
+            for i in range(n):
+                fn(c, i)
+            c.close()
+        except Exception as e:  # noqa: BLE001 (reported by the test)
+            errors.append(repr(e))
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def t_atomic_mset(o):
+    """MSET and MGET over keys of two shards are atomic to other clients: a reader never
+    sees the keys of one MSET half applied (the values it reads are always equal)."""
+    k0, k1 = on_shard("am", 0), on_shard("am", 1)
+    seen, errors = [], []
+    c = Conn(o.kv.port)
+    c.cmd("MSET", k0, "0", k1, "0")
+
+    def write(c, i):
+        check(c.cmd("MSET", k0, str(i), k1, str(i)) == b"+OK\r\n", "MSET")
+
+    def read(c, i):
+        items = parse_array(c.cmd("MGET", k0, k1))
+        if items[0] != items[1]:
+            seen.append(items)
+
+    threads = [_pump(o.kv.port, write, 3000, errors), _pump(o.kv.port, read, 3000, errors),
+               _pump(o.kv.port, read, 3000, errors)]
+    for t in threads:
+        t.join(60)
+    check(not errors, "clients failed: %r" % errors[:3])
+    check(not seen, "%d MGETs saw a half-applied MSET, e.g. %r" % (len(seen), seen[:3]))
+    c.close()
+
+
+def t_atomic_rename(o):
+    """RENAME between keys of two shards is atomic: EXISTS over both names always counts
+    exactly one (the key is never in neither place, nor in both)."""
+    a, b = on_shard("ar", 0), on_shard("ar", 1)
+    bad, errors = [], []
+    c = Conn(o.kv.port)
+    c.cmd("DEL", a, b)
+    c.cmd("SET", a, "v")
+
+    def flip(c, i):
+        src, dst = (a, b) if i % 2 == 0 else (b, a)
+        r = c.cmd("RENAME", src, dst)
+        check(r == b"+OK\r\n", "RENAME %s %s: %r" % (src, dst, r))
+
+    def count(c, i):
+        r = c.cmd("EXISTS", a, b)
+        if r != b":1\r\n":
+            bad.append(r)
+
+    threads = [_pump(o.kv.port, flip, 2000, errors), _pump(o.kv.port, count, 3000, errors)]
+    for t in threads:
+        t.join(60)
+    check(not errors, "clients failed: %r" % errors[:3])
+    check(not bad, "%d EXISTS saw the key in neither or both places: %r" % (len(bad), bad[:3]))
+    check(c.cmd("GET", a if c.cmd("EXISTS", a) == b":1\r\n" else b) == b"$1\r\nv\r\n", "value")
+    c.close()
+
+
+def t_atomic_msetnx(o):
+    """Two clients race MSETNX over overlapping keys of two shards: exactly one wins each
+    round and its keys are all set, never a mixture of both."""
+    ka, kb, kc = on_shard("an", 0), on_shard("an", 1), on_shard("ao", 0)
+    c = Conn(o.kv.port)
+    mixed = []
+    for rnd in range(300):
+        c.cmd("DEL", ka, kb, kc)
+        errors, wins = [], []
+
+        def one(c, i, args=None):
+            r = c.cmd("MSETNX", *args)
+            wins.append(r)
+        t1 = _pump(o.kv.port, lambda c, i: one(c, i, (ka, "1", kb, "1")), 1, errors)
+        t2 = _pump(o.kv.port, lambda c, i: one(c, i, (kb, "2", kc, "2")), 1, errors)
+        t1.join(30)
+        t2.join(30)
+        check(not errors, "clients failed: %r" % errors)
+        state = parse_array(c.cmd("MGET", ka, kb, kc))
+        if sorted(wins) != [b":0\r\n", b":1\r\n"] or state not in (
+                [b"$1\r\n1\r\n", b"$1\r\n1\r\n", b"$-1\r\n"],
+                [b"$-1\r\n", b"$1\r\n2\r\n", b"$1\r\n2\r\n"]):
+            mixed.append((wins, state))
+    check(not mixed, "%d rounds not atomic, e.g. %r" % (len(mixed), mixed[:2]))
+    c.close()
+
+
 def t_hello(o):
     """HELLO 2 answers with redis's map (id aside); HELLO 3 is refused with -NOPROTO."""
     c = Conn(o.kv.port)
@@ -1348,6 +1445,8 @@ TESTS = {
     "expiry": t_expiry, "info": t_info, "hello": t_hello, "quit": t_quit,
     "redis_cli": t_redis_cli, "redis_benchmark": t_redis_benchmark, "python": t_python,
     "shutdown": t_shutdown, "telemetry": t_telemetry, "placement": t_placement,
+    "atomic_mset": t_atomic_mset, "atomic_rename": t_atomic_rename,
+    "atomic_msetnx": t_atomic_msetnx,
     "bad_mbulk_len": t_bad_mbulk_len, "bad_mbulk_nonnum": t_bad_mbulk_nonnum,
     "bad_bulk_negative": t_bad_bulk_negative, "bad_bulk_nonnum": t_bad_bulk_nonnum,
     "bad_bulk_too_big": t_bad_bulk_too_big, "bad_bulk_over_limit": t_bad_bulk_over_limit,
