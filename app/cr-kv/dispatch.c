@@ -478,7 +478,8 @@ scan_len(const char **p, const char *end, char c)
 	if (q >= end || *q != c)
 		return -1;
 	for (q++; q < end && *q >= '0' && *q <= '9'; q++)
-		n = n * 10 + (*q - '0');
+		if (n <= (1 << 20)) /* past the limit: refused below, without overflowing */
+			n = n * 10 + (*q - '0');
 	if (q + 1 >= end || q[0] != '\r' || n > (1 << 20))
 		return -1;
 	*p = q + 2;

@@ -19,10 +19,18 @@ kv_mem_bind(struct kv_mem *m)
 	cur = m != NULL ? m : &unbound;
 }
 
+/* Non-const: gcc takes a const pointer argument for a read of what a fresh, uninitialised
+ * block holds (-Wmaybe-uninitialized); malloc_usable_size() reads only the chunk header. */
+static size_t
+chunk_size(void *p)
+{
+	return p != NULL ? malloc_usable_size(p) + CHUNK_HEADER : 0;
+}
+
 size_t
 kv_mem_size(const void *p)
 {
-	return p != NULL ? malloc_usable_size((void *)p) + CHUNK_HEADER : 0;
+	return chunk_size((void *)p);
 }
 
 static void
@@ -40,7 +48,7 @@ kv_malloc(size_t n)
 	void *p = malloc(n);
 
 	if (p != NULL)
-		charge((int64_t)kv_mem_size(p));
+		charge((int64_t)chunk_size(p));
 	return p;
 }
 
@@ -50,18 +58,18 @@ kv_calloc(size_t n, size_t size)
 	void *p = calloc(n, size);
 
 	if (p != NULL)
-		charge((int64_t)kv_mem_size(p));
+		charge((int64_t)chunk_size(p));
 	return p;
 }
 
 void *
 kv_realloc(void *p, size_t n)
 {
-	size_t old = kv_mem_size(p);
+	size_t old = chunk_size(p);
 	void *q = realloc(p, n);
 
 	if (q != NULL)
-		charge((int64_t)kv_mem_size(q) - (int64_t)old);
+		charge((int64_t)chunk_size(q) - (int64_t)old);
 	return q;
 }
 
@@ -70,6 +78,6 @@ kv_free(void *p)
 {
 	if (p == NULL)
 		return;
-	charge(-(int64_t)kv_mem_size(p));
+	charge(-(int64_t)chunk_size(p));
 	free(p);
 }
