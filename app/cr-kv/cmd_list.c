@@ -438,3 +438,235 @@ KV_CMD(lpos)
 	else
 		rb_null(x->out);
 }
+
+/* ---- LMOVE, RPOPLPUSH ---- */
+
+static bool
+where_of(struct kv_ctx *x, const struct kv_arg *a, bool *head)
+{
+	if (strcasecmp(a->p, "right") == 0)
+		*head = false;
+	else if (strcasecmp(a->p, "left") == 0)
+		*head = true;
+	else {
+		rb_error(x->out, kv_err_syntax);
+		return false;
+	}
+	return true;
+}
+
+/* Pop from one end of @p src into a copy (the element's bytes go with the node). */
+static char *
+pop_copy(struct kv_entry *src, bool head, size_t *len)
+{
+	struct qpos p;
+	const void *v;
+	char *c;
+
+	ql_end(src->obj, head, &p);
+	v = ql_get(&p, len);
+	c = malloc(*len + 1);
+	if (c == NULL)
+		return NULL;
+	memcpy(c, v, *len);
+	ql_delete_ends(src->obj, head, 1);
+	return c;
+}
+
+/* lmoveGenericCommand() on one shard. */
+static void
+lmove_here(struct kv_ctx *x, bool from_head, bool to_head)
+{
+	struct kv_entry *src, *dst;
+	struct kv_arg v;
+	bool bad;
+	char *c;
+
+	src = kv_key_typed(x, &x->argv[1], KV_T_LIST, 0, &bad);
+	if (bad)
+		return;
+	if (src == NULL) {
+		rb_null(x->out);
+		return;
+	}
+	dst = kv_key_typed(x, &x->argv[2], KV_T_LIST, 0, &bad);
+	if (bad)
+		return;
+	c = pop_copy(src, from_head, &v.len);
+	if (c == NULL) {
+		rb_error(x->out, kv_err_oom);
+		return;
+	}
+	v.p = c;
+	if (dst == NULL)
+		dst = kv_key_add(x, &x->argv[2], KV_T_LIST, KV_ENC_QUICKLIST, ql_new());
+	if (dst != NULL && kv_list_push(x, dst, to_head, &v) == 0)
+		rb_bulk(x->out, v.p, v.len);
+	kv_key_drop_if_empty(x, src);
+	free(c);
+}
+
+KV_CMD(lmove)
+{
+	bool from, to;
+
+	if (where_of(x, &x->argv[3], &from) && where_of(x, &x->argv[4], &to))
+		lmove_here(x, from, to);
+}
+
+KV_CMD(rpoplpush)
+{
+	lmove_here(x, false, true);
+}
+
+/* argv: [cmd, key, "left"|"right"]: pop one element (the key deleted if emptied). */
+KV_CMD(tx_lpop)
+{
+	struct kv_entry *e = kv_key_find(x, &x->argv[1], 0);
+
+	if (e == NULL || e->type != KV_T_LIST) {
+		rb_null(x->out);
+		return;
+	}
+	kv_list_pop_reply(x, e, x->argv[2].p[0] == 'l');
+	kv_key_drop_if_empty(x, e);
+}
+
+/* argv: [cmd, key, "left"|"right", element]: push it (the list made if absent). */
+KV_CMD(tx_lpush)
+{
+	struct kv_entry *e = kv_key_find(x, &x->argv[1], 0);
+
+	if (e == NULL &&
+	    (e = kv_key_add(x, &x->argv[1], KV_T_LIST, KV_ENC_QUICKLIST, ql_new())) == NULL)
+		return;
+	if (kv_list_push(x, e, x->argv[2].p[0] == 'l', &x->argv[3]) == 0)
+		rb_bulk(x->out, x->argv[3].p, x->argv[3].len);
+}
+
+struct lmove_st {
+	struct kv_arg pop[3], push[4];
+	char *elem;
+};
+
+static void
+lmove_st_fini(void *arg)
+{
+	struct lmove_st *st = arg;
+
+	if (st != NULL)
+		free(st->elem);
+	free(st);
+}
+
+static void
+lmove_pushed(struct kv_tx *tx)
+{
+	struct rbuf *o = &tx->kr->parts[0].out;
+
+	kv_tx_finish(tx, o->p, o->len);
+}
+
+static void
+lmove_popped(struct kv_tx *tx)
+{
+	struct kreq *kr = tx->kr;
+	struct lmove_st *st = tx->cmd;
+	struct rbuf *o = &kr->parts[0].out;
+	const char *v;
+	size_t len;
+	struct rd r;
+
+	rd_init(&r, o);
+	if (rd_error(o) || !rd_bulk(&r, &v, &len)) {
+		kv_tx_finish(tx, o->p, o->len);
+		return;
+	}
+	st->elem = malloc(len + 1);
+	if (st->elem == NULL) {
+		kv_tx_finish(tx, "-OOM out of memory\r\n", 20);
+		return;
+	}
+	memcpy(st->elem, v, len);
+	st->push[3].p = st->elem;
+	st->push[3].len = len;
+	kreq_set_parts(kr, 1);
+	kr->parts[0].shard = key_shard(&kr->argv[2]);
+	kr->parts[0].fn = cmd_tx_lpush;
+	kreq_part_args(&kr->parts[0], 4, st->push);
+	kv_tx_steps(tx, lmove_pushed);
+}
+
+static void
+lmove_probed(struct kv_tx *tx)
+{
+	struct kreq *kr = tx->kr;
+	bool rpoplpush = kr->argc == 3;
+	struct lmove_st *st = tx->cmd;
+	struct kv_probe src, dst;
+
+	kv_tx_probe(tx, 1, false, &src);
+	kv_tx_probe(tx, 2, false, &dst);
+	if (src.present && src.type != KV_T_LIST) {
+		kv_tx_finish(
+		    tx, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+		    68);
+		return;
+	}
+	if (!src.present) {
+		kv_tx_finish(tx, "$-1\r\n", 5);
+		return;
+	}
+	if (dst.present && dst.type != KV_T_LIST) {
+		kv_tx_finish(
+		    tx, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+		    68);
+		return;
+	}
+	st->pop[0] = st->push[0] = kr->argv[0];
+	st->pop[1] = kr->argv[1];
+	st->push[1] = kr->argv[2];
+	st->pop[2].p = rpoplpush || strcasecmp(kr->argv[3].p, "right") == 0 ? "right" : "left";
+	st->push[2].p = !rpoplpush && strcasecmp(kr->argv[4].p, "right") == 0 ? "right" : "left";
+	st->pop[2].len = strlen(st->pop[2].p);
+	st->push[2].len = strlen(st->push[2].p);
+	if (kreq_set_parts(kr, 1) != 0) {
+		kv_tx_finish(tx, "-OOM out of memory\r\n", 20);
+		return;
+	}
+	kr->parts[0].shard = key_shard(&kr->argv[1]);
+	kr->parts[0].fn = cmd_tx_lpop;
+	kreq_part_args(&kr->parts[0], 3, st->pop);
+	kv_tx_steps(tx, lmove_popped);
+}
+
+void
+kv_multi_lmove(struct kreq *kr)
+{
+	struct kv_ctx x = {.sh = kr->kc->sh, .argc = kr->argc, .argv = kr->argv, .out = &kr->reply};
+	struct lmove_st *st;
+	struct kv_tx *tx;
+	bool a, b;
+
+	/* The directions are checked before any key is touched, as Redis does. */
+	if (kr->argc == 5 && (!where_of(&x, &kr->argv[3], &a) || !where_of(&x, &kr->argv[4], &b))) {
+		kr->final = &kr->reply;
+		kreq_finish(kr);
+		return;
+	}
+	tx = kv_tx_new(kr);
+	if (tx == NULL) {
+		kreq_finish(kr);
+		return;
+	}
+	st = calloc(1, sizeof(*st));
+	if (st == NULL) {
+		kv_tx_finish(tx, "-OOM out of memory\r\n", 20);
+		return;
+	}
+	tx->cmd = st;
+	tx->cmd_fini = lmove_st_fini;
+	kv_tx_key(tx, 1, true);
+	kv_tx_key(tx, 2, true);
+	kv_tx_lock(tx, cmd_gather_probe, 1, lmove_probed);
+}

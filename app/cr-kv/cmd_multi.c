@@ -8,6 +8,7 @@
  *
  * What a shard's reads send back is a small RESP reply read here with struct rd.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,4 +458,170 @@ kv_multi_copy(struct kreq *kr)
 		return;
 	}
 	move_start(kr, true);
+}
+
+/* ---- the sources of SINTER, ZUNION...: here, or rebuilt from their shards' copies ---- */
+
+int
+kv_srcs_get(struct kv_ctx *x, struct kv_tx *tx, const uint32_t *idx, uint32_t n, struct kv_srcs *s)
+{
+	uint32_t i;
+
+	s->n = n;
+	s->e = calloc(n ? n : 1, sizeof(*s->e));
+	s->own = calloc(n ? n : 1, sizeof(*s->own));
+	if (s->e == NULL || s->own == NULL)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct kv_probe p;
+		struct kv_loaded l;
+
+		if (tx == NULL) {
+			s->e[i] = kv_key_find(x, &x->argv[idx[i]], KV_FIND_READ);
+			continue;
+		}
+		if (!kv_tx_probe(tx, idx[i], true, &p) || !p.present)
+			continue;
+		s->own[i].type = (unsigned)p.type & 0xf;
+		s->e[i] = &s->own[i];
+		if (p.type == KV_T_STRING)
+			continue; /* only its type matters */
+		if (kv_obj_load(p.dump, p.dlen, &l) != 0)
+			return -ENOMEM;
+		s->own[i].enc = l.enc & 0xf;
+		s->own[i].obj = l.obj;
+	}
+	return 0;
+}
+
+void
+kv_srcs_free(struct kv_srcs *s)
+{
+	uint32_t i;
+
+	for (i = 0; s->own != NULL && i < s->n; i++)
+		if (s->own[i].obj != NULL && s->own[i].type != KV_T_STRING)
+			kv_obj_free(s->own[i].type, s->own[i].enc, s->own[i].obj);
+	free(s->e);
+	free(s->own);
+	s->e = NULL;
+	s->own = NULL;
+}
+
+bool
+kv_srcs_typed(struct kv_ctx *x, const struct kv_srcs *s, unsigned types)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->e[i] != NULL && !((1u << s->e[i]->type) & types)) {
+			rb_error(x->out, kv_err_wrongtype);
+			return false;
+		}
+	return true;
+}
+
+/* ---- a result computed here, stored under a key of another shard ---- */
+
+struct stored {
+	struct kv_arg put[5];
+	struct rbuf dump;
+	long long n;
+	char count[24];
+};
+
+static void
+stored_fini(void *arg)
+{
+	struct stored *st = arg;
+
+	if (st != NULL)
+		rb_fini(&st->dump);
+	free(st);
+}
+
+static void
+stored_done(struct kv_tx *tx)
+{
+	struct stored *st = tx->cmd;
+	struct rbuf *o = &tx->kr->parts[0].out;
+	char r[32];
+	int n;
+
+	if (rd_error(o)) {
+		kv_tx_finish(tx, o->p, o->len);
+		return;
+	}
+	n = snprintf(r, sizeof(r), ":%lld\r\n", st->n);
+	kv_tx_finish(tx, r, (size_t)n);
+}
+
+void
+kv_tx_store(struct kv_tx *tx, uint32_t dst, struct kv_entry *res, long long n)
+{
+	struct kreq *kr = tx->kr;
+	struct stored *st = calloc(1, sizeof(*st));
+
+	if (st == NULL || kreq_set_parts(kr, 1) != 0) {
+		free(st);
+		kv_tx_finish(tx, "-OOM out of memory\r\n", 20);
+		return;
+	}
+	tx->cmd = st;
+	tx->cmd_fini = stored_fini;
+	st->n = n;
+	rb_init(&st->dump, NULL, 0);
+	st->put[0] = kr->argv[0];
+	st->put[1] = kr->argv[dst];
+	kr->parts[0].shard = key_shard(&kr->argv[dst]);
+	if (n == 0) {
+		/* An empty result deletes the destination, as Redis does. */
+		kr->parts[0].fn = cmd_tx_delete;
+		kreq_part_args(&kr->parts[0], 2, st->put);
+	} else {
+		kv_obj_dump(res, &st->dump);
+		st->put[2].p = st->dump.p;
+		st->put[2].len = st->dump.len;
+		st->put[3].p = "-1";
+		st->put[3].len = 2;
+		st->put[4].p = "1";
+		st->put[4].len = 1;
+		kr->parts[0].fn = cmd_tx_install;
+		kreq_part_args(&kr->parts[0], 5, st->put);
+	}
+	kv_tx_steps(tx, stored_done);
+}
+
+/* A command whose sources are read on their shards and whose result is computed here:
+ * lock everything (the destination exclusively), bring the copies, run @p compute. */
+void
+kv_tx_compute(struct kreq *kr, const uint32_t *idx, uint32_t n, int dst, kv_tx_fn compute)
+{
+	struct kv_tx *tx = kv_tx_new(kr);
+	uint32_t i;
+
+	if (tx == NULL) {
+		kreq_finish(kr);
+		return;
+	}
+	if (dst >= 0)
+		kv_tx_key(tx, (uint32_t)dst, true);
+	for (i = 0; i < n; i++)
+		if (kv_tx_key(tx, idx[i], false) != 0) {
+			kv_tx_finish(tx, "-OOM out of memory\r\n", 20);
+			return;
+		}
+	kv_tx_lock(tx, cmd_gather_dump, 1, compute);
+}
+
+/* The context a result computed on the origin is replied into. */
+void
+kv_tx_ctx(struct kv_tx *tx, struct kv_ctx *x, struct rbuf *out)
+{
+	memset(x, 0, sizeof(*x));
+	x->sh = tx->kr->kc->sh;
+	x->argc = tx->kr->argc;
+	x->argv = tx->kr->argv;
+	x->out = out;
+	x->now_ms = kv_now_ms();
 }

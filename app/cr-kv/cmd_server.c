@@ -480,12 +480,16 @@ KV_CMD(command_help)
 
 /* ---- INFO ---- */
 
+/* Figures each shard sends INFO: keys, expires, avg ttl, memory, hits, misses, expired,
+ * transaction locks granted, parts that waited behind locks, values being freed. */
+#define INFO_FIGURES 10
+
 /* On each shard: its figures, as an array of integers for kv_info_merge(). */
 KV_CMD(info_shard)
 {
 	struct kv_store *s = x->sh->store;
 
-	rb_array(x->out, 7);
+	rb_array(x->out, INFO_FIGURES);
 	rb_int(x->out, (long long)kv_store_count(s));
 	rb_int(x->out, (long long)kv_store_expires(s));
 	rb_int(x->out, kv_store_avg_ttl(s, x->now_ms));
@@ -493,6 +497,9 @@ KV_CMD(info_shard)
 	rb_int(x->out, (long long)x->sh->hits);
 	rb_int(x->out, (long long)x->sh->misses);
 	rb_int(x->out, (long long)kv_store_expired_total(s));
+	rb_int(x->out, (long long)x->sh->tx.tx_total);
+	rb_int(x->out, (long long)x->sh->tx.parked_total);
+	rb_int(x->out, (long long)kv_store_lazy_pending(s));
 }
 
 static void
@@ -547,7 +554,7 @@ info_sections(const struct kreq *kr)
 void
 kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf *out)
 {
-	long long t[7] = {0}, avg_sum = 0, avg_n = 0;
+	long long t[INFO_FIGURES] = {0}, avg_sum = 0, avg_n = 0;
 	unsigned want = info_sections(kr), secs = 0;
 	int64_t now = kv_now_ms();
 	struct rbuf b;
@@ -561,7 +568,7 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		if (parts[i].out.len == 0 || p[0] != '*')
 			continue;
 		p = memchr(p, '\n', (size_t)(end - p));
-		for (k = 0; k < 7 && p != NULL && p + 1 < end; k++) {
+		for (k = 0; k < INFO_FIGURES && p != NULL && p + 1 < end; k++) {
 			long long v = strtoll(p + 2, NULL, 10);
 
 			t[k] += v;
@@ -620,6 +627,7 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("maxmemory:%llu", kv.maxmemory);
 		LINE("maxmemory_human:%s", h2);
 		LINE("maxmemory_policy:noeviction");
+		LINE("lazyfree_pending_objects:%lld", t[9]);
 	}
 	if (want & SEC_STATS) {
 		SECTION("Stats");
@@ -639,6 +647,8 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("protocol_errors:%llu", (unsigned long long)atomic_load_explicit(
 						 &kv.proto_errors, memory_order_relaxed));
 		LINE("cross_lcore_requests:%llu", (unsigned long long)counter_total(kv.tel_remote));
+		LINE("cross_shard_locks_granted:%lld", t[7]);
+		LINE("commands_waited_for_locks:%lld", t[8]);
 	}
 	if (want & SEC_KEYSPACE) {
 		SECTION("Keyspace");

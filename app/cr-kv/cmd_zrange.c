@@ -207,9 +207,17 @@ zrange_generic(struct kv_ctx *x, struct zsink *k, uint32_t first, enum ztype typ
 		return false;
 	}
 	k->withscores = withscores;
-	e = kv_zset_read(x, &x->argv[first], &bad);
-	if (bad)
-		return false;
+	if (k->given) {
+		e = k->src;
+		if (e != NULL && e->type != KV_T_ZSET) {
+			rb_error(x->out, kv_err_wrongtype);
+			return false;
+		}
+	} else {
+		e = kv_zset_read(x, &x->argv[first], &bad);
+		if (bad)
+			return false;
+	}
 	if (e == NULL) {
 		if (k->store)
 			sink_begin(k, 0);
@@ -282,11 +290,13 @@ KV_CMD(zrevrangebylex)
 }
 
 bool
-kv_zrangestore_collect(struct kv_ctx *x, struct zsink *k)
+kv_zrangestore_collect(struct kv_ctx *x, struct zsink *k, struct kv_entry *src)
 {
 	memset(k, 0, sizeof(*k));
 	k->x = x;
 	k->store = true;
+	k->given = src != NULL;
+	k->src = src != NULL && src->type != 0xf ? src : NULL;
 	if (!zrange_generic(x, k, 2, Z_AUTO, D_AUTO)) {
 		if (k->dst.obj != NULL)
 			zset_free(k->dst.enc, k->dst.obj);

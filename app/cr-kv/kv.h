@@ -256,6 +256,28 @@ KV_CMD(zrangebyscore);
 KV_CMD(zrevrangebyscore);
 KV_CMD(zrangebylex);
 KV_CMD(zrevrangebylex);
+KV_CMD(lmove);
+KV_CMD(rpoplpush);
+KV_CMD(smove);
+KV_CMD(sinter);
+KV_CMD(sinterstore);
+KV_CMD(sintercard);
+KV_CMD(sunion);
+KV_CMD(sunionstore);
+KV_CMD(sdiff);
+KV_CMD(sdiffstore);
+KV_CMD(zunion);
+KV_CMD(zinter);
+KV_CMD(zdiff);
+KV_CMD(zunionstore);
+KV_CMD(zinterstore);
+KV_CMD(zdiffstore);
+KV_CMD(zintercard);
+KV_CMD(zrangestore);
+KV_CMD(tx_srem);
+KV_CMD(tx_sadd);
+KV_CMD(tx_lpop);
+KV_CMD(tx_lpush);
 KV_CMD(ping);
 KV_CMD(echo);
 KV_CMD(select);
@@ -550,13 +572,15 @@ void kv_zpop_reply(struct kv_ctx *x, struct kv_entry *e, bool max, long long cou
 struct zsink {
 	struct kv_ctx *x;
 	bool store, withscores, known, failed;
+	bool given; /* the source is src (NULL: absent), not looked up */
+	struct kv_entry *src;
 	size_t start;
 	long long n;
 	struct kv_entry dst; /* store: type, enc and obj of the set being built */
 };
 /* ZRANGESTORE's source read into k->dst (NULL obj: empty result); false if an error was
  * replied. */
-bool kv_zrangestore_collect(struct kv_ctx *x, struct zsink *k);
+bool kv_zrangestore_collect(struct kv_ctx *x, struct zsink *k, struct kv_entry *src);
 
 /* cmd_multi.c: commands over several shards, as transactions */
 struct rd {
@@ -581,10 +605,34 @@ void kv_multi_keys(struct kreq *kr);
 void kv_multi_msetnx(struct kreq *kr);
 void kv_multi_rename(struct kreq *kr);
 void kv_multi_copy(struct kreq *kr);
+void kv_multi_lmove(struct kreq *kr); /* cmd_list.c */
+void kv_multi_smove(struct kreq *kr); /* cmd_setalg.c */
+void kv_multi_setop(struct kreq *kr);
+void kv_multi_zsetop(struct kreq *kr); /* cmd_zalg.c */
+void kv_multi_zrangestore(struct kreq *kr);
+int kv_keys_sintercard(const struct kv_arg *argv, uint32_t argc, uint32_t *idx, uint32_t max);
+int kv_keys_numkeys(const struct kv_arg *argv, uint32_t argc, uint32_t *idx, uint32_t max);
 KV_CMD(gather_dump);
 KV_CMD(gather_probe);
 KV_CMD(tx_install);
 KV_CMD(tx_delete);
+
+/* The keys a multi-key command reads: looked up here (tx NULL), or rebuilt from what their
+ * shards sent (kv_tx_compute()). e[i] NULL: absent. */
+struct kv_srcs {
+	uint32_t n;
+	struct kv_entry **e;
+	struct kv_entry *own;
+};
+int kv_srcs_get(struct kv_ctx *x, struct kv_tx *tx, const uint32_t *idx, uint32_t n,
+		struct kv_srcs *s);
+void kv_srcs_free(struct kv_srcs *s);
+/* Every present source of one of @p types (a mask of 1 << KV_T_*); else WRONGTYPE. */
+bool kv_srcs_typed(struct kv_ctx *x, const struct kv_srcs *s, unsigned types);
+void kv_tx_compute(struct kreq *kr, const uint32_t *idx, uint32_t n, int dst, kv_tx_fn compute);
+void kv_tx_ctx(struct kv_tx *tx, struct kv_ctx *x, struct rbuf *out);
+/* Store @p res (n elements; 0: delete) under kr->argv[@p dst] on its shard, then answer n. */
+void kv_tx_store(struct kv_tx *tx, uint32_t dst, struct kv_entry *res, long long n);
 
 /* objcopy.c: a value as bytes and back (COPY, values moving between shards) */
 struct kv_loaded {

@@ -417,7 +417,7 @@ def command_script():
     a(E, "INFO", "nosuchsection")
     a(E, "FOO"); a(E, "FOO", "bar", "baz"); a(E, "foo", "x" * 200); a(E, "FOO", "a\r\nb")
     a(E, "GET"); a(E, "GET", "a", "b")
-    for sec in (hash_script, list_script, set_script, zset_script):
+    for sec in (hash_script, list_script, set_script, zset_script, multi_script):
         c += sec()
     return c
 
@@ -695,6 +695,87 @@ def zset_script():
     return c
 
 
+def multi_script():
+    """Multi-key commands, each with its keys on one shard and across two (the names are
+    placed with on_shard(): on one lcore every key is local)."""
+    c, a = _script()
+    for layout in ("one", "two"):
+        if layout == "one":
+            k = ["{mk}%d" % i for i in range(6)]
+        else:
+            k = [on_shard("mk%s" % i, i % 2) for i in range(6)]
+        a(E, "DEL", *k)
+        # sets
+        a(E, "SADD", k[0], "1", "2", "3", "x"); a(E, "SADD", k[1], "2", "3", "4"); a(E, "SADD", k[2], "3", "9")
+        for cmd in ("SINTER", "SUNION", "SDIFF"):
+            a(S, cmd, k[0], k[1]); a(S, cmd, k[0], k[1], k[2]); a(S, cmd, k[0], k[5]); a(S, cmd, k[5], k[0])
+            a(E, cmd + "STORE", k[3], k[0], k[1]); a(S, "SMEMBERS", k[3]); a(E, "OBJECT", "ENCODING", k[3])
+            a(E, cmd + "STORE", k[4], k[1], k[2]); a(E, "OBJECT", "ENCODING", k[4]); a(S, "SMEMBERS", k[4])
+            a(E, cmd + "STORE", k[3], k[5], k[5]); a(E, "EXISTS", k[3])
+        a(E, "SINTERSTORE", k[0], k[0], k[1]); a(S, "SMEMBERS", k[0])
+        a(E, "SINTERCARD", "2", k[1], k[2]); a(E, "SINTERCARD", "3", k[0], k[1], k[2], "LIMIT", "1")
+        a(E, "SINTERCARD", "2", k[1], k[5]); a(E, "SINTERCARD", "0", k[1]); a(E, "SINTERCARD", "3", k[1], k[2])
+        a(E, "SINTERCARD", "2", k[1], k[2], "LIMIT", "-1"); a(E, "SINTERCARD", "2", k[1], k[2], "FOO")
+        a(E, "SINTERCARD", "x", k[1]); a(E, "SINTERCARD", "2", k[1], k[2], "LIMIT", "0")
+        a(E, "SADD", k[5], "7"); a(E, "SMOVE", k[5], k[4], "7"); a(E, "EXISTS", k[5]); a(S, "SMEMBERS", k[4])
+        a(E, "SMOVE", k[4], k[5], "nope"); a(E, "SMOVE", k[5], k[4], "7"); a(E, "SMOVE", k[4], k[5], "7")
+        a(E, "SMOVE", k[4], k[4], "3"); a(E, "OBJECT", "ENCODING", k[5])
+        a(E, "SET", k[3], "str")
+        wrongtype(a, ("SINTER", k[1], k[3]), ("SUNION", k[5], k[3]), ("SDIFF", k[1], k[3]),
+                  ("SINTERSTORE", k[4], k[1], k[3]), ("SINTERCARD", "2", k[1], k[3]),
+                  ("SMOVE", k[3], k[1], "2"), ("SMOVE", k[1], k[3], "2"), ("SINTER", "nokey", k[3]))
+        a(E, "SMOVE", "nokey", k[3], "2"); a(E, "SUNIONSTORE", k[3], k[1], k[2]); a(E, "TYPE", k[3])
+        # sorted sets
+        a(E, "DEL", *k)
+        a(E, "ZADD", k[0], "1", "a", "2", "b", "3", "c"); a(E, "ZADD", k[1], "10", "b", "20", "c", "30", "d")
+        a(E, "SADD", k[2], "a", "d")
+        for op in ("ZUNION", "ZINTER", "ZDIFF"):
+            a(E, op, "2", k[0], k[1], "WITHSCORES"); a(E, op, "3", k[0], k[1], k[2], "WITHSCORES")
+            a(E, op, "2", k[0], k[5]); a(E, op + "STORE", k[3], "2", k[0], k[1]); a(E, "ZRANGE", k[3], "0", "-1", "WITHSCORES")
+            a(E, "OBJECT", "ENCODING", k[3]); a(E, op + "STORE", k[3], "2", k[5], k[5]); a(E, "EXISTS", k[3])
+        for tail in (("WEIGHTS", "2", "0.5"), ("AGGREGATE", "MIN"), ("AGGREGATE", "max", "WEIGHTS", "-1", "1"),
+                     ("WEIGHTS", "1"), ("WEIGHTS", "1", "x"), ("AGGREGATE", "foo"), ("FOO",), ("WITHSCORES",)):
+            a(E, "ZUNION", "2", k[0], k[1], *tail); a(E, "ZINTERSTORE", k[4], "2", k[0], k[1], *tail)
+            a(E, "ZRANGE", k[4], "0", "-1", "WITHSCORES"); a(E, "ZDIFF", "2", k[0], k[1], *tail)
+        a(E, "ZINTERCARD", "2", k[0], k[1]); a(E, "ZINTERCARD", "2", k[0], k[1], "LIMIT", "1")
+        a(E, "ZINTERCARD", "0", k[0]); a(E, "ZINTERCARD", "3", k[0]); a(E, "ZUNIONSTORE", k[3], "0", k[0])
+        a(E, "ZUNIONSTORE", k[3], "x", k[0]); a(E, "ZUNION", "3", k[0], k[1]); a(E, "ZINTERCARD", "2", k[0], k[1], "LIMIT", "-1")
+        a(E, "ZADD", k[5], "inf", "a"); a(E, "ZADD", k[4], "-inf", "a"); a(E, "ZUNION", "2", k[4], k[5], "WITHSCORES")
+        a(E, "ZINTER", "2", k[4], k[5], "WITHSCORES", "AGGREGATE", "SUM")
+        a(E, "ZRANGESTORE", k[3], k[1], "0", "1"); a(E, "ZRANGE", k[3], "0", "-1", "WITHSCORES")
+        a(E, "ZRANGESTORE", k[3], k[1], "(10", "+inf", "BYSCORE", "LIMIT", "0", "1"); a(E, "ZRANGE", k[3], "0", "-1")
+        a(E, "ZRANGESTORE", k[3], k[1], "[c", "+", "BYLEX", "REV"); a(E, "ZRANGESTORE", k[3], "nokey", "0", "-1")
+        a(E, "EXISTS", k[3]); a(E, "ZRANGESTORE", k[3], k[1], "0", "-1", "WITHSCORES")
+        a(E, "ZRANGESTORE", k[3], k[1], "5", "1"); a(E, "ZRANGESTORE", k[3], k[1], "x", "1")
+        a(E, "SET", k[3], "str")
+        wrongtype(a, ("ZUNION", "2", k[0], k[3]), ("ZINTERSTORE", k[4], "2", k[3], k[0]),
+                  ("ZDIFF", "1", k[3]), ("ZINTERCARD", "2", k[0], k[3]), ("ZRANGESTORE", k[4], k[3], "0", "1"))
+        a(E, "ZRANGESTORE", k[3], k[0], "0", "-1"); a(E, "TYPE", k[3]); a(E, "ZRANGE", k[3], "0", "-1")
+        # lists
+        a(E, "DEL", *k)
+        a(E, "RPUSH", k[0], "a", "b", "c"); a(E, "LMOVE", k[0], k[1], "LEFT", "RIGHT"); a(E, "LMOVE", k[0], k[1], "right", "left")
+        a(E, "LRANGE", k[1], "0", "-1"); a(E, "RPOPLPUSH", k[0], k[1]); a(E, "EXISTS", k[0]); a(E, "LRANGE", k[1], "0", "-1")
+        a(E, "RPOPLPUSH", k[0], k[1]); a(E, "LMOVE", k[1], k[1], "LEFT", "RIGHT"); a(E, "LRANGE", k[1], "0", "-1")
+        a(E, "LMOVE", k[1], k[2], "UP", "LEFT"); a(E, "LMOVE", k[1], k[2], "LEFT", "DOWN"); a(E, "SET", k[3], "x")
+        wrongtype(a, ("LMOVE", k[1], k[3], "LEFT", "LEFT"), ("LMOVE", k[3], k[1], "LEFT", "LEFT"),
+                  ("RPOPLPUSH", k[3], k[1]), ("RPOPLPUSH", k[1], k[3]))
+        a(E, "LMOVE", "nokey", k[3], "LEFT", "LEFT"); a(E, "RPOPLPUSH", "nokey", k[1]); a(E, "LRANGE", k[1], "0", "-1")
+        # COPY, RENAME of every type, with TTLs
+        a(E, "DEL", *k)
+        a(E, "HSET", k[0], "f", "v"); a(E, "EXPIRE", k[0], "500"); a(E, "COPY", k[0], k[1]); a(E, "HGETALL", k[1])
+        a(E, "TTL", k[1]); a(E, "COPY", k[0], k[1]); a(E, "COPY", k[0], k[1], "REPLACE"); a(E, "COPY", "nokey", k[1])
+        a(E, "COPY", k[0], k[0]); a(E, "COPY", k[0], k[2], "DB", "0"); a(E, "COPY", k[0], k[2], "DB", "1")
+        a(E, "COPY", k[0], k[2], "DB", "x"); a(E, "COPY", k[0], k[2], "FOO"); a(E, "OBJECT", "ENCODING", k[2])
+        a(E, "SADD", k[3], "1", "2"); a(E, "COPY", k[3], k[4]); a(E, "OBJECT", "ENCODING", k[4]); a(E, "SMEMBERS", k[4])
+        a(E, "ZADD", k[5], "1", "m"); a(E, "RENAME", k[5], k[4]); a(E, "TYPE", k[4]); a(E, "ZRANGE", k[4], "0", "-1", "WITHSCORES")
+        a(E, "RPUSH", k[5], "x", "y"); a(E, "RENAMENX", k[5], k[4]); a(E, "RENAMENX", k[5], k[3] + "new")
+        a(E, "LRANGE", k[3] + "new", "0", "-1"); a(E, "SET", k[5], "5"); a(E, "RENAME", k[5], k[0])
+        a(E, "OBJECT", "ENCODING", k[0]); a(E, "GET", k[0]); a(E, "MSETNX", k[1], "a", k[2], "b")
+        a(E, "MSETNX", k[5], "a", k[3] + "x", "b"); a(E, "MGET", k[5], k[3] + "x"); a(E, "TYPE", k[1])
+        a(E, "DEL", *k); a(E, "EXISTS", *k)
+    return c
+
+
 def objects(a):
     """OBJECT and string encodings, as Redis decides them."""
     for v in ("0", "-1", "123", "9223372036854775807", "-9223372036854775808",
@@ -779,11 +860,19 @@ def need(*tools):
             sys.exit(SKIP)
 
 
+def cross_shard_locks(port):
+    m = re.search(rb"cross_shard_locks_granted:(\d+)", Conn(port).cmd("INFO", "stats"))
+    return int(m.group(1)) if m else -1
+
+
 def t_oracle(o):
-    """Every command and its errors, one at a time, byte for byte against redis."""
+    """Every command and its errors, one at a time, byte for byte against redis; on two
+    lcores the keys placed on two shards go through transactions (counted in INFO)."""
     need("redis-server")
     bad = run_script(o.kv.port, o.redis().port, command_script(), False)
     check(not bad, "%d replies differ:\n  " % len(bad) + "\n  ".join(bad))
+    n = cross_shard_locks(o.kv.port)
+    check(n > 200 if o.lcores > 1 else n == 0, "cross_shard_locks_granted: %d" % n)
 
 
 def t_pipeline(o):
