@@ -619,11 +619,21 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("blocked_clients:0");
 	}
 	if (want & SEC_MEMORY) {
+		uint64_t rss = kv_rss(), peak = kv_mem_peak((uint64_t)(t[3] > 0 ? t[3] : 0));
+
 		SECTION("Memory");
 		human(h1, sizeof(h1), (double)t[3]);
 		human(h2, sizeof(h2), (double)kv.maxmemory);
 		LINE("used_memory:%lld", t[3]);
 		LINE("used_memory_human:%s", h1);
+		human(h1, sizeof(h1), (double)rss);
+		LINE("used_memory_rss:%llu", (unsigned long long)rss);
+		LINE("used_memory_rss_human:%s", h1);
+		human(h1, sizeof(h1), (double)peak);
+		LINE("used_memory_peak:%llu", (unsigned long long)peak);
+		LINE("used_memory_peak_human:%s", h1);
+		LINE("mem_fragmentation_ratio:%.2f", t[3] > 0 ? (double)rss / (double)t[3] : 0.0);
+		LINE("mem_allocator:libc");
 		LINE("maxmemory:%llu", kv.maxmemory);
 		LINE("maxmemory_human:%s", h2);
 		LINE("maxmemory_policy:noeviction");

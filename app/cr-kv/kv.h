@@ -473,6 +473,7 @@ struct kv_global {
 	_Atomic uint64_t nclients;
 	_Atomic uint64_t next_client_id;
 	_Atomic uint64_t conns_total, rejected, qbuf_closed, proto_errors;
+	_Atomic uint64_t mem_peak;
 	uint64_t start_ms;
 	unsigned port;
 	int tel_cmds, tel_remote, tel_proto, tel_qbuf, tel_rejected, tel_expired;
@@ -494,6 +495,9 @@ kv_here(void)
 
 int64_t kv_now_ms(void);
 uint64_t kv_used_memory(void);
+/* The process's resident set (/proc/self/statm), and the highest used memory seen. */
+uint64_t kv_rss(void);
+uint64_t kv_mem_peak(uint64_t now);
 
 /* kreq.c: request objects */
 struct kreq *kreq_new(struct kv_shard *sh, struct kconn *kc, const struct kv_cmd *cmd,

@@ -21,6 +21,7 @@ shard_tick(struct cr_timer *t, void *arg)
 		cr_telemetry_add(kv.tel_expired, n);
 	kv_store_rehash_for(sh->store, 1000 * 1000ull);
 	kv_lazy_kick(sh);
+	(void)kv_mem_peak(kv_used_memory()); /* INFO's used_memory_peak, as Redis's cron */
 	cr_timer_start(t, 100 * 1000 * 1000ull);
 }
 

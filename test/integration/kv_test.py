@@ -1006,6 +1006,69 @@ def t_info(o):
     c.close()
 
 
+def info_field(conn, section, name):
+    m = re.search(rb"\r\n" + name.encode() + rb":([^\r]*)\r\n", conn.cmd("INFO", section))
+    check(m is not None, "INFO %s has no %s" % (section, name))
+    return m.group(1).decode()
+
+
+def proc_rss(pid):
+    with open("/proc/%d/statm" % pid) as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGESIZE")
+
+
+def load_types(c, scale=1):
+    """About 100 MB (scale 1) of every type, pipelined: strings, listpack hashes, long
+    lists, hashtable sets, skiplist sorted sets."""
+    def pipe(cmds):
+        for i in range(0, len(cmds), 2000):
+            chunk = cmds[i:i + 2000]
+            c.send(b"".join(resp(*x) for x in chunk))
+            for r in c.replies(len(chunk), 60):
+                check(r[:1] != b"-", "loading: %r" % r[:80])
+    pipe([("SET", "m:s:%d" % i, "v" * 100) for i in range(100000 * scale)])
+    pipe([("HSET", "m:h:%d" % i) + tuple(x for f in range(20) for x in ("f%d" % f, "value%d" % f))
+          for i in range(20000 * scale)])
+    pipe([("RPUSH", "m:l:%d" % i) + tuple("element:%d" % e for e in range(1000))
+          for i in range(2000 * scale)])
+    pipe([("SADD", "m:t:%d" % i) + tuple("member:%d" % e for e in range(200))
+          for i in range(2000 * scale)])
+    pipe([("ZADD", "m:z:%d" % i) + tuple(x for e in range(200) for x in (str(e), "member:%d" % e))
+          for i in range(2000 * scale)])
+
+
+def t_memory(o):
+    """INFO memory: used_memory_rss is the process's RSS; used_memory follows what the
+    keyspace takes: after ~100 MB of every type its growth is within 15 % of the RSS's
+    growth over the empty server's; after FLUSHALL it is back near zero."""
+    c = Conn(o.kv.port, timeout=60)
+    time.sleep(0.3)  # the shards' first ticks
+    rss0 = int(info_field(c, "memory", "used_memory_rss"))
+    used0 = int(info_field(c, "memory", "used_memory"))
+    check(abs(rss0 - proc_rss(o.kv.proc.pid)) <= 256 * 1024,
+          "used_memory_rss %d, /proc says %d" % (rss0, proc_rss(o.kv.proc.pid)))
+    load_types(c)
+    used1 = int(info_field(c, "memory", "used_memory"))
+    rss1 = int(info_field(c, "memory", "used_memory_rss"))
+    real = proc_rss(o.kv.proc.pid)
+    check(abs(rss1 - real) <= 256 * 1024, "used_memory_rss %d, /proc says %d" % (rss1, real))
+    grew, counted = rss1 - rss0, used1 - used0
+    log("rss grew %.1f MB, used_memory %.1f MB (%.1f %%)" % (grew / 1e6, counted / 1e6,
+                                                           100.0 * counted / grew))
+    check(grew > 50e6, "the load grew RSS by only %d bytes" % grew)
+    check(abs(counted - grew) <= 0.15 * grew,
+          "used_memory grew %d, RSS %d: more than 15 %% apart" % (counted, grew))
+    check(c.cmd("FLUSHALL") == b"+OK\r\n", "FLUSHALL")
+    # Its big values are freed a bounded step per turn: wait for the queue to empty.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and info_field(c, "memory", "lazyfree_pending_objects") != "0":
+        time.sleep(0.05)
+    check(info_field(c, "memory", "lazyfree_pending_objects") == "0", "lazy free never finished")
+    used2 = int(info_field(c, "memory", "used_memory"))
+    check(used2 <= used0 + 64 * 1024, "after FLUSHALL used_memory %d (empty: %d)" % (used2, used0))
+    c.close()
+
+
 def t_telemetry(o):
     """The app counters reach the telemetry socket: commands run, parts handed to another
     lcore (2 lcores), protocol errors."""
@@ -1535,7 +1598,7 @@ TESTS = {
     "redis_cli": t_redis_cli, "redis_benchmark": t_redis_benchmark, "python": t_python,
     "shutdown": t_shutdown, "telemetry": t_telemetry, "placement": t_placement,
     "atomic_mset": t_atomic_mset, "atomic_rename": t_atomic_rename,
-    "atomic_msetnx": t_atomic_msetnx,
+    "atomic_msetnx": t_atomic_msetnx, "memory": t_memory,
     "bad_mbulk_len": t_bad_mbulk_len, "bad_mbulk_nonnum": t_bad_mbulk_nonnum,
     "bad_bulk_negative": t_bad_bulk_negative, "bad_bulk_nonnum": t_bad_bulk_nonnum,
     "bad_bulk_too_big": t_bad_bulk_too_big, "bad_bulk_over_limit": t_bad_bulk_over_limit,
