@@ -98,12 +98,14 @@ KV_CMD(hsetnx)
 	const char *v;
 	size_t vlen;
 
-	if (e == NULL || !convert_for_args(x, e, 2))
+	if (e == NULL)
 		return;
 	if (hash_get(e, x->argv[2].p, x->argv[2].len, &v, &vlen)) {
-		rb_int(x->out, 0);
+		rb_int(x->out, 0); /* before any conversion, as Redis checks */
 		return;
 	}
+	if (!convert_for_args(x, e, 2))
+		return;
 	if (hash_set(e, x->argv[2].p, x->argv[2].len, x->argv[3].p, x->argv[3].len) < 0) {
 		rb_error(x->out, kv_err_oom);
 		return;
