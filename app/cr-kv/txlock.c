@@ -485,14 +485,20 @@ late_flush(struct kv_shard *sh)
 	struct kv_late *m;
 
 	while ((m = sh->tx.late_head) != NULL) {
-		int rc = m->to == sh->index ? 0 : cr_send(kv.shard_lcore[m->to], late_recv, m);
+		struct kv_late *next = m->next;
+		int rc = 0;
 
-		if (rc == -EAGAIN) {
-			late_arm(sh);
-			return;
+		/* Read everything of m before it is sent: once accepted, the origin owns it
+		 * and may free it at once. */
+		if (m->to != sh->index) {
+			rc = cr_send(kv.shard_lcore[m->to], late_recv, m);
+			if (rc == -EAGAIN) {
+				late_arm(sh);
+				return;
+			}
 		}
-		sh->tx.late_head = m->next;
-		if (sh->tx.late_head == NULL)
+		sh->tx.late_head = next;
+		if (next == NULL)
 			sh->tx.late_tail = &sh->tx.late_head;
 		if (m->to == sh->index) {
 			late_recv(m);
