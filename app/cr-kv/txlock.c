@@ -486,11 +486,12 @@ late_flush(struct kv_shard *sh)
 
 	while ((m = sh->tx.late_head) != NULL) {
 		struct kv_late *next = m->next;
+		bool local = m->to == sh->index;
 		int rc = 0;
 
 		/* Read everything of m before it is sent: once accepted, the origin owns it
 		 * and may free it at once. */
-		if (m->to != sh->index) {
+		if (!local) {
 			rc = cr_send(kv.shard_lcore[m->to], late_recv, m);
 			if (rc == -EAGAIN) {
 				late_arm(sh);
@@ -500,7 +501,7 @@ late_flush(struct kv_shard *sh)
 		sh->tx.late_head = next;
 		if (next == NULL)
 			sh->tx.late_tail = &sh->tx.late_head;
-		if (m->to == sh->index) {
+		if (local) {
 			late_recv(m);
 		} else if (rc != 0) {
 			/* The origin is gone: nobody will release what was granted for it. */

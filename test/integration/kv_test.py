@@ -1166,6 +1166,10 @@ def t_memory(o):
     """INFO memory: used_memory_rss is the process's RSS; used_memory follows what the
     keyspace takes: after ~100 MB of every type its growth is within 15 % of the RSS's
     growth over the empty server's; after FLUSHALL it is back near zero."""
+    libs = subprocess.run(["ldd", o.exe], capture_output=True, timeout=10).stdout
+    if b"libasan" in libs or b"libtsan" in libs:
+        log("SKIP: a sanitizer build: its RSS holds the sanitizer's shadow memory")
+        sys.exit(SKIP)
     c = Conn(o.kv.port, timeout=60)
     time.sleep(0.3)  # the shards' first ticks
     rss0 = int(info_field(c, "memory", "used_memory_rss"))
