@@ -7,8 +7,8 @@
  */
 #include "kv.h"
 
-/* Elements freed per turn: well under a millisecond of free() calls. */
-#define LAZY_BUDGET 4096u
+/* Elements freed per turn: about a millisecond of free() calls and their merging. */
+#define LAZY_BUDGET 1024u
 
 static void lazy_task(void *arg);
 
@@ -31,9 +31,12 @@ static void
 lazy_task(void *arg)
 {
 	struct kv_shard *sh = arg;
+	bool more;
 
 	sh->lazy_armed = false;
-	if (kv_store_lazy_step(sh->store, LAZY_BUDGET))
+	more = kv_store_lazy_step(sh->store, LAZY_BUDGET);
+	kv_mem_settle(); /* merge this step's freed blocks now, a step's worth at a time */
+	if (more)
 		arm(sh);
 }
 

@@ -81,3 +81,16 @@ kv_free(void *p)
 	charge(-(int64_t)chunk_size(p));
 	free(p);
 }
+
+/*
+ * glibc keeps freed small blocks in "fastbins" and merges them all at once, in free(), the
+ * next time a block of 64 KiB or more is freed in that arena (malloc_consolidate()): after
+ * a lazy free of a few million small nodes that one free() walks every one of them, a
+ * stall of seconds. Freeing such a block right after each bounded step makes each merge
+ * cover only that step's blocks.
+ */
+void
+kv_mem_settle(void)
+{
+	free(malloc(64u * 1024));
+}

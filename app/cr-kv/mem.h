@@ -28,6 +28,10 @@ void *kv_malloc(size_t n);
 void *kv_calloc(size_t n, size_t size);
 void *kv_realloc(void *p, size_t n);
 void kv_free(void *p);
+/* Have the allocator merge the small blocks freed since the last call (mem.c says why):
+ * after each bounded step of freeing many of them. */
+void kv_mem_settle(void);
+
 /* What a block takes from the heap, as charged. */
 size_t kv_mem_size(const void *p);
 

@@ -22,7 +22,7 @@ import sys
 import time
 
 SKIP = 77
-TEST_TIMEOUT = 80
+TEST_TIMEOUT = 140
 
 
 class Failure(Exception):
@@ -158,23 +158,46 @@ class Conn:
 
     def replies(self, n, timeout=10.0):
         """Read exactly n complete replies; return them as a list of bytes."""
-        out = []
+        out, chunks = [], []
         deadline = time.monotonic() + timeout
-        while len(out) < n:
-            end = reply_end(self.buf) if self.buf else None
+        retry_at = 0  # parse again once the buffer is this long: a big reply is not
+        while len(out) < n:  # re-parsed from its start on every recv (quadratic)
+            if chunks:
+                self.buf += b"".join(chunks)
+                chunks = []
+            end = reply_end(self.buf) if self.buf and len(self.buf) >= retry_at else None
             if end is not None:
                 out.append(self.buf[:end])
                 self.buf = self.buf[end:]
+                retry_at = 0
                 continue
+            if self.buf and len(self.buf) >= retry_at:
+                retry_at = len(self.buf) + len(self.buf) // 2
             if time.monotonic() > deadline:
                 raise Failure("timed out waiting for reply %d of %d (have %r)"
                               % (len(out) + 1, n, self.buf[:80]))
             self.s.settimeout(max(0.05, deadline - time.monotonic()))
-            d = self.s.recv(65536)
+            d = self.s.recv(1 << 20)
             if not d:
                 raise Failure("connection closed after %d of %d replies (%r)"
                               % (len(out), n, self.buf[:80]))
-            self.buf += d
+            chunks.append(d)
+            got = len(d)
+            self.s.setblocking(False)
+            try:  # what else is there already, up to retry_at
+                while len(self.buf) + got < retry_at:
+                    d = self.s.recv(1 << 20)
+                    if not d:
+                        break
+                    chunks.append(d)
+                    got += len(d)
+                else:
+                    continue
+            except BlockingIOError:
+                pass
+            finally:
+                self.s.setblocking(True)
+            retry_at = 0  # nothing more for now: parse what came
         return out
 
     def cmd(self, *args):
@@ -1198,6 +1221,134 @@ def t_memory(o):
     c.close()
 
 
+def _ping_loop(port, lcore, pipe):
+    """In a process of its own (no GIL shared with the client under test): PING on a
+    connection of @lcore until told to stop; send back the longest wait for a reply."""
+    c = conn_on_lcore(port, lcore) if lcore is not None else Conn(port)
+    pipe.send("ready")
+    worst = 0.0
+    while not pipe.poll():
+        t0 = time.monotonic()
+        c.cmd("PING")
+        worst = max(worst, time.monotonic() - t0)
+    pipe.send(worst)
+    c.close()
+
+
+class Pinger:
+    """PING in a loop in another process while the block runs; .worst in seconds."""
+
+    def __init__(self, port, lcore):
+        import multiprocessing
+        self.mine, theirs = multiprocessing.Pipe()
+        self.p = multiprocessing.Process(target=_ping_loop, args=(port, lcore, theirs))
+        self.worst = None
+
+    def __enter__(self):
+        self.p.start()
+        check(self.mine.poll(30) and self.mine.recv() == "ready", "pinger did not start")
+        time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        time.sleep(0.05)
+        self.mine.send("stop")
+        check(self.mine.poll(30), "pinger did not answer")
+        self.worst = self.mine.recv()
+        self.p.join(30)
+
+
+def read_raw(conn, n, timeout=60):
+    """Read exactly @n reply bytes without parsing them."""
+    deadline = time.monotonic() + timeout
+    while len(conn.buf) < n:
+        check(time.monotonic() < deadline, "timed out reading %d bytes" % n)
+        conn.s.settimeout(max(0.05, deadline - time.monotonic()))
+        d = conn.s.recv(1 << 20)
+        check(d, "closed while reading")
+        conn.buf += d
+    conn.buf = conn.buf[n:]
+
+
+def conn_on_lcore(port, lcore, tries=200):
+    """A connection accepted on @lcore (SO_REUSEPORT spreads them: retry until one is)."""
+    for _ in range(tries):
+        c = Conn(port, timeout=60)
+        m = re.search(rb"lcore=(\d+)", c.cmd("CLIENT", "INFO"))
+        if m is None or int(m.group(1)) == lcore:
+            return c
+        c.close()
+    raise Failure("no connection landed on lcore %d" % lcore)
+
+
+def load_huge(c, n):
+    """A set, a list, a sorted set and a hash of @n elements each (on one shard: {big})."""
+    for i in range(0, n, 2000):
+        r = range(i, min(i + 2000, n))
+        c.send(resp("SADD", "{big}s", *["member:%d" % j for j in r]) +
+               resp("RPUSH", "{big}l", *["element:%d" % j for j in r]) +
+               resp("ZADD", "{big}z", *[x for j in r for x in (str(j), "member:%d" % j)]) +
+               resp("HSET", "{big}h", *[x for j in r for x in ("field:%d" % j, "v")]))
+        for rep in c.replies(4, 60):
+            check(rep[:1] == b":", "loading: %r" % rep[:60])
+
+
+def t_stall(o, n=300000):
+    """With huge collections (300,000 elements of each type here; 10 M by hand with
+    --count), the worst PING latency of a client on the same lcore while (a) commands
+    that touch a bounded part (SADD, LPUSH, ZADD, LRANGE 0 9, ZRANGE 0 9, HSET) run, is a
+    few ms, and while (b) whole-collection commands (SMEMBERS, HGETALL, LRANGE 0 -1, DEL
+    of each big key) run, is no longer than redis-server's on the same data (bounds
+    generous for a shared machine: 3x redis's plus 50 ms plus twice the worst PING of the
+    idle server, measured first)."""
+    need("redis-server")
+    r = o.redis()
+    lcore = key_shard("big", o.lcores)  # the shard, and so the lcore, of {big}
+    ours, theirs = conn_on_lcore(o.kv.port, lcore), Conn(r.port, timeout=60)
+    for c in (ours, theirs):
+        load_huge(c, n)
+    bounded = [("SADD", "{big}s", "new"), ("LPUSH", "{big}l", "new"), ("ZADD", "{big}z", "7", "new"),
+               ("LRANGE", "{big}l", "0", "9"), ("ZRANGE", "{big}z", "0", "9"), ("HSET", "{big}h", "f", "v"),
+               ("SISMEMBER", "{big}s", "member:5"), ("ZSCORE", "{big}z", "member:5")]
+    whole = [("SMEMBERS", "{big}s"), ("HGETALL", "{big}h"), ("LRANGE", "{big}l", "0", "-1"),
+             ("ZRANGE", "{big}z", "0", "-1"), ("DEL", "{big}s"), ("DEL", "{big}l"), ("DEL", "{big}z"),
+             ("UNLINK", "{big}h")]
+    results = []
+    with Pinger(o.kv.port, lcore) as p:
+        time.sleep(1.0)  # nothing runs: what this machine's load alone costs a PING
+    noise = p.worst
+    for name, port, conn in (("cr-kv", o.kv.port, ours), ("redis", r.port, theirs)):
+        pl = lcore if name == "cr-kv" else None
+        with Pinger(port, pl) as p:
+            for _ in range(200):
+                for cmd in bounded:
+                    conn.cmd(*cmd)
+        b_worst = p.worst
+        per = {}
+        for cmd in whole:
+            size = 4  # ":1\r\n" for DEL / UNLINK
+            if cmd[0] not in ("DEL", "UNLINK"):
+                conn.send(resp(*cmd))  # first unmeasured, for the reply's length
+                size = len(conn.replies(1, 120)[0])
+            with Pinger(port, pl) as p:
+                conn.send(resp(*cmd))
+                read_raw(conn, size)
+            per[cmd[0] + " " + cmd[1]] = p.worst
+        results.append((name, b_worst, per))
+    (_, ob, op), (_, rb, rp) = results
+    log("idle: worst PING %.1f ms (the machine's noise)" % (noise * 1e3))
+    log("bounded commands: worst PING cr-kv %.1f ms, redis %.1f ms" % (ob * 1e3, rb * 1e3))
+    for k in op:
+        log("%-16s worst PING cr-kv %6.1f ms, redis %6.1f ms" % (k, op[k] * 1e3, rp[k] * 1e3))
+    slack = 0.050 + 2 * noise
+    check(ob < slack, "bounded commands stalled a PING for %.1f ms" % (ob * 1e3))
+    for k in op:
+        check(op[k] <= 3 * rp[k] + slack,
+              "%s stalled a PING for %.1f ms, redis %.1f ms" % (k, op[k] * 1e3, rp[k] * 1e3))
+    ours.close()
+    theirs.close()
+
+
 def t_telemetry(o):
     """The app counters reach the telemetry socket: commands run, parts handed to another
     lcore (2 lcores), protocol errors."""
@@ -1728,6 +1879,7 @@ TESTS = {
     "shutdown": t_shutdown, "telemetry": t_telemetry, "placement": t_placement,
     "atomic_mset": t_atomic_mset, "atomic_rename": t_atomic_rename,
     "atomic_msetnx": t_atomic_msetnx, "memory": t_memory, "random": t_random,
+    "stall": t_stall,
     "bad_mbulk_len": t_bad_mbulk_len, "bad_mbulk_nonnum": t_bad_mbulk_nonnum,
     "bad_bulk_negative": t_bad_bulk_negative, "bad_bulk_nonnum": t_bad_bulk_nonnum,
     "bad_bulk_too_big": t_bad_bulk_too_big, "bad_bulk_over_limit": t_bad_bulk_over_limit,
@@ -1798,6 +1950,8 @@ def main():
             o.start()
         if args.test == "random":
             t_random(o, args.count, args.seed)
+        elif args.test == "stall" and args.count != 10000:
+            t_stall(o, args.count)
         else:
             TESTS[args.test](o)
         status = 0
