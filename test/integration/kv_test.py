@@ -1533,7 +1533,13 @@ def t_redis_cli(o):
     cmds = [["SET", "cli", "hello"], ["GET", "cli"], ["INCR", "n"], ["MGET", "cli", "n", "x"],
             ["DEL", "cli"], ["GET", "cli"], ["PING"], ["EXISTS", "n"], ["TTL", "n"],
             ["SET", "e", "1", "EX", "100"], ["PERSIST", "e"], ["FOO"], ["GET"],
-            ["CONFIG", "GET", "maxclients"], ["DBSIZE"], ["TYPE", "n"], ["ECHO", "a b"]]
+            ["CONFIG", "GET", "maxclients"], ["DBSIZE"], ["TYPE", "n"], ["ECHO", "a b"],
+            ["HSET", "h", "a", "1", "b", "2"], ["HGETALL", "h"], ["HGET", "h", "a"], ["TYPE", "h"],
+            ["RPUSH", "l", "x", "y"], ["LRANGE", "l", "0", "-1"], ["LPOP", "l"], ["TYPE", "l"],
+            ["SADD", "s", "3", "1", "2"], ["SMEMBERS", "s"], ["SISMEMBER", "s", "2"], ["TYPE", "s"],
+            ["ZADD", "z", "1.5", "a", "2", "b"], ["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+            ["ZSCORE", "z", "a"], ["TYPE", "z"], ["OBJECT", "ENCODING", "z"], ["GET", "h"],
+            ["LMOVE", "l", "l2", "LEFT", "LEFT"], ["SINTER", "s", "nokey"]]
     for cmd in cmds:
         outs = []
         for port in (o.kv.port, r.port):
@@ -1547,8 +1553,18 @@ def t_redis_cli(o):
     check(p.returncode == 0 and p.stdout == b"OK\n1\nPONG\n", "redis-cli stdin: %r" % (p,))
     p = subprocess.run(["redis-cli", "-p", str(o.kv.port), "--scan"], capture_output=True,
                        timeout=10)
-    check(p.returncode == 0 and sorted(p.stdout.split()) == [b"a", b"e", b"n"],
+    check(p.returncode == 0 and sorted(p.stdout.split()) == [b"a", b"e", b"h", b"l2", b"n", b"s", b"z"],
           "redis-cli --scan: %r" % (p.stdout,))
+    # --bigkeys walks the keyspace with SCAN, TYPE and each type's length command.
+    outs = []
+    for port in (o.kv.port, r.port):
+        p = subprocess.run(["redis-cli", "-p", str(port), "--bigkeys"], capture_output=True,
+                           timeout=20)
+        # the summary (which key of a size is met first depends on the scan's order)
+        outs.append((p.returncode, [x.split(b"'")[0] + x.split(b"has")[-1]
+                                    for x in p.stdout.split(b"\n") if x.startswith(b"Biggest")]))
+    check(outs[0][0] == 0 and sorted(outs[0][1]) == sorted(outs[1][1]),
+          "redis-cli --bigkeys: cr-kv %r, redis %r" % tuple(outs))
 
 
 def t_redis_benchmark(o):
@@ -1629,6 +1645,37 @@ def t_python(o):
         ("rename", ("n1", "n3")), ("renamenx", ("n3", "n2")), ("renamenx", ("n3", "n4")),
         ("dbsize", ()), ("ping", ()), ("echo", ("hi",)), ("config_get", ("maxclients",)),
         ("client_setname", ("py",)), ("client_getname", ()),
+        # hashes
+        ("hset", ("h", "f", "v")), ("hset", ("h",), {"mapping": {"a": "1", "b": "2"}}),
+        ("hget", ("h", "f")), ("hmget", ("h", ["a", "zz", "b"])), ("hgetall", ("h",)),
+        ("hkeys", ("h",)), ("hvals", ("h",)), ("hlen", ("h",)), ("hexists", ("h", "a")),
+        ("hincrby", ("h", "a", 5)), ("hincrbyfloat", ("h", "b", 0.5)), ("hsetnx", ("h", "a", "x")),
+        ("hstrlen", ("h", "f")), ("hdel", ("h", "f", "zz")), ("hscan", ("h",)), ("type", ("h",)),
+        # lists
+        ("rpush", ("l", "a", "b", "c")), ("lpush", ("l", "z")), ("lrange", ("l", 0, -1)),
+        ("llen", ("l",)), ("lindex", ("l", 1)), ("lset", ("l", 0, "y")), ("linsert", ("l", "BEFORE", "b", "x")),
+        ("lpos", ("l", "b")), ("lrem", ("l", 0, "x")), ("ltrim", ("l", 0, 2)), ("lpop", ("l",)),
+        ("rpop", ("l", 2)), ("rpush", ("l", "p", "q")), ("lmove", ("l", "l2", "LEFT", "RIGHT")),
+        ("rpoplpush", ("l", "l2")), ("lrange", ("l2", 0, -1)), ("lpushx", ("nol", "a")),
+        # sets
+        ("sadd", ("s", "1", "2", "3")), ("sadd", ("s2", "2", "3", "4")), ("smembers", ("s",)),
+        ("sismember", ("s", "2")), ("smismember", ("s", ["1", "9"])), ("scard", ("s",)),
+        ("sinter", (["s", "s2"],)), ("sunion", (["s", "s2"],)), ("sdiff", (["s", "s2"],)),
+        ("sinterstore", ("s3", ["s", "s2"])), ("smembers", ("s3",)), ("sintercard", (2, ["s", "s2"])),
+        ("smove", ("s", "s2", "1")), ("srem", ("s", "2")), ("sscan", ("s2",)),
+        ("srandmember", ("s3", 10)), ("spop", ("s3", 10)), ("exists", ("s3",)),
+        # sorted sets
+        ("zadd", ("z", {"a": 1, "b": 2, "c": 3.5})), ("zadd", ("z", {"a": 5}), {"xx": True, "ch": True}),
+        ("zscore", ("z", "c")), ("zmscore", ("z", ["a", "no"])), ("zrank", ("z", "b")),
+        ("zrevrank", ("z", "b")), ("zcard", ("z",)), ("zcount", ("z", 1, 4)),
+        ("zrange", ("z", 0, -1), {"withscores": True}), ("zrangebyscore", ("z", "(1", "+inf")),
+        ("zrevrange", ("z", 0, 1)), ("zincrby", ("z", 0.5, "b")), ("zlexcount", ("z", "-", "+")),
+        ("zadd", ("z2", {"b": 10, "d": 20})), ("zunionstore", ("z3", ["z", "z2"])),
+        ("zrange", ("z3", 0, -1), {"withscores": True}), ("zinterstore", ("z4", {"z": 2, "z2": 1})),
+        ("zrange", ("z4", 0, -1), {"withscores": True}), ("zpopmin", ("z3", 2)), ("zpopmax", ("z3",)),
+        ("zremrangebyscore", ("z", 0, 1)), ("zrem", ("z", "c")), ("zscan", ("z",)),
+        ("zrangestore", ("z5", "z2", 0, -1)), ("zrandmember", ("z5", 5)),
+        ("copy", ("z5", "z6")), ("object", ("encoding", "z6")), ("type", ("z6",)),
     ]
     for call in calls:
         name, args = call[0], call[1]
