@@ -816,7 +816,7 @@ def objects(a):
     a(E, "OBJECT", "ENCODING", "m1"); a(E, "OBJECT", "ENCODING", "m2"); a(E, "GETSET", "m2", "8")
     a(E, "OBJECT", "ENCODING", "m2"); a(E, "SETNX", "snx", "9"); a(E, "OBJECT", "ENCODING", "snx")
     a(E, "OBJECT", "ENCODING", "nokey"); a(E, "OBJECT", "FREQ", "enc"); a(E, "OBJECT", "FREQ", "nokey")
-    a(E, "OBJECT", "IDLETIME", "enc"); a(E, "OBJECT", "IDLETIME", "nokey")
+    a(N, "OBJECT", "IDLETIME", "enc"); a(E, "OBJECT", "IDLETIME", "nokey")
     a(E, "OBJECT", "REFCOUNT", "nokey"); a(E, "OBJECT", "HELP"); a(E, "OBJECT", "FOO", "x")
     a(E, "OBJECT", "ENCODING"); a(E, "OBJECT", "ENCODING", "a", "b"); a(E, "OBJECT")
     a(E, "OBJECT", "HELP", "x"); a(E, "TOUCH", "enc", "nokey", "m1"); a(E, "TOUCH")
