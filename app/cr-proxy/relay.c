@@ -141,13 +141,21 @@ wait_timer_fired(struct cr_timer *t, void *arg)
 
 /* ---- retiring ---- */
 
-/* Release the lcore: its retirement goes on, and lib/net closes what is left. */
+/* No session left: the lcore may retire. One that begins meanwhile (handed to us just
+ * before the retire) still runs to its end; lib/net keeps the lcore for it. */
+static void
+release(struct px_lcore *pl)
+{
+	(void)cr_lease_release(&pl->lease);
+}
+
+/* Out of time (or stopping): sessions are waited for no more, lib/net closes them. */
 static void
 let_go(struct px_lcore *pl)
 {
 	cr_timer_stop(&pl->retire_timer);
 	pl->let_go = true;
-	(void)cr_lease_release(&pl->lease);
+	release(pl);
 }
 
 /*
@@ -184,10 +192,9 @@ px_relay_retire(unsigned lcore)
 
 	/* lib/net steers new clients to the other lcores; ours finish, within the timeout. */
 	pl->retiring = true;
+	cr_timer_start(&pl->retire_timer, px_relay.retire_timeout_ns);
 	if (pl->live == 0)
-		let_go(pl);
-	else
-		cr_timer_start(&pl->retire_timer, px_relay.retire_timeout_ns);
+		release(pl);
 }
 
 void
@@ -225,7 +232,7 @@ session_done(struct px_lcore *pl, struct px_session *s)
 	pl->free = s;
 	atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
 	if (--pl->live == 0 && pl->retiring)
-		let_go(pl);
+		release(pl);
 	if (s->admitted) {
 		s->admitted = false;
 		atomic_fetch_sub_explicit(&admitted, 1, memory_order_relaxed);

@@ -332,6 +332,9 @@ cr_io_abandon(cr_op_id id, cr_msg_fn release, void *arg)
 	op->release = release;
 	op->release_arg = arg;
 	cr_timer_stop(&op->deadline);
+	/* Told again even if a cancel went out before: the driver may have to act on the
+	 * abandon itself (a zero-copy send whose result is in breaks its connection). */
+	op->cancel_sent = false;
 	send_cancel(io, op);
 	return 0;
 }

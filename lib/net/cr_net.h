@@ -38,8 +38,8 @@
  * hook runs. Its listening sockets stop taking new connections without resetting any that
  * are queued or accepted: retiring, new connections are steered to the lcores that stay
  * and what it takes meanwhile is handed to them; in a shutdown (or when no other socket
- * stays) the backlog limit drops to nothing, so new handshakes are refused once the
- * socket closes, and what was queued is accepted and served here (see cr_tcp_listen()).
+ * stays) they refuse new handshakes, and what was queued is accepted and served here
+ * (see cr_tcp_listen()).
  * Its UDP sockets stop. Each of its connections is served to its next boundary and then
  * closed as by cr_conn_close() (queued bytes go out, then EOF): once every byte the kernel
  * had received for it when the closing began has been delivered to on_data, and the app
@@ -240,10 +240,10 @@ struct cr_tcp_listen_opts {
  * BPF program on the SO_REUSEPORT group steers new connections away from its socket; it
  * goes on accepting for drain_grace_ms (struct cr_net_config), hands every connection it
  * takes to a staying lcore, takes what is left queued, and closes: no queued connection
- * is reset. A socket no other stays for (a shutdown, or the listener's close) stops
- * queuing instead (its backlog limit drops to nothing: new handshakes wait, then are
- * refused once it closes), takes at once what is queued (every connection whose connect
- * had returned), serves it itself, and closes.
+ * is reset. A socket no other stays for (a shutdown, or the listener's close) refuses
+ * new handshakes instead (a socket filter drops SYNs: those clients retry, and are
+ * refused once it closes), goes on accepting for drain_grace_ms (handshakes under way),
+ * serves what it takes itself, takes what is left queued, and closes.
  *
  * Lcore only; the calling lcore becomes the listener's home, which alone can close it:
  * use the main lcore, which never retires.
@@ -270,12 +270,12 @@ void cr_listener_addr(const struct cr_listener *l, struct cr_net_addr *out);
 unsigned cr_listener_sockets(const struct cr_listener *l);
 
 /**
- * Stop listening, without resetting what is queued: every RUNNING lcore's socket stops
- * queuing, takes and serves what it holds, and closes (see cr_tcp_listen()); new
- * handshakes are refused once it has. Connections already accepted
+ * Stop listening, without resetting what is queued: every RUNNING lcore's socket refuses
+ * new handshakes, accepts and serves what it holds, and closes (see cr_tcp_listen()). Connections already accepted
  * are not affected. The handle is dead after this call. Once every socket is closed (the
- * port is free), @p done(@p arg) runs, on the home lcore, or on the lcore that closed the
- * last socket when home is no longer running. NULL @p l or @p done is fine.
+ * port is free), @p done(@p arg) runs once, on the home lcore; when no message can reach
+ * home (it stopped, or the last socket closed on an lcore that is past its loop), on the
+ * lcore that closed the last socket instead. NULL @p l or @p done is fine.
  * On the listener's home lcore only (-EPERM is not reported: a call elsewhere is ignored
  * and logged, and @p done does not run).
  */

@@ -11,6 +11,7 @@
  * takes what is still queued, stops listening and closes.
  */
 #include <errno.h>
+#include <linux/filter.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,8 +216,7 @@ shard_released(void *arg)
 	struct net_shard *sh = arg;
 	struct cr_listener *l = sh->l;
 
-	close(sh->fd);
-	sh->fd = -1;
+	cr__shard_forget_fd(sh);
 	cr__listener_socket_closed(l);
 	cr__listener_put(l);
 }
@@ -257,8 +257,11 @@ cr__drain_tick(struct net_lcore *nl, struct net_shard *sh)
 	struct cr_listener *l = sh->l;
 	uint64_t now = cr_now_ns();
 
+	/* The listener closed, or a shutdown overtook the retire: nobody stays to take its
+	 * connections, and once the others close, the steering goes and new handshakes
+	 * would reach this socket. */
 	if (!cr__listener_open(l) || nl->quench)
-		sh->quench = true;
+		cr__shard_quench(sh);
 	if (now < sh->drain_until) {
 		bool waiting = !cr__pend_place(l, nl, sh);
 
@@ -297,14 +300,51 @@ cr__drain_tick(struct net_lcore *nl, struct net_shard *sh)
 }
 
 /*
+ * Make a listening socket refuse new handshakes without touching its queue or the
+ * handshakes under way: a socket filter (the kernel runs the listener's on every segment
+ * it gets) that drops segments with SYN set, so no new handshake starts while the ACKs
+ * that complete earlier ones still pass. Their clients retry the SYN, and are refused
+ * once the socket is closed. The listen(2) backlog alone cannot do this: a limit of 0
+ * still lets one connection in, which a close right after the last accept would reset.
+ */
+static void refuse_new_handshakes(struct net_shard *sh);
+
+/* Serve what it takes itself from now on, and take no new handshake. */
+void
+cr__shard_quench(struct net_shard *sh)
+{
+	if (sh->quench)
+		return;
+	sh->quench = true;
+	refuse_new_handshakes(sh);
+}
+
+static void
+refuse_new_handshakes(struct net_shard *sh)
+{
+	struct sock_filter code[] = {
+		/* A TCP socket's filter sees the segment from its TCP header: flags at 13. */
+		BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 13),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x02, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, 0),
+		BPF_STMT(BPF_RET | BPF_K, 0xffffffffu),
+	};
+	struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
+
+	if (setsockopt(sh->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) == 0)
+		return;
+	CR_LOG(L, WARNING, "lcore %u: cannot stop fd %d taking handshakes (%s): lowering its "
+	       "backlog instead", sh->owner, sh->fd, cr_strerror(-errno));
+	(void)listen(sh->fd, 0);
+}
+
+/*
  * Stop taking new connections on @p sh without resetting any it holds. Unless @p quench,
- * while other sockets of the listener stay, new connections are steered to them; this
- * one goes on accepting for the drain grace (handshakes begun before the steering),
- * handing what it takes to their lcores, then takes what is left. Otherwise (a shutdown,
- * the listener's close, no socket to steer to) the backlog limit drops to nothing, so
- * nothing more queues (a handshake then waits, and is refused once the socket closes),
- * and at once what is queued is taken and served here: whatever the kernel had accepted
- * before the stop is queued, loopback or not, since a connect returns only then.
+ * while other sockets of the listener stay, new connections are steered to them, and what
+ * this one takes is handed to their lcores. Otherwise (a shutdown, the listener's close,
+ * no socket to steer to) it refuses new handshakes, and serves what it takes itself.
+ * Either way it goes on accepting for the drain grace (handshakes begun before), then
+ * takes what is left and closes.
  */
 void
 cr__shard_drain(struct net_lcore *nl, struct net_shard *sh, bool quench)
@@ -313,20 +353,15 @@ cr__shard_drain(struct net_lcore *nl, struct net_shard *sh, bool quench)
 
 	if (sh->state == SH_DRAIN) {
 		if (quench)
-			sh->quench = true; /* a shutdown overtook the retire: no lcore stays */
+			cr__shard_quench(sh); /* a shutdown overtook the retire: no lcore stays */
 		return;
 	}
 	if (sh->state != SH_RUN)
 		return;
-	if (quench || l->opts.single_acceptor || !cr__group_steer_away(l, sh)) {
-		sh->quench = true;
-		/* listen(2) again only lowers the limit: the queued stay queued. */
-		if (listen(sh->fd, 0) != 0)
-			CR_LOG(L, WARNING, "lcore %u: cannot stop fd %d queuing: %s", sh->owner,
-			       sh->fd, cr_strerror(-errno));
-	}
+	if (quench || l->opts.single_acceptor || !cr__group_steer_away(l, sh))
+		cr__shard_quench(sh);
 	sh->state = SH_DRAIN;
-	sh->drain_until = cr_now_ns() + (sh->quench ? 0 : cr__net_drain_grace_ns);
+	sh->drain_until = cr_now_ns() + cr__net_drain_grace_ns;
 	sh->waiting_slot = false;
 	cr_timer_stop(&sh->timer);
 	sh->backing_off = false;
@@ -335,5 +370,5 @@ cr__shard_drain(struct net_lcore *nl, struct net_shard *sh, bool quench)
 		if (!cr__pend_push(sh, sh->stash[--sh->n_stash]))
 			cr__listen_refuse(nl, sh->stash[sh->n_stash]);
 	cr__shard_sync(sh);
-	cr_timer_start(&sh->timer, sh->n_pend > 0 || sh->quench ? 0 : cr__net_drain_grace_ns);
+	cr_timer_start(&sh->timer, sh->n_pend > 0 ? 0 : cr__net_drain_grace_ns);
 }

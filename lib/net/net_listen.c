@@ -94,19 +94,35 @@ close_completed(void *arg)
  * closed the listener with a completion, that runs: on home, or here when home no
  * longer takes messages. A reference keeps the listener until it has.
  */
-void
-cr__listener_socket_closed(struct cr_listener *l)
+/* Once, whoever sees both "closing" and "no socket left" first (see close_chain()). */
+static void
+complete_close(struct cr_listener *l)
 {
-	/* acq_rel: the completion sees every shard's close. */
-	if (atomic_fetch_sub_explicit(&l->sockets_open, 1, memory_order_acq_rel) != 1)
-		return;
-	/* acquire: pairs with the release in cr_listener_close(), which set close_fn. */
-	if (atomic_load_explicit(&l->phase, memory_order_acquire) != LP_CLOSING ||
-	    l->close_fn == NULL)
+	if (l->close_fn == NULL || atomic_exchange(&l->close_fired, true))
 		return;
 	atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
 	if (cr_lcore_id() == l->home || cr_send(l->home, close_completed, l) != 0)
 		close_completed(l);
+}
+
+void
+cr__listener_socket_closed(struct cr_listener *l)
+{
+	/* seq_cst: with close_chain()'s phase store and count load, one of the two sees
+	 * both the phase and the count at 0. */
+	if (atomic_fetch_sub(&l->sockets_open, 1) != 1)
+		return;
+	if (atomic_load(&l->phase) == LP_CLOSING)
+		complete_close(l);
+}
+
+void
+cr__shard_forget_fd(struct net_shard *sh)
+{
+	pthread_mutex_lock(&listeners_lock);
+	close(sh->fd);
+	sh->fd = -1;
+	pthread_mutex_unlock(&listeners_lock);
 }
 
 /* ---- start and close, driven from the home lcore ---- */
@@ -148,13 +164,14 @@ start_done(void *arg)
 		 * steer to, kept from queuing more), then drained from home, a batch per
 		 * tick; what no staying lcore takes, home serves itself. Its reference goes
 		 * when it closes. */
-		if (!cr__group_steer_away(l, sh)) {
-			sh->quench = true;
-			(void)listen(sh->fd, 0);
-		}
+		if (!cr__group_steer_away(l, sh))
+			cr__shard_quench(sh);
 		sh->owner = l->home;
 		sh->state = SH_DRAIN;
-		sh->finishing = true; /* no accept: it only takes what is queued */
+		/* No accept, no grace: it takes what is queued and closes, so that its lcore,
+		 * started again, finds the slot free to listen again (a handshake still under
+		 * way at that point is lost). */
+		sh->finishing = true;
 		cr__shard_list_add(&cr__net_lcores[l->home], sh);
 		cr_timer_start(&sh->timer, 0);
 	}
@@ -188,10 +205,14 @@ static void
 close_chain(struct cr_listener *l)
 {
 	/* Under the lock: an lcore joining either sees CLOSING and stays out, or joined
-	 * before, is RUNNING, and so is visited below (or closes its shard itself). */
+	 * before, is RUNNING, and so is visited below (or closes its shard itself). The
+	 * seq_cst store pairs with cr__listener_socket_closed(): every socket may have closed
+	 * already (a close asked while starting, the shards quicker than start_done). */
 	pthread_mutex_lock(&listeners_lock);
-	atomic_store_explicit(&l->phase, LP_CLOSING, memory_order_release);
+	atomic_store(&l->phase, LP_CLOSING);
 	pthread_mutex_unlock(&listeners_lock);
+	if (atomic_load(&l->sockets_open) == 0)
+		complete_close(l);
 	if (l->opts.single_acceptor) {
 		cr__shard_drain(&cr__net_lcores[l->home], &l->shards[l->home], true);
 		cr__listener_put(l);

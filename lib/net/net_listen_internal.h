@@ -72,6 +72,7 @@ struct cr_listener {
 	struct cr_call start_call, close_call;
 	cr_msg_fn close_fn; /* cr_listener_close()'s completion, and its argument */
 	void *close_arg;
+	_Atomic bool close_fired; /* the completion is on its way: once only */
 	_Atomic unsigned sockets_open; /* shards whose socket is open: 0 = the port is free */
 	_Atomic int phase; /* enum listener_phase; written by home */
 	/* The kernel's reuseport array, mirrored; any lcore, under steer_lock. */
@@ -100,6 +101,8 @@ struct cr_listener *cr__listener_by_index(unsigned idx);
 void cr__listener_put(struct cr_listener *l);
 /* A shard's socket is closed (its owner lcore); the last one completes a close. */
 void cr__listener_socket_closed(struct cr_listener *l);
+/* Close the shard's socket and forget it, under the lock rejoining lcores read it with. */
+void cr__shard_forget_fd(struct net_shard *sh);
 
 /* Not closing (starting counts: its home hands off the backlog of shards never started). */
 static inline bool
@@ -125,6 +128,7 @@ void cr__shard_run(struct net_lcore *nl, struct net_shard *sh);
 void cr__shard_close(struct net_lcore *nl, struct net_shard *sh);
 void cr__drain_tick(struct net_lcore *nl, struct net_shard *sh);
 void cr__shard_drain(struct net_lcore *nl, struct net_shard *sh, bool quench);
+void cr__shard_quench(struct net_shard *sh);
 
 /* Hand-off (net_handoff.c). */
 void cr__listen_refuse(struct net_lcore *nl, int fd);

@@ -56,9 +56,10 @@ struct cr_reactor_hooks {
 	/**
 	 * On lcore @p lcore after on_lcore_stop and the modules' stop: timer @p t was still
 	 * armed and has been cancelled (an lcore's timers do not outlive its incarnation).
-	 * The app may re-arm a periodic duty from the next incarnation's on_lcore_start, or
-	 * move it to another lcore. NULL: each such timer is cancelled, and their number
-	 * logged once at NOTICE level.
+	 * The loop is over: sends fail here, and a timer armed here is dropped with the
+	 * wheel. Note it, to re-arm the duty from the next incarnation's on_lcore_start, or
+	 * to move it (a foreign thread, the retire callback, may send). NULL: each such
+	 * timer is cancelled, and their number logged once at NOTICE level.
 	 */
 	void (*on_timer_dropped)(unsigned lcore, struct cr_timer *t, void *arg);
 	/**

@@ -74,7 +74,8 @@ struct cr_lcore {
 	/* Lifecycle lock: the thread has passed its end (a join returns at once); a start
 	 * waits for that thread's end (cr__lcore_exit); a start failed (not retried by a
 	 * resize until an explicit cr_lcore_start()). */
-	bool exiting, start_pending, start_failed;
+	bool exiting, start_pending;
+	_Atomic bool start_failed; /* written by starters and the thread itself, read by resize */
 	/*
 	 * Retirement admission and holds, one word so that taking a hold and closing are
 	 * totally ordered: incarnation (bits 32-63) | closed (bit 31) | holds (bits 0-30).

@@ -7,13 +7,12 @@
 
 #include "reactor_internal.h"
 
-/* Once our mailbox is closed, holds on it may drop without a message (a refused sender),
- * and a shutdown's deadline passes without one: the park is bounded and the state
- * re-checked. */
+/* Once our mailbox is closed, holds on it may drop without a message (a refused sender):
+ * until it is quiesced the park is this short and the state re-checked. */
 #define CLOSING_PARK_NS (100 * 1000)
-/* Retiring with the mailbox still open, we wait for leases, modules and our calls: a
- * release wakes us, and so do completions, messages and timers. The bound only guards
- * against a wake nobody sends. */
+/* Otherwise a closing lcore waits for leases, modules and calls: a release wakes it, and so
+ * do completions, messages and timers. The bound only guards against a wake nobody sends
+ * (and is cut to a shutdown's deadline, which passes without one). */
 #define CLOSING_OPEN_PARK_NS (10 * 1000 * 1000)
 
 static unsigned
@@ -204,7 +203,11 @@ cr__lcore_done(struct cr_lcore *lc)
 	}
 	if (!cr_mailbox_quiesced(&lc->mbox) || !cr_mailbox_empty(&lc->mbox))
 		return false;
-	return cr__defer_empty(lc) && lc->n_dirty == 0 && lc->backlog == NULL;
+	if (!cr__defer_empty(lc) || lc->n_dirty != 0 || lc->backlog != NULL)
+		return false;
+	/* Messages run while draining may have given a module work again (a connection
+	 * handed over just before the mailbox closed): it must finish too. */
+	return !cr__modules_busy(lc->id, forced());
 }
 
 /*
@@ -225,6 +228,26 @@ cr__park_prepare(struct cr_lcore *lc)
 	return true;
 }
 
+/*
+ * How long a closing lcore may sleep. Holds on its closed mailbox drop without a wake (a
+ * refused sender), so until it is quiesced the sleep is short; otherwise what it waits for
+ * wakes it (a release, a completion, a message, a timer), and the bound only guards
+ * against a wake nobody sends, or the shutdown's deadline, whichever is first.
+ */
+static uint64_t
+closing_park_cap(const struct cr_lcore *lc, uint64_t now)
+{
+	uint64_t deadline = atomic_load_explicit(&cr__rt.deadline, memory_order_relaxed);
+	uint64_t cap = CLOSING_OPEN_PARK_NS;
+
+	if (lc->phase == LP_DRAINING && !cr_mailbox_quiesced(&lc->mbox))
+		return CLOSING_PARK_NS;
+	if (atomic_load_explicit(&cr__rt.stop, memory_order_relaxed) && deadline > now &&
+	    deadline - now < cap)
+		cap = deadline - now;
+	return cap;
+}
+
 /* Second half: sleep until a wake, a completion or the next timer. */
 void
 cr__park_commit(struct cr_lcore *lc)
@@ -233,10 +256,7 @@ cr__park_commit(struct cr_lcore *lc)
 
 	timeout = next == UINT64_MAX ? UINT64_MAX : (next > now ? next - now : 0);
 	if (lc->phase != LP_SERVING) {
-		uint64_t cap = lc->phase == LP_CLOSING &&
-					       !atomic_load_explicit(&cr__rt.stop, memory_order_relaxed)
-				       ? CLOSING_OPEN_PARK_NS
-				       : CLOSING_PARK_NS;
+		uint64_t cap = closing_park_cap(lc, now);
 
 		if (timeout > cap)
 			timeout = cap;

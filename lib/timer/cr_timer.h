@@ -102,8 +102,8 @@ unsigned cr_timer_wheel_count(const struct cr_timer_wheel *w);
 
 /**
  * Disarm every armed timer (expired ones not yet run included) and call @p cb(t, @p arg)
- * for each, after it is disarmed: @p cb may free or re-initialize @p t, but not arm a
- * timer on @p w. Not from a timer callback of @p w. @p cb may be NULL.
+ * for each, once all are disarmed: @p cb may free or re-initialize @p t; a timer it arms
+ * on @p w again stays armed. Not from a timer callback of @p w. @p cb may be NULL.
  * @return how many timers were disarmed.
  */
 unsigned cr_timer_wheel_cancel_all(struct cr_timer_wheel *w, cr_timer_fn cb, void *arg);

@@ -331,17 +331,25 @@ cr_timer_wheel_cancel_all(struct cr_timer_wheel *w, cr_timer_fn cb, void *arg)
 {
 	unsigned i, n = 0;
 
-	assert(!w->running);
-	for (i = 0; i < NLISTS; i++) {
-		struct cr_timer *t;
+	struct cr_timer *gone = NULL, *t;
 
+	assert(!w->running);
+	/* Every timer off the wheel first, onto a list of our own: a callback that arms a
+	 * timer again (against the rules) leaves it armed, instead of looping here. */
+	for (i = 0; i < NLISTS; i++) {
 		while ((t = w->lists[i].first) != NULL) {
 			unplace(w, t);
 			w->count--;
+			t->next = gone;
+			gone = t;
 			n++;
-			if (cb != NULL)
-				cb(t, arg); /* t is not touched after this */
 		}
+	}
+	while ((t = gone) != NULL) {
+		gone = t->next;
+		t->next = NULL;
+		if (cb != NULL)
+			cb(t, arg); /* t is not touched after this */
 	}
 	return n;
 }

@@ -336,6 +336,10 @@ park(struct cr_backend *be, uint64_t timeout_ns)
 		submit(be);
 		return;
 	}
+	/* Never sleep deaf to the wake channel (its poll is re-armed in poll(), which an SQ
+	 * shortage may have put off). */
+	if (!be->efd_armed)
+		efd_arm(be);
 	ts.tv_sec = (long long)(timeout_ns / 1000000000u);
 	ts.tv_nsec = (long long)(timeout_ns % 1000000000u);
 	io_uring_submit_and_wait_timeout(&be->ring, &cqe, 1,

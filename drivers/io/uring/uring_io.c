@@ -523,6 +523,10 @@ zc_cqe(struct cr_backend *be, struct cr_op *op, int32_t res, uint32_t cflags)
 	if (cflags & IORING_CQE_F_MORE) {
 		op->drv[D_RES] = (uint64_t)(int64_t)res;
 		*fl |= OPF_ZC_RES;
+		/* Abandoned before its result was in (the cancel came too early to break
+		 * it): break it now, or the notification may never come. */
+		if (op->state == CR_OP_ABANDONED)
+			zc_break(op);
 	} else {
 		finish(be, op, res); /* no notification follows */
 	}

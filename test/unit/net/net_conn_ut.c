@@ -791,6 +791,70 @@ test_forced_stop_with_stalled_zerocopy_send(void)
 	CU_ASSERT(Z.stop_ms < 5000);
 }
 
+/*
+ * Regression (review of issue 12): a zero-copy send abandoned after it was submitted but
+ * before its result was reaped (queued in on_open, then a forced stop in the same
+ * callback) was cancelled too early to be broken, and the stop still aborted after 10 s.
+ */
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	pthread_t client;
+	_Atomic bool queued;
+	uint64_t t0, stop_ms;
+	int fd;
+} Q;
+
+static void
+q_open(struct cr_conn *c)
+{
+	static uint8_t block[64 * 1024];
+	unsigned i;
+
+	for (i = 0; i < ZC_BYTES / sizeof(block); i++)
+		if (cr_conn_send(c, block, sizeof(block)) != 0)
+			break;
+	atomic_store(&Q.queued, true);
+	Q.t0 = ut_ms();
+	cr_shutdown_force(); /* the send is queued, not yet submitted or reaped */
+}
+
+static const struct cr_conn_ops q_ops = {.on_open = q_open};
+
+static void *
+q_client(void *arg)
+{
+	(void)arg;
+	Q.fd = ut_connect(&Q.addr, 4096); /* and never read */
+	return NULL;
+}
+
+static void
+q_start(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &q_ops, NULL, &Q.l), 0);
+	cr_listener_addr(Q.l, &Q.addr);
+	CU_ASSERT_EQUAL(pthread_create(&Q.client, NULL, q_client, NULL), 0);
+}
+
+static void
+test_zc_abandoned_before_result_reaped(void)
+{
+	memset(&Q, 0, sizeof(Q));
+	Q.fd = -1;
+	setenv("CR_URING_ZC_THRESHOLD", "4096", 1);
+	ut_net_run(q_start, NULL, 30000);
+	Q.stop_ms = ut_ms() - Q.t0;
+	pthread_join(Q.client, NULL);
+	unsetenv("CR_URING_ZC_THRESHOLD");
+	if (Q.fd >= 0)
+		close(Q.fd);
+	CU_ASSERT(Q.stop_ms < 5000);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_echo_half_close),
 	UT_CASE(test_on_eof_app_shutdown),
@@ -805,6 +869,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_peer_reset_mid_send),
 	UT_CASE(test_read_stop_start),
 	UT_CASE(test_forced_stop_with_stalled_zerocopy_send),
+	UT_CASE(test_zc_abandoned_before_result_reaped),
 };
 
 UT_MAIN("net_conn", cases, ut_net_setup, NULL)

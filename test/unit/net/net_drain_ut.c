@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
+#include "cr_io_driver.h"
 #include "cr_lease.h"
 #include "net_ut.h"
 
@@ -828,6 +829,128 @@ test_single_acceptor_handoff_to_retiring_lcore(void)
 	CU_ASSERT_EQUAL(A.served_by[A.main_id] + A.served_by[A.other_id], NSINGLE);
 }
 
+/* ---- a hand-off that an lcore runs after its mailbox closed is served (review) ---- */
+
+static struct {
+	struct cr_listener *l;
+	struct cr_net_addr addr;
+	unsigned main_id, other_id;
+	pthread_t client;
+	_Atomic bool blocked, go, done;
+	_Atomic int accepts;
+	int ok, failed, failed_on[CR_MAX_LCORES], served_on[CR_MAX_LCORES];
+} R;
+
+static void
+r_data(struct cr_conn *c, const void *data, size_t len)
+{
+	uint8_t id = (uint8_t)cr_lcore_id();
+
+	(void)data;
+	(void)len;
+	cr_conn_send(c, &id, 1); /* the reply: who served it */
+}
+
+static const struct cr_conn_ops r_ops = {NULL, r_data, NULL, NULL, NULL};
+
+/* In main's completion phase, at the second accept of the batch: the first one's
+ * hand-off to lcore 1 sits in main's outbox (admission held). Stop now and give lcore 1
+ * time to close its mailbox (it has no connection, so it is not busy). */
+static void
+r_hook(const struct cr_op *op, struct cr_io_cqe *cqe)
+{
+	if (op->kind != CR_OP_ACCEPT || cqe->res < 0 || cr_lcore_id() != R.main_id)
+		return;
+	if (atomic_fetch_add(&R.accepts, 1) != 1)
+		return;
+	cr_reactor_stop();
+	ut_sleep_ms(200);
+}
+
+static void
+r_block(void *arg)
+{
+	uint64_t until = ut_ms() + 5000;
+
+	(void)arg;
+	atomic_store(&R.blocked, true);
+	while (!atomic_load(&R.go) && ut_ms() < until)
+		ut_sleep_ms(1);
+}
+
+static void *
+r_client(void *arg)
+{
+	int fds[2], i;
+
+	(void)arg;
+	while (!atomic_load(&R.blocked))
+		ut_sleep_ms(1);
+	for (i = 0; i < 2; i++) {
+		fds[i] = ut_connect(&R.addr, 0);
+	}
+	ut_sleep_ms(50);
+	atomic_store(&R.go, true);
+	/* The request comes a little after the connection (a TLS handshake, a client that
+	 * connects ahead): well within the 1 s an ending connection waits for its first one. */
+	ut_sleep_ms(300);
+	for (i = 0; i < 2; i++)
+		if (fds[i] >= 0)
+			ut_write_all(fds[i], "x", 1);
+	for (i = 0; i < 2; i++) {
+		uint8_t id = 0xff;
+
+		if (fds[i] >= 0 && ut_read_n(fds[i], &id, 1) == 1) {
+			R.ok++;
+			if (id < CR_MAX_LCORES)
+				R.served_on[id]++;
+		} else {
+			R.failed++;
+		}
+		if (fds[i] >= 0)
+			close(fds[i]);
+	}
+	atomic_store(&R.done, true);
+	return NULL;
+}
+
+static void
+r_start(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	o.single_acceptor = true;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &r_ops, NULL, &R.l), 0);
+	cr_listener_addr(R.l, &R.addr);
+	cr__io_fault_hook = r_hook;
+	CU_ASSERT_EQUAL(cr_send(R.main_id, r_block, NULL), 0);
+	CU_ASSERT_EQUAL(pthread_create(&R.client, NULL, r_client, NULL), 0);
+}
+
+/*
+ * Regression (review of issue 12): a hand-off accepted by lcore 1's mailbox just before it
+ * closed ran in DRAINING, adopted the connection there, and the lcore stopped without
+ * waiting for it (DRAINING asked no module), resetting it before its request came.
+ */
+static void
+test_handoff_in_draining_served(void)
+{
+	if (ut_table.n < 2) {
+		CU_PASS("one lcore");
+		return;
+	}
+	memset(&R, 0, sizeof(R));
+	R.main_id = ut_table.lcores[0].lcore_id;
+	R.other_id = ut_table.lcores[1].lcore_id;
+	ut_table.main_lcore = R.main_id;
+	ut_net_run(r_start, NULL, 30000);
+	pthread_join(R.client, NULL);
+	cr__io_fault_hook = NULL;
+	CU_ASSERT_EQUAL(R.failed, 0);
+}
+
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_retire_hands_off_queued_and_rejoins),
 	UT_CASE(test_retire_before_accepting_hands_off),
@@ -837,6 +960,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_retire_serves_connection_then_closes),
 	UT_CASE(test_drain_out_of_descriptors_waits),
 	UT_CASE(test_single_acceptor_handoff_to_retiring_lcore),
+	UT_CASE(test_handoff_in_draining_served),
 };
 
 UT_MAIN("net_drain", cases, ut_net_setup, NULL)
