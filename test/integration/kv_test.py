@@ -1568,19 +1568,32 @@ def t_redis_cli(o):
 
 
 def t_redis_benchmark(o):
-    """redis-benchmark, unmodified: SET and GET, pipeline 1 and 16, no errors."""
+    """redis-benchmark, unmodified, with the tests cr-bench's kv pairing runs: SET, GET,
+    HSET, HGET, LPUSH, LPOP, SADD, ZADD and ZRANGE, pipeline 1 and 16, no errors, and the
+    collections they fill hold what they were sent."""
     need("redis-benchmark")
+    tests = [["-t", "set,get,hset,lpush,sadd,zadd,lpop"],
+             ["hget", "myhash", "element:__rand_int__"], ["zrange", "myzset", "0", "9"]]
+    names = ['"SET"', '"GET"', '"HSET"', '"LPUSH"', '"SADD"', '"ZADD"', '"LPOP"']
     for pipe in ("1", "16"):
-        p = subprocess.run(["redis-benchmark", "-p", str(o.kv.port), "-t", "set,get",
-                            "-n", "20000", "-c", "20", "-r", "1000", "-P", pipe, "--csv"],
-                           capture_output=True, timeout=60)
-        out = p.stdout.decode()
-        check(p.returncode == 0, "redis-benchmark -P %s: %s %s" % (pipe, out, p.stderr))
-        check('"SET"' in out and '"GET"' in out, "redis-benchmark output: %r" % out)
-        check(b"ERR" not in p.stderr and b"rror" not in p.stdout, "errors: %r" % p.stderr)
+        for t in tests:
+            p = subprocess.run(["redis-benchmark", "-p", str(o.kv.port), "-n", "5000",
+                                "-c", "20", "-r", "1000", "-P", pipe, "--csv"] + t,
+                               capture_output=True, timeout=60)
+            out = p.stdout.decode()
+            check(p.returncode == 0, "redis-benchmark -P %s %s: %s %s"
+                  % (pipe, " ".join(t), out, p.stderr))
+            want = names if t[0] == "-t" else ['"%s"' % " ".join(t)]
+            check(all(x in out for x in want), "redis-benchmark output: %r" % out)
+            check(b"ERR" not in p.stderr and b"rror" not in p.stdout, "errors: %r" % p.stderr)
     c = Conn(o.kv.port)
     n = int(c.cmd("DBSIZE")[1:-2])
-    check(0 < n <= 1000, "DBSIZE after redis-benchmark -r 1000: %d" % n)
+    check(0 < n <= 1004, "DBSIZE after redis-benchmark -r 1000: %d" % n)
+    for cmd in ("HLEN myhash", "SCARD myset", "ZCARD myzset"):
+        n = int(c.cmd(*cmd.split())[1:-2])
+        check(0 < n <= 1000, "%s after redis-benchmark -r 1000: %d" % (cmd, n))
+    # Each run pushes 5,000 elements then pops 5,000: nothing is left over.
+    check(c.cmd("LLEN", "mylist") == b":0\r\n", "LLEN mylist: %r" % c.cmd("LLEN", "mylist"))
     c.close()
 
 
