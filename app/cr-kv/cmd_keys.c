@@ -221,11 +221,12 @@ KV_CMD(rename_local)
 		rb_int(x->out, 0);
 		return;
 	}
-	if (kv_entry_rename(x->sh->store, e, dst->p, dst->len, kv_key_hash(x, dst), x->now_ms) ==
-	    NULL) {
+	e = kv_entry_rename(x->sh->store, e, dst->p, dst->len, kv_key_hash(x, dst), x->now_ms);
+	if (e == NULL) {
 		rb_error(x->out, "OOM out of memory in rename");
 		return;
 	}
+	kv_bw_signal(x->sh, dst->p, dst->len, e->type); /* a list or zset made under dst */
 	if (nx)
 		rb_int(x->out, 1);
 	else

@@ -441,8 +441,8 @@ KV_CMD(lpos)
 
 /* ---- LMOVE, RPOPLPUSH ---- */
 
-static bool
-where_of(struct kv_ctx *x, const struct kv_arg *a, bool *head)
+bool
+kv_list_where(struct kv_ctx *x, const struct kv_arg *a, bool *head)
 {
 	if (strcasecmp(a->p, "right") == 0)
 		*head = false;
@@ -474,8 +474,8 @@ pop_copy(struct kv_entry *src, bool head, size_t *len)
 }
 
 /* lmoveGenericCommand() on one shard. */
-static void
-lmove_here(struct kv_ctx *x, bool from_head, bool to_head)
+void
+kv_lmove_here(struct kv_ctx *x, bool from_head, bool to_head)
 {
 	struct kv_entry *src, *dst;
 	struct kv_arg v;
@@ -510,13 +510,13 @@ KV_CMD(lmove)
 {
 	bool from, to;
 
-	if (where_of(x, &x->argv[3], &from) && where_of(x, &x->argv[4], &to))
-		lmove_here(x, from, to);
+	if (kv_list_where(x, &x->argv[3], &from) && kv_list_where(x, &x->argv[4], &to))
+		kv_lmove_here(x, from, to);
 }
 
 KV_CMD(rpoplpush)
 {
-	lmove_here(x, false, true);
+	kv_lmove_here(x, false, true);
 }
 
 /* argv: [cmd, key, "left"|"right"]: pop one element (the key deleted if emptied). */
@@ -649,7 +649,8 @@ kv_multi_lmove(struct kreq *kr)
 	bool a, b;
 
 	/* The directions are checked before any key is touched, as Redis does. */
-	if (kr->argc == 5 && (!where_of(&x, &kr->argv[3], &a) || !where_of(&x, &kr->argv[4], &b))) {
+	if (kr->argc == 5 &&
+	    (!kv_list_where(&x, &kr->argv[3], &a) || !kv_list_where(&x, &kr->argv[4], &b))) {
 		kr->final = &kr->reply;
 		kreq_finish(kr);
 		return;

@@ -309,9 +309,10 @@ reply_flags(struct rbuf *o, uint32_t f)
 		uint32_t bit;
 		const char *name;
 	} names[] = {
+	    /* Redis's order (its flag bits') */
 	    {KV_WRITE, "write"},       {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
-	    {KV_LOADING, "loading"},   {KV_STALE, "stale"},	  {KV_FAST, "fast"},
-	    {KV_NOSCRIPT, "noscript"}, {KV_BLOCKING, "blocking"}, {KV_MOVABLEKEYS, "movablekeys"}};
+	    {KV_NOSCRIPT, "noscript"}, {KV_BLOCKING, "blocking"}, {KV_LOADING, "loading"},
+	    {KV_STALE, "stale"},       {KV_FAST, "fast"},	  {KV_MOVABLEKEYS, "movablekeys"}};
 	unsigned i, n = 0;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -616,7 +617,8 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("connected_clients:%llu",
 		     (unsigned long long)atomic_load_explicit(&kv.nclients, memory_order_relaxed));
 		LINE("maxclients:%llu", kv.maxclients);
-		LINE("blocked_clients:0");
+		LINE("blocked_clients:%llu", (unsigned long long)atomic_load_explicit(
+						 &kv.blocked_clients, memory_order_relaxed));
 	}
 	if (want & SEC_MEMORY) {
 		uint64_t rss = kv_rss(), peak = kv_mem_peak((uint64_t)(t[3] > 0 ? t[3] : 0));

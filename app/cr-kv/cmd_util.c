@@ -207,7 +207,9 @@ kv_key_add(struct kv_ctx *x, const struct kv_arg *k, unsigned type, unsigned enc
 	if (e == NULL) {
 		kv_obj_free(type, enc, obj);
 		rb_error(x->out, kv_err_oom);
+		return NULL;
 	}
+	kv_bw_signal(x->sh, k->p, k->len, type); /* blocked clients may wait for it */
 	return e;
 }
 

@@ -396,14 +396,18 @@ KV_CMD(zremrangebylex)
 /* ---- pops ---- */
 
 void
-kv_zpop_reply(struct kv_ctx *x, struct kv_entry *e, bool max, long long count, bool withkey,
+kv_zpop_reply(struct kv_ctx *x, struct kv_entry *e, bool max, long long count, int style,
 	      const struct kv_arg *key)
 {
 	long long len = (long long)zset_len(e), n = count > len ? len : count, i;
 
-	if (withkey) {
+	if (style == ZPOP_KEY) {
 		rb_array(x->out, 3);
 		rb_bulk(x->out, key->p, key->len);
+	} else if (style == ZPOP_NESTED) {
+		rb_array(x->out, 2);
+		rb_bulk(x->out, key->p, key->len);
+		rb_array(x->out, n);
 	} else {
 		rb_array(x->out, n * 2);
 	}
@@ -415,6 +419,8 @@ kv_zpop_reply(struct kv_ctx *x, struct kv_entry *e, bool max, long long count, b
 
 		zit_rank(&it, e, max ? zset_len(e) - 1 : 0);
 		zit_get(&it, &m, &mlen, &s);
+		if (style == ZPOP_NESTED)
+			rb_array(x->out, 2);
 		rb_bulk(x->out, m, mlen);
 		kv_reply_double(x->out, s);
 		/* The member's bytes were copied into the reply: it can go now. */
@@ -442,7 +448,7 @@ zpop(struct kv_ctx *x, bool max)
 		rb_array(x->out, 0);
 		return;
 	}
-	kv_zpop_reply(x, e, max, count, false, NULL);
+	kv_zpop_reply(x, e, max, count, ZPOP_FLAT, NULL);
 	kv_key_drop_if_empty(x, e);
 }
 

@@ -107,8 +107,8 @@ conn_eof(struct cr_conn *c)
 	/* Redis closes a client whose peer shut its side, replies owed or not. */
 	struct kconn *kc = cr_conn_data(c);
 
-	if (kc == NULL || kc->head == NULL) {
-		cr_conn_close(c);
+	if (kc == NULL || kc->head == NULL || kc->bpop != NULL) {
+		cr_conn_close(c); /* a blocked client too: its wait is cancelled (kc_gone()) */
 		return;
 	}
 	/* Replies are still owed: send them, then close. */

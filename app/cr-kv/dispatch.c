@@ -60,6 +60,8 @@ run_here(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		return;
 	}
 	cmd->fn(x);
+	if (kv_bw_pending(x->sh))
+		kv_bw_serve(x->sh); /* it made a key blocked clients wait for */
 }
 
 /* A command whose keys live on more than one shard, or on another one. */
@@ -281,7 +283,9 @@ dispatch_keys(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 	struct kv_shard *sh = kc->sh;
 	int s = keys_shard(cmd, x);
 
-	if (s == SHARDS_NONE || (s == (int)sh->index && kv_tx_clear(sh)))
+	if ((cmd->flags & KV_BLOCKING) && s != SHARDS_NONE)
+		kv_bpop_dispatch(kc, cmd, x, s >= 0 ? s : -1); /* it may wait: always a request */
+	else if (s == SHARDS_NONE || (s == (int)sh->index && kv_tx_clear(sh)))
 		run_here(kc, cmd, x);
 	else if (s >= 0)
 		dispatch_parts(kc, cmd, x, (unsigned)s);

@@ -66,6 +66,8 @@ kc_gone(struct kconn *kc)
 		cr_timer_stop(&kc->kill_timer);
 	cr_conn_set_data(kc->conn, NULL);
 	kc->conn = NULL;
+	if (kc->bpop != NULL)
+		kv_bpop_gone(kc); /* a blocked client: cancel its wait */
 	if (kc->next != NULL)
 		kc->next->pprev = kc->pprev;
 	*kc->pprev = kc->next;

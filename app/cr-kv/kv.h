@@ -21,6 +21,9 @@
  * connection's parsing waits until it holds its locks, after which later commands reach
  * each shard behind them; a part that touches a locked key waits in that shard's FIFO
  * queue, and so does everything after it for that shard.
+ *
+ * Blocking. A blocking pop holds the connection's parsing until it is answered; it waits
+ * on its keys' shard, or watches the keys of several shards (bpop.h).
  */
 #ifndef CR_KV_H
 #define CR_KV_H
@@ -31,6 +34,7 @@
 #include <stdint.h>
 
 #include "cr_net.h"
+#include "bpop.h"
 #include "cr_reactor.h"
 #include "mem.h"
 #include "obj.h"
@@ -86,6 +90,7 @@ struct kv_ctx {
 	struct kconn *kc; /* the client: only for KV_ROUTE_LOCAL commands, else NULL */
 	uint64_t h1;	  /* kv_hash() of argv[1], once h1_ok */
 	bool h1_ok;
+	struct kv_from *from; /* run as a plain part on its shard: for whom (bpop.h) */
 };
 
 enum kv_route {
@@ -274,6 +279,16 @@ KV_CMD(zinterstore);
 KV_CMD(zdiffstore);
 KV_CMD(zintercard);
 KV_CMD(zrangestore);
+KV_CMD(lmpop);
+KV_CMD(zmpop);
+KV_CMD(blpop);
+KV_CMD(brpop);
+KV_CMD(blmove);
+KV_CMD(brpoplpush);
+KV_CMD(blmpop);
+KV_CMD(bzpopmin);
+KV_CMD(bzpopmax);
+KV_CMD(bzmpop);
 KV_CMD(tx_srem);
 KV_CMD(tx_sadd);
 KV_CMD(tx_lpop);
@@ -379,6 +394,8 @@ struct kv_shard {
 	struct cr_timer expire_timer;
 	struct kv_mem mem;	    /* what this shard's keyspace takes (mem.h) */
 	struct kv_txshard tx;	    /* locks and waiters of transactions (txn.h) */
+	struct kv_bwshard bw;	    /* blocked clients waiting for keys here (bpop.h) */
+	struct kv_bpshard bp;	    /* this lcore's clients blocked on several shards */
 	bool lazy_armed;	    /* a lazy-free step is deferred (lazyfree.c) */
 	struct cr_timer lazy_timer; /* its fallback when cr_defer() is full */
 	/* Counters read by INFO from the lcore where it runs: relaxed. */
@@ -414,6 +431,7 @@ struct kconn {
 	bool flush_pending; /* a deferred_flush() is queued: kc must live until it runs */
 	uint64_t id;
 	char *name;
+	struct kv_bpop *bpop; /* the blocking command it waits in (bpop.h), or NULL */
 };
 
 /* One shard's share of a request. */
@@ -432,6 +450,8 @@ struct kpart {
 	struct kv_txlock *lock; /* KP_TX_LOCK: its keys, and the hold once granted */
 	uint64_t epoch;		/* the origin's kv_txshard.epoch when it was sent */
 	unsigned origin;	/* the origin's shard index */
+	bool nolease;		/* the origin's: waiting for it keeps no lease (a blocked pop,
+				 * which a shutdown need not wait for) */
 	char inl[80];
 };
 
@@ -452,6 +472,10 @@ struct kreq {
 	void *state;			 /* a multi-phase command's own */
 	void (*state_fini)(void *state); /* frees it (NULL: free()) */
 	struct rbuf *final;		 /* the bytes to send when done */
+	/* A request made by another (a blocked pop's attempt, bpop.c): not on the
+	 * connection; called instead when its reply is final, and frees it. */
+	void (*on_done)(struct kreq *kr);
+	void *owner;
 	struct rbuf reply;
 	uint32_t argc;
 	struct kv_arg *argv;
@@ -474,6 +498,7 @@ struct kv_global {
 	_Atomic uint64_t next_client_id;
 	_Atomic uint64_t conns_total, rejected, qbuf_closed, proto_errors;
 	_Atomic uint64_t mem_peak;
+	_Atomic uint64_t blocked_clients; /* waiting in a blocking command (INFO) */
 	uint64_t start_ms;
 	unsigned port;
 	int tel_cmds, tel_remote, tel_proto, tel_qbuf, tel_rejected, tel_expired;
@@ -555,6 +580,10 @@ void kv_process_input(struct kconn *kc);
 /* cmd_list.c: for the commands that move elements between lists */
 int kv_list_push(struct kv_ctx *x, struct kv_entry *e, bool head, const struct kv_arg *v);
 void kv_list_pop_reply(struct kv_ctx *x, struct kv_entry *e, bool head);
+/* LEFT (head) or RIGHT, else a syntax error replied. */
+bool kv_list_where(struct kv_ctx *x, const struct kv_arg *a, bool *head);
+/* LMOVE argv[1] to argv[2] on this shard (replied). */
+void kv_lmove_here(struct kv_ctx *x, bool from_head, bool to_head);
 
 /* cmd_set.c */
 struct kv_entry *kv_set_create(struct kv_ctx *x, const struct kv_arg *k,
@@ -569,8 +598,11 @@ bool kv_zparse_range(struct kv_ctx *x, const struct kv_arg *min, const struct kv
 		     struct zrange *r);
 bool kv_zparse_lex(struct kv_ctx *x, const struct kv_arg *min, const struct kv_arg *max,
 		   struct zlexrange *r);
-/* Reply (or, withkey, "*3 key member score") and remove the @p count lowest or highest. */
-void kv_zpop_reply(struct kv_ctx *x, struct kv_entry *e, bool max, long long count, bool withkey,
+/* Reply and remove the @p count lowest or highest: member, score... (ZPOP_FLAT); "key,
+ * member, score" (ZPOP_KEY, one: BZPOPMIN); "key, [[member, score]...]" (ZPOP_NESTED:
+ * ZMPOP). */
+enum { ZPOP_FLAT, ZPOP_KEY, ZPOP_NESTED };
+void kv_zpop_reply(struct kv_ctx *x, struct kv_entry *e, bool max, long long count, int style,
 		   const struct kv_arg *key);
 /* Where ZRANGE's members go: the reply, or (store) a new sorted set in dst. */
 struct zsink {
@@ -614,6 +646,18 @@ void kv_multi_smove(struct kreq *kr); /* cmd_setalg.c */
 void kv_multi_setop(struct kreq *kr);
 void kv_multi_zsetop(struct kreq *kr); /* cmd_zalg.c */
 void kv_multi_zrangestore(struct kreq *kr);
+void kv_multi_mpop(struct kreq *kr); /* cmd_mpop.c */
+int kv_keys_mpop(const struct kv_arg *argv, uint32_t argc, uint32_t *idx, uint32_t max);
+/* LMPOP / ZMPOP's [numkeys key... where [COUNT n]] from argv[@p at] (replied if bad). */
+struct kv_mpop {
+	uint32_t first, nkeys; /* argv index of the first key, and how many */
+	bool end;	       /* LEFT, MIN: true */
+	long long count;
+};
+bool kv_mpop_parse(struct kv_ctx *x, uint32_t at, bool zset, struct kv_mpop *m);
+/* Pop from the first non-empty key (replied, true), or find none (false, nothing
+ * replied); WRONGTYPE for a key of another type before it (true). */
+bool kv_mpop_here(struct kv_ctx *x, const struct kv_mpop *m, bool zset);
 int kv_keys_sintercard(const struct kv_arg *argv, uint32_t argc, uint32_t *idx, uint32_t max);
 int kv_keys_numkeys(const struct kv_arg *argv, uint32_t argc, uint32_t *idx, uint32_t max);
 KV_CMD(gather_dump);

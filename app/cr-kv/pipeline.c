@@ -114,6 +114,10 @@ kreq_finish(struct kreq *kr)
 	kr->done = true;
 	if (kr->final == NULL)
 		kr->final = &kr->reply;
+	if (kr->on_done != NULL) {
+		kr->on_done(kr); /* not on the connection: its owner takes it (and frees it) */
+		return;
+	}
 	if (!kc->in_input)
 		schedule_flush(kc);
 }

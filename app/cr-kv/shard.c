@@ -33,6 +33,8 @@ kv_shard_start(unsigned lcore)
 	kv_mem_bind(&sh->mem);
 	kv_tx_shard_init(sh);
 	kv_xshard_init(sh);
+	kv_bw_init(sh);
+	kv_bp_init(sh);
 	kv_lazy_init(sh);
 	cr_timer_init(&sh->expire_timer, shard_tick, sh);
 	cr_timer_start(&sh->expire_timer, 100 * 1000 * 1000ull);
@@ -52,6 +54,7 @@ kv_shard_stop(unsigned lcore)
 	while ((kc = sh->conns) != NULL) {
 		struct kreq *kr;
 
+		kc->bpop = NULL; /* its request is freed below, not cancelled */
 		kc_gone(kc);
 		while ((kr = kc->head) != NULL) {
 			kc->head = kr->next;
@@ -59,6 +62,8 @@ kv_shard_stop(unsigned lcore)
 		}
 		kconn_free(kc);
 	}
+	kv_bw_fini(sh); /* before the late answers' last flush */
+	kv_bp_fini(sh);
 	kv_tx_shard_fini(sh);
 	kv_xshard_fini(sh);
 	kreq_free_list(sh);

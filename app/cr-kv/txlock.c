@@ -49,6 +49,7 @@ struct kv_wait {
 	struct kpart *token; /* the part on the origin: only ever sent back */
 	uint64_t epoch;
 	void (*fn)(struct kv_ctx *x); /* what to run once admitted (NULL: nothing) */
+	bool nowait; /* a blocking pop whose client stopped waiting: it may not block */
 	struct needs needs;
 	uint8_t *excl;
 	uint32_t argc;
@@ -56,25 +57,11 @@ struct kv_wait {
 	char data[];
 };
 
-/* An answer for a part that waited (plain malloc: it crosses lcores). */
-struct kv_late {
-	struct kv_late *next;
-	unsigned to, from;
-	struct kpart *token;
-	uint64_t epoch;
-	void *hold;
-	uint64_t hold_epoch;
-	size_t len;
-	char reply[];
-};
-
 /* A release sent to another shard. */
 struct kv_release {
 	void *hold;
 	uint64_t epoch;
 };
-
-static void late_flush(struct kv_shard *sh);
 
 static bool
 klock_eq(const struct kd_node *n, const void *key, size_t len)
@@ -237,7 +224,7 @@ plain_needs(const struct kpart *p, struct needs *n)
 	memset(n, 0, sizeof(*n));
 	n->argv = p->argv;
 	n->step = 1;
-	if (cmd == NULL) {
+	if (cmd == NULL || p->fn == cmd_bw_watch) { /* a watch reads nothing */
 		n->none = true;
 		return;
 	}
@@ -289,9 +276,12 @@ lock_needs(const struct kpart *p, struct needs *n)
 
 /* ---- running ---- */
 
-static void
+/* Run @p fn; @p from says for whom (NULL: a transaction's own step, which never waits).
+ * @return true if the command waits on this shard (a blocking pop): its answer comes
+ * later. */
+static bool
 run(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc, const struct kv_arg *argv,
-    struct rbuf *out)
+    struct rbuf *out, struct kv_from *from)
 {
 	struct kv_ctx x = {
 	    .sh = sh,
@@ -299,10 +289,27 @@ run(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc, const stru
 	    .argv = argv,
 	    .out = out,
 	    .now_ms = kv_now_ms(),
+	    .from = from,
 	};
 
 	if (fn != NULL)
 		fn(&x);
+	if (kv_bw_pending(sh))
+		kv_bw_serve(sh); /* a list or sorted set its clients wait for was made */
+	return from != NULL && from->parked;
+}
+
+/* Run a plain part: it may wait on this shard (then p->state gets KP_PARKED). @return
+ * true if it answered. */
+static bool
+run_plain(struct kv_shard *sh, struct kpart *p)
+{
+	struct kv_from from = {.token = p, .origin = p->origin, .epoch = p->epoch, .fn = p->fn};
+
+	if (!run(sh, p->fn, p->argc, p->argv, &p->out, &from))
+		return true;
+	p->state |= KP_PARKED;
+	return false;
 }
 
 /* Copy a part that must wait into the queue. */
@@ -382,14 +389,12 @@ kv_tx_run_part(struct kv_shard *sh, struct kpart *p)
 	struct kv_hold *h;
 
 	if (p->kind == KP_TX_HOP) {
-		run(sh, p->fn, p->argc, p->argv, &p->out); /* under its transaction's locks */
+		run(sh, p->fn, p->argc, p->argv, &p->out, NULL); /* under its transaction's locks */
 		return true;
 	}
 	if (p->kind == KP_PLAIN) {
-		if (kv_tx_clear(sh)) {
-			run(sh, p->fn, p->argc, p->argv, &p->out);
-			return true;
-		}
+		if (kv_tx_clear(sh))
+			return run_plain(sh, p);
 		plain_needs(p, &n);
 	} else {
 		lock_needs(p, &n);
@@ -411,130 +416,20 @@ kv_tx_run_part(struct kv_shard *sh, struct kpart *p)
 		p->lock->hold = h;
 		p->lock->hold_epoch = sh->tx.epoch;
 		sh->tx.tx_total++;
+		run(sh, p->fn, p->argc, p->argv, &p->out, NULL);
+		return true;
 	}
-	run(sh, p->fn, p->argc, p->argv, &p->out);
-	return true;
-}
-
-/* ---- late answers ---- */
-
-static void
-late_recv(void *arg)
-{
-	struct kv_late *m = arg;
-	struct kv_shard *sh = kv_here();
-	struct kpart *p = m->token;
-
-	if (m->epoch != sh->tx.epoch) {
-		/* Meant for an earlier incarnation of this lcore: its part is gone. */
-		if (m->hold != NULL)
-			kv_tx_release(m->from, m->hold, m->hold_epoch);
-		free(m);
-		return;
-	}
-	rb_reset(&p->out);
-	rb_raw(&p->out, m->reply, m->len);
-	if (p->kind == KP_TX_LOCK) {
-		p->lock->hold = m->hold;
-		p->lock->hold_epoch = m->hold_epoch;
-	}
-	free(m);
-	if (p->state & KP_AWAITING) {
-		p->state = 0;
-		kv_tx_await(sh, -1);
-		p->on_answer(p);
-	} else {
-		p->state |= KP_EARLY; /* the batch's own completion answers it */
-	}
-}
-
-static void late_task(void *arg);
-
-static void
-late_timer(struct cr_timer *t, void *arg)
-{
-	(void)t;
-	late_task(arg);
-}
-
-static void
-late_arm(struct kv_shard *sh)
-{
-	if (sh->tx.late_armed)
-		return;
-	sh->tx.late_armed = true;
-	if (cr_defer(late_task, sh) != 0)
-		cr_timer_start(&sh->tx.late_timer, 1000 * 1000ull);
-}
-
-static void
-late_task(void *arg)
-{
-	struct kv_shard *sh = arg;
-
-	sh->tx.late_armed = false;
-	cr_timer_stop(&sh->tx.late_timer);
-	late_flush(sh);
-}
-
-/* Send the queued answers, in order; a full mailbox keeps the rest for later. Answers
- * to this lcore's own parts go the same way (deferred: never from inside a release). */
-static void
-late_flush(struct kv_shard *sh)
-{
-	struct kv_late *m;
-
-	while ((m = sh->tx.late_head) != NULL) {
-		struct kv_late *next = m->next;
-		bool local = m->to == sh->index;
-		int rc = 0;
-
-		/* Read everything of m before it is sent: once accepted, the origin owns it
-		 * and may free it at once. */
-		if (!local) {
-			rc = cr_send(kv.shard_lcore[m->to], late_recv, m);
-			if (rc == -EAGAIN) {
-				late_arm(sh);
-				return;
-			}
-		}
-		sh->tx.late_head = next;
-		if (next == NULL)
-			sh->tx.late_tail = &sh->tx.late_head;
-		if (local) {
-			late_recv(m);
-		} else if (rc != 0) {
-			/* The origin is gone: nobody will release what was granted for it. */
-			if (m->hold != NULL)
-				kv_tx_release_here(sh, m->hold);
-			free(m);
-		}
-	}
+	return run_plain(sh, p);
 }
 
 static void
 late_send(struct kv_shard *sh, const struct kv_wait *w, struct kv_hold *h, const struct rbuf *r)
 {
-	struct kv_late *m = malloc(sizeof(*m) + r->len);
-
-	if (m == NULL) {
+	if (kv_tx_late(sh, w->origin, w->token, w->epoch, h, r->p, r->len) != 0) {
 		CR_LOG(txlock_log, ERR, "out of memory answering a queued part; its client waits");
 		if (h != NULL)
 			kv_tx_release_here(sh, h);
-		return;
 	}
-	m->next = NULL;
-	m->to = w->origin;
-	m->from = sh->index;
-	m->token = w->token;
-	m->epoch = w->epoch;
-	m->hold = h;
-	m->hold_epoch = sh->tx.epoch;
-	m->len = r->len;
-	memcpy(m->reply, r->p, r->len);
-	*sh->tx.late_tail = m;
-	sh->tx.late_tail = &m->next;
-	late_arm(sh);
 }
 
 /* Serve the queue from its head while the head can run. */
@@ -559,9 +454,18 @@ drain(struct kv_shard *sh)
 			else
 				sh->tx.tx_total++;
 		}
-		if (!w->lock || h != NULL || w->needs.none)
-			run(sh, w->fn, w->argc, wait_args(w), &out);
-		late_send(sh, w, h, &out);
+		if (w->lock && (h != NULL || w->needs.none)) {
+			run(sh, w->fn, w->argc, wait_args(w), &out, NULL);
+			late_send(sh, w, h, &out);
+		} else if (w->lock) {
+			late_send(sh, w, h, &out);
+		} else {
+			struct kv_from from = {
+			    .token = w->token, .origin = w->origin, .epoch = w->epoch, .fn = w->fn};
+
+			if (!run(sh, w->fn, w->argc, wait_args(w), &out, w->nowait ? NULL : &from))
+				late_send(sh, w, h, &out);
+		}
 		rb_fini(&out);
 		serving(sh, -1);
 		kv_free(w);
@@ -576,6 +480,29 @@ kv_tx_release_here(struct kv_shard *sh, void *hold)
 	drop(sh, hold);
 	serving(sh, -1);
 	drain(sh);
+	if (kv_bw_pending(sh))
+		kv_bw_serve(sh); /* what waited for these keys while they were locked */
+}
+
+bool
+kv_tx_key_locked(struct kv_shard *sh, const char *key, size_t len)
+{
+	struct kv_arg a = {.p = key, .len = len};
+
+	return sh->tx.held != 0 && klock_find(sh, &a) != NULL;
+}
+
+bool
+kv_tx_wait_cancel(struct kv_shard *sh, unsigned origin, struct kpart *token, uint64_t epoch)
+{
+	struct kv_wait *w;
+
+	for (w = sh->tx.wq_head; w != NULL; w = w->next)
+		if (!w->lock && w->origin == origin && w->token == token && w->epoch == epoch) {
+			w->nowait = true;
+			return true;
+		}
+	return false;
 }
 
 static void
@@ -627,14 +554,11 @@ kv_tx_shard_init(struct kv_shard *sh)
 	kd_init(&sh->tx.locks);
 	sh->tx.wq_head = NULL;
 	sh->tx.wq_tail = &sh->tx.wq_head;
-	sh->tx.late_head = NULL;
-	sh->tx.late_tail = &sh->tx.late_head;
-	sh->tx.late_armed = false;
 	sh->tx.held = sh->tx.excl_held = sh->tx.waiting = 0;
 	sh->tx.awaiting = sh->tx.serving = 0;
 	sh->tx.holds = NULL;
 	sh->tx.epoch++;
-	cr_timer_init(&sh->tx.late_timer, late_timer, sh);
+	kv_tx_late_init(sh);
 }
 
 static void
@@ -649,8 +573,7 @@ kv_tx_shard_fini(struct kv_shard *sh)
 	struct kv_wait *w;
 	unsigned budget = ~0u;
 
-	cr_timer_stop(&sh->tx.late_timer);
-	late_flush(sh);
+	kv_tx_late_flush(sh);
 	/* What still waits gets an error, if its origin can hear it. */
 	while ((w = sh->tx.wq_head) != NULL) {
 		struct rbuf out;
@@ -663,14 +586,7 @@ kv_tx_shard_fini(struct kv_shard *sh)
 		kv_free(w);
 	}
 	sh->tx.wq_tail = &sh->tx.wq_head;
-	late_flush(sh);
-	while (sh->tx.late_head != NULL) {
-		struct kv_late *m = sh->tx.late_head;
-
-		sh->tx.late_head = m->next;
-		free(m);
-	}
-	sh->tx.late_tail = &sh->tx.late_head;
+	kv_tx_late_fini(sh); /* what cannot be sent now is dropped */
 	/* Holds still out are abandoned with their locks; releases for them that come
 	 * later carry this incarnation's epoch and are ignored by the next. */
 	while (sh->tx.holds != NULL) {

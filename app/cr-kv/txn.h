@@ -29,6 +29,7 @@
 #define CR_KV_TXN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cr_lease.h"
@@ -97,6 +98,29 @@ void kv_tx_release(unsigned shard, void *hold, uint64_t epoch);
 
 /* The origin's bookkeeping of waiting for others (a lease keeps the lcore meanwhile). */
 void kv_tx_await(struct kv_shard *sh, int delta);
+
+/* Is @p key locked by a transaction on @p sh? */
+bool kv_tx_key_locked(struct kv_shard *sh, const char *key, size_t len);
+/* The plain part (@p origin, @p token, @p epoch) queued behind locks may not block when
+ * its turn comes (a blocking pop that timed out: it pops what is there, or answers a null
+ * array). @return false if no such part waits. */
+bool kv_tx_wait_cancel(struct kv_shard *sh, unsigned origin, struct kpart *token, uint64_t epoch);
+
+/* Late answers (txlate.c): queued on @p sh in order and sent to their origins. Answer
+ * part @p token of incarnation @p epoch of shard @p to with @p reply (and the locks of
+ * @p hold, or NULL). @return 0 or -ENOMEM. */
+int kv_tx_late(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch, void *hold,
+	       const char *reply, size_t len);
+/* ... the same without locks, logged on ENOMEM. */
+void kv_tx_answer(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch,
+		  const char *reply, size_t len);
+/* Tell shard @p to that a key blocked request @p id watches was made (bpop.h). */
+void kv_tx_notify(struct kv_shard *sh, unsigned to, uint64_t epoch, uint64_t id);
+void kv_tx_late_init(struct kv_shard *sh);
+/* At stop: send what the mailboxes take now (answers to this lcore's own requests, freed
+ * by then, are dropped); _fini drops the rest too. */
+void kv_tx_late_flush(struct kv_shard *sh);
+void kv_tx_late_fini(struct kv_shard *sh);
 
 #endif /* CR_KV_TXN_H */
 

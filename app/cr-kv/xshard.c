@@ -87,7 +87,8 @@ part_parked(struct kv_shard *sh, struct kpart *p)
 		return;
 	}
 	p->state |= KP_AWAITING;
-	kv_tx_await(sh, 1);
+	if (!p->nolease)
+		kv_tx_await(sh, 1);
 }
 
 static void

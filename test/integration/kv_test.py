@@ -785,6 +785,46 @@ def multi_script():
         wrongtype(a, ("LMOVE", k[1], k[3], "LEFT", "LEFT"), ("LMOVE", k[3], k[1], "LEFT", "LEFT"),
                   ("RPOPLPUSH", k[3], k[1]), ("RPOPLPUSH", k[1], k[3]))
         a(E, "LMOVE", "nokey", k[3], "LEFT", "LEFT"); a(E, "RPOPLPUSH", "nokey", k[1]); a(E, "LRANGE", k[1], "0", "-1")
+        # LMPOP, ZMPOP: the first non-empty key in argument order
+        a(E, "DEL", *k)
+        a(E, "RPUSH", k[1], "a", "b", "c"); a(E, "ZADD", k[2], "1", "a", "2", "b", "3", "c")
+        a(E, "LMPOP", "2", k[0], k[1], "LEFT"); a(E, "LMPOP", "3", k[0], k[5], k[1], "RIGHT", "COUNT", "5")
+        a(E, "EXISTS", k[1]); a(E, "LMPOP", "1", k[0], "LEFT"); a(E, "LMPOP", "2", k[0], k[1], "left", "count", "1")
+        for bad in (("0", k[0], "LEFT"), ("x", k[0], "LEFT"), ("-1", k[0], "LEFT"), ("2", k[0], "LEFT"),
+                    ("1", k[0], "UP"), ("1", k[0], "LEFT", "COUNT", "0"), ("1", k[0], "LEFT", "COUNT", "x"),
+                    ("1", k[0], "LEFT", "COUNT", "1", "COUNT", "1"), ("1", k[0], "LEFT", "FOO"),
+                    ("1", k[0], "LEFT", "COUNT"), ("3", k[0], k[1], "LEFT")):
+            a(E, "LMPOP", *bad); a(E, "ZMPOP", *[("MIN" if x == "LEFT" else x) for x in bad])
+        a(E, "ZMPOP", "2", k[0], k[2], "MIN"); a(E, "ZMPOP", "2", k[0], k[2], "MAX", "COUNT", "10")
+        a(E, "EXISTS", k[2]); a(E, "ZMPOP", "1", k[2], "MIN"); a(E, "ZMPOP", "1", k[2], "LEFT")
+        a(E, "SET", k[3], "x"); a(E, "RPUSH", k[1], "x"); a(E, "ZADD", k[2], "1", "m")
+        wrongtype(a, ("LMPOP", "2", k[3], k[1], "LEFT"), ("ZMPOP", "2", k[3], k[2], "MIN"),
+                  ("LMPOP", "2", k[2], k[1], "LEFT"), ("ZMPOP", "3", k[0], k[1], k[2], "MAX"))
+        a(E, "LMPOP", "2", k[1], k[3], "LEFT"); a(E, "ZMPOP", "2", k[2], k[3], "MIN")
+        # the blocking pops when there is something to pop, or with a short timeout
+        a(E, "RPUSH", k[1], "a", "b"); a(E, "BLPOP", k[0], k[1], "0"); a(E, "BRPOP", k[0], k[1], "0")
+        a(E, "BLPOP", k[0], k[1], "0.01"); a(E, "BRPOP", k[0], "0.01"); a(E, "BLPOP", k[0], "0.0001")
+        a(E, "ZADD", k[2], "1", "a", "2", "b"); a(E, "BZPOPMIN", k[0], k[2], "0"); a(E, "BZPOPMAX", k[2], "0")
+        a(E, "BZPOPMIN", k[2], "0.01"); a(E, "BZPOPMAX", k[0], k[2], "0.01")
+        a(E, "RPUSH", k[1], "a", "b", "c"); a(E, "BLMOVE", k[1], k[4], "LEFT", "RIGHT", "0")
+        a(E, "BRPOPLPUSH", k[1], k[4], "0"); a(E, "LRANGE", k[4], "0", "-1"); a(E, "BLMOVE", k[1], k[1], "LEFT", "RIGHT", "1")
+        a(E, "BLMOVE", k[0], k[4], "LEFT", "RIGHT", "0.01"); a(E, "BRPOPLPUSH", k[0], k[4], "0.01")
+        a(E, "BLMOVE", k[0], k[3], "LEFT", "RIGHT", "0.01"); a(E, "BLMPOP", "0", "2", k[0], k[1], "LEFT", "COUNT", "5")
+        a(E, "BLMPOP", "0.01", "2", k[0], k[1], "LEFT"); a(E, "ZADD", k[2], "1", "a", "3", "c")
+        a(E, "BZMPOP", "0", "2", k[0], k[2], "MAX", "COUNT", "1"); a(E, "BZMPOP", "1", "2", k[5], k[2], "MIN", "COUNT", "9")
+        a(E, "BZMPOP", "0.01", "1", k[2], "MIN"); a(E, "RPUSH", k[1], "a")
+        wrongtype(a, ("BLPOP", k[3], k[1], "0"), ("BRPOP", k[0], k[3], "0"), ("BZPOPMIN", k[3], "0"),
+                  ("BZPOPMAX", k[1], "0"), ("BLMOVE", k[3], k[1], "LEFT", "LEFT", "0"),
+                  ("BLMOVE", k[1], k[3], "LEFT", "LEFT", "0"), ("BRPOPLPUSH", k[3], k[1], "0"),
+                  ("BLMPOP", "0", "2", k[3], k[1], "LEFT"), ("BZMPOP", "0", "1", k[1], "MIN"))
+        for t in ("x", "-1", "-0.5", "inf", "-inf", "nan", "1e300", "9223372036854776", "1 ", ""):
+            a(E, "BLPOP", k[0], t); a(E, "BZPOPMIN", k[0], t); a(E, "BLMOVE", k[0], k[1], "LEFT", "LEFT", t)
+            a(E, "BLMPOP", t, "1", k[0], "LEFT"); a(E, "BRPOPLPUSH", k[0], k[1], t)
+        a(E, "BLMOVE", k[0], k[1], "UP", "LEFT", "x"); a(E, "BLMOVE", k[0], k[1], "LEFT", "DOWN", "0")
+        for bad in (("0", k[0], "LEFT"), ("x", k[0], "LEFT"), ("2", k[0], "LEFT"), ("1", k[0], "UP"),
+                    ("1", k[0], "LEFT", "COUNT", "0"), ("1", k[0], "LEFT", "FOO")):
+            a(E, "BLMPOP", "0", *bad); a(E, "BZMPOP", "0", *[("MIN" if x == "LEFT" else x) for x in bad])
+        a(E, "BLPOP", k[0]); a(E, "BLMOVE", k[0], k[1], "LEFT", "LEFT"); a(E, "BLMPOP", "0", "1", k[0])
         # COPY, RENAME of every type, with TTLs
         a(E, "DEL", *k)
         a(E, "HSET", k[0], "f", "v"); a(E, "EXPIRE", k[0], "500"); a(E, "COPY", k[0], k[1]); a(E, "HGETALL", k[1])
@@ -939,6 +979,10 @@ def random_stream(seed, n):
         lambda: (E, ("LLEN", k())), lambda: (E, ("LPOS", k(), m(), "RANK", rnd.choice(["1", "-1", "2"]))),
         lambda: (E, ("LMOVE", k(), k(), rnd.choice(["LEFT", "RIGHT"]), rnd.choice(["LEFT", "RIGHT"]))),
         lambda: (E, ("RPOPLPUSH", k(), k())),
+        lambda: (E, ("LMPOP", "2", k(), k(), rnd.choice(["LEFT", "RIGHT"])) + rnd.choice([(), ("COUNT", "2")])),
+        # blocking pops: with a timeout short enough that one finding nothing costs little
+        lambda: (E, (rnd.choice(["BLPOP", "BRPOP"]), k(), k(), "0.001")),
+        lambda: (E, ("BLMOVE", k(), k(), rnd.choice(["LEFT", "RIGHT"]), rnd.choice(["LEFT", "RIGHT"]), "0.001")),
         # sets
         lambda: (E, ("SADD", k(), m(), m(), m())), lambda: (E, ("SREM", k(), m(), m())),
         lambda: (E, ("SISMEMBER", k(), m())), lambda: (E, ("SMISMEMBER", k(), m(), m())),
@@ -964,8 +1008,10 @@ def random_stream(seed, n):
         lambda: (E, (rnd.choice(["ZUNION", "ZINTER"]), "2", k(), k(), "WEIGHTS", "2", "3", "WITHSCORES")),
         lambda: (E, ("ZDIFF", "2", k(), k(), "WITHSCORES")), lambda: (E, ("ZINTERCARD", "2", k(), k())),
         lambda: (E, ("ZRANGESTORE", k(), k(), rng(), rng())),
+        lambda: (E, ("ZMPOP", "2", k(), k(), rnd.choice(["MIN", "MAX"])) + rnd.choice([(), ("COUNT", "3")])),
+        lambda: (E, (rnd.choice(["BZPOPMIN", "BZPOPMAX"]), k(), k(), "0.001")),
     ]
-    gen_kind = 'ssssssssssssssssssssssssshhhhhhhhhhhhhllllllllllllllttttttttttttttzzzzzzzzzzzzzzzzzzzz'
+    gen_kind = 'ssssssssssssssssssssssssshhhhhhhhhhhhhlllllllllllllllllttttttttttttttzzzzzzzzzzzzzzzzzzzzzz'
     check(len(gen_kind) == len(gens), "gen_kind")
     for _ in range(n):
         g = rnd.randrange(len(gens))
@@ -1539,7 +1585,10 @@ def t_redis_cli(o):
             ["SADD", "s", "3", "1", "2"], ["SMEMBERS", "s"], ["SISMEMBER", "s", "2"], ["TYPE", "s"],
             ["ZADD", "z", "1.5", "a", "2", "b"], ["ZRANGE", "z", "0", "-1", "WITHSCORES"],
             ["ZSCORE", "z", "a"], ["TYPE", "z"], ["OBJECT", "ENCODING", "z"], ["GET", "h"],
-            ["LMOVE", "l", "l2", "LEFT", "LEFT"], ["SINTER", "s", "nokey"]]
+            ["LMOVE", "l", "l2", "LEFT", "LEFT"], ["SINTER", "s", "nokey"],
+            ["RPUSH", "bl", "p", "q"], ["BLPOP", "nol", "bl", "1"], ["BRPOP", "nol", "0.05"],
+            ["BLMOVE", "bl", "l2", "LEFT", "RIGHT", "0"], ["ZADD", "bz", "1", "m"],
+            ["BZPOPMIN", "bz", "1"], ["BZPOPMAX", "bz", "0.05"], ["LMPOP", "1", "l2", "LEFT"]]
     for cmd in cmds:
         outs = []
         for port in (o.kv.port, r.port):
@@ -1670,6 +1719,11 @@ def t_python(o):
         ("lpos", ("l", "b")), ("lrem", ("l", 0, "x")), ("ltrim", ("l", 0, 2)), ("lpop", ("l",)),
         ("rpop", ("l", 2)), ("rpush", ("l", "p", "q")), ("lmove", ("l", "l2", "LEFT", "RIGHT")),
         ("rpoplpush", ("l", "l2")), ("lrange", ("l2", 0, -1)), ("lpushx", ("nol", "a")),
+        ("rpush", ("l3", "a", "b", "c", "d")), ("blpop", (["nol", "l3"],), {"timeout": 1}),
+        ("brpop", (["l3"],), {"timeout": 0}), ("blpop", (["nol"],), {"timeout": 0.05}),
+        ("blmove", ("l3", "l2", 1, "LEFT", "LEFT")), ("brpoplpush", ("nol", "l2", 0.05)),
+        ("lmpop", (2, "nol", "l2"), {"direction": "RIGHT", "count": 2}),
+        ("blmpop", (0.05, 2, "nol", "l2"), {"direction": "LEFT"}),
         # sets
         ("sadd", ("s", "1", "2", "3")), ("sadd", ("s2", "2", "3", "4")), ("smembers", ("s",)),
         ("sismember", ("s", "2")), ("smismember", ("s", ["1", "9"])), ("scard", ("s",)),
@@ -1689,6 +1743,10 @@ def t_python(o):
         ("zremrangebyscore", ("z", 0, 1)), ("zrem", ("z", "c")), ("zscan", ("z",)),
         ("zrangestore", ("z5", "z2", 0, -1)), ("zrandmember", ("z5", 5)),
         ("copy", ("z5", "z6")), ("object", ("encoding", "z6")), ("type", ("z6",)),
+        ("bzpopmin", (["noz", "z6"],), {"timeout": 1}), ("bzpopmax", (["z6"],), {"timeout": 0.05}),
+        ("bzpopmin", (["noz"],), {"timeout": 0.05}), ("zadd", ("z7", {"a": 1, "b": 2, "c": 3})),
+        ("zmpop", (2, ["noz", "z7"]), {"min": True, "count": 2}),
+        ("bzmpop", (0.05, 1, ["z7"]), {"max": True}),
     ]
     for call in calls:
         name, args = call[0], call[1]
