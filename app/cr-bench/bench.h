@@ -186,6 +186,10 @@ struct bench_proc {
 uint64_t bench_now_ns(void);
 /* The directory of this executable. */
 int bench_exe_dir(char *dir, size_t len);
+/* This executable's path (the echo mode starts its raw servers from it). */
+int bench_self_path(char *path, size_t len);
+/* cr-echo: $CR_BENCH_ECHO (usertools/cr-bench sets it), else ../cr-echo/cr-echo. */
+int bench_echo_path(char *path, size_t len);
 /* Fork and exec @p path pinned to @p cpus, stdout on a pipe, killed if we die. */
 int bench_proc_spawn(struct bench_proc *s, const char *path, char *const argv[],
 		     const cpu_set_t *cpus);

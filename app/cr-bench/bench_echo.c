@@ -83,19 +83,18 @@ static int
 server_start(const struct bench_env *env, enum echo_server k, struct bench_proc *s, char *line,
 	     size_t len)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 32], lcore[16];
+	char path[PATH_MAX + 32], lcore[16];
 	char *argv[10];
 	cpu_set_t cpus;
 	int rc;
 
 	s->pid = 0;
 	s->out = -1;
-	rc = bench_exe_dir(dir, sizeof(dir));
-	if (rc != 0)
-		return rc;
 	snprintf(lcore, sizeof(lcore), "%u", env->other);
 	if (k == SRV_CR) {
-		snprintf(path, sizeof(path), "%s/../cr-echo/cr-echo", dir);
+		rc = bench_echo_path(path, sizeof(path));
+		if (rc != 0)
+			return rc;
 		argv[0] = "cr-echo";
 		argv[1] = "-l";
 		argv[2] = lcore;
@@ -105,7 +104,9 @@ server_start(const struct bench_env *env, enum echo_server k, struct bench_proc 
 		argv[6] = "off";
 		argv[7] = NULL;
 	} else {
-		snprintf(path, sizeof(path), "%s/cr-bench", dir);
+		rc = bench_self_path(path, sizeof(path));
+		if (rc != 0)
+			return rc;
 		argv[0] = "cr-bench";
 		argv[1] = k == SRV_URING ? "echo-server-uring" : "echo-server-epoll";
 		argv[2] = "0";
@@ -116,8 +117,8 @@ server_start(const struct bench_env *env, enum echo_server k, struct bench_proc 
 	rc = bench_proc_spawn(s, path, argv, &cpus);
 	if (rc == -ENOENT || rc == -EACCES) {
 		fprintf(stderr,
-			"cr-bench: echo: %s: %s (cr-echo is expected next to cr-bench, "
-			"in ../cr-echo/ of the build)\n",
+			"cr-bench: echo: %s: %s (cr-echo: $CR_BENCH_ECHO, else ../cr-echo/ of "
+			"the build)\n",
 			path, strerror(-rc));
 		return rc;
 	}

@@ -42,6 +42,37 @@ bench_exe_dir(char *dir, size_t len)
 	return 0;
 }
 
+int
+bench_self_path(char *path, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", path, len - 1);
+
+	if (n <= 0)
+		return -errno;
+	path[n] = '\0';
+	return 0;
+}
+
+int
+bench_echo_path(char *path, size_t len)
+{
+	const char *env = getenv("CR_BENCH_ECHO");
+	char dir[PATH_MAX];
+	int rc;
+
+	/* usertools/cr-bench says where cr-echo is (installed: the bindir); run from the
+	 * build, it is in ../cr-echo/. */
+	if (env != NULL && env[0] != '\0') {
+		snprintf(path, len, "%s", env);
+		return 0;
+	}
+	rc = bench_exe_dir(dir, sizeof(dir));
+	if (rc != 0)
+		return rc;
+	snprintf(path, len, "%s/../cr-echo/cr-echo", dir);
+	return 0;
+}
+
 /* In the child: pin, die with the parent, stdout to the pipe, exec. Never returns. */
 static void
 child_exec(const cpu_set_t *cpus, int wfd, const char *path, char *const argv[])

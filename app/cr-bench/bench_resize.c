@@ -313,19 +313,18 @@ out:
 static int
 start_echo(const struct bench_env *env, struct bench_proc *s, char *sock, size_t len)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 32], lcores[32], line[512];
+	char path[PATH_MAX + 32], lcores[32], line[512];
 	char rt[] = "/tmp/cr-bench-resize.XXXXXX";
 	char *argv[8];
 	cpu_set_t cpus;
 	int rc;
 
-	rc = bench_exe_dir(dir, sizeof(dir));
+	rc = bench_echo_path(path, sizeof(path));
 	if (rc != 0)
 		return rc;
 	if (mkdtemp(rt) == NULL)
 		return -errno;
 	setenv("XDG_RUNTIME_DIR", rt, 1);
-	snprintf(path, sizeof(path), "%s/../cr-echo/cr-echo", dir);
 	snprintf(lcores, sizeof(lcores), "%u,%u", env->main, env->other);
 	argv[0] = "cr-echo";
 	argv[1] = "-l";

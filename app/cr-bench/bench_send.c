@@ -6,7 +6,7 @@
  * The sender is a task that sends, then defers itself, so every step is one loop turn.
  * Burst 1 is a loop of single cr_send() calls, up to 256 per turn — the counterpart of the
  * raw peer's loop of single-element enqueues; cr_send batches them itself (an outbox
- * flushed at 16 or at the end of the turn, DESIGN.md rule 7). A burst above 1 is one
+ * flushed at 16 or at the end of the turn, doc/guides/design.md rule 7). A burst above 1 is one
  * cr_send_burst() call per turn: one admission and one wake check per burst, written
  * straight into the ring, as the raw peer enqueues its burst in one call.
  */

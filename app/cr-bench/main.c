@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cr-bench: coreact's figures next to its raw peers', measured in one process and one run
- * on the same two CPUs (DESIGN.md "Tests and figures"). `cr-bench MODE [OPTIONS]`.
+ * on the same two CPUs (doc/guides/design.md "Tests and figures"). `cr-bench MODE [OPTIONS]`.
  *
  * Every phase runs under a watchdog: a phase still running after 60 s is named on stderr
  * and the process exits 1, so a bug in the library shows up as a failure, not a hang.

@@ -16,37 +16,38 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cr_app.h"
 #include "cr_net.h"
 #include "cr_reactor.h"
-#include "cr_telemetry.h"
 
 struct echo {
 	struct cr_net_addr listen;
-	bool have_listen;
 	bool udp;
 	bool single_acceptor;
 	bool sockperf;
 	unsigned long long max_conns;
 	double idle_timeout;
-	struct cr_lcore_table table;
+	struct cr_net_config net;
 	struct cr_listener *listener;
 	struct cr_net_addr bound;
-	/* Per lcore, written only by that lcore; read by main after the bind chain. */
-	struct cr_udp *udp_sock[CR_MAX_LCORES];
-	int udp_err[CR_MAX_LCORES];
+	/* bound is set: lcores started from now on bind their UDP socket themselves.
+	 * release: after bound; pairs with the acquire in lcore_start(). */
+	_Atomic bool udp_ready;
 	struct cr_call udp_call;
-	int exit_code;
-	/* --sockperf: per lcore, one parser per connection slot (cr_conn_index). */
-	struct sp_parser *sp[CR_MAX_LCORES];
+	/* The first UDP bind that failed in the start-up chain, and where. */
+	int udp_err;
+	unsigned udp_err_lcore;
+	/* Lcore-locals: the lcore's UDP socket; with --sockperf, one parser per
+	 * connection slot (cr_conn_index). */
+	int local_udp, local_sp;
 };
 
-static struct echo app = {.max_conns = 4096};
+static struct echo app = {.max_conns = 4096, .local_udp = -1, .local_sp = -1};
 
 /* ---- TCP ---- */
 
@@ -103,13 +104,15 @@ sp_header(uint8_t *hdr, bool *reply, uint32_t *body)
 static void
 sp_open(struct cr_conn *c)
 {
-	memset(&app.sp[cr_conn_lcore(c)][cr_conn_index(c)], 0, sizeof(struct sp_parser));
+	struct sp_parser *parsers = cr_lcore_local(app.local_sp);
+
+	memset(&parsers[cr_conn_index(c)], 0, sizeof(struct sp_parser));
 }
 
 static void
 sp_data(struct cr_conn *c, const void *data, size_t len)
 {
-	struct sp_parser *p = &app.sp[cr_conn_lcore(c)][cr_conn_index(c)];
+	struct sp_parser *p = (struct sp_parser *)cr_lcore_local(app.local_sp) + cr_conn_index(c);
 	const uint8_t *b = data;
 	size_t n;
 	int rc = 0;
@@ -173,25 +176,31 @@ sp_datagram(struct cr_udp *u, const void *data, size_t len, const struct cr_net_
 
 static const struct cr_udp_ops sp_udp_ops = {.on_datagram = sp_datagram};
 
+/* The calling lcore's UDP socket, bound once per incarnation. */
 static int
 udp_bind_here(void)
 {
 	static const struct cr_udp_opts opts = {.reuseport = true};
-	unsigned me = cr_lcore_id();
+	struct cr_udp **sock = cr_lcore_local(app.local_udp);
 
-	if (app.udp_sock[me] != NULL)
+	if (*sock != NULL)
 		return 0;
-	app.udp_sock[me] = cr_udp_bind(&app.bound, &opts, app.sockperf ? &sp_udp_ops : &udp_ops,
-				       NULL);
-	app.udp_err[me] = app.udp_sock[me] == NULL ? -errno : 0;
-	return app.udp_err[me];
+	*sock = cr_udp_bind(&app.bound, &opts, app.sockperf ? &sp_udp_ops : &udp_ops, NULL);
+	return *sock == NULL ? -errno : 0;
 }
 
 static void
 udp_bind_visit(void *arg)
 {
+	int rc;
+
 	(void)arg;
-	udp_bind_here();
+	rc = udp_bind_here();
+	if (rc != 0 && app.udp_err == 0) {
+		/* The visits run one after another (cr_for_each_lcore): no race. */
+		app.udp_err = rc;
+		app.udp_err_lcore = cr_lcore_id();
+	}
 }
 
 static void print_ready(void);
@@ -200,27 +209,20 @@ static void
 udp_bind_done(void *arg)
 {
 	char a[CR_NET_ADDR_STRLEN];
-	unsigned i;
 
 	(void)arg;
-	for (i = 0; i < CR_MAX_LCORES; i++) {
-		if (app.udp_err[i] != 0) {
-			fprintf(stderr, "cr-echo: UDP on %s, lcore %u: %s\n",
-				cr_net_addr_format(&app.bound, a, sizeof(a)), i,
-				cr_strerror(app.udp_err[i]));
-			app.exit_code = 1;
-			cr_reactor_stop();
-			return;
-		}
+	if (app.udp_err != 0) {
+		cr_app_errorf(app.udp_err, "UDP on %s, lcore %u: %s",
+			      cr_net_addr_format(&app.bound, a, sizeof(a)), app.udp_err_lcore,
+			      cr_strerror(app.udp_err));
+		cr_app_fail();
+		return;
 	}
+	atomic_store_explicit(&app.udp_ready, true, memory_order_release);
 	print_ready();
 }
 
 /* ---- start and stop ---- */
-
-/* A stop or a retirement needs nothing of ours: lib/net stops taking connections and
- * ends each one once every byte it had received is echoed. */
-static const struct cr_reactor_hooks hooks = {0};
 
 static void
 print_ready(void)
@@ -230,14 +232,32 @@ print_ready(void)
 
 	printf("cr-echo: listening on %s (tcp%s), %u lcore%s (%s), io driver %s\n",
 	       cr_net_addr_format(&app.bound, a, sizeof(a)), app.udp ? ", udp" : "", n,
-	       n == 1 ? "" : "s", cr_lcore_table_corelist(&app.table, cl, sizeof(cl)),
+	       n == 1 ? "" : "s", cr_lcore_table_corelist(cr_app_lcore_table(), cl, sizeof(cl)),
 	       cr_reactor_driver());
 	fflush(stdout);
 }
 
-/* On the main lcore, as its first message. */
-static void
-start_serving(void *arg)
+/* On every lcore at each start: an lcore started by a resize binds its UDP socket. */
+static int
+lcore_start(unsigned lcore, void *arg)
+{
+	char a[CR_NET_ADDR_STRLEN];
+	int rc;
+
+	(void)arg;
+	if (!app.udp || !atomic_load_explicit(&app.udp_ready, memory_order_acquire))
+		return 0; /* at start-up, start() binds every lcore once TCP has the port */
+	rc = udp_bind_here();
+	if (rc != 0)
+		return cr_app_errorf(rc, "UDP on %s, lcore %u: %s",
+				     cr_net_addr_format(&app.bound, a, sizeof(a)), lcore,
+				     cr_strerror(rc));
+	return 0;
+}
+
+/* On the main lcore, once. */
+static int
+start(void *arg)
 {
 	struct cr_tcp_listen_opts lo = {0};
 	char a[CR_NET_ADDR_STRLEN];
@@ -248,77 +268,58 @@ start_serving(void *arg)
 	lo.single_acceptor = app.single_acceptor;
 	lo.conn.idle_timeout_ns = (uint64_t)(app.idle_timeout * 1e9);
 	rc = cr_tcp_listen(&lo, app.sockperf ? &sp_tcp_ops : &tcp_ops, NULL, &app.listener);
-	if (rc != 0) {
-		fprintf(stderr, "cr-echo: --listen %s: %s\n",
-			cr_net_addr_format(&app.listen, a, sizeof(a)), cr_strerror(rc));
-		app.exit_code = 1;
-		cr_reactor_stop();
-		return;
-	}
+	if (rc != 0)
+		return cr_app_errorf(rc, "--listen %s: %s",
+				     cr_net_addr_format(&app.listen, a, sizeof(a)), cr_strerror(rc));
 	cr_listener_addr(app.listener, &app.bound);
 	if (!app.udp) {
 		print_ready();
-		return;
+		return 0;
 	}
 	/* Bind here first so an error is reported before anything else is started. */
-	if (udp_bind_here() != 0) {
-		udp_bind_done(NULL);
-		return;
-	}
+	rc = udp_bind_here();
+	if (rc != 0)
+		return cr_app_errorf(rc, "UDP on %s, lcore %u: %s",
+				     cr_net_addr_format(&app.bound, a, sizeof(a)), cr_lcore_id(),
+				     cr_strerror(rc));
 	cr_for_each_lcore(&app.udp_call, udp_bind_visit, NULL, udp_bind_done, NULL);
+	return 0;
 }
 
-static void
-print_totals(void)
+static int
+print_totals(bool failed, void *arg)
 {
-	struct cr_net_stats s, t = {0};
+	const struct cr_lcore_table *t = cr_app_lcore_table();
+	struct cr_net_stats s, sum = {0};
 	unsigned i;
 
-	for (i = 0; i < app.table.n; i++) {
-		if (cr_net_stats(app.table.lcores[i].lcore_id, &s) != 0)
+	(void)arg;
+	if (failed)
+		return 0; /* it never served: no totals to print */
+	for (i = 0; i < t->n; i++) {
+		if (cr_net_stats(t->lcores[i].lcore_id, &s) != 0)
 			continue;
-		t.accepted += s.accepted;
-		t.refused += s.refused;
-		t.accept_backoffs += s.accept_backoffs;
-		t.bytes_in += s.bytes_in;
-		t.bytes_out += s.bytes_out;
-		t.short_sends += s.short_sends;
-		t.udp_in += s.udp_in;
-		t.udp_out += s.udp_out;
-		t.udp_drops += s.udp_drops;
+		sum.accepted += s.accepted;
+		sum.refused += s.refused;
+		sum.accept_backoffs += s.accept_backoffs;
+		sum.bytes_in += s.bytes_in;
+		sum.bytes_out += s.bytes_out;
+		sum.short_sends += s.short_sends;
+		sum.udp_in += s.udp_in;
+		sum.udp_out += s.udp_out;
+		sum.udp_drops += s.udp_drops;
 	}
 	printf("cr-echo: stopped: %" PRIu64 " connections (%" PRIu64 " refused, %" PRIu64
 	       " accept back-offs), %" PRIu64 " bytes in, %" PRIu64 " out (%" PRIu64
 	       " short sends); %" PRIu64 " datagrams in, %" PRIu64 " out, %" PRIu64
 	       " dropped\n",
-	       t.accepted, t.refused, t.accept_backoffs, t.bytes_in, t.bytes_out, t.short_sends,
-	       t.udp_in, t.udp_out, t.udp_drops);
+	       sum.accepted, sum.refused, sum.accept_backoffs, sum.bytes_in, sum.bytes_out,
+	       sum.short_sends, sum.udp_in, sum.udp_out, sum.udp_drops);
 	fflush(stdout);
-}
-
-/* The unix socket (and --metrics), after the lcores exist; lib/net's counters are there. */
-static int
-telemetry_setup(const struct cr_eal_config *cfg)
-{
-	int rc;
-
-	rc = cr_telemetry_start(cfg, "cr-echo");
-	if (rc == 0)
-		cr_telemetry_announce("cr-echo");
-	return rc;
+	return 0;
 }
 
 /* ---- options ---- */
-
-static int
-set_listen(const char *v, void *ctx)
-{
-	(void)ctx;
-	if (cr_net_addr_parse(v, &app.listen) != 0)
-		return -EINVAL;
-	app.have_listen = true;
-	return 0;
-}
 
 static int
 set_flag(const char *v, void *ctx)
@@ -345,38 +346,34 @@ set_idle(const char *v, void *ctx)
 }
 
 static int
-alloc_parsers(void)
+configure(int argc, char **argv, void *arg)
 {
-	unsigned i;
-
-	for (i = 0; i < app.table.n; i++) {
-		unsigned id = app.table.lcores[i].lcore_id;
-
-		app.sp[id] = cr_numa_zalloc(sizeof(struct sp_parser) * app.max_conns,
-					    app.table.lcores[i].numa_node);
-		if (app.sp[id] == NULL)
-			return -ENOMEM;
+	(void)argc;
+	(void)argv;
+	(void)arg;
+	if (app.listen.len == 0)
+		return cr_app_errorf(-EINVAL, "--listen: missing; accepted: HOST:PORT, e.g. "
+					      "127.0.0.1:7000 or [::1]:7000");
+	app.net.max_conns = (uint32_t)app.max_conns;
+	if (app.udp) {
+		app.local_udp = cr_lcore_local_register(sizeof(struct cr_udp *), NULL, NULL, NULL);
+		if (app.local_udp < 0)
+			return cr_app_errorf(app.local_udp, "%s", cr_strerror(app.local_udp));
+	}
+	if (app.sockperf) {
+		app.local_sp = cr_lcore_local_register(sizeof(struct sp_parser) * app.max_conns,
+						       NULL, NULL, NULL);
+		if (app.local_sp < 0)
+			return cr_app_errorf(app.local_sp, "%s", cr_strerror(app.local_sp));
 	}
 	return 0;
-}
-
-static void
-free_parsers(void)
-{
-	unsigned i;
-
-	for (i = 0; i < CR_MAX_LCORES; i++)
-		cr_numa_free(app.sp[i]);
 }
 
 int
 main(int argc, char **argv)
 {
 	static const struct cr_opt opts[] = {
-		{"listen", 0, "HOST:PORT", "address to serve (required), e.g. 127.0.0.1:7000",
-		 "HOST:PORT with a numeric host, [IPv6]:PORT, localhost:PORT or *:PORT; port "
-		 "0-65535",
-		 set_listen, NULL},
+		CR_APP_OPT_LISTEN(&app.listen, "address to serve (required), e.g. 127.0.0.1:7000"),
 		{"udp", 0, NULL, "echo UDP datagrams on the same address and port too",
 		 "--udp without a value", set_flag, &app.udp},
 		{"max-connections", 0, "N", "TCP connections per lcore (default 4096)",
@@ -392,71 +389,21 @@ main(int argc, char **argv)
 		 "answer sockperf clients as `sockperf server` does (reply only to messages that "
 		 "ask for one)",
 		 "--sockperf without a value", set_flag, &app.sockperf},
-		CR_TELEMETRY_OPTS,
 	};
-	static const struct cr_app_info info = {
-		"cr-echo", "echo TCP (and UDP) on every lcore", opts,
-		sizeof(opts) / sizeof(opts[0])};
-	struct cr_eal_config cfg;
-	struct cr_net_config ncfg;
-	int rc, first;
+	/* SIGPIPE is left alone on purpose: sends use MSG_NOSIGNAL, and the tests check that. */
+	static const struct cr_app echo = {
+		.name = "cr-echo",
+		.summary = "echo TCP (and UDP) on every lcore",
+		.opts = opts,
+		.n_opts = sizeof(opts) / sizeof(opts[0]),
+		.net = &app.net,
+		.configure = configure,
+		.lcore_start = lcore_start,
+		.start = start,
+		/* No retire or shutdown hook: lib/net stops taking connections on a closing
+		 * lcore and ends each one once every byte it had received is echoed. */
+		.fini = print_totals,
+	};
 
-	cr_eal_config_defaults(&cfg);
-	rc = cr_eal_parse_args(argc, argv, &info, &cfg, &app.table, &first);
-	if (rc != 0)
-		return rc > 0 ? 0 : 2;
-	if (first < argc) {
-		fprintf(stderr, "cr-echo: %s: unexpected argument; accepted: options only, see "
-				"cr-echo --help\n",
-			argv[first]);
-		return 2;
-	}
-	if (!app.have_listen) {
-		fprintf(stderr, "cr-echo: --listen: missing; accepted: HOST:PORT, e.g. "
-				"127.0.0.1:7000 or [::1]:7000\n");
-		return 2;
-	}
-	cr_net_config_defaults(&ncfg);
-	ncfg.max_conns = (uint32_t)app.max_conns;
-	rc = cr_net_configure(&ncfg);
-	if (rc != 0) {
-		fprintf(stderr, "cr-echo: cannot size lib/net: %s\n", cr_strerror(rc));
-		return 1;
-	}
-	if (app.sockperf && alloc_parsers() != 0) {
-		fprintf(stderr, "cr-echo: %s\n", cr_strerror(-ENOMEM));
-		return 1;
-	}
-	/* Signals go to one thread (the first SIGINT/SIGTERM stops gracefully, a second
-	 * forces); lcores never see them. SIGPIPE is left alone on purpose: sends use
-	 * MSG_NOSIGNAL, and the tests check that. */
-	cr_reactor_signals_block(false);
-	rc = cr_reactor_init(&cfg, &app.table, &hooks);
-	if (rc != 0) {
-		/* -ENODEV: the --io-driver asked for was refused; the line above says why. */
-		if (rc == -ENODEV) {
-			fprintf(stderr, "cr-echo: --io-driver: the driver asked for cannot run here\n");
-			return 2;
-		}
-		fprintf(stderr, "cr-echo: cannot start: %s\n", cr_strerror(rc));
-		return 1;
-	}
-	(void)cr_reactor_signals_start(NULL, NULL, NULL);
-	rc = telemetry_setup(&cfg);
-	if (rc == 0)
-		rc = cr_send(cr_lcore_main(), start_serving, NULL);
-	if (rc != 0) {
-		/* The library logged what failed (a telemetry path, an address) and why. */
-		fprintf(stderr, "cr-echo: cannot start: %s%s\n", cr_strerror(rc),
-			cr_telemetry_socket_path() == NULL ? "; --telemetry off runs without it"
-							   : "");
-		cr_reactor_stop();
-		app.exit_code = 1;
-	}
-	cr_reactor_run();
-	cr_telemetry_stop();
-	cr_reactor_fini();
-	print_totals();
-	free_parsers();
-	return app.exit_code;
+	return cr_app_run(&echo, argc, argv);
 }

@@ -4,15 +4,16 @@
  * prints what happens and stops after --laps laps, or with --run-for after that many
  * seconds of laps paced by a timer (or at SIGINT/SIGTERM). It serves telemetry: an app
  * counter and gauge, and an app command that runs on an lcore (/hello/ping,ID).
+ * cr_app_run() does the rest: options, signals, the runtime, telemetry, the exit status.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <signal.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cr_app.h"
 #include "cr_reactor.h"
 #include "cr_telemetry.h"
 
@@ -30,6 +31,8 @@ struct token {
 	uint64_t started_ns;
 	struct cr_timer pause;
 };
+
+static struct token tok;
 
 static void pass(void *arg);
 
@@ -171,12 +174,15 @@ cmd_ping(const char *cmd, const char *params, struct cr_json *reply)
 	return 0;
 }
 
-/* App counters, the command, then the socket (and --metrics), after the lcores exist. */
+/* App counters and the command, registered before the telemetry socket opens. */
 static int
-telemetry_setup(const struct cr_eal_config *cfg)
+configure(int argc, char **argv, void *arg)
 {
 	int rc;
 
+	(void)argc;
+	(void)argv;
+	(void)arg;
 	ctr_passes = cr_telemetry_counter_register("token_passes", CR_TELEMETRY_COUNTER,
 						   "Times the token arrived on the lcore.");
 	gauge_laps = cr_telemetry_counter_register("laps_done", CR_TELEMETRY_GAUGE,
@@ -184,23 +190,41 @@ telemetry_setup(const struct cr_eal_config *cfg)
 	rc = cr_telemetry_register("/hello/ping", cmd_ping,
 				   "run on lcore ID and report its cpu, clock and token passes; "
 				   "/hello/ping,ID");
-	if (ctr_passes < 0 || gauge_laps < 0 || (rc != 0 && rc != -EEXIST))
-		return ctr_passes < 0 ? ctr_passes : gauge_laps < 0 ? gauge_laps : rc;
-	rc = cr_telemetry_start(cfg, "cr-hello");
-	if (rc == 0)
-		cr_telemetry_announce("cr-hello");
-	return rc;
+	if (ctr_passes < 0 || gauge_laps < 0 || (rc != 0 && rc != -EEXIST)) {
+		rc = ctr_passes < 0 ? ctr_passes : gauge_laps < 0 ? gauge_laps : rc;
+		return cr_app_errorf(rc, "telemetry counters: %s", cr_strerror(rc));
+	}
+	return 0;
 }
 
-static void *
-signal_thread(void *arg)
+/* On the main lcore, every lcore up: the token starts its first lap. */
+static int
+start(void *arg)
 {
-	sigset_t *set = arg;
-	int sig;
+	static struct cr_timer stop_timer;
+	char cl[256];
 
-	if (sigwait(set, &sig) == 0)
-		cr_reactor_stop();
-	return NULL;
+	(void)arg;
+	printf("cr-hello: %u lcores (%s), main lcore %u, io driver %s\n", cr_lcore_count(),
+	       cr_lcore_table_corelist(cr_app_lcore_table(), cl, sizeof(cl)), cr_lcore_main(),
+	       cr_reactor_driver());
+	fflush(stdout);
+	cr_timer_init(&tok.pause, resume, &tok);
+	if (run_for > 0) {
+		cr_timer_init(&stop_timer, time_up, NULL);
+		cr_timer_start(&stop_timer, (uint64_t)(run_for * 1e9));
+	}
+	pass(&tok);
+	return 0;
+}
+
+static int
+fini(bool failed, void *arg)
+{
+	(void)arg;
+	if (!failed)
+		printf("cr-hello: %llu laps done, stopped cleanly\n", tok.lap);
+	return 0;
 }
 
 int
@@ -213,60 +237,16 @@ main(int argc, char **argv)
 		{"run-for", 0, "SECONDS",
 		 "lap for SECONDS instead of --laps, 100 ms apart (0: until a signal)",
 		 "a number of seconds >= 0, e.g. 0.5 or 10", set_run_for, NULL},
-		CR_TELEMETRY_OPTS,
 	};
-	static const struct cr_app_info app = {"cr-hello",
-					       "pass a token round the lcores with cr_send", opts,
-					       sizeof(opts) / sizeof(opts[0])};
-	struct cr_eal_config cfg;
-	struct cr_lcore_table table;
-	static struct token tok;
-	struct cr_timer stop_timer;
-	sigset_t set;
-	pthread_t sigt;
-	char cl[256];
-	int rc;
+	static const struct cr_app app = {
+		.name = "cr-hello",
+		.summary = "pass a token round the lcores with cr_send",
+		.opts = opts,
+		.n_opts = sizeof(opts) / sizeof(opts[0]),
+		.configure = configure,
+		.start = start,
+		.fini = fini,
+	};
 
-	cr_eal_config_defaults(&cfg);
-	rc = cr_eal_parse_args(argc, argv, &app, &cfg, &table, NULL);
-	if (rc != 0)
-		return rc > 0 ? 0 : 2;
-	/* Signals go to one thread that asks for a stop; lcores never see them. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	rc = cr_reactor_init(&cfg, &table, NULL);
-	if (rc != 0) {
-		fprintf(stderr, "cr-hello: cannot start: %s\n", cr_strerror(rc));
-		return 1;
-	}
-	pthread_create(&sigt, NULL, signal_thread, &set);
-	pthread_detach(sigt);
-	printf("cr-hello: %u lcores (%s), main lcore %u, io driver %s\n", cr_lcore_count(),
-	       cr_lcore_table_corelist(&table, cl, sizeof(cl)), cr_lcore_main(),
-	       cr_reactor_driver());
-	rc = telemetry_setup(&cfg);
-	fflush(stdout);
-	if (rc != 0) {
-		/* The library logged which path or address failed and why. */
-		fprintf(stderr, "cr-hello: cannot start telemetry: %s; --telemetry off runs "
-				"without it\n", cr_strerror(rc));
-		cr_reactor_stop();
-		cr_reactor_run();
-		cr_reactor_fini();
-		return 1;
-	}
-	/* The main thread is the main lcore from cr_reactor_init() on: its timers go here. */
-	cr_timer_init(&tok.pause, resume, &tok);
-	if (run_for > 0) {
-		cr_timer_init(&stop_timer, time_up, NULL);
-		cr_timer_start(&stop_timer, (uint64_t)(run_for * 1e9));
-	}
-	pass(&tok);
-	cr_reactor_run();
-	cr_telemetry_stop();
-	cr_reactor_fini();
-	printf("cr-hello: %llu laps done, stopped cleanly\n", tok.lap);
-	return 0;
+	return cr_app_run(&app, argc, argv);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cr-http internals shared by main.c (connections, routes), http_date.c (the per-lcore
- * Date header) and http_static.c (files under --root).
+ * cr-http internals shared by its files (main.c says which does what, and in which
+ * direction they call each other). Never installed.
  */
 #ifndef CR_HTTP_H
 #define CR_HTTP_H
@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "cr_app.h"
 #include "cr_io.h"
 #include "cr_net.h"
 #include "cr_reactor.h"
@@ -62,6 +63,7 @@ struct http_conn {
 	uint8_t pend_kind;
 	uint16_t pend_status;
 	struct http_file *file;
+	uint64_t req_start_ns; /* the head of the request being answered; 0 once counted */
 };
 
 /* A static request: its file being opened (on a helper thread), then sent. */
@@ -103,12 +105,15 @@ struct http_lcore {
 	char json[256];
 	uint32_t json_len;
 	struct cr_timer date_timer;
-	bool shutting;
+	bool shutting; /* closing (retire, shutdown): every answer says Connection: close */
 	uint64_t cnt[CNT_COUNT];
 };
 
 struct http_cfg {
 	struct http_limits lim;
+	int ctr[CNT_COUNT]; /* telemetry counter ids */
+	/* A transfer of http_static.c ended (http_conn.c resumes the connection). */
+	void (*file_done)(struct http_lcore *hl, struct http_conn *h, int err);
 	uint64_t header_timeout_ns;
 	uint64_t keepalive_ns;
 	uint32_t max_conns;
@@ -118,24 +123,59 @@ struct http_cfg {
 };
 
 extern struct http_cfg http_cfg;
-extern struct http_lcore *http_lcores[CR_MAX_LCORES];
+
+/* http_lcore.c: the per-lcore state, an lcore-local. */
+extern int http_local;
+int http_lcore_register(void);
+/* lcore_init / lcore_stop: the Date timer. */
+int http_lcore_start(unsigned lcore, void *arg);
+void http_lcore_stop(unsigned lcore, void *arg);
+
+/* The calling lcore's state. */
+static inline struct http_lcore *
+http_lcore_cur(void)
+{
+	return cr_lcore_local(http_local);
+}
+/* The request-time histogram (telemetry id) and its observation (http_lcore.c). */
+extern int http_hist_request;
+void http_request_done(struct http_conn *h);
 
 /* http_date.c */
 void http_date_start(struct http_lcore *hl);
 void http_date_stop(struct http_lcore *hl);
 
-/* main.c: response writing into the lcore's output buffer. */
+/* http_out.c: the response writer, into the lcore's output buffer. */
 void http_out(struct http_conn *h, const void *p, size_t n);
 void http_out_head(struct http_conn *h, int status, const char *ctype, uint64_t clen,
 		   const char *extra, size_t extra_len, bool keep);
 void http_out_flush(struct http_conn *h);
 void http_count_status(struct http_lcore *hl, int status);
+/* The date timer calls this: the canned 1.1 keep-alive answers carry the new Date. */
+void http_canned_rebuild(struct http_lcore *hl);
+/* An error answer, body "STATUS Reason"; without @p keep the connection closes after it. */
+void http_reply_status(struct http_conn *h, int status, bool keep, const char *extra,
+		       size_t extra_len);
+/* The built-in routes' answer: /plaintext, or /json with @p json. */
+void http_reply_hello(struct http_lcore *hl, struct http_conn *h, bool json, bool keep);
+
+/* http_pipeline.c: requests on a connection. */
+/*
+ * Parse and answer what @p data holds, after whatever is staged. Stops at a close, a
+ * failure, or a transfer that started (the rest is staged until it ends).
+ */
+void http_process(struct http_lcore *hl, struct http_conn *h, const char *data, size_t len);
+/* Keep @p n bytes of input for later (a partial head, or input behind a transfer). */
+bool http_stash(struct http_lcore *hl, struct http_conn *h, const char *data, size_t n);
+void http_stage_put(struct http_lcore *hl, struct http_conn *h);
+void http_header_timer_arm(struct http_conn *h);
+/* A request is being read or answered (a staged head, a body, a transfer). */
+bool http_in_flight(const struct http_conn *h);
 
 /* http_static.c */
 /*
  * Serve @p req (GET or HEAD, path under --root) on @p h: the response head, and either
- * the whole answer or a started transfer (h->file set). @return false if the connection
- * failed (destroyed by the caller).
+ * the whole answer or a started transfer (h->file set), which ends in http_cfg.file_done.
  */
 void http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
 		       const struct http_request *req, bool keep);
@@ -143,7 +183,19 @@ void http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *h
 void http_static_abort(struct http_lcore *hl, struct http_conn *h);
 /* Continue a transfer after the output queue drained. */
 void http_static_drained(struct http_lcore *hl, struct http_conn *h);
-/* main.c: a transfer ended; resume the connection's staged input. */
-void http_file_done(struct http_lcore *hl, struct http_conn *h, int err);
+
+/* http_conn.c: the connection callbacks. */
+extern const struct cr_conn_ops http_conn_ops;
+/* Before the lcores start: set http_cfg.file_done. */
+void http_conn_init(void);
+
+/* http_shutdown.c */
+/* cr_conn_ops.at_boundary: lib/net may close the connection now (no request half-read or
+ * being answered). */
+bool http_at_boundary(struct cr_conn *c);
+/* retire / shutdown: every answer from now on says Connection: close. */
+void http_drain_hook(unsigned lcore, void *arg);
+/* The first SIGINT/SIGTERM, on the main lcore: close @p *listener, then stop. */
+void http_stop(struct cr_listener **listener);
 
 #endif /* CR_HTTP_H */

@@ -7,8 +7,6 @@
 
 #include "http.h"
 
-void http_canned_rebuild(struct http_lcore *hl);
-
 static void
 date_refresh(struct http_lcore *hl)
 {

@@ -221,7 +221,7 @@ file_released(void *arg)
 {
 	struct http_file *f = arg;
 
-	file_put(http_lcores[cr_lcore_id()], f);
+	file_put(http_lcore_cur(), f);
 }
 
 static void
@@ -231,7 +231,7 @@ file_end(struct http_lcore *hl, struct http_conn *h, int err)
 
 	h->file = NULL;
 	file_put(hl, f);
-	http_file_done(hl, h, err);
+	http_cfg.file_done(hl, h, err);
 }
 
 static void
@@ -239,7 +239,7 @@ read_done(void *ctx, const struct cr_io_cqe *cqe)
 {
 	struct http_file *f = ctx;
 	struct http_conn *h = f->h;
-	struct http_lcore *hl = http_lcores[cr_lcore_id()];
+	struct http_lcore *hl = http_lcore_cur();
 	size_t n;
 
 	f->op = 0;
@@ -378,7 +378,7 @@ static void
 open_done(void *arg)
 {
 	struct http_file *f = arg;
-	struct http_lcore *hl = http_lcores[cr_lcore_id()];
+	struct http_lcore *hl = http_lcore_cur();
 	struct http_conn *h = f->h;
 
 	f->opening = false;
@@ -388,8 +388,8 @@ open_done(void *arg)
 	}
 	answer_file(hl, h, f);
 	if (h->file == NULL)
-		http_file_done(hl, h, h->failed ? -EPIPE : 0);
-	/* else the transfer runs; it ends in http_file_done() too */
+		http_cfg.file_done(hl, h, h->failed ? -EPIPE : 0);
+	/* else the transfer runs; it ends in http_cfg.file_done() too */
 }
 
 void

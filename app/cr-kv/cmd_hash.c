@@ -3,6 +3,7 @@
  * Hash commands, as Redis 7.0's t_hash.c: the same checks in the same order (argument
  * errors, then the key's type), the same replies.
  */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>

@@ -6,6 +6,7 @@
  * computed on the client's lcore from copies of the sources, read under the locks, and
  * a STORE's result is stored under its destination's lock.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,16 +5,15 @@
  * doc/guides/kv.md for what multi-key commands guarantee across shards.
  *
  * Ready when it prints "cr-kv: listening on ADDR ..."; SIGINT or SIGTERM stops it
- * gracefully within --shutdown-timeout, a second signal at once.
+ * gracefully within --shutdown-timeout, a second signal at once (cr_app_run()).
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cr_app.h"
 #include "cr_net.h"
 #include "cr_reactor.h"
 #include "cr_telemetry.h"
@@ -22,21 +21,18 @@
 
 static struct {
 	struct cr_net_addr listen;
-	struct cr_lcore_table table;
+	struct cr_net_config net;
 	struct cr_listener *listener;
 	struct cr_net_addr bound;
-	int exit_code;
-	int start_err[CR_MAX_LCORES];
 } app;
 
 /* ---- lcores ---- */
 
-static void
-lcore_start(unsigned lcore, void *arg)
+static int
+lcore_init(unsigned lcore, void *arg)
 {
 	(void)arg;
-	if (kv.shards[lcore] != NULL)
-		app.start_err[lcore] = kv_shard_start(lcore);
+	return kv.shards[lcore] != NULL ? kv_shard_start(lcore) : 0;
 }
 
 static void
@@ -59,21 +55,18 @@ retire_hook(unsigned lcore, void *arg)
 		lcore);
 }
 
-static const struct cr_reactor_hooks hooks = {
-    .on_lcore_start = lcore_start,
-    .on_lcore_stop = lcore_stop,
-    .on_retire = retire_hook,
-};
-
 static int
 shards_create(void)
 {
+	const struct cr_lcore_table *t = cr_app_lcore_table();
 	unsigned i;
 
-	kv.nshards = app.table.n;
-	for (i = 0; i < app.table.n; i++) {
-		unsigned id = app.table.lcores[i].lcore_id;
-		struct kv_shard *sh = cr_numa_zalloc(sizeof(*sh), app.table.lcores[i].numa_node);
+	/* Shards outlive an lcore's incarnation (a retired lcore keeps its keys), so they are
+	 * not lcore-locals: one per lcore of the table, for the life of the process. */
+	kv.nshards = t->n;
+	for (i = 0; i < t->n; i++) {
+		unsigned id = t->lcores[i].lcore_id;
+		struct kv_shard *sh = cr_numa_zalloc(sizeof(*sh), t->lcores[i].numa_node);
 
 		if (sh == NULL)
 			return -ENOMEM;
@@ -92,11 +85,13 @@ shards_create(void)
 	return 0;
 }
 
-static void
-shards_destroy(void)
+static int
+shards_destroy(bool failed, void *arg)
 {
 	unsigned i;
 
+	(void)failed;
+	(void)arg;
 	for (i = 0; i < CR_MAX_LCORES; i++) {
 		struct kv_shard *sh = kv.shards[i];
 
@@ -108,51 +103,39 @@ shards_destroy(void)
 		cr_numa_free(sh);
 		kv.shards[i] = NULL;
 	}
+	return 0;
 }
 
 /* ---- start ---- */
 
-static void
-start_serving(void *arg)
+static int
+start(void *arg)
 {
 	struct cr_tcp_listen_opts lo = {0};
 	char a[CR_NET_ADDR_STRLEN], cl[256];
-	unsigned i, n;
+	unsigned n;
 	int rc;
 
 	(void)arg;
-	for (i = 0; i < CR_MAX_LCORES; i++) {
-		if (app.start_err[i] != 0) {
-			fprintf(stderr, "cr-kv: lcore %u: %s\n", i, cr_strerror(app.start_err[i]));
-			app.exit_code = 1;
-			cr_reactor_stop();
-			return;
-		}
-	}
 	lo.addr = app.listen;
 	rc = cr_tcp_listen(&lo, &kv_conn_ops, NULL, &app.listener);
-	if (rc != 0) {
-		fprintf(stderr, "cr-kv: --listen %s: %s\n",
-			cr_net_addr_format(&app.listen, a, sizeof(a)), cr_strerror(rc));
-		app.exit_code = 1;
-		cr_reactor_stop();
-		return;
-	}
+	if (rc != 0)
+		return cr_app_errorf(rc, "--listen %s: %s",
+				     cr_net_addr_format(&app.listen, a, sizeof(a)), cr_strerror(rc));
 	cr_listener_addr(app.listener, &app.bound);
 	kv.port = cr_net_addr_port(&app.bound);
 	n = cr_lcore_count();
 	printf("cr-kv: listening on %s (resp), %u lcore%s (%s), %u shard%s, io driver %s\n",
 	       cr_net_addr_format(&app.bound, a, sizeof(a)), n, n == 1 ? "" : "s",
-	       cr_lcore_table_corelist(&app.table, cl, sizeof(cl)), kv.nshards,
+	       cr_lcore_table_corelist(cr_app_lcore_table(), cl, sizeof(cl)), kv.nshards,
 	       kv.nshards == 1 ? "" : "s", cr_reactor_driver());
 	fflush(stdout);
+	return 0;
 }
 
 static int
-telemetry_setup(const struct cr_eal_config *cfg)
+telemetry_counters(void)
 {
-	int rc;
-
 	kv.tel_cmds = cr_telemetry_counter_register("kv_commands", CR_TELEMETRY_COUNTER,
 						    "commands run (parsed on this lcore)");
 	kv.tel_remote = cr_telemetry_counter_register(
@@ -169,21 +152,35 @@ telemetry_setup(const struct cr_eal_config *cfg)
 						       "keys removed by active expiry");
 	if (kv.tel_cmds < 0 || kv.tel_remote < 0 || kv.tel_proto < 0 || kv.tel_qbuf < 0 ||
 	    kv.tel_rejected < 0 || kv.tel_expired < 0)
-		return -EINVAL;
-	rc = cr_telemetry_start(cfg, "cr-kv");
+		return cr_app_errorf(-ENOSPC, "telemetry counters: %s", cr_strerror(-ENOSPC));
+	return 0;
+}
+
+/* After the options: lib/net's sizing, the shards, the counters. */
+static int
+configure(int argc, char **argv, void *arg)
+{
+	int rc;
+
+	(void)argc;
+	(void)argv;
+	(void)arg;
+	/* Connection slots per lcore: enough for every client on one lcore, plus the ones
+	 * refused with an error (they hold a slot until closed). */
+	app.net.max_conns =
+	    (uint32_t)(kv.maxclients + 64 < (1u << 24) ? kv.maxclients + 64 : (1u << 24));
+	app.net.chunks = 4096; /* 64 MiB of output per lcore: room for big replies */
+	rc = shards_create();
 	if (rc == 0)
-		cr_telemetry_announce("cr-kv");
-	return rc;
+		rc = telemetry_counters();
+	if (rc != 0) {
+		shards_destroy(true, NULL);
+		return rc == -ENOMEM ? cr_app_errorf(rc, "%s", cr_strerror(rc)) : rc;
+	}
+	return 0;
 }
 
 /* ---- options ---- */
-
-static int
-set_listen(const char *v, void *ctx)
-{
-	(void)ctx;
-	return cr_net_addr_parse(v, &app.listen) != 0 ? -EINVAL : 0;
-}
 
 /* A byte count: digits with an optional k/kb/m/mb/g/gb suffix (Redis's memtoull units:
  * k = 1000, kb = 1024, ...). */
@@ -279,10 +276,7 @@ int
 main(int argc, char **argv)
 {
 	static const struct cr_opt opts[] = {
-	    {"listen", 0, "HOST:PORT", "address to serve (default 127.0.0.1:6379)",
-	     "HOST:PORT with a numeric host, [IPv6]:PORT, localhost:PORT or *:PORT; port "
-	     "0-65535",
-	     set_listen, NULL},
+	    CR_APP_OPT_LISTEN(&app.listen, "address to serve (default 127.0.0.1:6379)"),
 	    {"maxclients", 0, "N",
 	     "client connections at most, over all lcores (default 10000); the next gets "
 	     "-ERR max number of clients reached",
@@ -301,75 +295,25 @@ main(int argc, char **argv)
 	     "key of the keyed hash that places keys in tables and on shards (default: random "
 	     "per process; a fixed one only to reproduce a layout, as tests do)",
 	     "32 hex digits (16 bytes)", set_hash_seed, NULL},
-	    CR_TELEMETRY_OPTS,
 	};
-	static const struct cr_app_info info = {
-	    "cr-kv", "an in-memory key-value server speaking RESP, sharded across lcores", opts,
-	    sizeof(opts) / sizeof(opts[0])};
-	struct cr_eal_config cfg;
-	struct cr_net_config ncfg;
-	int rc, first;
+	static const struct cr_app kv_app = {
+	    .name = "cr-kv",
+	    .summary = "an in-memory key-value server speaking RESP, sharded across lcores",
+	    .opts = opts,
+	    .n_opts = sizeof(opts) / sizeof(opts[0]),
+	    .net = &app.net,
+	    .configure = configure,
+	    .lcore_init = lcore_init,
+	    .start = start,
+	    .retire = retire_hook,
+	    .lcore_stop = lcore_stop,
+	    .fini = shards_destroy,
+	};
 
 	kv.maxclients = 10000;
 	kv.max_bulk = 512LL * 1024 * 1024;
 	kv.qbuf_limit = 1024ULL * 1024 * 1024;
 	kv.start_ms = (uint64_t)kv_now_ms();
 	cr_net_addr_parse("127.0.0.1:6379", &app.listen);
-	cr_eal_config_defaults(&cfg);
-	rc = cr_eal_parse_args(argc, argv, &info, &cfg, &app.table, &first);
-	if (rc != 0)
-		return rc > 0 ? 0 : 2;
-	if (first < argc) {
-		fprintf(stderr,
-			"cr-kv: %s: unexpected argument; accepted: options only, see "
-			"cr-kv --help\n",
-			argv[first]);
-		return 2;
-	}
-	cr_net_config_defaults(&ncfg);
-	/* Connection slots per lcore: enough for every client on one lcore, plus the ones
-	 * refused with an error (they hold a slot until closed). */
-	ncfg.max_conns =
-	    (uint32_t)(kv.maxclients + 64 < (1u << 24) ? kv.maxclients + 64 : (1u << 24));
-	ncfg.chunks = 4096; /* 64 MiB of output per lcore: room for big replies */
-	rc = cr_net_configure(&ncfg);
-	if (rc != 0) {
-		fprintf(stderr, "cr-kv: cannot size lib/net: %s\n", cr_strerror(rc));
-		return 1;
-	}
-	rc = shards_create();
-	if (rc != 0) {
-		fprintf(stderr, "cr-kv: %s\n", cr_strerror(rc));
-		shards_destroy();
-		return 1;
-	}
-	/* The first SIGINT/SIGTERM stops gracefully, a second forces (after init). */
-	cr_reactor_signals_block(false);
-	rc = cr_reactor_init(&cfg, &app.table, &hooks);
-	if (rc != 0) {
-		shards_destroy();
-		if (rc == -ENODEV) {
-			fprintf(stderr,
-				"cr-kv: --io-driver: the driver asked for cannot run here\n");
-			return 2;
-		}
-		fprintf(stderr, "cr-kv: cannot start: %s\n", cr_strerror(rc));
-		return 1;
-	}
-	(void)cr_reactor_signals_start(NULL, NULL, NULL);
-	rc = telemetry_setup(&cfg);
-	if (rc == 0)
-		rc = cr_send(cr_lcore_main(), start_serving, NULL);
-	if (rc != 0) {
-		fprintf(stderr, "cr-kv: cannot start: %s%s\n", cr_strerror(rc),
-			cr_telemetry_socket_path() == NULL ? "; --telemetry off runs without it"
-							   : "");
-		cr_reactor_stop();
-		app.exit_code = 1;
-	}
-	cr_reactor_run();
-	cr_telemetry_stop();
-	cr_reactor_fini();
-	shards_destroy();
-	return app.exit_code;
+	return cr_app_run(&kv_app, argc, argv);
 }

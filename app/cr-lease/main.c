@@ -9,9 +9,11 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cr_app.h"
 #include "cr_lease.h"
 #include "cr_reactor.h"
 
@@ -25,6 +27,9 @@ struct owner {
 };
 
 static struct owner owner;
+/* The owner's first message ran (its lease taken, or refused). release: pairs with the
+ * acquire in control_tick(). */
+static _Atomic bool owner_started;
 static uint64_t t0;
 
 static double
@@ -68,6 +73,7 @@ owner_start(void *arg)
 
 	if (rc != 0) {
 		fprintf(stderr, "cr-lease: cr_lease_acquire: %s\n", cr_strerror(rc));
+		atomic_store_explicit(&owner_started, true, memory_order_release);
 		return;
 	}
 	o->lcore = cr_lcore_id();
@@ -75,6 +81,7 @@ owner_start(void *arg)
 	       cr_lease_incarnation(&o->lease));
 	cr_timer_init(&o->tick, owner_tick, o);
 	cr_timer_start(&o->tick, 2 * 1000 * 1000);
+	atomic_store_explicit(&owner_started, true, memory_order_release);
 }
 
 static void
@@ -95,6 +102,11 @@ control_tick(struct cr_timer *t, void *arg)
 	(void)arg;
 	switch (phase) {
 	case 0:
+		/* Once the owner is busy on its lcore: on a loaded machine its first message
+		 * may take longer than this timer, and a retire before it would refuse the
+		 * lease (-ESHUTDOWN) rather than show what a lease does. */
+		if (!atomic_load_explicit(&owner_started, memory_order_acquire))
+			break;
 		printf("%7.1f ms  main: shrinking the pool to 1 lcore (have %u)\n", ms(), n);
 		cr_lcore_retire(owner.lcore, retired, NULL);
 		printf("%7.1f ms  main: lcore %u is %s, placement pool has %u lcore(s)\n", ms(),
@@ -125,6 +137,47 @@ set_steps(const char *v, void *ctx)
 	return cr_parse_uint(v, 1, 100000, &steps);
 }
 
+static int
+configure(int argc, char **argv, void *arg)
+{
+	const struct cr_lcore_table *t = cr_app_lcore_table();
+
+	(void)argc;
+	(void)argv;
+	(void)arg;
+	if (t->n < 2)
+		return cr_app_errorf(-EINVAL, "needs 2 lcores, -l gave %u", t->n);
+	owner.lcore = t->lcores[t->n - 1].lcore_id;
+	return 0;
+}
+
+/* On the main lcore: the owner starts on the last lcore, the control timer here. */
+static int
+start(void *arg)
+{
+	int rc;
+
+	(void)arg;
+	t0 = cr_clock_ns();
+	rc = cr_send(owner.lcore, owner_start, &owner);
+	if (rc != 0)
+		return cr_app_errorf(rc, "cr_send to lcore %u: %s", owner.lcore, cr_strerror(rc));
+	cr_timer_init(&control, control_tick, NULL);
+	cr_timer_start(&control, 10 * 1000 * 1000);
+	return 0;
+}
+
+static int
+fini(bool failed, void *arg)
+{
+	(void)arg;
+	if (failed)
+		return 1;
+	printf("cr-lease: owner finished %llu of %llu steps; lease active: %s\n",
+	       owner.done_steps, steps, cr_lease_active(&owner.lease) ? "yes" : "no");
+	return owner.done_steps == steps && !cr_lease_active(&owner.lease) ? 0 : 1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -132,34 +185,15 @@ main(int argc, char **argv)
 		{"steps", 0, "N", "steps of 2 ms the owner must finish (default 20)", "1-100000",
 		 set_steps, NULL},
 	};
-	static const struct cr_app_info app = {
-		"cr-lease", "a lease keeps a retiring lcore for its owner (needs 2 lcores)", opts,
-		1};
-	struct cr_eal_config cfg;
-	struct cr_lcore_table table;
-	int rc;
+	static const struct cr_app app = {
+		.name = "cr-lease",
+		.summary = "a lease keeps a retiring lcore for its owner (needs 2 lcores)",
+		.opts = opts,
+		.n_opts = 1,
+		.configure = configure,
+		.start = start,
+		.fini = fini,
+	};
 
-	cr_eal_config_defaults(&cfg);
-	rc = cr_eal_parse_args(argc, argv, &app, &cfg, &table, NULL);
-	if (rc != 0)
-		return rc > 0 ? 0 : 2;
-	if (table.n < 2) {
-		fprintf(stderr, "cr-lease: needs 2 lcores, -l gave %u\n", table.n);
-		return 2;
-	}
-	rc = cr_reactor_init(&cfg, &table, NULL);
-	if (rc != 0) {
-		fprintf(stderr, "cr-lease: cannot start: %s\n", cr_strerror(rc));
-		return 1;
-	}
-	t0 = cr_clock_ns();
-	owner.lcore = table.lcores[table.n - 1].lcore_id;
-	cr_send(owner.lcore, owner_start, &owner);
-	cr_timer_init(&control, control_tick, NULL);
-	cr_timer_start(&control, 10 * 1000 * 1000);
-	cr_reactor_run();
-	cr_reactor_fini();
-	printf("cr-lease: owner finished %llu of %llu steps; lease active: %s\n",
-	       owner.done_steps, steps, cr_lease_active(&owner.lease) ? "yes" : "no");
-	return owner.done_steps == steps && !cr_lease_active(&owner.lease) ? 0 : 1;
+	return cr_app_run(&app, argc, argv);
 }

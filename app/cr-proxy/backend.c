@@ -372,7 +372,7 @@ static int
 backends_cmd(const char *cmd, const char *params, struct cr_json *j)
 {
 	unsigned n = atomic_load_explicit(&n_used, memory_order_acquire);
-	unsigned i, l;
+	unsigned i;
 
 	(void)cmd;
 	(void)params;
@@ -382,17 +382,9 @@ backends_cmd(const char *cmd, const char *params, struct cr_json *j)
 	cr_json_array_begin(j, "backends");
 	for (i = 0; i < n; i++) {
 		const struct px_slot *s = &px_slots[i];
-		uint64_t t[5] = {0};
+		struct px_btotal t;
 
-		for (l = 0; l < px_n_lcores; l++) {
-			const struct px_bcount *b = &px_counts[px_lcore_ids[l]].b[i];
-
-			t[0] += atomic_load_explicit(&b->active, memory_order_relaxed);
-			t[1] += atomic_load_explicit(&b->conns, memory_order_relaxed);
-			t[2] += atomic_load_explicit(&b->fails, memory_order_relaxed);
-			t[3] += atomic_load_explicit(&b->bytes_in, memory_order_relaxed);
-			t[4] += atomic_load_explicit(&b->bytes_out, memory_order_relaxed);
-		}
+		px_backend_totals(i, &t);
 		cr_json_object_begin(j, NULL);
 		cr_json_string(j, "address", s->name);
 		cr_json_string(j, "state",
@@ -400,11 +392,11 @@ backends_cmd(const char *cmd, const char *params, struct cr_json *j)
 		cr_json_bool(j, "in_config",
 			     atomic_load_explicit(&s->in_config, memory_order_relaxed));
 		cr_json_u64(j, "weight", atomic_load_explicit(&s->weight, memory_order_relaxed));
-		cr_json_u64(j, "active", t[0]);
-		cr_json_u64(j, "connections", t[1]);
-		cr_json_u64(j, "failures", t[2]);
-		cr_json_u64(j, "bytes_in", t[3]);
-		cr_json_u64(j, "bytes_out", t[4]);
+		cr_json_u64(j, "active", t.active);
+		cr_json_u64(j, "connections", t.conns);
+		cr_json_u64(j, "failures", t.fails);
+		cr_json_u64(j, "bytes_in", t.bytes_in);
+		cr_json_u64(j, "bytes_out", t.bytes_out);
 		cr_json_u64(j, "transitions",
 			    atomic_load_explicit(&s->transitions, memory_order_relaxed));
 		cr_json_u64(j, "consecutive_failures",
@@ -416,9 +408,38 @@ backends_cmd(const char *cmd, const char *params, struct cr_json *j)
 	return 0;
 }
 
+unsigned
+px_backends_used(void)
+{
+	/* acquire: pairs with the release in px_backends_apply(); the slots are set up */
+	return atomic_load_explicit(&n_used, memory_order_acquire);
+}
+
+void
+px_backend_totals(unsigned slot, struct px_btotal *t)
+{
+	unsigned l;
+
+	memset(t, 0, sizeof(*t));
+	/* relaxed: pairs with the relaxed stores of PX_ADD(); counters order nothing */
+	for (l = 0; l < px_n_lcores; l++) {
+		const struct px_bcount *b = &px_counts[px_lcore_ids[l]].b[slot];
+
+		t->active += atomic_load_explicit(&b->active, memory_order_relaxed);
+		t->conns += atomic_load_explicit(&b->conns, memory_order_relaxed);
+		t->fails += atomic_load_explicit(&b->fails, memory_order_relaxed);
+		t->bytes_in += atomic_load_explicit(&b->bytes_in, memory_order_relaxed);
+		t->bytes_out += atomic_load_explicit(&b->bytes_out, memory_order_relaxed);
+	}
+}
+
 int
 px_telemetry_register(void)
 {
+	int rc = px_metrics_register();
+
+	if (rc != 0)
+		return rc;
 	return cr_telemetry_register("/backends", backends_cmd,
 				     "cr-proxy backends: address, state, weight, active, "
 				     "connections, failures, bytes_in, bytes_out, transitions");

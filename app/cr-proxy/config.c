@@ -1,19 +1,28 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Settings: defaults, --backend values and the --config line format (doc/guides/proxy.md).
+ * Settings: defaults, the option table (lib/app reads it from the command line and from
+ * --config, whose keys are the long options: listen, backend, balance, connect-timeout,
+ * retries, check-interval, check-timeout, rise, fall, client-timeout, server-timeout,
+ * maxconn, buffers), and what SIGHUP reloads (the backends). See doc/guides/proxy.md.
  *
- * A config file holds one setting per line, `KEY VALUE...`, with the keys named after the
- * long options: listen, backend (repeatable, `backend HOST:PORT [weight N]`), balance,
- * connect-timeout, retries, check-interval, check-timeout, rise, fall, client-timeout,
- * server-timeout, maxconn, buffers. '#' starts a comment; blank lines are skipped.
+ * A backend is `--backend HOST:PORT[,weight=N]` on the command line and
+ * `backend HOST:PORT [weight N]` in a file; the file's backends and the command line's are
+ * kept apart, because a reload replaces the first and keeps the second.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cr_app.h"
 #include "cr_eal.h"
 #include "proxy.h"
+
+struct px_conf px_conf;
+
+/* --backend values, kept apart: a reload takes FILE's backends plus these. */
+static struct px_backend_conf cli_backends[PX_MAX_BACKENDS];
+static unsigned n_cli_backends;
 
 void
 px_conf_defaults(struct px_conf *c)
@@ -57,13 +66,16 @@ px_balance_name(enum px_balance b)
 	return names[b];
 }
 
+/* The weight part, "weight=N" (command line) or "weight N" (file): names itself if bad. */
 static int
-parse_weight(const char *v, unsigned *out)
+parse_weight(const char *part, const char *num, unsigned *out)
 {
 	unsigned long long w;
 
-	if (cr_parse_uint(v, 0, PX_WEIGHT_MAX, &w) != 0)
+	if (cr_parse_uint(num, 0, PX_WEIGHT_MAX, &w) != 0) {
+		cr_opt_bad_part(part, "0-256");
 		return -EINVAL;
+	}
 	*out = (unsigned)w;
 	return 0;
 }
@@ -72,17 +84,24 @@ int
 px_backend_parse(const char *v, struct px_backend_conf *out)
 {
 	char buf[256];
-	char *comma;
+	char *sep;
 
 	if (strlen(v) >= sizeof(buf))
 		return -EINVAL;
 	strcpy(buf, v);
 	out->weight = 1;
-	comma = strrchr(buf, ',');
-	if (comma != NULL) {
-		*comma = '\0';
-		if (strncmp(comma + 1, "weight=", 7) != 0 ||
-		    parse_weight(comma + 8, &out->weight) != 0)
+	sep = strchr(buf, ' ');
+	if (sep != NULL) {
+		*sep = '\0';
+		if (strncmp(sep + 1, "weight ", 7) != 0)
+			return -EINVAL;
+		if (parse_weight(sep + 1, sep + 8, &out->weight) != 0)
+			return -EINVAL;
+	} else if ((sep = strrchr(buf, ',')) != NULL) {
+		*sep = '\0';
+		if (strncmp(sep + 1, "weight=", 7) != 0)
+			return -EINVAL;
+		if (parse_weight(sep + 1, sep + 8, &out->weight) != 0)
 			return -EINVAL;
 	}
 	if (cr_net_addr_parse(buf, &out->addr) != 0 || cr_net_addr_port(&out->addr) == 0)
@@ -90,178 +109,192 @@ px_backend_parse(const char *v, struct px_backend_conf *out)
 	return 0;
 }
 
-/* One key and its words; prints the error itself. */
+/* ---- the options ---- */
+
 static int
-conf_line(struct px_conf *c, char **w, unsigned n, const char *file, unsigned line)
+set_backend(const char *v, void *ctx)
 {
-	const char *k = w[0];
-	unsigned long long u;
-	double *secs = NULL;
-	unsigned *count = NULL;
 	struct px_backend_conf b;
 
-	if (strcmp(k, "backend") == 0) {
-		if (n != 2 && !(n == 4 && strcmp(w[2], "weight") == 0))
-			goto usage;
-		if (c->n_backends == PX_MAX_BACKENDS) {
-			fprintf(stderr, "cr-proxy: %s:%u: more than %d backends\n", file, line,
-				PX_MAX_BACKENDS);
+	(void)ctx;
+	if (px_backend_parse(v, &b) != 0)
+		return -EINVAL;
+	if (cr_app_opt_where() != NULL) {
+		if (px_conf.n_backends == PX_MAX_BACKENDS)
 			return -EINVAL;
-		}
-		if (cr_net_addr_parse(w[1], &b.addr) != 0 || cr_net_addr_port(&b.addr) == 0) {
-			fprintf(stderr,
-				"cr-proxy: %s:%u: backend %s: not a HOST:PORT with a "
-				"numeric host and a port 1-65535\n",
-				file, line, w[1]);
+		px_conf.backends[px_conf.n_backends++] = b;
+	} else {
+		if (n_cli_backends == PX_MAX_BACKENDS)
 			return -EINVAL;
-		}
-		b.weight = 1;
-		if (n == 4 && parse_weight(w[3], &b.weight) != 0) {
-			fprintf(stderr, "cr-proxy: %s:%u: weight %s: accepted: 0-%d\n", file, line,
-				w[3], PX_WEIGHT_MAX);
-			return -EINVAL;
-		}
-		c->backends[c->n_backends++] = b;
-		return 0;
+		cli_backends[n_cli_backends++] = b;
 	}
-	if (n != 2)
-		goto usage;
-	if (strcmp(k, "listen") == 0) {
-		if (cr_net_addr_parse(w[1], &c->listen) != 0) {
-			fprintf(stderr,
-				"cr-proxy: %s:%u: listen %s: not a HOST:PORT with a numeric "
-				"host\n",
-				file, line, w[1]);
-			return -EINVAL;
-		}
-		c->have_listen = true;
-		return 0;
-	}
-	if (strcmp(k, "balance") == 0) {
-		if (px_balance_parse(w[1], &c->balance) != 0) {
-			fprintf(stderr,
-				"cr-proxy: %s:%u: balance %s: accepted: roundrobin, "
-				"leastconn, source\n",
-				file, line, w[1]);
-			return -EINVAL;
-		}
-		return 0;
-	}
-	if (strcmp(k, "connect-timeout") == 0)
-		secs = &c->connect_timeout;
-	else if (strcmp(k, "check-interval") == 0)
-		secs = &c->check_interval;
-	else if (strcmp(k, "check-timeout") == 0)
-		secs = &c->check_timeout;
-	else if (strcmp(k, "client-timeout") == 0)
-		secs = &c->client_timeout;
-	else if (strcmp(k, "server-timeout") == 0)
-		secs = &c->server_timeout;
-	if (secs != NULL) {
-		double d;
+	return 0;
+}
 
-		if (cr_parse_seconds(w[1], &d) != 0 || d > 1e6) {
-			fprintf(stderr,
-				"cr-proxy: %s:%u: %s %s: accepted: seconds from 0 to "
-				"1000000, e.g. 0.5\n",
-				file, line, k, w[1]);
-			return -EINVAL;
-		}
-		*secs = d;
-		return 0;
-	}
-	if (strcmp(k, "retries") == 0)
-		count = &c->retries;
-	else if (strcmp(k, "rise") == 0)
-		count = &c->rise;
-	else if (strcmp(k, "fall") == 0)
-		count = &c->fall;
-	if (count != NULL) {
-		unsigned long long lo = count == &c->retries ? 0 : 1;
+static int
+set_balance(const char *v, void *ctx)
+{
+	(void)ctx;
+	return px_balance_parse(v, &px_conf.balance);
+}
 
-		if (cr_parse_uint(w[1], lo, 100, &u) != 0) {
-			fprintf(stderr, "cr-proxy: %s:%u: %s %s: accepted: %llu-100\n", file, line,
-				k, w[1], lo);
-			return -EINVAL;
-		}
-		*count = (unsigned)u;
-		return 0;
-	}
-	if (strcmp(k, "maxconn") == 0 || strcmp(k, "buffers") == 0) {
-		unsigned long long hi = k[0] == 'm' ? PX_MAXCONN_MAX : PX_BUFFERS_MAX;
+static int
+set_secs(const char *v, void *ctx)
+{
+	double d;
 
-		if (cr_parse_uint(w[1], 1, hi, &u) != 0) {
-			fprintf(stderr, "cr-proxy: %s:%u: %s %s: accepted: 1-%llu\n", file, line, k,
-				w[1], hi);
-			return -EINVAL;
-		}
-		*(k[0] == 'm' ? &c->maxconn : &c->chunks) = u;
-		return 0;
+	if (cr_parse_seconds(v, &d) != 0 || d > 1e6)
+		return -EINVAL;
+	*(double *)ctx = d;
+	return 0;
+}
+
+static int
+set_count(const char *v, void *ctx)
+{
+	unsigned long long u;
+	unsigned *p = ctx;
+
+	if (cr_parse_uint(v, p == &px_conf.retries ? 0 : 1, 100, &u) != 0)
+		return -EINVAL;
+	*p = (unsigned)u;
+	return 0;
+}
+
+static int
+set_maxconn(const char *v, void *ctx)
+{
+	return cr_parse_uint(v, 1, PX_MAXCONN_MAX, ctx);
+}
+
+static int
+set_buffers(const char *v, void *ctx)
+{
+	return cr_parse_uint(v, 1, PX_BUFFERS_MAX, ctx);
+}
+
+const struct cr_opt px_options[PX_N_OPTIONS] = {
+    CR_APP_OPT_LISTEN(&px_conf.listen, "address to accept clients on (required here or in "
+				       "--config), e.g. 127.0.0.1:8080"),
+    {"backend", 0, "HOST:PORT[,weight=N]",
+     "a backend (repeat for more; at least one here or in --config, where it is `backend "
+     "HOST:PORT [weight N]`; SIGHUP re-reads the file's); weight 0-256, default 1",
+     "HOST:PORT with a numeric host and a port 1-65535, optionally ,weight=0-256",
+     set_backend, NULL},
+    {"balance", 0, "ALGO",
+     "roundrobin (default, weighted), leastconn (fewest connections per weight) or "
+     "source (hash of the client address)",
+     "roundrobin, leastconn, source", set_balance, NULL},
+    {"connect-timeout", 0, "SECONDS",
+     "give up a backend connect after this long, then try the next (default 2)",
+     "seconds from 0 to 1000000 (0: the kernel's own)", set_secs, &px_conf.connect_timeout},
+    {"retries", 0, "N",
+     "further backends to try after a failed connect, each a different one (default 3)",
+     "0-100", set_count, &px_conf.retries},
+    {"check-interval", 0, "SECONDS",
+     "TCP-connect to every backend this often (default 2; 0: no checks, and no "
+     "marking down on failed connects)",
+     "seconds from 0 to 1000000", set_secs, &px_conf.check_interval},
+    {"check-timeout", 0, "SECONDS",
+     "a check fails after this long (default: the lower of --connect-timeout and "
+     "--check-interval)",
+     "seconds from 0 to 1000000", set_secs, &px_conf.check_timeout},
+    {"rise", 0, "N", "checks in a row that bring a down backend up (default 2)", "1-100",
+     set_count, &px_conf.rise},
+    {"fall", 0, "N", "failed checks or connects in a row that mark a backend down (default 3)",
+     "1-100", set_count, &px_conf.fall},
+    {"client-timeout", 0, "SECONDS",
+     "close a client connection idle this long (default 60; 0: never)",
+     "seconds from 0 to 1000000", set_secs, &px_conf.client_timeout},
+    {"server-timeout", 0, "SECONDS",
+     "close a backend connection idle this long (default 60; 0: never)",
+     "seconds from 0 to 1000000", set_secs, &px_conf.server_timeout},
+    {"maxconn", 0, "N",
+     "client sessions at once over all lcores; more wait unread (default 4096; each lcore "
+     "reserves about 1.2 KiB per session)",
+     "1-1048576", set_maxconn, &px_conf.maxconn},
+    {"buffers", 0, "N", "16 KiB output chunks per lcore for queued bytes (default 2048)",
+     "1-4194304", set_buffers, &px_conf.chunks},
+};
+_Static_assert(sizeof(px_options) / sizeof(px_options[0]) == PX_N_OPTIONS, "PX_N_OPTIONS");
+
+/* Append the command line's backends to @p c's. */
+static int
+merge_cli_backends(struct px_conf *c)
+{
+	unsigned i;
+
+	for (i = 0; i < n_cli_backends; i++) {
+		if (c->n_backends == PX_MAX_BACKENDS)
+			return -ENOSPC;
+		c->backends[c->n_backends++] = cli_backends[i];
 	}
-	fprintf(stderr,
-		"cr-proxy: %s:%u: %s: unknown key; accepted: listen, backend, balance, "
-		"connect-timeout, retries, check-interval, check-timeout, rise, fall, "
-		"client-timeout, server-timeout, maxconn, buffers\n",
-		file, line, k);
-	return -EINVAL;
-usage:
-	if (strcmp(k, "backend") == 0)
-		fprintf(stderr,
-			"cr-proxy: %s:%u: backend: wrong values; accepted: `backend "
-			"HOST:PORT` or `backend HOST:PORT weight N`\n",
-			file, line);
-	else
-		fprintf(stderr,
-			"cr-proxy: %s:%u: %s: wrong number of values; accepted: `%s "
-			"VALUE`\n",
-			file, line, k, k);
-	return -EINVAL;
+	return 0;
 }
 
 int
-px_conf_load(const char *path, struct px_conf *c)
+px_conf_finish(void)
 {
-	char line[1024];
-	char *w[8];
-	unsigned n, lineno = 0;
-	FILE *f = fopen(path, "r");
-	int rc = 0;
+	if (px_conf.listen.len == 0)
+		return cr_app_errorf(-EINVAL, "--listen: missing; accepted: HOST:PORT, e.g. "
+					      "127.0.0.1:8080 (or `listen` in --config)");
+	if (merge_cli_backends(&px_conf) != 0)
+		return cr_app_errorf(-EINVAL, "--backend: more than %d backends; accepted: at "
+					      "most %d, --config's and the command line's together",
+				     PX_MAX_BACKENDS, PX_MAX_BACKENDS);
+	if (px_conf.n_backends == 0)
+		return cr_app_errorf(-EINVAL, "--backend: missing; accepted: HOST:PORT[,weight=N], "
+					      "one or more (or `backend` lines in --config)");
+	return 0;
+}
 
-	if (f == NULL) {
-		rc = -errno;
-		fprintf(stderr, "cr-proxy: --config %s: %s\n", path, cr_strerror(rc));
+/* ---- reload ---- */
+
+/* The backends a reload reads, committed only once the whole file is good. */
+static struct px_backend_conf reload_backends[PX_MAX_BACKENDS];
+static unsigned n_reload_backends;
+static bool reload_overflow;
+
+static int
+set_reload_backend(const char *v, void *ctx)
+{
+	struct px_backend_conf b;
+
+	(void)ctx;
+	if (px_backend_parse(v, &b) != 0)
+		return -EINVAL;
+	if (n_reload_backends == PX_MAX_BACKENDS)
+		reload_overflow = true;
+	else
+		reload_backends[n_reload_backends++] = b;
+	return 0;
+}
+
+static const struct cr_opt reload_options[] = {
+    {"backend", 0, "HOST:PORT [weight N]", "", "HOST:PORT with a numeric host and a port "
+					       "1-65535, optionally `weight 0-256`",
+     set_reload_backend, NULL},
+};
+
+int
+px_conf_reload(unsigned *n_backends)
+{
+	struct px_conf c;
+	unsigned i;
+	int rc;
+
+	n_reload_backends = 0;
+	reload_overflow = false;
+	rc = cr_app_config_reload(reload_options, 1);
+	if (rc != 0)
 		return rc;
-	}
-	while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
-		char *p, *save = NULL;
-
-		lineno++;
-		if (strchr(line, '\n') == NULL && !feof(f)) {
-			fprintf(stderr, "cr-proxy: %s:%u: line longer than %zu bytes\n", path,
-				lineno, sizeof(line) - 2);
-			rc = -EINVAL;
-			break;
-		}
-		p = strchr(line, '#');
-		if (p != NULL)
-			*p = '\0';
-		n = 0;
-		for (p = strtok_r(line, " \t\r\n", &save); p != NULL;
-		     p = strtok_r(NULL, " \t\r\n", &save)) {
-			if (n == sizeof(w) / sizeof(w[0])) {
-				fprintf(stderr, "cr-proxy: %s:%u: too many words\n", path, lineno);
-				rc = -EINVAL;
-				break;
-			}
-			w[n++] = p;
-		}
-		if (rc == 0 && n > 0)
-			rc = conf_line(c, w, n, path, lineno);
-	}
-	if (rc == 0 && ferror(f)) {
-		rc = -EIO;
-		fprintf(stderr, "cr-proxy: --config %s: read error\n", path);
-	}
-	fclose(f);
-	return rc;
+	memset(&c, 0, sizeof(c));
+	for (i = 0; i < n_reload_backends; i++)
+		c.backends[c.n_backends++] = reload_backends[i];
+	if (reload_overflow || merge_cli_backends(&c) != 0)
+		return -ENOSPC;
+	if (c.n_backends == 0)
+		return -ENOENT;
+	*n_backends = c.n_backends;
+	return px_backends_apply(c.backends, c.n_backends);
 }

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cr_eal.h"
 #include "cr_net.h"
 #include "cr_reactor.h"
 
@@ -42,8 +43,7 @@ struct px_backend_conf {
 
 /* Everything --config and the command line set. */
 struct px_conf {
-	struct cr_net_addr listen;
-	bool have_listen;
+	struct cr_net_addr listen; /* len 0: not given */
 	enum px_balance balance;
 	struct px_backend_conf backends[PX_MAX_BACKENDS];
 	unsigned n_backends;
@@ -57,14 +57,28 @@ struct px_conf {
 	unsigned long long chunks; /* lib/net output chunks per lcore */
 };
 
+/* The settings, written by the options' setters (config.c), read by main.c. */
+extern struct px_conf px_conf;
+/* The options (cr_app's table); every long option is a --config key too. */
+#define PX_N_OPTIONS 13
+extern const struct cr_opt px_options[PX_N_OPTIONS];
 void px_conf_defaults(struct px_conf *c);
 /*
- * Read a config file into @p c (keys override what @p c holds; backend lines are
- * appended). On error prints one line "cr-proxy: FILE:LINE: ..." to stderr and returns
- * -EINVAL (or -errno when the file cannot be read).
+ * After the options: add the command line's backends to the file's and check that
+ * --listen and a backend were given. @return 0, or -EINVAL after one line on stderr.
  */
-int px_conf_load(const char *path, struct px_conf *c);
-/* "HOST:PORT[,weight=N]" as --backend takes it. */
+int px_conf_finish(void);
+/*
+ * SIGHUP: read --config's backend lines again (other keys are skipped; a bad line is
+ * reported and changes nothing) and apply them with the command line's. @p n_backends
+ * receives how many. @return 0; -ENOENT no backend (or no --config); -ENOSPC more than
+ * PX_MAX_BACKENDS; -EINVAL a bad line; -errno the file cannot be read.
+ */
+int px_conf_reload(unsigned *n_backends);
+/*
+ * "HOST:PORT[,weight=N]" as --backend takes it, or "HOST:PORT weight N" as a backend line
+ * of --config has it. A bad weight is named with cr_opt_bad_part().
+ */
 int px_backend_parse(const char *v, struct px_backend_conf *out);
 int px_balance_parse(const char *v, enum px_balance *out);
 const char *px_balance_name(enum px_balance b);
@@ -137,11 +151,22 @@ extern unsigned px_fall, px_rise;
 extern unsigned px_lcore_ids[CR_MAX_LCORES];
 extern unsigned px_n_lcores;
 
+/* A backend's counters summed over the lcores (any thread; relaxed loads). */
+struct px_btotal {
+	uint64_t active, conns, fails, bytes_in, bytes_out;
+};
+void px_backend_totals(unsigned slot, struct px_btotal *t);
+/* Slots assigned so far: [0, n) (any thread). */
+unsigned px_backends_used(void);
+
 /* Start the active checks on the calling (main) lcore. */
 int px_checks_start(uint64_t interval_ns, uint64_t timeout_ns);
 void px_checks_stop(void);
-/* The /backends telemetry command. */
+/* The /backends telemetry command, and the Prometheus series (metrics.c). */
 int px_telemetry_register(void);
+int px_metrics_register(void);
+/* The connect-time histogram (telemetry id): connects that succeeded. */
+extern int px_hist_connect;
 extern enum px_balance px_balance_mode;
 
 /* ---- relay (relay.c) ---- */
@@ -157,9 +182,11 @@ struct px_relay_conf {
 
 extern const struct cr_conn_ops px_client_ops;
 extern struct px_relay_conf px_relay;
-/* Per-lcore memory, before cr_reactor_init(). @return 0 or -ENOMEM. */
-int px_relay_alloc(unsigned lcore, int numa, unsigned sessions);
-void px_relay_free(void);
+/*
+ * Register the per-lcore relay state (an lcore-local with a slab of @p sessions), before
+ * the runtime starts. @return 0 or -errno of cr_lcore_local_register().
+ */
+int px_relay_register(unsigned sessions);
 /*
  * Lcore hooks. start: hold the lcore (a lease) while it serves. retire: stop accepting,
  * and let the lcore go when its last session ends or after retire_timeout_ns. stop: let go.

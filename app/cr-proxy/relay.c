@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "cr_app.h"
 #include "cr_lease.h"
 #include "cr_telemetry.h"
 #include "proxy.h"
@@ -29,6 +30,7 @@ struct px_session {
 	struct cr_net_addr peer;
 	uint64_t tried; /* a bit per backend slot */
 	int slot;	/* the backend of srv */
+	uint64_t connect_ns; /* when the connect to it started (the turn's clock) */
 	unsigned attempts;
 	bool srv_open;
 	bool cli_paused, srv_paused; /* reads we stopped for backpressure */
@@ -36,6 +38,7 @@ struct px_session {
 	bool waiting;		     /* on the wait list */
 };
 
+/* An lcore's relay state, an lcore-local (one per incarnation); its slab follows it. */
 struct px_lcore {
 	struct px_session *slab;
 	struct px_session *free;
@@ -53,7 +56,8 @@ struct px_lcore {
 #define WAIT_RETRY_NS (10ull * 1000 * 1000)
 
 struct px_relay_conf px_relay;
-static struct px_lcore *lcores[CR_MAX_LCORES];
+static int local_id = -1;
+static unsigned slab_sessions;
 /* Counts shared by every lcore, all accesses relaxed: they order nothing else; the CAS
  * in try_admit() alone keeps admitted at or below --maxconn. */
 static _Atomic uint64_t live;	  /* sessions alive, every lcore */
@@ -63,6 +67,12 @@ int px_ctr_sessions = -1, px_ctr_connect_fail = -1, px_ctr_no_backend = -1, px_c
     px_ctr_maxconn_waits = -1;
 
 static const struct cr_conn_ops px_server_ops;
+
+static struct px_lcore *
+cur(void)
+{
+	return cr_lcore_local(local_id);
+}
 
 uint64_t
 px_sessions_live(void)
@@ -165,7 +175,8 @@ let_go(struct px_lcore *pl)
 static bool
 session_at_boundary(struct cr_conn *c)
 {
-	return lcores[cr_conn_lcore(c)]->let_go;
+	(void)c;
+	return cur()->let_go;
 }
 
 static void
@@ -178,8 +189,9 @@ retire_timer_fired(struct cr_timer *t, void *arg)
 void
 px_relay_lcore_start(unsigned lcore)
 {
-	struct px_lcore *pl = lcores[lcore];
+	struct px_lcore *pl = cur();
 
+	(void)lcore;
 	pl->retiring = false;
 	pl->let_go = false;
 	(void)cr_lease_acquire(&pl->lease);
@@ -188,8 +200,9 @@ px_relay_lcore_start(unsigned lcore)
 void
 px_relay_retire(unsigned lcore)
 {
-	struct px_lcore *pl = lcores[lcore];
+	struct px_lcore *pl = cur();
 
+	(void)lcore;
 	/* lib/net steers new clients to the other lcores; ours finish, within the timeout. */
 	pl->retiring = true;
 	cr_timer_start(&pl->retire_timer, px_relay.retire_timeout_ns);
@@ -200,7 +213,8 @@ px_relay_retire(unsigned lcore)
 void
 px_relay_lcore_stop(unsigned lcore)
 {
-	let_go(lcores[lcore]);
+	(void)lcore;
+	let_go(cur());
 }
 
 /* ---- sessions ---- */
@@ -329,6 +343,7 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 	}
 	s->srv = c;
 	s->slot = slot;
+	s->connect_ns = cr_now_ns();
 	PX_ADD(cr_lcore_id(), slot, active, 1);
 }
 
@@ -362,7 +377,7 @@ relay(struct px_lcore *pl, struct px_session *s, struct cr_conn *src, struct cr_
 static void
 cli_open(struct cr_conn *c)
 {
-	struct px_lcore *pl = lcores[cr_lcore_id()];
+	struct px_lcore *pl = cur();
 	struct px_session *s = session_get(pl);
 
 	if (s == NULL) {
@@ -391,7 +406,7 @@ cli_data(struct cr_conn *c, const void *d, size_t n)
 
 	if (s->srv == NULL)
 		return; /* not reached: the client is read only while the server is open */
-	if (relay(lcores[cr_lcore_id()], s, c, s->srv, &s->cli_paused, d, n))
+	if (relay(cur(), s, c, s->srv, &s->cli_paused, d, n))
 		PX_ADD(cr_lcore_id(), s->slot, bytes_out, n);
 }
 
@@ -418,7 +433,7 @@ cli_drain(struct cr_conn *c)
 static void
 cli_close(struct cr_conn *c, int err)
 {
-	struct px_lcore *pl = lcores[cr_lcore_id()];
+	struct px_lcore *pl = cur();
 	struct px_session *s = cr_conn_data(c);
 
 	s->cli = NULL;
@@ -451,6 +466,8 @@ srv_open(struct cr_conn *c)
 	struct px_session *s = cr_conn_arg(c);
 
 	s->srv_open = true;
+	/* Both ends on the turn's clock: no clock read of our own per session. */
+	cr_telemetry_observe_ns(px_hist_connect, cr_now_ns() - s->connect_ns);
 	PX_ADD(cr_lcore_id(), s->slot, conns, 1);
 	px_backend_connected(s->slot);
 	if (s->cli != NULL)
@@ -464,7 +481,7 @@ srv_data(struct cr_conn *c, const void *d, size_t n)
 
 	PX_ADD(cr_lcore_id(), s->slot, bytes_in, n);
 	if (s->cli != NULL)
-		(void)relay(lcores[cr_lcore_id()], s, c, s->cli, &s->srv_paused, d, n);
+		(void)relay(cur(), s, c, s->cli, &s->srv_paused, d, n);
 }
 
 static void
@@ -492,7 +509,7 @@ srv_drain(struct cr_conn *c)
 static void
 srv_close(struct cr_conn *c, int err)
 {
-	struct px_lcore *pl = lcores[cr_lcore_id()];
+	struct px_lcore *pl = cur();
 	struct px_session *s = cr_conn_arg(c);
 	int slot = s->slot;
 
@@ -527,39 +544,43 @@ static const struct cr_conn_ops px_server_ops = {
 
 /* ---- memory ---- */
 
-int
-px_relay_alloc(unsigned lcore, int numa, unsigned sessions)
+static int
+lcore_init(void *mem, unsigned lcore, void *arg)
 {
-	struct px_lcore *pl = cr_numa_zalloc(sizeof(*pl), numa);
+	struct px_lcore *pl = mem;
 	unsigned i;
 
-	if (pl == NULL)
-		return -ENOMEM;
-	pl->slab = cr_numa_zalloc(sizeof(*pl->slab) * sessions, numa);
-	if (pl->slab == NULL) {
-		cr_numa_free(pl);
-		return -ENOMEM;
-	}
-	for (i = sessions; i-- > 0;) {
+	(void)lcore;
+	(void)arg;
+	pl->slab = (struct px_session *)(pl + 1);
+	for (i = slab_sessions; i-- > 0;) {
 		pl->slab[i].next = pl->free;
 		pl->free = &pl->slab[i];
 	}
 	cr_timer_init(&pl->wait_timer, wait_timer_fired, pl);
 	cr_timer_init(&pl->retire_timer, retire_timer_fired, pl);
-	lcores[lcore] = pl;
 	return 0;
 }
 
-void
-px_relay_free(void)
+static void
+lcore_fini(void *mem, unsigned lcore, void *arg)
 {
-	unsigned i;
+	struct px_lcore *pl = mem;
 
-	for (i = 0; i < CR_MAX_LCORES; i++) {
-		if (lcores[i] == NULL)
-			continue;
-		cr_numa_free(lcores[i]->slab);
-		cr_numa_free(lcores[i]);
-		lcores[i] = NULL;
-	}
+	(void)lcore;
+	(void)arg;
+	cr_timer_stop(&pl->wait_timer);
+	cr_timer_stop(&pl->retire_timer);
+}
+
+int
+px_relay_register(unsigned sessions)
+{
+	_Static_assert(sizeof(struct px_lcore) % _Alignof(struct px_session) == 0,
+		       "the slab follows struct px_lcore");
+	slab_sessions = sessions;
+	local_id = cr_lcore_local_register(
+	    sizeof(struct px_lcore) + sizeof(struct px_session) * (size_t)sessions, lcore_init,
+	    lcore_fini, NULL);
+	return local_id < 0 ? local_id : 0;
 }

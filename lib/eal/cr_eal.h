@@ -67,7 +67,7 @@ enum cr_io_driver {
 	CR_IO_DRIVER_EPOLL,
 };
 
-/** Common options every coreact app takes (DESIGN.md, "Apps and tools"). */
+/** Common options every coreact app takes (doc/guides/design.md, "Apps and tools"). */
 struct cr_eal_config {
 	char corelist[256];	   /**< -l as given; "" = default selection. */
 	int main_lcore;		   /**< --main-lcore; -1 = lowest id in the list. */
@@ -165,7 +165,9 @@ struct cr_app_info {
  * Options are `--name VALUE`, `--name=VALUE`, `-x VALUE` or `-xVALUE`; a value is the
  * next word even if it starts with '-'. Options end at "--" or at the first word that
  * does not start with '-' (no reordering). Common options are matched before the app's.
- * --log-level is applied as soon as it is parsed; app setters run in command-line order.
+ * --log-level, --log-file, --syslog and --log-timestamps are applied as soon as they are
+ * parsed (cr_log_set_level(), cr_log_set_file(), ...); app setters run in command-line
+ * order.
  *
  * Prints --help / --version to stdout. On a bad option prints exactly one line to stderr,
  * "<app>: <option> <value>: <what is wrong>; accepted: <what is accepted>", e.g.
@@ -183,6 +185,33 @@ struct cr_app_info {
  */
 int cr_eal_parse_args(int argc, char **argv, const struct cr_app_info *app,
 		      struct cr_eal_config *cfg, struct cr_lcore_table *table, int *first_arg);
+
+/**
+ * The option (common or the app's) whose long name is @p name, or NULL. Control path.
+ */
+const struct cr_opt *cr_eal_find_opt(const struct cr_app_info *app, const char *name);
+
+/**
+ * Apply one option by its long name, as `--NAME VALUE` (or `--NAME` for a flag, @p val
+ * NULL) on the command line would: the config-file path of lib/app. Errors are one line on
+ * stderr like cr_eal_parse_args()'s, with @p where ("FILE:LINE") in place of the dashes:
+ * "<app>: FILE:LINE: KEY VALUE: <what is wrong>; accepted: <what is accepted>". An
+ * unknown name, --help / --version, a value for a flag and no value for an option that
+ * needs one are usage errors too. Control path; keeps no state between calls.
+ * @param cfg as for cr_eal_parse_args(); common options write into it.
+ * @return 0; -EINVAL after the line (exit 2); another -errno from a setter (the line then
+ *         gives the error string).
+ */
+int cr_eal_apply_opt(const struct cr_app_info *app, struct cr_eal_config *cfg, const char *name,
+		     const char *val, const char *where);
+
+/**
+ * From an option's setter that is about to return -EINVAL for a compound value: say which
+ * @p part of it is wrong and what that part accepts (e.g. "weight=999" and "0-256" for
+ * `--backend 127.0.0.1:80,weight=999`), so the error line names the part instead of only
+ * the whole value. Both strings are copied. Only the setter's own thread, during the call.
+ */
+void cr_opt_bad_part(const char *part, const char *accepted);
 
 /**
  * Let a higher layer add lines to --version output (the reactor adds the io driver that
@@ -246,6 +275,24 @@ int cr_thread_detach(void *handle);
 void *cr_numa_zalloc(size_t size, int node);
 /** Free memory from cr_numa_zalloc(); NULL is fine. */
 void cr_numa_free(void *p);
+
+/* ---- the service manager ---- */
+
+/**
+ * Tell the service manager (systemd, Type=notify) about the process: @p state is one or
+ * more "KEY=VALUE" lines, e.g. "READY=1", "STOPPING=1", "RELOADING=1",
+ * "STATUS=listening on 127.0.0.1:8080". Sent as one datagram to the unix socket
+ * $NOTIFY_SOCKET names (a path, or an abstract name written with a leading '@'), as
+ * sd_notify(3) does; without $NOTIFY_SOCKET, nothing is sent. Never blocks for long (a
+ * datagram to a local socket). Control path; any thread.
+ * @return 0 (sent, or no $NOTIFY_SOCKET); -EINVAL (NULL or empty @p state, longer than 4
+ *         KiB, or $NOTIFY_SOCKET neither a path nor '@name'); -ENAMETOOLONG; -errno from
+ *         socket(2) or sendto(2) (e.g. -ECONNREFUSED: nobody listens there).
+ */
+int cr_sd_notify(const char *state);
+
+/** cr_sd_notify() with a printf-style @p fmt (at most 4 KiB once formatted). */
+int cr_sd_notifyf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- clocks ---- */
 

@@ -8,6 +8,11 @@
 #define CR_LOG_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cr_config.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,10 +53,18 @@ void cr_log_register(struct cr_log_component *c);
 	}
 
 /**
- * printf-style log line "<name>: <level>: text\n" to stderr, written with one write(2)
- * so lines from different threads do not interleave; a trailing newline in @p fmt is not
- * doubled, a line longer than 1 KiB is truncated. Nothing is written if @p level is above
- * the component's level. Keeps errno. Any thread.
+ * printf-style log line "<time> <name>: <level>: text\n", where <time> is UTC in RFC 3339
+ * with milliseconds ("2024-05-01T09:30:00.123Z", left out after
+ * cr_log_set_timestamps(false)). A trailing newline in @p fmt is not doubled; a line
+ * longer than 1 KiB is truncated. Nothing is written if @p level is above the component's
+ * level. Keeps errno. Any thread.
+ *
+ * Where the line goes: to the sink (stderr, cr_log_set_file(), cr_log_set_syslog()),
+ * each line whole (one write(2) never carries part of a line). On a thread attached with
+ * cr_log_attach() — every lcore — the line is copied into that thread's buffer and the
+ * log thread writes it out: the call never blocks, and a full buffer drops the line and
+ * counts it (cr_log_dropped()). Other threads (the control path, helper threads) write
+ * the line themselves, under a lock, in order with what else they print.
  */
 void cr_log_write(const struct cr_log_component *c, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -76,6 +89,97 @@ int cr_log_set_level(const char *spec);
 
 /** Parse a level name or number; @return the level or -EINVAL. */
 int cr_log_parse_level(const char *s);
+
+/* ---- where lines go ---- */
+
+/**
+ * Write log lines to the file at @p path, appended (created with mode 0640 if missing),
+ * instead of the current sink; NULL goes back to stderr. Control path; any thread.
+ * @param path copied; at most PATH_MAX - 1 bytes.
+ * @return 0; -EINVAL (empty path); -ENAMETOOLONG; -errno from open(2) (the sink is then
+ *         unchanged).
+ */
+int cr_log_set_file(const char *path);
+
+/**
+ * Send log lines to the local syslog daemon (the datagram socket /dev/log) as
+ * "<PRI>ident[pid]: <name>: <level>: text", facility daemon, severity the line's level,
+ * without our timestamp (the daemon stamps what it receives). Control path; any thread.
+ * @param ident copied (truncated at 63 bytes), e.g. the app's name; NULL goes back to
+ *              stderr.
+ * @return 0; -errno from socket(2) or connect(2) (ENOENT: no syslog daemon listens; the
+ *         sink is then unchanged).
+ */
+int cr_log_set_syslog(const char *ident);
+
+/**
+ * Reopen the sink, for log rotation: the file is opened again at its path (a renamed file
+ * keeps what was written to it, new lines go to the new file), the syslog socket is
+ * reconnected, stderr stays as it is. Lines already buffered go to the new file. Safe from
+ * any thread, e.g. the thread that takes SIGUSR1 (not from an asynchronous signal
+ * handler: it takes a lock).
+ * @return 0; -errno from open(2) or connect(2): the old sink stays, and one line says so.
+ */
+int cr_log_reopen(void);
+
+/** What cr_log_sink() describes. */
+enum cr_log_sink_kind {
+	CR_LOG_SINK_STDERR = 0,
+	CR_LOG_SINK_FILE,
+	CR_LOG_SINK_SYSLOG,
+};
+
+/**
+ * The current sink, and into @p buf (may be NULL) the file's path or the syslog ident.
+ * Any thread.
+ */
+enum cr_log_sink_kind cr_log_sink(char *buf, size_t len);
+
+/** Put the RFC 3339 timestamp at the start of each line (default) or leave it out. */
+void cr_log_set_timestamps(bool on);
+
+/** True when lines carry a timestamp. */
+bool cr_log_timestamps(void);
+
+/* ---- the log thread and per-thread buffers ---- */
+
+/**
+ * Make the calling thread a non-blocking log producer with buffer @p id (an lcore id):
+ * from now on its lines are copied into that buffer and written by the log thread, which
+ * this starts if it is not running (and stops at exit, writing out what is buffered). A
+ * buffer is allocated the first time its id is attached and kept for the life of the
+ * process, so a thread attached again with the same id (an lcore's next incarnation)
+ * reuses it. Control path; the reactor calls it on each lcore's thread.
+ * @return 0; -EINVAL (@p id >= CR_MAX_LCORES); -EBUSY (another thread is attached with
+ *         @p id); -ENOMEM; -errno from creating the thread or its eventfd.
+ */
+int cr_log_attach(unsigned id);
+
+/**
+ * Write out what the calling thread buffered and make it write its lines itself again.
+ * Nothing attached is fine. Control path (waits for the log thread's current pass).
+ */
+void cr_log_detach(void);
+
+/**
+ * Write out every buffered line now, on the calling thread. Control path (waits for the
+ * log thread's current pass); not on an lcore in steady state (it writes to the sink).
+ */
+void cr_log_flush(void);
+
+/**
+ * Stop the log thread: every buffered line is written, and from then on each thread
+ * writes its own lines again (attached threads included). Runs at exit by itself.
+ * Control path; not from an attached thread's buffer path.
+ */
+void cr_log_stop(void);
+
+/**
+ * Lines dropped because the buffer of lcore @p id was full. The log thread also writes
+ * one line saying how many were dropped where. Any thread.
+ * @return the count since the process started (0 for an id never attached).
+ */
+uint64_t cr_log_dropped(unsigned id);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,9 @@
 #ifndef EAL_INTERNAL_H
 #define EAL_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cr_log.h"
 
@@ -27,5 +29,59 @@ typedef int (*cr__corelist_fn)(unsigned lo, unsigned hi, void *ctx);
  */
 int cr__corelist_walk(const char *s, unsigned max_id, cr__corelist_fn fn, void *ctx, char *err,
 		      size_t errlen);
+
+/* ---- logging: eal_log.c, eal_log_sink.c, eal_log_thread.c ---- */
+
+/* Longest log line, its newline and NUL included. */
+#define CR__LOG_LINE_MAX 1024
+/* Length of the timestamp cr__log_timestamp() writes, its trailing space included. */
+#define CR__LOG_STAMP_LEN 25
+
+/* The name of @p level ("err" .. "debug"), clamped to the known ones. */
+const char *cr__log_level_name(int level);
+
+/*
+ * Write the UTC time now as "YYYY-MM-DDTHH:MM:SS.mmmZ " into @p buf. @return its length
+ * (CR__LOG_STAMP_LEN), or 0 if @p len is too small. No lock, no allocation.
+ */
+size_t cr__log_timestamp(char *buf, size_t len);
+/* The same for @p sec / @p nsec since the epoch (the unit tests check it). */
+size_t cr__log_format_time(char *buf, size_t len, int64_t sec, long nsec);
+
+/*
+ * Hand one formatted line to wherever it goes: a thread's buffer while the log thread
+ * runs, else the sink directly. @p body is where the text after the timestamp starts.
+ */
+void cr__log_emit(const char *line, size_t len, size_t body, int level);
+
+/* ---- the sink (eal_log_sink.c) ---- */
+
+/* Lines gathered for one write(2) of at most PIPE_BUF bytes. */
+struct cr__log_batch {
+	size_t len;
+	char buf[4096];
+};
+
+/* Sink lock around a batch of lines; the log thread takes it once per pass. */
+void cr__log_sink_lock(void);
+void cr__log_sink_unlock(void);
+/* Add one line to @p b (writing @p b out first when it is full). Under the sink lock,
+ * or from the abort handler, which takes no lock. */
+void cr__log_batch_add(struct cr__log_batch *b, const char *line, size_t len, size_t body,
+		       int level);
+/* Write out what @p b holds. Same context as cr__log_batch_add(). */
+void cr__log_batch_flush(struct cr__log_batch *b);
+/* Write one line now: takes the sink lock. */
+void cr__log_sink_line(const char *line, size_t len, size_t body, int level);
+
+/* ---- tests of the log thread ---- */
+
+/* Bytes of each buffer allocated from now on (a power of two >= 4096). */
+void cr__log_set_buf_size(size_t bytes);
+/* While paused, the log thread takes nothing from the buffers (cr_log_flush() still
+ * does). */
+void cr__log_pause(bool paused);
+/* Path of the syslog socket from now on (default "/dev/log"). */
+void cr__log_set_syslog_path(const char *path);
 
 #endif /* EAL_INTERNAL_H */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Log components, run-time levels and the line writer.
+ * Log components, run-time levels and the line formatter (eal_log_sink.c writes lines,
+ * eal_log_thread.c buffers them for the log thread).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -9,7 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "cr_log.h"
 #include "eal_internal.h"
@@ -20,7 +20,6 @@
  */
 #define MAX_SPECS   16
 #define PATTERN_MAX 64
-#define LINE_MAX_   1024
 
 struct level_spec {
 	char pattern[PATTERN_MAX]; /* "" = every component */
@@ -205,17 +204,23 @@ level_name(int level)
 	return level_names[level];
 }
 
-/* Formats one whole line; the caller sees it truncated rather than split. */
+/*
+ * Formats one whole line, "<time> <name>: <level>: text\n", always with its timestamp:
+ * the sink leaves it out (cr_log_set_timestamps(false), syslog) by starting at *body. The
+ * caller sees a long line truncated rather than split.
+ */
 static size_t
-format_line(char *buf, size_t len, const struct cr_log_component *c, int level, const char *fmt,
-	    va_list ap)
+format_line(char *buf, size_t len, const struct cr_log_component *c, int level, size_t *body,
+	    const char *fmt, va_list ap)
 {
-	int pre = snprintf(buf, len, "%s: %s: ", c->name, level_name(level));
-	size_t n = pre > 0 && (size_t)pre < len ? (size_t)pre : 0;
-	int body = vsnprintf(buf + n, len - n, fmt, ap);
+	size_t ts = cr__log_timestamp(buf, len);
+	int pre = snprintf(buf + ts, len - ts, "%s: %s: ", c->name, level_name(level));
+	size_t n = pre > 0 && (size_t)pre < len - ts ? ts + (size_t)pre : ts;
+	int text = vsnprintf(buf + n, len - n, fmt, ap);
 
-	if (body > 0)
-		n += (size_t)body < len - n ? (size_t)body : len - n - 1;
+	*body = ts;
+	if (text > 0)
+		n += (size_t)text < len - n ? (size_t)text : len - n - 1;
 	/* Leave room for the newline; callers may or may not end fmt with one. */
 	if (n > 0 && buf[n - 1] == '\n')
 		n--;
@@ -229,26 +234,23 @@ format_line(char *buf, size_t len, const struct cr_log_component *c, int level, 
 void
 cr_log_write(const struct cr_log_component *c, int level, const char *fmt, ...)
 {
-	char line[LINE_MAX_];
+	char line[CR__LOG_LINE_MAX];
 	int saved_errno = errno;
 	va_list ap;
-	size_t n, off = 0;
+	size_t n, body;
 
 	if (atomic_load_explicit(&c->level, memory_order_relaxed) < level)
 		return;
 	va_start(ap, fmt);
-	n = format_line(line, sizeof(line), c, level, fmt, ap);
+	n = format_line(line, sizeof(line), c, level, &body, fmt, ap);
 	va_end(ap);
-	/* One write(2) per line, so lines from different lcores never interleave. */
-	while (off < n) {
-		ssize_t w = write(STDERR_FILENO, line + off, n - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		off += (size_t)w;
-	}
+	cr__log_emit(line, n, body, level);
 	/* Callers often log right after a failed call and then look at errno. */
 	errno = saved_errno;
+}
+
+const char *
+cr__log_level_name(int level)
+{
+	return level_name(level);
 }

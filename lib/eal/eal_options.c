@@ -100,6 +100,9 @@ cr_parse_seconds(const char *s, double *out)
 
 /* ---- setters of the common options ---- */
 
+/* The name of the app whose options cr_eal_parse_args() is parsing (the syslog ident). */
+static const char *parsing_app;
+
 static int
 set_corelist(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
 {
@@ -211,6 +214,57 @@ set_log_level(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
 }
 
 static int
+set_log_file(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
+{
+	int rc;
+
+	(void)cfg;
+	if (cr_log_sink(NULL, 0) == CR_LOG_SINK_SYSLOG) {
+		cr__errf(why, len, "--syslog was given too");
+		return -EINVAL;
+	}
+	rc = cr_log_set_file(val);
+	if (rc != 0) {
+		cr__errf(why, len, "cannot open: %s", cr_strerror(rc));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
+set_syslog(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
+{
+	int rc;
+
+	(void)cfg, (void)val;
+	if (cr_log_sink(NULL, 0) == CR_LOG_SINK_FILE) {
+		cr__errf(why, len, "--log-file was given too");
+		return -EINVAL;
+	}
+	rc = cr_log_set_syslog(parsing_app != NULL ? parsing_app : "coreact");
+	if (rc != 0) {
+		cr__errf(why, len, "cannot reach the syslog socket /dev/log: %s", cr_strerror(rc));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
+set_log_timestamps(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
+{
+	(void)cfg;
+	if (strcmp(val, "rfc3339") == 0)
+		cr_log_set_timestamps(true);
+	else if (strcmp(val, "none") == 0)
+		cr_log_set_timestamps(false);
+	else {
+		cr__errf(why, len, "unknown format");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
 set_shutdown_timeout(struct cr_eal_config *cfg, const char *val, char *why, size_t len)
 {
 	if (cr_parse_seconds(val, &cfg->shutdown_timeout) != 0) {
@@ -277,6 +331,28 @@ static const struct common_opt common_opts[] = {
 		      .accepted = "LEVEL or PATTERN:LEVEL joined with ',', LEVEL one of err, "
 				  "warning, notice, info, debug, 3-7"},
 		.apply = set_log_level,
+	},
+	{
+		.o = {.name = "log-file",
+		      .metavar = "PATH",
+		      .help = "append log lines to PATH instead of stderr (reopened by "
+			      "/log/reopen, for logrotate)",
+		      .accepted = "a file this user can create or append to; not with --syslog"},
+		.apply = set_log_file,
+	},
+	{
+		.o = {.name = "syslog",
+		      .help = "send log lines to syslog (/dev/log, facility daemon)",
+		      .accepted = "--syslog without a value; not with --log-file"},
+		.apply = set_syslog,
+	},
+	{
+		.o = {.name = "log-timestamps",
+		      .metavar = "FORMAT",
+		      .help = "rfc3339: log lines start with the UTC time (default); none: they "
+			      "do not (a journal adds its own)",
+		      .accepted = "rfc3339, none"},
+		.apply = set_log_timestamps,
 	},
 	{
 		.o = {.name = "shutdown-timeout",
@@ -443,16 +519,32 @@ print_version(const struct cr_app_info *app, const struct cr_eal_config *cfg, FI
 
 /* ---- the loop ---- */
 
-/* Apply @p f with value @p val (NULL for a flag); @p shown is the option as typed. */
+/* What the running setter said about a compound value (cr_opt_bad_part()). */
+static _Thread_local char bad_part[128];
+static _Thread_local char bad_part_accepted[256];
+
+void
+cr_opt_bad_part(const char *part, const char *accepted)
+{
+	snprintf(bad_part, sizeof(bad_part), "%s", part != NULL ? part : "");
+	snprintf(bad_part_accepted, sizeof(bad_part_accepted), "%s",
+		 accepted != NULL ? accepted : "see the option's --help");
+}
+
+/*
+ * Apply @p f with value @p val (NULL for a flag); @p shown is the option as typed, @p where
+ * "FILE:LINE" for a config file line (NULL on the command line).
+ */
 static int
 apply_opt(const struct cr_app_info *app, struct cr_eal_config *cfg, const struct found_opt *f,
-	  const char *shown, const char *val)
+	  const char *where, const char *shown, const char *val)
 {
 	char what[ERR_MAX];
 	char why[WHY_MAX] = "invalid value";
 	const char *accepted = f->o->accepted;
 	int rc;
 
+	bad_part[0] = '\0';
 	if (f->common != NULL)
 		rc = f->common->apply(cfg, val, why, sizeof(why));
 	else
@@ -461,13 +553,25 @@ apply_opt(const struct cr_app_info *app, struct cr_eal_config *cfg, const struct
 		return 0;
 	/* An empty value would vanish from the line; quote it so the user sees it. */
 	if (val == NULL)
-		snprintf(what, sizeof(what), "%s", shown);
+		snprintf(what, sizeof(what), "%s%s%s", where != NULL ? where : "",
+			 where != NULL ? ": " : "", shown);
 	else
-		snprintf(what, sizeof(what), "%s %s", shown, val[0] != '\0' ? val : "''");
+		snprintf(what, sizeof(what), "%s%s%s %s", where != NULL ? where : "",
+			 where != NULL ? ": " : "", shown, val[0] != '\0' ? val : "''");
 	if (rc != -EINVAL) {
 		/* Not the value's fault (e.g. -ENOMEM): say what happened, keep the errno. */
 		fprintf(stderr, "%s: %s: %s\n", app->name, what, cr_strerror(rc));
 		return rc;
+	}
+	if (bad_part[0] != '\0') {
+		/* In a file the line number says where: name the part first, then the line. */
+		if (where != NULL)
+			fprintf(stderr, "%s: %s: %s: invalid in `%s %s`; accepted: %s\n", app->name,
+				where, bad_part, shown, val != NULL ? val : "", bad_part_accepted);
+		else
+			fprintf(stderr, "%s: %s: %s: invalid; accepted: %s\n", app->name, what,
+				bad_part, bad_part_accepted);
+		return -EINVAL;
 	}
 	if (accepted == NULL) {
 		char see[128];
@@ -531,7 +635,7 @@ parse_one(int argc, char **argv, int *i, const struct cr_app_info *app,
 		/* Like getopt: the next word is the value even if it starts with '-'. */
 		val = argv[++*i];
 	}
-	return apply_opt(app, cfg, &f, shown, val);
+	return apply_opt(app, cfg, &f, NULL, shown, val);
 }
 
 int
@@ -542,6 +646,7 @@ cr_eal_parse_args(int argc, char **argv, const struct cr_app_info *app,
 	int i;
 	int rc;
 
+	parsing_app = app->name;
 	/* argv[0] is the program; an empty argv (argc 0) has no options either. */
 	for (i = argc > 0 ? 1 : 0; i < argc; i++) {
 		const char *arg = argv[i];
@@ -564,4 +669,48 @@ cr_eal_parse_args(int argc, char **argv, const struct cr_app_info *app,
 	if (rc != 0)
 		fprintf(stderr, "%s: %s\n", app->name, err);
 	return rc;
+}
+
+const struct cr_opt *
+cr_eal_find_opt(const struct cr_app_info *app, const char *name)
+{
+	struct found_opt f;
+
+	if (name == NULL || !find_long(app, name, strlen(name), &f))
+		return NULL;
+	return f.o;
+}
+
+int
+cr_eal_apply_opt(const struct cr_app_info *app, struct cr_eal_config *cfg, const char *name,
+		 const char *val, const char *where)
+{
+	struct found_opt f;
+	char what[ERR_MAX];
+
+	if (!find_long(app, name, strlen(name), &f)) {
+		fprintf(stderr,
+			"%s: %s: %s: unknown key; accepted: the long options of %s --help, "
+			"without their --\n",
+			app->name, where, name, app->name);
+		return -EINVAL;
+	}
+	if (f.common != NULL && f.common->act != ACT_APPLY) {
+		snprintf(what, sizeof(what), "%s: %s", where, name);
+		return usage_error(app, what, "not a setting", "the options that set something");
+	}
+	if (f.o->metavar == NULL && val != NULL) {
+		snprintf(what, sizeof(what), "%s: %s %s", where, name, val);
+		return usage_error(app, what, "takes no value",
+				   f.o->accepted != NULL ? f.o->accepted : "the key alone");
+	}
+	if (f.o->metavar != NULL && val == NULL) {
+		char why[WHY_MAX];
+
+		snprintf(what, sizeof(what), "%s: %s", where, name);
+		snprintf(why, sizeof(why), "missing %s", f.o->metavar);
+		return usage_error(app, what, why,
+				   f.o->accepted != NULL ? f.o->accepted : f.o->metavar);
+	}
+	return apply_opt(app, cfg, &f, where, name, val);
 }

@@ -2,7 +2,7 @@
 /**
  * @file
  * Asynchronous I/O on the current lcore: ops in per-lcore slots named by
- * (index, generation) handles (DESIGN.md rule 6), submitted through the lcore's driver
+ * (index, generation) handles (doc/guides/design.md rule 6), submitted through the lcore's driver
  * (io_uring or epoll) and completed by callbacks in a later phase of the loop — never
  * from inside the submitting call.
  *
@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "cr_ring.h"
+#include "cr_msg.h"
 
 #ifdef __cplusplus
 extern "C" {

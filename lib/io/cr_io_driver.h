@@ -134,9 +134,6 @@ struct cr_io_driver_ops {
 void cr_io_complete(uint64_t user_data, int32_t res, uint32_t flags, void *buf,
 		    uint32_t buf_id);
 
-/** Test builds only: rewrites a completion before the callback sees it (fault injection). */
-extern void (*cr__io_fault_hook)(const struct cr_op *op, struct cr_io_cqe *cqe);
-
 #ifdef __cplusplus
 }
 #endif

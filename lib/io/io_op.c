@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Op slots with generation handles (DESIGN.md rule 6). Each lcore has a table of slots
+ * Op slots with generation handles (doc/guides/design.md rule 6). Each lcore has a table of slots
  * sized at start; a handle is (index, generation) and a completion whose generation is
  * not the slot's live one calls nothing. At lcore stop every op still in flight is
  * abandoned and its CQE awaited; if that cannot finish, the process aborts rather than
@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include "cr_io_driver.h"
+#include "io_fault_hook.h"
 #include "cr_log.h"
 #include "cr_reactor.h"
+#include "cr_reactor_module.h"
 #include "cr_telemetry.h"
 
 CR_LOG_COMPONENT(log_io, "lib.io");
@@ -525,7 +527,8 @@ __attribute__((constructor)) static void
 io_register(void)
 {
 	cr_reactor_module_register(&io_module);
-	cr_telemetry_reader_register("ops_in_flight", CR_TELEMETRY_GAUGE,
-				     "I/O ops in flight (abandoned ones included).", read_inflight,
-				     NULL);
+	cr_telemetry_reader_register_prom("ops_in_flight", CR_TELEMETRY_GAUGE,
+					  "I/O ops in flight (abandoned ones included).",
+					  &(struct cr_telemetry_prom){"io_ops_in_flight"},
+					  read_inflight, NULL);
 }

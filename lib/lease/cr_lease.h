@@ -2,7 +2,7 @@
 /**
  * @file
  * Leases: a retirement hold on the current lcore for a long-lived, thread-affine owner
- * (DESIGN.md "Lifecycle and leases").
+ * (doc/guides/design.md "Lifecycle and leases").
  *
  * While a lease is held, its lcore does not finish retiring and a graceful shutdown waits
  * for it (up to the shutdown timeout): the lcore keeps its mailbox open and keeps serving

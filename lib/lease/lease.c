@@ -5,9 +5,10 @@
  * dereferences anything that can be freed.
  */
 #include <errno.h>
+#include <stddef.h>
 
 #include "cr_lease.h"
-#include "cr_reactor_backend.h"
+#include "reactor_hold.h"
 
 int
 cr_lease_acquire(struct cr_lease *l)

@@ -4,7 +4,7 @@
  * TCP listeners and connections, outbound TCP connections and UDP sockets on top of
  * lib/io, one lcore at a time.
  *
- * Ownership (DESIGN.md rule 1). A connection or UDP socket belongs to the lcore that
+ * Ownership (doc/guides/design.md rule 1). A connection or UDP socket belongs to the lcore that
  * accepted, connected or bound it; every call on it is made there and every callback runs
  * there. A listener belongs to the lcore that created it (its *home*); by default it has
  * one SO_REUSEPORT socket on every RUNNING lcore, so the kernel spreads connections over

@@ -12,7 +12,7 @@
  *
  * Lifetime: c->holds counts ops in flight plus callbacks on the stack. Ending a
  * connection abandons its ops; the slot, its chunks and its socket are released when the
- * last hold goes, i.e. after every final completion (DESIGN.md rule 6).
+ * last hold goes, i.e. after every final completion (doc/guides/design.md rule 6).
  */
 #include <errno.h>
 #include <netinet/tcp.h>

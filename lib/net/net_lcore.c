@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "cr_reactor_backend.h"
+#include "cr_reactor_module.h"
 #include "cr_telemetry.h"
 #include "net_internal.h"
 
@@ -277,21 +277,29 @@ __attribute__((constructor)) static void
 net_register(void)
 {
 	cr_reactor_module_register(&net_module);
-	cr_telemetry_reader_register("net_connections", CR_TELEMETRY_GAUGE,
-				     "TCP connection slots in use (closing ones included).",
-				     read_conns, NULL);
-	cr_telemetry_reader_register("net_accepted", CR_TELEMETRY_COUNTER,
-				     "TCP connections accepted.", read_accepted, NULL);
-	cr_telemetry_reader_register("net_accept_backoffs", CR_TELEMETRY_COUNTER,
-				     "Accepts paused for lack of descriptors (EMFILE, ENFILE).",
-				     read_accept_backoffs, NULL);
-	cr_telemetry_reader_register("net_bytes_in", CR_TELEMETRY_COUNTER,
-				     "TCP bytes received.", read_bytes_in, NULL);
-	cr_telemetry_reader_register("net_bytes_out", CR_TELEMETRY_COUNTER,
-				     "TCP bytes sent.", read_bytes_out, NULL);
-	cr_telemetry_reader_register("net_handed_off", CR_TELEMETRY_COUNTER,
-				     "Connections a draining listener passed to another lcore.",
-				     read_handed_off, NULL);
+	/* Prometheus names carry their unit: coreact_net_received_bytes_total, ... */
+	cr_telemetry_reader_register_prom("net_connections", CR_TELEMETRY_GAUGE,
+					  "TCP connection slots in use (closing ones included).",
+					  &(struct cr_telemetry_prom){"net_connections"}, read_conns,
+					  NULL);
+	cr_telemetry_reader_register_prom(
+	    "net_accepted", CR_TELEMETRY_COUNTER, "TCP connections accepted.",
+	    &(struct cr_telemetry_prom){"net_accepted_connections"}, read_accepted, NULL);
+	cr_telemetry_reader_register_prom(
+	    "net_accept_backoffs", CR_TELEMETRY_COUNTER,
+	    "Accepts paused for lack of descriptors (EMFILE, ENFILE).",
+	    &(struct cr_telemetry_prom){"net_accept_backoffs"}, read_accept_backoffs, NULL);
+	cr_telemetry_reader_register_prom("net_bytes_in", CR_TELEMETRY_COUNTER,
+					  "TCP bytes received.",
+					  &(struct cr_telemetry_prom){"net_received_bytes"},
+					  read_bytes_in, NULL);
+	cr_telemetry_reader_register_prom("net_bytes_out", CR_TELEMETRY_COUNTER, "TCP bytes sent.",
+					  &(struct cr_telemetry_prom){"net_sent_bytes"},
+					  read_bytes_out, NULL);
+	cr_telemetry_reader_register_prom(
+	    "net_handed_off", CR_TELEMETRY_COUNTER,
+	    "Connections a draining listener passed to another lcore.",
+	    &(struct cr_telemetry_prom){"net_handed_off_connections"}, read_handed_off, NULL);
 }
 
 #define LOAD(f) atomic_load_explicit(&nl->stats.f, memory_order_relaxed)

@@ -2,7 +2,7 @@
 /*
  * Listeners. The sockets are made on the calling (home) lcore, so bind errors come back
  * at once; each is then handed, with cr_for_each_lcore(), to the lcore that will accept on
- * it. From then on a socket's shard is touched only by its lcore (DESIGN.md rule 1).
+ * it. From then on a socket's shard is touched only by its lcore (doc/guides/design.md rule 1).
  *
  * The listener's memory is shared by its shards and freed by whoever drops the last
  * reference: the app's handle, one per shard whose socket is still open, one per

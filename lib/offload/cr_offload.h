@@ -12,7 +12,7 @@
 #ifndef CR_OFFLOAD_H
 #define CR_OFFLOAD_H
 
-#include "cr_ring.h"
+#include "cr_msg.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -16,7 +16,8 @@
 #include "cr_log.h"
 #include "cr_offload.h"
 #include "cr_reactor.h"
-#include "cr_reactor_backend.h"
+#include "cr_reactor_module.h"
+#include "cr_ring.h"
 
 CR_LOG_COMPONENT(log_offload, "lib.offload");
 

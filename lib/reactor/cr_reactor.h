@@ -8,7 +8,7 @@
  * Each loop turn takes at most CR_BATCH items from each source (mailbox, deferred tasks,
  * completions, expired timers, pollers), flushes what it sent, then goes round again; an
  * lcore with nothing to do spins for an adaptive budget and then parks until a message,
- * a completion or its next timer (DESIGN.md rules 3, 8, 9).
+ * a completion or its next timer (doc/guides/design.md rules 3, 8, 9).
  */
 #ifndef CR_REACTOR_H
 #define CR_REACTOR_H
@@ -18,7 +18,7 @@
 
 #include "cr_config.h"
 #include "cr_eal.h"
-#include "cr_ring.h"
+#include "cr_msg.h"
 #include "cr_timer.h"
 
 #ifdef __cplusplus
@@ -28,7 +28,7 @@ extern "C" {
 /** Returned by cr_lcore_id() off an lcore. */
 #define CR_LCORE_NONE UINT32_MAX
 
-/** Lcore lifecycle states (DESIGN.md "Lifecycle and leases"). */
+/** Lcore lifecycle states (doc/guides/design.md "Lifecycle and leases"). */
 enum cr_lcore_state {
 	CR_LCORE_OFFLINE = 0,
 	CR_LCORE_STARTING,
@@ -115,23 +115,6 @@ void cr_shutdown(uint64_t timeout_ns);
 void cr_shutdown_force(void);
 
 /**
- * Block SIGINT and SIGTERM (and SIGHUP with @p hup) in the calling thread. Call it before
- * cr_reactor_init(), so the lcore threads inherit the mask and only the thread of
- * cr_reactor_signals_start() takes these signals. @return 0 or -errno.
- */
-int cr_reactor_signals_block(bool hup);
-
-/**
- * Start the thread that takes the signals cr_reactor_signals_block() blocked: the first
- * SIGINT/SIGTERM runs @p on_stop(@p arg) (NULL: cr_reactor_stop(), a graceful shutdown
- * bounded by --shutdown-timeout), any later one cr_shutdown_force(); SIGHUP runs
- * @p on_hup(@p arg). The callbacks run on that thread, not on an lcore. Call after
- * cr_reactor_init(), once.
- * @return 0; -EINVAL @p on_hup without SIGHUP blocked; -errno from pthread_create.
- */
-int cr_reactor_signals_start(void (*on_stop)(void *arg), void (*on_hup)(void *arg), void *arg);
-
-/**
  * Retire lcore @p lcore: it leaves the placement pool at once (state RETIRING), runs the
  * on_retire hook, keeps serving in bounded turns — its mailbox stays open — until its
  * leases are released and its modules idle, then closes its mailbox, runs what it had
@@ -204,7 +187,7 @@ unsigned cr_lcore_next(unsigned prev);
 	for ((i) = cr_lcore_next(CR_LCORE_NONE); (i) != CR_LCORE_NONE; (i) = cr_lcore_next(i))
 
 /**
- * Send @p fn(@p arg) to run on lcore @p lcore, exactly once (DESIGN.md rule 5).
+ * Send @p fn(@p arg) to run on lcore @p lcore, exactly once (doc/guides/design.md rule 5).
  *
  * From an lcore the message is buffered and flushed in a burst (at CR_SEND_FLUSH messages
  * or at the end of the turn); from any other thread it goes straight into the target's
@@ -320,7 +303,9 @@ struct cr_lcore_stats {
 	uint64_t parks;
 	uint64_t spin_hits;
 	uint64_t spin_misses;
-	uint64_t spin_budget_ns; /**< current adaptive budget (a gauge) */
+	uint64_t spin_budget_ns; /**< the last spin's budget (a gauge; 0: parked at once) */
+	uint64_t spin_ns;	 /**< time spent spinning before work came or a park */
+	uint64_t park_cost_ns;	 /**< CPU a park and its wake cost on this lcore (gauge) */
 	uint64_t incarnation;	 /**< bumped at every start */
 	uint64_t mailbox_depth;	 /**< messages queued in its mailbox (a gauge) */
 };

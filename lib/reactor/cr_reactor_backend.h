@@ -3,7 +3,8 @@
  * @file
  * The interface between the reactor and an I/O driver: park, wake and poll. The reactor
  * knows no I/O by name; drivers/io/uring, drivers/io/epoll and the test harness implement
- * this table. For driver writers, not for apps.
+ * this table. For driver writers, not for apps; a library that keeps per-lcore state uses
+ * cr_reactor_module.h instead.
  */
 #ifndef CR_REACTOR_BACKEND_H
 #define CR_REACTOR_BACKEND_H
@@ -99,53 +100,6 @@ struct cr_backend *cr_reactor_backend(void);
 
 /** The backend ops in use, or NULL before init. */
 const struct cr_backend_ops *cr_reactor_backend_ops(void);
-
-/**
- * A library above the reactor (lib/io, lib/net, ...) that keeps per-lcore state. Modules
- * are told of each event in registration order (their dependency order), and stopped in
- * the reverse. lcore_start runs on the lcore after its backend is up and before the app's
- * start hook; lcore_stop runs on the lcore after the app's stop hook, before the backend
- * goes.
- */
-struct cr_reactor_module {
-	const char *name;
-	int (*lcore_start)(unsigned lcore);
-	/**
-	 * The lcore begins closing, before the app's on_retire or on_shutdown hook:
-	 * @p shutdown false for a retire, true for a shutdown (given again, with true, if
-	 * a shutdown overtakes a retire). The module winds its work there down by itself
-	 * (lib/net drains its listeners and ends its connections at their boundaries). May
-	 * be NULL.
-	 */
-	void (*lcore_closing)(unsigned lcore, bool shutdown);
-	void (*lcore_stop)(unsigned lcore);
-	/**
-	 * A pure predicate: while true, a closing lcore does not close: the module still has
-	 * work there (ops in flight, connections, offload jobs). @p forced: the shutdown
-	 * timeout passed — return true only for work that must still finish (lcore_stop
-	 * then tears the rest down). May be NULL.
-	 */
-	bool (*lcore_busy)(unsigned lcore, bool forced);
-};
-
-/** Register a module (from a constructor). At most 8. */
-void cr_reactor_module_register(const struct cr_reactor_module *m);
-
-/**
- * Retirement holds (lib/lease). Take a hold on the current lcore, atomically with its
- * retirement admission: either the hold is counted before a retire or shutdown starts to
- * drain, or this fails.
- * @param incarnation receives the lcore's incarnation, which cr_reactor_unhold() needs.
- * @return 0; -EPERM off an lcore; -ESHUTDOWN admission closed (retiring, shutting down).
- */
-int cr_reactor_hold(unsigned *lcore, uint64_t *incarnation);
-
-/**
- * Drop a hold taken by cr_reactor_hold() and wake the lcore so retirement can progress.
- * Any thread. A hold of an earlier incarnation (the lcore was torn down and restarted
- * since) is ignored. @return true if a hold was dropped.
- */
-bool cr_reactor_unhold(unsigned lcore, uint64_t incarnation);
 
 /** Register @p ops at load time. */
 #define CR_BACKEND_REGISTER(ops)                                                           \

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The driver registry and the choice made by --io-driver (DESIGN.md "I/O"). */
+/* The driver registry and the choice made by --io-driver (doc/guides/design.md "I/O"). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -17,7 +17,9 @@
 #include "cr_mailbox.h"
 #include "cr_reactor.h"
 #include "cr_reactor_backend.h"
+#include "cr_reactor_module.h"
 #include "cr_timer.h"
+#include "reactor_hold.h"
 
 #ifdef CR_DEBUG
 #define CR_ASSERT_ON_LCORE(lc) assert(cr__cur == (lc))
@@ -30,6 +32,7 @@
 struct lcore_counters {
 	_Atomic uint64_t turns, busy_ns, idle_ns, msgs_in, msgs_out, deferred, timers, cqes;
 	_Atomic uint64_t wakes_sent, wakes_recv, parks, spin_hits, spin_misses, spin_budget_ns;
+	_Atomic uint64_t spin_ns, park_cost_ns;
 };
 
 #define CR_STAT_ADD(lc, field, v)                                                          \
@@ -111,7 +114,12 @@ struct cr_lcore {
 	struct cr_poller *poller_iter;	   /* next in the current pass */
 	struct cr_poller *poller_running;  /* whose callback runs now */
 	unsigned n_active_pollers;
-	uint64_t spin_ns, spin_min_ns, spin_max_ns;
+	/* The idle policy (rule 9, reactor_loop.c). */
+	uint64_t idle_since;	       /* the first idle turn's start, 0 while busy */
+	uint64_t gap_ewma_ns;	       /* how long idle spells last, smoothed */
+	uint64_t park_cost_ns;	       /* CPU a park and its wake cost here, measured */
+	uint64_t spin_recent_ns;       /* spun, and busy, lately (halved together) */
+	uint64_t busy_recent_ns;
 	bool wake_queued;   /* a wake of ours rides on our next submit */
 	bool waiting_holds; /* closing, and the last look found leases held */
 	uint8_t phase;	    /* enum lcore_phase */
@@ -210,6 +218,12 @@ int cr__pool_apply(void);
 void cr__pool_reset(void);
 /* Test builds: called at named points of lifecycle calls, to step lcores in between. */
 extern void (*cr__lifecycle_test_point)(const char *where);
+
+/* The idle policy (reactor_loop.c): state reset at each start; the park cost measured on
+ * the lcore's thread once its backend is up (a guess until then). */
+#define CR_PARK_COST_DEFAULT_NS 5000
+void cr__idle_reset(struct cr_lcore *lc);
+void cr__park_cost_measure(struct cr_lcore *lc);
 
 /* reactor_loop.c: one turn, the stop check, and the two halves of parking. */
 unsigned cr__lcore_turn(struct cr_lcore *lc);

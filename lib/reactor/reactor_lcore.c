@@ -20,12 +20,6 @@ struct cr_runtime cr__rt = {.clock = cr_clock_ns};
 _Thread_local struct cr_lcore *cr__cur;
 static pthread_t main_thread;
 
-/* Adaptive spin budget bounds (rule 9); smaller under a hypervisor, where spinning steals
- * time from the vCPU that would send us work. */
-#define SPIN_MIN_NS (50 * 1000)
-#define SPIN_MAX_NS (300 * 1000)
-#define SPIN_MIN_VM_NS (20 * 1000)
-#define SPIN_MAX_VM_NS (100 * 1000)
 
 int
 cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
@@ -66,17 +60,11 @@ cr__lcore_setup(struct cr_lcore *lc, const struct cr_lcore_info *info)
 	lc->start_failed = false;
 	atomic_store_explicit(&lc->retire_req, false, memory_order_relaxed);
 	atomic_store_explicit(&lc->started, false, memory_order_relaxed);
-	if (cr__rt.cfg.idle_spin_fixed) {
-		/* --idle-spin USEC: a fixed budget (0: park at once). */
-		lc->spin_min_ns = lc->spin_max_ns = cr__rt.cfg.idle_spin_ns;
-	} else if (cr_eal_is_vm()) {
-		lc->spin_min_ns = SPIN_MIN_VM_NS;
-		lc->spin_max_ns = SPIN_MAX_VM_NS;
-	} else {
-		lc->spin_min_ns = SPIN_MIN_NS;
-		lc->spin_max_ns = SPIN_MAX_NS;
-	}
-	lc->spin_ns = lc->spin_min_ns;
+	/* A new runtime counts afresh (the incarnation goes on: stale leases stay stale). */
+	memset(&lc->stats, 0, sizeof(lc->stats));
+	cr__idle_reset(lc);
+	lc->park_cost_ns = CR_PARK_COST_DEFAULT_NS; /* measured when its backend is up */
+	CR_STAT_SET(lc, park_cost_ns, lc->park_cost_ns);
 	lc->ops = cr__rt.ops;
 	lc->now = cr__rt.clock();
 	atomic_store_explicit(&lc->parked, 0, memory_order_relaxed);
@@ -138,6 +126,8 @@ cr__lcore_backend_start(struct cr_lcore *lc)
 	if (rc != 0)
 		return rc;
 	lc->be_own = be;
+	if (!cr__rt.sim && !cr__rt.cfg.idle_spin_fixed && !cr__rt.cfg.poll_mode)
+		cr__park_cost_measure(lc);
 	/* release: pairs with the acquire in cr__wake_if_parked() */
 	atomic_store_explicit(&lc->be, be, memory_order_release);
 	inc = atomic_fetch_add_explicit(&lc->incarnation, 1, memory_order_relaxed) + 1;
@@ -147,8 +137,8 @@ cr__lcore_backend_start(struct cr_lcore *lc)
 }
 
 /*
- * The incarnation's backend goes: its ring and everything in it (DESIGN.md: nothing of an
- * old incarnation is kept). No lcore can be about to wake us through it: a ring wake is
+ * The incarnation's backend goes: its ring and everything in it (doc/guides/design.md:
+ * nothing of an old incarnation is kept). No lcore can be about to wake us through it: a ring wake is
  * sent only while its sender holds our mailbox admission, up to its own submit, and our
  * loop ended with the mailbox quiesced. Every other waker uses lc->wake, which stays.
  */
@@ -231,6 +221,9 @@ lcore_thread(void *arg)
 	int rc;
 
 	cr__cur = lc;
+	/* Log lines go through the log thread: an lcore never waits on a write (rule 2).
+	 * If that cannot be set up, the lcore writes its lines itself. */
+	(void)cr_log_attach(lc->id);
 	rc = cr__lcore_backend_start(lc);
 	if (rc == 0) {
 		rc = lcore_enter(lc);
@@ -240,6 +233,7 @@ lcore_thread(void *arg)
 	if (rc != 0) {
 		cr__cur = NULL;
 		lc->start_err = rc;
+		cr_log_detach();
 		lc->start_failed = true;
 		atomic_store_explicit(&lc->state, CR_LCORE_OFFLINE, memory_order_release);
 		cr__lcore_exit(lc);
@@ -247,6 +241,7 @@ lcore_thread(void *arg)
 	}
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
+	cr_log_detach();
 	cr__cur = NULL;
 	/* The request, if one made us retire (taken under the lifecycle lock). The callback
 	 * may make lifecycle requests of its own, this lcore's start included. */
@@ -279,7 +274,7 @@ cr__lcore_reset(struct cr_lcore *lc)
 	lc->start_err = 0;
 	lc->exiting = false;
 	lc->start_pending = false;
-	lc->spin_ns = lc->spin_min_ns;
+	cr__idle_reset(lc);
 	lc->now = cr__rt.clock();
 	lc->last_work = 0;
 	atomic_store(&lc->retire_req, false);
@@ -521,8 +516,12 @@ cr_reactor_run(void)
 	    !pthread_equal(pthread_self(), main_thread))
 		return -EPERM;
 	lc = &cr__lcores[cr__rt.main_lcore];
+	/* As on the other lcores, for the loop only: init and fini, on the control path,
+	 * write their lines themselves, in order with the app's own output. */
+	(void)cr_log_attach(lc->id);
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
+	cr_log_detach();
 	join_all();
 	return 0;
 }
@@ -638,6 +637,8 @@ cr_lcore_stats(unsigned id, struct cr_lcore_stats *out)
 	out->spin_hits = LOAD(spin_hits);
 	out->spin_misses = LOAD(spin_misses);
 	out->spin_budget_ns = LOAD(spin_budget_ns);
+	out->spin_ns = LOAD(spin_ns);
+	out->park_cost_ns = LOAD(park_cost_ns);
 	out->incarnation = atomic_load_explicit(&lc->incarnation, memory_order_relaxed);
 	out->wakes_recv = LOAD(wakes_recv);
 	/* The rings are freed at fini: read them only while counted in. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Lcore lifecycle: retire, start again, resize the pool, shut down, and the retirement
- * holds that leases are built on (DESIGN.md "Lifecycle and leases").
+ * holds that leases are built on (doc/guides/design.md "Lifecycle and leases").
  *
  * Control requests are flags the lcore acts on in its own loop (cr__lcore_done); what
  * touches a backend from another thread counts itself in `stoppers` first, so fini never

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The loop. A turn takes at most CR_BATCH from each source, then flushes what it sent;
- * an lcore with nothing to do spins for an adaptive budget, then parks (rules 3, 8, 9).
+ * an lcore with nothing to do spins when spinning pays, else parks (rules 3, 8, 9).
  */
 #include <errno.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include "reactor_internal.h"
 
@@ -14,6 +16,8 @@
  * do completions, messages and timers. The bound only guards against a wake nobody sends
  * (and is cut to a shutdown's deadline, which passes without one). */
 #define CLOSING_OPEN_PARK_NS (10 * 1000 * 1000)
+/* "Lately", for the spin's share of busy time: both halved every 10 ms of busy time. */
+#define RECENT_HALVE_NS (10ull * 1000 * 1000)
 
 static unsigned
 run_completions(struct cr_lcore *lc)
@@ -67,10 +71,17 @@ account(struct cr_lcore *lc, uint64_t now)
 {
 	uint64_t elapsed = now - lc->now;
 
-	if (lc->last_work != 0)
+	if (lc->last_work != 0) {
 		CR_STAT_ADD(lc, busy_ns, elapsed);
-	else
+		/* What the spin's share is measured against, and forgotten as time goes. */
+		lc->busy_recent_ns += elapsed;
+		if (lc->busy_recent_ns > RECENT_HALVE_NS) {
+			lc->busy_recent_ns /= 2;
+			lc->spin_recent_ns /= 2;
+		}
+	} else {
 		CR_STAT_ADD(lc, idle_ns, elapsed);
+	}
 }
 
 static bool
@@ -278,44 +289,143 @@ cpu_relax(void)
 }
 
 /*
- * Spin for the adaptive budget: work that arrives while spinning (a hit) grows the budget
- * by half, a full spin with nothing (a miss) halves it, within [min, max]. Sources are
- * checked after every pause (a pause is ~25 ns; checking every 16th cost ~400 ns of round
- * trip), the clock only every 16th check.
+ * The idle policy (rule 9). Spinning instead of parking saves the CPU of a park and its
+ * wake, and the wake's latency, but only when work comes before the spin has cost more
+ * than that park would have: so an lcore spins at most the measured cost of a park and
+ * a wake (park_cost_ns), and only when it has a reason to expect work that soon — a reply
+ * to one of its own cr_call()s is due, or its idle spells have lately been shorter than
+ * that cost. Otherwise it parks at once, which is what pays when work comes further apart
+ * (a request per client round trip). And spinning never takes more than a quarter of the
+ * time the lcore was busy lately, whatever the prediction. --idle-spin USEC fixes the
+ * budget; --poll-mode never parks.
+ */
+#define GAP_EWMA_SHIFT 3 /* each new idle spell weighs 1/8 */
+#define SPIN_SHARE_DIV 4 /* at most a quarter of busy time */
+#define CALIB_PARKS 5
+#define CALIB_SLEEP_NS (50ull * 1000)
+#define PARK_COST_MIN_NS 500
+#define PARK_COST_MAX_NS (200ull * 1000)
+
+void
+cr__idle_reset(struct cr_lcore *lc)
+{
+	lc->idle_since = 0;
+	lc->gap_ewma_ns = UINT64_C(1000000); /* no history: nothing says work is near */
+	lc->spin_recent_ns = 0;
+	lc->busy_recent_ns = 0;
+}
+
+static uint64_t
+thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * What a park costs this thread in CPU: a short timed park (sleep, timer wake, return)
+ * plus a wake channel write (what a waker pays), a few times, the median. It differs by
+ * ten times between bare metal and a VM that traps its halts.
+ */
+void
+cr__park_cost_measure(struct cr_lcore *lc)
+{
+	uint64_t s[CALIB_PARKS], t, wakes = 0;
+	unsigned i;
+
+	for (i = 0; i < CALIB_PARKS; i++) {
+		t = thread_cpu_ns();
+		lc->ops->park(lc->be_own, CALIB_SLEEP_NS);
+		lc->ops->wake_from_foreign(&lc->wake);
+		s[i] = thread_cpu_ns() - t;
+		/* reap the wake we sent ourselves */
+		lc->ops->poll(lc->be_own, 4, &wakes);
+	}
+	qsort(s, CALIB_PARKS, sizeof(s[0]), cmp_u64);
+	t = s[CALIB_PARKS / 2];
+	lc->park_cost_ns = t < PARK_COST_MIN_NS ? PARK_COST_MIN_NS
+			   : t > PARK_COST_MAX_NS ? PARK_COST_MAX_NS
+						  : t;
+	CR_STAT_SET(lc, park_cost_ns, lc->park_cost_ns);
+}
+
+/* A turn found work after an idle spell: how long the spell was. */
+static void
+idle_ended(struct cr_lcore *lc)
+{
+	uint64_t gap = lc->now - lc->idle_since;
+
+	lc->idle_since = 0;
+	if (gap >= lc->gap_ewma_ns)
+		lc->gap_ewma_ns += (gap - lc->gap_ewma_ns) >> GAP_EWMA_SHIFT;
+	else
+		lc->gap_ewma_ns -= (lc->gap_ewma_ns - gap) >> GAP_EWMA_SHIFT;
+}
+
+/* How long to spin now; 0 to park at once. */
+static uint64_t
+spin_budget(const struct cr_lcore *lc)
+{
+	if (cr__rt.cfg.idle_spin_fixed)
+		return cr__rt.cfg.idle_spin_ns;
+	if (lc->calls_out == 0 && lc->gap_ewma_ns >= lc->park_cost_ns)
+		return 0;
+	if (lc->spin_recent_ns > lc->busy_recent_ns / SPIN_SHARE_DIV)
+		return 0;
+	return lc->park_cost_ns;
+}
+
+/*
+ * Spin for @p budget ns. Sources are checked after every pause (a pause is ~25 ns;
+ * checking every 16th cost ~400 ns of round trip), the clock only every 16th check.
  */
 static bool
-spin(struct cr_lcore *lc)
+spin(struct cr_lcore *lc, uint64_t budget)
 {
 	uint64_t start = cr__rt.clock(), now = start;
 	unsigned i = 0;
+	bool hit = false;
 
-	while (now - start < lc->spin_ns) {
+	while (now - start < budget) {
 		if (cr__lcore_has_work(lc, now)) {
-			lc->spin_ns += lc->spin_ns / 2;
-			if (lc->spin_ns > lc->spin_max_ns)
-				lc->spin_ns = lc->spin_max_ns;
-			CR_STAT_ADD(lc, spin_hits, 1);
-			CR_STAT_SET(lc, spin_budget_ns, lc->spin_ns);
-			return true;
+			hit = true;
+			break;
 		}
 		cpu_relax();
 		if ((++i & 15) == 0)
 			now = cr__rt.clock();
 	}
-	lc->spin_ns /= 2;
-	if (lc->spin_ns < lc->spin_min_ns)
-		lc->spin_ns = lc->spin_min_ns;
-	CR_STAT_ADD(lc, spin_misses, 1);
-	CR_STAT_SET(lc, spin_budget_ns, lc->spin_ns);
-	return false;
+	if (hit)
+		now = cr__rt.clock();
+	lc->spin_recent_ns += now - start;
+	CR_STAT_ADD(lc, spin_ns, now - start);
+	if (hit)
+		CR_STAT_ADD(lc, spin_hits, 1);
+	else
+		CR_STAT_ADD(lc, spin_misses, 1);
+	return hit;
 }
 
 void
 cr__lcore_idle(struct cr_lcore *lc)
 {
+	uint64_t budget;
+
 	if (cr__rt.cfg.poll_mode || lc->n_active_pollers != 0)
 		return;
-	if (lc->spin_max_ns != 0 && spin(lc))
+	budget = spin_budget(lc);
+	CR_STAT_SET(lc, spin_budget_ns, budget);
+	if (budget != 0 && spin(lc, budget))
 		return;
 	if (cr__park_prepare(lc))
 		cr__park_commit(lc);
@@ -325,8 +435,14 @@ void
 cr__lcore_loop(struct cr_lcore *lc)
 {
 	while (!cr__lcore_done(lc)) {
-		if (cr__lcore_turn(lc) == 0)
-			cr__lcore_idle(lc);
+		if (cr__lcore_turn(lc) != 0) {
+			if (lc->idle_since != 0)
+				idle_ended(lc);
+			continue;
+		}
+		if (lc->idle_since == 0)
+			lc->idle_since = lc->now;
+		cr__lcore_idle(lc);
 	}
 	/* The last turn may have left its submit to a next turn's poll (wakes among it). */
 	lc->ops->submit(lc->be_own);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * An lcore's mailbox (DESIGN.md rule 7): one SPSC ring per source lcore plus one
+ * An lcore's mailbox (doc/guides/design.md rule 7): one SPSC ring per source lcore plus one
  * multi-producer ring (HTS or RTS) for threads that are not lcores, and an admission word
  * that lets the owner close the mailbox atomically (rule 5).
  *
@@ -29,17 +29,25 @@ extern "C" {
 
 #define CR_MAILBOX_CLOSED (UINT64_C(1) << 63)
 
-/** A mailbox. Rings are read by the owner only; @c admit is shared. */
+/* Doorbell words: a bit per source ring (the lcore rings in src[] order, then the foreign
+ * ring). */
+#define CR_MAILBOX_BELL_WORDS ((CR_MAX_LCORES + 1 + 63) / 64)
+
+/** A mailbox. Rings are read by the owner only; @c admit and @c bell are shared. */
 struct cr_mailbox {
 	/* read-only after init */
 	struct cr_ring *from[CR_MAX_LCORES]; /**< SPSC ring per source lcore, or NULL */
 	struct cr_ring *foreign;	     /**< MP ring for non-lcore threads */
-	uint16_t src[CR_MAX_LCORES];	     /**< ids with a ring, for the drain loop */
+	uint16_t src[CR_MAX_LCORES];	     /**< ids with a ring, in bell-bit order */
+	uint16_t bit_of[CR_MAX_LCORES];	     /**< source lcore id -> its bell bit */
 	unsigned nsrc;
 	/* owner only */
 	unsigned next_src; /**< where the next drain starts, for fairness */
+	uint64_t owed[CR_MAILBOX_BELL_WORDS]; /**< rings a capped drain left non-empty */
 	/* shared: closed bit | number of holds */
 	_Alignas(64) _Atomic uint64_t admit;
+	/* shared: a sender sets its ring's bit after it enqueues, the owner takes them all */
+	_Alignas(64) _Atomic uint64_t bell[CR_MAILBOX_BELL_WORDS];
 };
 
 /**
@@ -112,29 +120,64 @@ cr_mailbox_quiesced(const struct cr_mailbox *mb)
 	return atomic_load_explicit(&mb->admit, memory_order_acquire) == CR_MAILBOX_CLOSED;
 }
 
+/*
+ * Ring the bell of source @p bit: the owner drains only rings whose bit is set, and checks
+ * for mail with a load per word. Always an RMW, after the enqueue: a sender that skipped it
+ * on seeing the bit set could meet an owner that had just taken the bits and missed its
+ * message. Release: pairs with the acquire exchange in cr_mailbox_drain().
+ */
+static inline void
+cr__mailbox_ring_bell(struct cr_mailbox *mb, unsigned bit)
+{
+	atomic_fetch_or_explicit(&mb->bell[bit >> 6], UINT64_C(1) << (bit & 63),
+				 memory_order_release);
+}
+
 /** Send from lcore @p src (which must be a source). Caller holds admission. */
 static inline unsigned
 cr_mailbox_put(struct cr_mailbox *mb, unsigned src, const struct cr_msg *m, unsigned n)
 {
-	return cr_ring_enqueue_burst(mb->from[src], m, n);
+	unsigned put = cr_ring_enqueue_burst(mb->from[src], m, n);
+
+	if (put != 0)
+		cr__mailbox_ring_bell(mb, mb->bit_of[src]);
+	return put;
 }
 
 /** Send from a foreign thread. Caller holds admission. */
 static inline unsigned
 cr_mailbox_put_foreign(struct cr_mailbox *mb, const struct cr_msg *m, unsigned n)
 {
-	return cr_ring_enqueue_burst(mb->foreign, m, n);
+	unsigned put = cr_ring_enqueue_burst(mb->foreign, m, n);
+
+	if (put != 0)
+		cr__mailbox_ring_bell(mb, mb->nsrc);
+	return put;
 }
 
 /**
- * Take up to @p max messages, visiting the sources round robin from where the last call
- * stopped and the foreign ring last, so no source starves another. Owner only.
+ * Take up to @p max messages from the rings whose bell rang, visiting them round robin
+ * from where the last call stopped, so no source starves another; a ring left non-empty
+ * (@p max reached) is visited again next time. Owner only.
  * @return the number taken.
  */
 unsigned cr_mailbox_drain(struct cr_mailbox *mb, struct cr_msg *out, unsigned max);
 
-/** True when every ring is empty (a snapshot). Any thread. */
-bool cr_mailbox_empty(const struct cr_mailbox *mb);
+/**
+ * True when no bell rang since the last drain and it left nothing behind: one load per
+ * bell word, no ring scanned. Owner only (the seq_cst fence of a park pairs with the
+ * senders' fence after their bell).
+ */
+static inline bool
+cr_mailbox_empty(const struct cr_mailbox *mb)
+{
+	unsigned w;
+
+	for (w = 0; w < CR_MAILBOX_BELL_WORDS; w++)
+		if ((mb->owed[w] | atomic_load_explicit(&mb->bell[w], memory_order_relaxed)) != 0)
+			return false;
+	return true;
+}
 
 /** Messages queued over all rings (a snapshot). Any thread. */
 unsigned cr_mailbox_depth(const struct cr_mailbox *mb);

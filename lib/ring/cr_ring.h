@@ -2,7 +2,10 @@
 /**
  * @file
  * Message rings: DPDK rte_ring set up with rte_ring_init() on our own NUMA-local memory,
- * carrying inline 16-byte {fn, arg} elements. No EAL is initialised.
+ * carrying inline 16-byte {fn, arg} elements (struct cr_msg). No EAL is initialised.
+ *
+ * Internal to coreact (not installed): it includes DPDK's headers, which need
+ * `-include rte_config.h`; apps see messages through cr_msg.h only.
  */
 #ifndef CR_RING_H
 #define CR_RING_H
@@ -13,19 +16,11 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
+#include "cr_msg.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/** A message handler. Runs on the receiving lcore; must not block. */
-typedef void (*cr_msg_fn)(void *arg);
-
-/** One ring element: the whole message, copied by value. */
-struct cr_msg {
-	cr_msg_fn fn;
-	void *arg;
-};
-_Static_assert(sizeof(struct cr_msg) == 16, "messages are 16-byte ring elements");
 
 /** Producer/consumer discipline of a ring. */
 enum cr_ring_mode {

@@ -2,7 +2,7 @@
 /**
  * @file
  * Telemetry: per-lcore counters read without locks, a unix-socket JSON endpoint per process,
- * and Prometheus text over HTTP (DESIGN.md "Telemetry").
+ * and Prometheus text over HTTP (doc/guides/design.md "Telemetry").
  *
  * A telemetry thread (not an lcore) owns the sockets. A client sends one request line per
  * command, "/stats" or "/lcore/retire,3" (the command, then optionally ',' and parameters),
@@ -231,6 +231,131 @@ typedef int (*cr_telemetry_read_fn)(unsigned lcore, uint64_t *out, void *arg);
 int cr_telemetry_reader_register(const char *name, enum cr_telemetry_kind kind, const char *help,
 				 cr_telemetry_read_fn fn, void *arg);
 
+/* ---- Prometheus names ---- */
+
+/**
+ * How a counter, gauge or reader is exported to Prometheus when the default name
+ * (coreact_app_<name>, coreact_lcore_<name>) will not do: a family name of its own,
+ * with the unit as its suffix ("http_static_file_bytes", "net_received_bytes"), and
+ * optionally one label that tells this value from the others of its family, so that
+ * several values are one metric ("http_responses" with code="2xx", code="4xx", ...).
+ * Every sample has the lcore label too. The JSON name (/stats) stays the registered one.
+ */
+struct cr_telemetry_prom {
+	/** After "coreact_", [a-z_][a-z0-9_]*; a counter's gets "_total". */
+	const char *family;
+	/** A label name ([a-z_][a-z0-9_]*, not "lcore", "le" or "__*"); NULL for none. */
+	const char *label;
+	/** Its value for this entry, e.g. "2xx"; at most 63 bytes. */
+	const char *label_value;
+};
+
+/**
+ * cr_telemetry_counter_register() with a Prometheus name of its own. Every entry of a
+ * family must have the same kind and label name (and differ in the label's value); the
+ * family's HELP is the first entry's help. @p prom may be NULL (the default name); its
+ * strings are copied.
+ * @return as cr_telemetry_counter_register(), and -EINVAL for a bad family or label,
+ *         -EEXIST for a family another entry uses with another kind or label name, the
+ *         same label value, or that a built-in metric has.
+ */
+int cr_telemetry_counter_register_prom(const char *name, enum cr_telemetry_kind kind,
+				       const char *help, const struct cr_telemetry_prom *prom);
+
+/**
+ * cr_telemetry_reader_register() with a Prometheus name of its own; the rules of
+ * cr_telemetry_counter_register_prom().
+ */
+int cr_telemetry_reader_register_prom(const char *name, enum cr_telemetry_kind kind,
+				      const char *help, const struct cr_telemetry_prom *prom,
+				      cr_telemetry_read_fn fn, void *arg);
+
+/** A writer of Prometheus families, for a cr_telemetry_prom_fn. Opaque. */
+struct cr_prom;
+
+/**
+ * Writes families of its own into the Prometheus text at each scrape, for values that
+ * per-lcore slots do not fit: labels only known at run time (a proxy's backends). Runs on
+ * the telemetry thread, so it reads what it reports with loads that are safe from any
+ * thread, and must not block.
+ */
+typedef void (*cr_telemetry_prom_fn)(struct cr_prom *p, void *arg);
+
+/** Collectors that can be registered. */
+#define CR_TELEMETRY_MAX_COLLECTORS 8
+
+/**
+ * Register a collector; it runs at every scrape of /metrics, after the built-in metrics,
+ * in registration order. Control path; any thread.
+ * @param arg passed to @p fn; must stay valid for the life of the process.
+ * @return 0; -EINVAL (NULL @p fn); -ENOSPC (CR_TELEMETRY_MAX_COLLECTORS registered).
+ */
+int cr_telemetry_prom_register(cr_telemetry_prom_fn fn, void *arg);
+
+/**
+ * Start family "coreact_<family>" (a counter's name gets "_total") with its HELP and TYPE
+ * lines; the samples that follow belong to it. A bad name ([a-z_][a-z0-9_]*) skips the
+ * family and its samples.
+ */
+void cr_prom_family(struct cr_prom *p, const char *family, enum cr_telemetry_kind kind,
+		    const char *help);
+
+/**
+ * A sample of the current family: @p value, then label name / value pairs, NULL-ended:
+ * `cr_prom_sample(p, 1, "backend", name, "state", "up", NULL)`. Values are escaped; a bad
+ * label name skips the sample.
+ */
+void cr_prom_sample(struct cr_prom *p, double value, ...) __attribute__((sentinel));
+
+/* ---- histograms ---- */
+
+/** Histograms that can be registered. */
+#define CR_TELEMETRY_MAX_HISTOGRAMS 16
+/** Most bucket bounds a histogram has (the +Inf bucket not counted). */
+#define CR_TELEMETRY_HIST_MAX_BOUNDS 30
+
+/** Bounds of cr_telemetry_latency_bounds_ns: 5 us to 10 s, 1-2.5-5 per decade. */
+#define CR_TELEMETRY_LATENCY_N_BOUNDS 20
+/** Bucket bounds for latencies, in ns, for cr_telemetry_histogram_register(). */
+extern const uint64_t cr_telemetry_latency_bounds_ns[CR_TELEMETRY_LATENCY_N_BOUNDS];
+
+/**
+ * Register a histogram of durations: per-lcore buckets that only their lcore writes
+ * (cr_telemetry_observe_ns(), no lock, no allocation), summed over lcores at each read.
+ * Exported to Prometheus as coreact_<name>_bucket{le="..."} (seconds), _sum (seconds) and
+ * _count, and in JSON by /histograms. Registering the same name with the same bounds again
+ * returns the same id. Control path; any thread; before the lcores observe.
+ *
+ * @param name   [a-z_][a-z0-9_]* ending in "_seconds", at most CR_TELEMETRY_NAME_LEN - 1
+ *               bytes; copied.
+ * @param help   one line; copied; NULL for none.
+ * @param bounds ascending upper bounds in ns (each bucket counts values <= its bound),
+ *               copied; NULL for cr_telemetry_latency_bounds_ns.
+ * @param n      their number, 1..CR_TELEMETRY_HIST_MAX_BOUNDS (ignored with NULL bounds).
+ * @return the id (>= 0) for cr_telemetry_observe_ns(); -EINVAL (bad name, bounds not
+ *         ascending, bad n); -EEXIST (the name is taken with other bounds, or by a counter
+ *         or reader family); -ENOSPC (CR_TELEMETRY_MAX_HISTOGRAMS registered).
+ */
+int cr_telemetry_histogram_register(const char *name, const char *help, const uint64_t *bounds,
+				    unsigned n);
+
+/** A histogram summed over the lcores at one moment; cr_telemetry_histogram_read(). */
+struct cr_telemetry_hist_snap {
+	unsigned n_bounds;
+	uint64_t bounds_ns[CR_TELEMETRY_HIST_MAX_BOUNDS];
+	/** Values in each bucket, not cumulative; [n_bounds] is the +Inf bucket. */
+	uint64_t buckets[CR_TELEMETRY_HIST_MAX_BOUNDS + 1];
+	uint64_t count; /**< the sum of the buckets */
+	uint64_t sum_ns;
+};
+
+/**
+ * Read histogram @p id summed over every lcore (@p lcore CR_LCORE_NONE) or of one lcore.
+ * Any thread, no lock: an observation in progress may be in a bucket but not yet in the
+ * sum. @return 0; -EINVAL (no such histogram or lcore).
+ */
+int cr_telemetry_histogram_read(int id, unsigned lcore, struct cr_telemetry_hist_snap *out);
+
 /* ---- the endpoint ---- */
 
 /**
@@ -252,6 +377,16 @@ int cr_telemetry_reader_register(const char *name, enum cr_telemetry_kind kind, 
  *         another -errno from mkdir, socket, bind or listen.
  */
 int cr_telemetry_start(const struct cr_eal_config *cfg, const char *app_name);
+
+/**
+ * What the user can do about the last failed cr_telemetry_start(), for the app's one line
+ * after the error: "--telemetry off runs without the socket" when the socket failed,
+ * "another --metrics port (0: the kernel picks one) or no --metrics runs without it" when
+ * the --metrics address is taken, "no --metrics runs without it" for another --metrics
+ * failure; "" after a start that succeeded or failed for another reason. The string is
+ * static. Any thread.
+ */
+const char *cr_telemetry_hint(void);
 
 /**
  * Stop the telemetry thread, close every connection and remove the socket file. Call before

@@ -33,6 +33,12 @@ static const struct command builtins[] = {
 	{"/lcore/retire", "/lcore/retire,ID: retire lcore ID (it finishes what it holds first)",
 	 cr__tel_cmd_lcore_retire},
 	{"/lcore/start", "/lcore/start,ID: start OFFLINE lcore ID again", cr__tel_cmd_lcore_start},
+	{"/histograms", "each histogram summed over the lcores: count, sum_ns, buckets",
+	 cr__tel_cmd_histograms},
+	{"/log", "where log lines go, and lines dropped per lcore (full log buffer)",
+	 cr__tel_cmd_log},
+	{"/log/reopen", "reopen the --log-file (after logrotate moved it) or the syslog socket",
+	 cr__tel_cmd_log_reopen},
 };
 
 /* Registration is rare and may come from any thread; dispatch holds the lock only to find

@@ -35,7 +35,11 @@ const struct cr__tel_field cr__tel_fields[] = {
 	F(spin_hits, C, true, "coreact_lcore_spin_hits", 1, "Idle spins that found work."),
 	F(spin_misses, C, true, "coreact_lcore_spin_misses", 1, "Idle spins that ended parked."),
 	F(spin_budget_ns, G, false, "coreact_lcore_spin_budget_seconds", 1e-9,
-	  "Current adaptive spin budget."),
+	  "The last idle spin's budget (0: parked at once)."),
+	F(spin_ns, C, true, "coreact_lcore_spin_seconds_total", 1e-9,
+	  "Time spent spinning while idle: what the idle policy costs."),
+	F(park_cost_ns, G, false, "coreact_lcore_park_cost_seconds", 1e-9,
+	  "CPU a park and its wake cost on this lcore, measured at its start."),
 	F(incarnation, G, false, "coreact_lcore_incarnation", 1, "Starts of the lcore."),
 	F(mailbox_depth, G, true, "coreact_lcore_mailbox_depth", 1, "Messages queued in the mailbox."),
 };
@@ -91,21 +95,39 @@ cr__tel_reader(unsigned i)
 	return &readers[i];
 }
 
-static bool
-name_ok(const char *name)
+void
+cr__tel_reg_lock(void)
+{
+	pthread_mutex_lock(&reg_lock);
+}
+
+void
+cr__tel_reg_unlock(void)
+{
+	pthread_mutex_unlock(&reg_lock);
+}
+
+bool
+cr__tel_name_ok(const char *name, size_t max)
 {
 	size_t i, n;
 
 	if (name == NULL)
 		return false;
 	n = strlen(name);
-	if (n == 0 || n >= CR_TELEMETRY_NAME_LEN || (name[0] >= '0' && name[0] <= '9'))
+	if (n == 0 || n >= max || (name[0] >= '0' && name[0] <= '9'))
 		return false;
 	for (i = 0; i < n; i++)
 		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ||
 		      name[i] == '_'))
 			return false;
 	return true;
+}
+
+static bool
+name_ok(const char *name)
+{
+	return cr__tel_name_ok(name, CR_TELEMETRY_NAME_LEN);
 }
 
 /* Under reg_lock. */
@@ -135,10 +157,125 @@ builtin_name(const char *name)
 	return false;
 }
 
+/* Families the Prometheus text has besides the registered ones, after "coreact_". */
+static const char *const builtin_families[] = {"info", "lcore_state"};
+
+/* Under reg_lock: @p family is the same as a built-in one's. */
+static bool
+builtin_family(const char *family)
+{
+	unsigned i;
+
+	for (i = 0; i < cr__tel_n_fields; i++)
+		if (strcmp(cr__tel_fields[i].prom + strlen("coreact_"), family) == 0)
+			return true;
+	for (i = 0; i < sizeof(builtin_families) / sizeof(builtin_families[0]); i++)
+		if (strcmp(builtin_families[i], family) == 0)
+			return true;
+	return false;
+}
+
+/* Under reg_lock: the first entry, counters then readers, of @p family. */
+static const struct cr__tel_entry *
+find_family(const char *family)
+{
+	unsigned i, n = atomic_load_explicit(&n_counters, memory_order_relaxed);
+
+	for (i = 0; i < n; i++)
+		if (strcmp(counters[i].family, family) == 0)
+			return &counters[i];
+	n = atomic_load_explicit(&n_readers, memory_order_relaxed);
+	for (i = 0; i < n; i++)
+		if (strcmp(readers[i].family, family) == 0)
+			return &readers[i];
+	return NULL;
+}
+
+/* Under reg_lock: an entry of @p family has label value @p value. */
+static bool
+family_has_value(const char *family, const char *value)
+{
+	unsigned i, n = atomic_load_explicit(&n_counters, memory_order_relaxed);
+
+	for (i = 0; i < n; i++)
+		if (strcmp(counters[i].family, family) == 0 &&
+		    strcmp(counters[i].label_value, value) == 0)
+			return true;
+	n = atomic_load_explicit(&n_readers, memory_order_relaxed);
+	for (i = 0; i < n; i++)
+		if (strcmp(readers[i].family, family) == 0 &&
+		    strcmp(readers[i].label_value, value) == 0)
+			return true;
+	return false;
+}
+
+bool
+cr__tel_family_taken(const char *family)
+{
+	return builtin_family(family) || find_family(family) != NULL;
+}
+
+static bool
+label_ok(const char *label)
+{
+	static const char *const taken[] = {"lcore", "le", "quantile"};
+	unsigned i;
+
+	if (!cr__tel_name_ok(label, CR__TEL_LABEL_LEN) || strncmp(label, "__", 2) == 0)
+		return false;
+	for (i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
+		if (strcmp(label, taken[i]) == 0)
+			return false;
+	return true;
+}
+
+/* The Prometheus name of a new entry, checked. Under reg_lock. */
+struct prom_name {
+	char family[CR__TEL_FAMILY_LEN];
+	const char *label, *value;
+};
+
+static int
+prom_name(const char *name, const char *dflt, enum cr_telemetry_kind kind,
+	  const struct cr_telemetry_prom *prom, struct prom_name *out)
+{
+	const struct cr__tel_entry *e;
+
+	out->label = "";
+	out->value = "";
+	if (prom == NULL || prom->family == NULL) {
+		snprintf(out->family, sizeof(out->family), "%s_%s", dflt, name);
+		if (prom == NULL || prom->label == NULL)
+			goto check;
+	} else {
+		if (!cr__tel_name_ok(prom->family, CR__TEL_FAMILY_LEN))
+			return -EINVAL;
+		snprintf(out->family, sizeof(out->family), "%s", prom->family);
+	}
+	if (prom->label != NULL) {
+		if (!label_ok(prom->label) || prom->label_value == NULL ||
+		    strlen(prom->label_value) >= CR__TEL_LVALUE_LEN)
+			return -EINVAL;
+		out->label = prom->label;
+		out->value = prom->label_value;
+	}
+check:
+	if (builtin_family(out->family) || cr__tel_hist_taken(out->family))
+		return -EEXIST;
+	e = find_family(out->family);
+	/* One family, one kind and one label name, each value once. */
+	if (e != NULL && (e->kind != kind || e->label[0] == '\0' || out->label[0] == '\0' ||
+			  strcmp(e->label, out->label) != 0 ||
+			  family_has_value(out->family, out->value)))
+		return -EEXIST;
+	return 0;
+}
+
 /* Under reg_lock: fill the next entry of @p tab, then publish it. */
 static void
 publish(struct cr__tel_entry *tab, _Atomic unsigned *count, const char *name,
-	enum cr_telemetry_kind kind, const char *help, cr_telemetry_read_fn fn, void *arg)
+	enum cr_telemetry_kind kind, const char *help, const struct prom_name *pn,
+	cr_telemetry_read_fn fn, void *arg)
 {
 	unsigned n = atomic_load_explicit(count, memory_order_relaxed);
 	struct cr__tel_entry *e = &tab[n];
@@ -148,14 +285,19 @@ publish(struct cr__tel_entry *tab, _Atomic unsigned *count, const char *name,
 	e->kind = kind;
 	e->fn = fn;
 	e->arg = arg;
+	snprintf(e->family, sizeof(e->family), "%s", pn->family);
+	snprintf(e->label, sizeof(e->label), "%s", pn->label);
+	snprintf(e->label_value, sizeof(e->label_value), "%s", pn->value);
 	/* release: pairs with the acquire in cr__tel_n_counters() / cr__tel_n_readers() */
 	atomic_store_explicit(count, n + 1, memory_order_release);
 }
 
 int
-cr_telemetry_counter_register(const char *name, enum cr_telemetry_kind kind, const char *help)
+cr_telemetry_counter_register_prom(const char *name, enum cr_telemetry_kind kind,
+				   const char *help, const struct cr_telemetry_prom *prom)
 {
 	const struct cr__tel_entry *e;
+	struct prom_name pn;
 	unsigned n;
 	int rc;
 
@@ -178,7 +320,10 @@ cr_telemetry_counter_register(const char *name, enum cr_telemetry_kind kind, con
 		rc = -ENOSPC;
 		goto out_unlock;
 	}
-	publish(counters, &n_counters, name, kind, help, NULL, NULL);
+	rc = prom_name(name, "app", kind, prom, &pn);
+	if (rc != 0)
+		goto out_unlock;
+	publish(counters, &n_counters, name, kind, help, &pn, NULL, NULL);
 	rc = (int)n;
 out_unlock:
 	pthread_mutex_unlock(&reg_lock);
@@ -186,9 +331,17 @@ out_unlock:
 }
 
 int
-cr_telemetry_reader_register(const char *name, enum cr_telemetry_kind kind, const char *help,
-			     cr_telemetry_read_fn fn, void *arg)
+cr_telemetry_counter_register(const char *name, enum cr_telemetry_kind kind, const char *help)
 {
+	return cr_telemetry_counter_register_prom(name, kind, help, NULL);
+}
+
+int
+cr_telemetry_reader_register_prom(const char *name, enum cr_telemetry_kind kind,
+				  const char *help, const struct cr_telemetry_prom *prom,
+				  cr_telemetry_read_fn fn, void *arg)
+{
+	struct prom_name pn;
 	unsigned n;
 	int rc = 0;
 
@@ -208,10 +361,20 @@ cr_telemetry_reader_register(const char *name, enum cr_telemetry_kind kind, cons
 		rc = -ENOSPC;
 		goto out_unlock;
 	}
-	publish(readers, &n_readers, name, kind, help, fn, arg);
+	rc = prom_name(name, "lcore", kind, prom, &pn);
+	if (rc != 0)
+		goto out_unlock;
+	publish(readers, &n_readers, name, kind, help, &pn, fn, arg);
 out_unlock:
 	pthread_mutex_unlock(&reg_lock);
 	return rc;
+}
+
+int
+cr_telemetry_reader_register(const char *name, enum cr_telemetry_kind kind, const char *help,
+			     cr_telemetry_read_fn fn, void *arg)
+{
+	return cr_telemetry_reader_register_prom(name, kind, help, NULL, fn, arg);
 }
 
 int

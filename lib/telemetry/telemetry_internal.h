@@ -66,6 +66,11 @@ struct cr__tel_field {
 extern const struct cr__tel_field cr__tel_fields[];
 extern const unsigned cr__tel_n_fields;
 
+/* Longest Prometheus family name after "coreact_", its NUL included. */
+#define CR__TEL_FAMILY_LEN (CR_TELEMETRY_NAME_LEN + 8)
+#define CR__TEL_LABEL_LEN  32
+#define CR__TEL_LVALUE_LEN 64
+
 /* A registered counter or reader; immutable once published. */
 struct cr__tel_entry {
 	char name[CR_TELEMETRY_NAME_LEN];
@@ -73,7 +78,20 @@ struct cr__tel_entry {
 	enum cr_telemetry_kind kind;
 	cr_telemetry_read_fn fn; /* readers only */
 	void *arg;
+	/* Prometheus: "coreact_" family [_total] {lcore, label="label_value"} */
+	char family[CR__TEL_FAMILY_LEN];
+	char label[CR__TEL_LABEL_LEN];	   /* "" for none */
+	char label_value[CR__TEL_LVALUE_LEN];
 };
+
+/* Registration of counters, readers and histograms is serialised by one lock, so that a
+ * Prometheus family name is checked against all three. */
+void cr__tel_reg_lock(void);
+void cr__tel_reg_unlock(void);
+/* Under the registration lock: a counter, reader or built-in metric has @p family. */
+bool cr__tel_family_taken(const char *family);
+/* [a-z_][a-z0-9_]* shorter than @p max. */
+bool cr__tel_name_ok(const char *name, size_t max);
 
 /* Published entries: the count is read with acquire, entries below it never change. */
 unsigned cr__tel_n_counters(void);
@@ -111,6 +129,11 @@ int cr__tel_cmd_pool_resize(const char *cmd, const char *params, struct cr_json 
 int cr__tel_cmd_lcore_retire(const char *cmd, const char *params, struct cr_json *reply);
 int cr__tel_cmd_lcore_start(const char *cmd, const char *params, struct cr_json *reply);
 
+/* ---- telemetry_log.c ---- */
+
+int cr__tel_cmd_log(const char *cmd, const char *params, struct cr_json *reply);
+int cr__tel_cmd_log_reopen(const char *cmd, const char *params, struct cr_json *reply);
+
 /* What /info reports; written by start/stop (under the server's lock), read by the
  * telemetry thread while it runs (start publishes it before the thread exists). */
 struct cr__tel_info {
@@ -121,7 +144,41 @@ struct cr__tel_info {
 };
 extern struct cr__tel_info cr__tel_info;
 
+/* ---- telemetry_hist.c ---- */
+
+/* A histogram's name and help; immutable once published. */
+struct cr__tel_hist_meta {
+	char name[CR_TELEMETRY_NAME_LEN];
+	char help[CR_TELEMETRY_HELP_LEN];
+};
+
+unsigned cr__tel_n_histograms(void);
+const struct cr__tel_hist_meta *cr__tel_histogram(unsigned i);
+/* Under the registration lock: a histogram is called @p name. */
+bool cr__tel_hist_taken(const char *name);
+/* Every histogram, merged over the lcores, as Prometheus text. */
+void cr__prom_render_hists(struct cr__tbuf *t);
+int cr__tel_cmd_histograms(const char *cmd, const char *params, struct cr_json *reply);
+
+/* ---- telemetry_collect.c ---- */
+
+/* What the registered collectors write. */
+void cr__prom_render_collectors(struct cr__tbuf *t);
+
+/* ---- telemetry_process.c ---- */
+
+/* process_cpu_seconds_total, process_resident_memory_bytes, ... of this process. */
+void cr__prom_render_process(struct cr__tbuf *t);
+
 /* ---- telemetry_prom.c ---- */
+
+/* HELP and TYPE lines of metric @p name (written as is) of @p type ("counter", "gauge",
+ * "histogram"). */
+void cr__prom_header(struct cr__tbuf *t, const char *name, const char *type, const char *help);
+/* A label value with \, " and newline escaped. */
+void cr__prom_label(struct cr__tbuf *t, const char *s);
+/* A sample value: integers as such, others with 9 decimals, non-finite as +Inf/-Inf/NaN. */
+void cr__prom_value(struct cr__tbuf *t, double v);
 
 /* Render every counter as Prometheus text into @p t. Any thread. */
 void cr__prom_render(struct cr__tbuf *t);

@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -63,9 +64,8 @@ cr__tbuf_printf(struct cr__tbuf *t, const char *fmt, ...)
 
 /* ---- exposition format ---- */
 
-/* A label value: backslash, double quote and newline escaped, as the format asks. */
-static void
-put_label(struct cr__tbuf *t, const char *s)
+void
+cr__prom_label(struct cr__tbuf *t, const char *s)
 {
 	for (; s != NULL && *s != '\0'; s++) {
 		if (*s == '\\')
@@ -80,12 +80,10 @@ put_label(struct cr__tbuf *t, const char *s)
 }
 
 /* HELP text: backslash and newline escaped. */
-static void
-header(struct cr__tbuf *t, const char *name, enum cr_telemetry_kind kind, const char *help)
+void
+cr__prom_header(struct cr__tbuf *t, const char *name, const char *type, const char *help)
 {
-	const char *sfx = kind == CR_TELEMETRY_COUNTER ? "_total" : "";
-
-	cr__tbuf_printf(t, "# HELP %s%s ", name, sfx);
+	cr__tbuf_printf(t, "# HELP %s ", name);
 	for (; help != NULL && *help != '\0'; help++) {
 		if (*help == '\\')
 			cr__tbuf_put(t, "\\\\", 2);
@@ -94,22 +92,50 @@ header(struct cr__tbuf *t, const char *name, enum cr_telemetry_kind kind, const 
 		else
 			cr__tbuf_put(t, help, 1);
 	}
-	cr__tbuf_printf(t, "\n# TYPE %s%s %s\n", name, sfx,
-			kind == CR_TELEMETRY_COUNTER ? "counter" : "gauge");
+	cr__tbuf_printf(t, "\n# TYPE %s %s\n", name, type);
+}
+
+void
+cr__prom_value(struct cr__tbuf *t, double v)
+{
+	if (isnan(v))
+		cr__tbuf_printf(t, "NaN");
+	else if (isinf(v))
+		cr__tbuf_printf(t, v > 0 ? "+Inf" : "-Inf");
+	else if (v == (double)(long long)v && v < 9e15 && v > -9e15)
+		cr__tbuf_printf(t, "%lld", (long long)v);
+	else
+		cr__tbuf_printf(t, "%.9f", v);
+}
+
+static const char *
+type_name(enum cr_telemetry_kind kind)
+{
+	return kind == CR_TELEMETRY_COUNTER ? "counter" : "gauge";
+}
+
+/* "coreact_<family>[_total]" into @p buf. */
+static const char *
+family_name(char *buf, size_t len, const char *family, enum cr_telemetry_kind kind)
+{
+	snprintf(buf, len, "coreact_%s%s", family, kind == CR_TELEMETRY_COUNTER ? "_total" : "");
+	return buf;
 }
 
 static void
-sample(struct cr__tbuf *t, const char *name, enum cr_telemetry_kind kind, unsigned lcore,
-       uint64_t v, double scale)
+sample(struct cr__tbuf *t, const char *name, unsigned lcore, const char *label,
+       const char *value, uint64_t v, double scale)
 {
-	const char *sfx = kind == CR_TELEMETRY_COUNTER ? "_total" : "";
-
+	cr__tbuf_printf(t, "%s{lcore=\"%u\"", name, lcore);
+	if (label != NULL && label[0] != '\0') {
+		cr__tbuf_printf(t, ",%s=\"", label);
+		cr__prom_label(t, value);
+		cr__tbuf_put(t, "\"", 1);
+	}
 	if (scale == 1)
-		cr__tbuf_printf(t, "%s%s{lcore=\"%u\"} %llu\n", name, sfx, lcore,
-				(unsigned long long)v);
+		cr__tbuf_printf(t, "} %llu\n", (unsigned long long)v);
 	else
-		cr__tbuf_printf(t, "%s%s{lcore=\"%u\"} %.9f\n", name, sfx, lcore,
-				(double)v * scale);
+		cr__tbuf_printf(t, "} %.9f\n", (double)v * scale);
 }
 
 static void
@@ -117,52 +143,118 @@ render_info(struct cr__tbuf *t)
 {
 	const char *drv = cr_reactor_driver();
 
-	cr__tbuf_printf(t, "# HELP coreact_info The app, its version and io driver.\n"
-			   "# TYPE coreact_info gauge\ncoreact_info{app=\"");
-	put_label(t, cr__tel_info.app);
+	cr__prom_header(t, "coreact_info", "gauge", "The app, its version and io driver.");
+	cr__tbuf_printf(t, "coreact_info{app=\"");
+	cr__prom_label(t, cr__tel_info.app);
 	cr__tbuf_printf(t, "\",version=\"");
-	put_label(t, CR_VERSION);
+	cr__prom_label(t, CR_VERSION);
 	cr__tbuf_printf(t, "\",io_driver=\"");
-	put_label(t, drv != NULL ? drv : "");
+	cr__prom_label(t, drv != NULL ? drv : "");
 	cr__tbuf_printf(t, "\"} 1\n");
+}
+
+/* One sample per lcore and state, 1 for the state the lcore is in: a state is then a
+ * series a dashboard can sum (sum(coreact_lcore_state{state="RUNNING"})). */
+static void
+render_states(struct cr__tbuf *t, const struct cr__tel_snap *s, unsigned n)
+{
+	static const enum cr_lcore_state states[] = {CR_LCORE_OFFLINE, CR_LCORE_STARTING,
+						     CR_LCORE_RUNNING, CR_LCORE_RETIRING};
+	unsigned i, k;
+
+	cr__prom_header(t, "coreact_lcore_state", "gauge",
+			"1 for the state the lcore is in (OFFLINE, STARTING, RUNNING, RETIRING), "
+			"0 for the others.");
+	for (i = 0; i < n; i++)
+		for (k = 0; k < sizeof(states) / sizeof(states[0]); k++)
+			cr__tbuf_printf(t, "coreact_lcore_state{lcore=\"%u\",state=\"%s\"} %d\n",
+					s[i].lcore, cr__tel_state_name(states[k]),
+					s[i].state == states[k]);
 }
 
 static void
 render_lcores(struct cr__tbuf *t, const struct cr__tel_snap *s, unsigned n)
 {
+	char name[CR__TEL_FAMILY_LEN + 16];
 	unsigned i, k;
 
-	cr__tbuf_printf(t, "# HELP coreact_lcore_state Lcore state: 0 OFFLINE, 1 STARTING, "
-			   "2 RUNNING, 3 RETIRING.\n# TYPE coreact_lcore_state gauge\n");
-	for (i = 0; i < n; i++)
-		cr__tbuf_printf(t, "coreact_lcore_state{lcore=\"%u\",state=\"%s\"} %d\n",
-				s[i].lcore, cr__tel_state_name(s[i].state), (int)s[i].state);
+	render_states(t, s, n);
 	for (k = 0; k < cr__tel_n_fields; k++) {
 		const struct cr__tel_field *f = &cr__tel_fields[k];
 
-		header(t, f->prom, f->kind, f->help);
+		snprintf(name, sizeof(name), "%s%s", f->prom,
+			 f->kind == CR_TELEMETRY_COUNTER ? "_total" : "");
+		cr__prom_header(t, name, type_name(f->kind), f->help);
 		for (i = 0; i < n; i++)
-			sample(t, f->prom, f->kind, s[i].lcore, cr__tel_field_value(&s[i].st, f),
+			sample(t, name, s[i].lcore, NULL, NULL, cr__tel_field_value(&s[i].st, f),
 			       f->scale);
 	}
 }
 
-/* Readers (@p app false) or app counters (@p app true); @p m entries were snapshotted. */
-static void
-render_entries(struct cr__tbuf *t, const struct cr__tel_snap *s, unsigned n, unsigned m, bool app)
+/* Entry @p k of readers (@p app false) or app counters. */
+static const struct cr__tel_entry *
+entry(unsigned k, bool app)
 {
-	char name[CR_TELEMETRY_NAME_LEN + 32];
-	unsigned i, k;
+	return app ? cr__tel_counter(k) : cr__tel_reader(k);
+}
 
-	for (k = 0; k < m; k++) {
-		const struct cr__tel_entry *e = app ? cr__tel_counter(k) : cr__tel_reader(k);
+/* Has an entry before @p k (readers first, then counters) the family of @p e? */
+static bool
+family_seen(const struct cr__tel_entry *e, unsigned k, bool app, unsigned nr)
+{
+	unsigned j;
 
-		snprintf(name, sizeof(name), "coreact_%s_%s", app ? "app" : "lcore", e->name);
-		header(t, name, e->kind, e->help[0] != '\0' ? e->help : e->name);
-		for (i = 0; i < n; i++)
-			if (app || s[i].reader_ok[k])
-				sample(t, name, e->kind, s[i].lcore,
-				       app ? s[i].app[k] : s[i].reader[k], 1);
+	for (j = 0; j < (app ? nr : k); j++)
+		if (strcmp(cr__tel_reader(j)->family, e->family) == 0)
+			return true;
+	for (j = 0; app && j < k; j++)
+		if (strcmp(cr__tel_counter(j)->family, e->family) == 0)
+			return true;
+	return false;
+}
+
+/* The samples of every entry of @p table (from @p k on) in the family of @p e. */
+static void
+family_samples(struct cr__tbuf *t, const char *name, const struct cr__tel_entry *e, unsigned k,
+	       bool app, unsigned m, const struct cr__tel_snap *s, unsigned n)
+{
+	for (unsigned j = k; j < m; j++) {
+		const struct cr__tel_entry *o = entry(j, app);
+
+		if (strcmp(o->family, e->family) != 0)
+			continue;
+		for (unsigned i = 0; i < n; i++)
+			if (app || s[i].reader_ok[j])
+				sample(t, name, s[i].lcore, o->label, o->label_value,
+				       app ? s[i].app[j] : s[i].reader[j], 1);
+	}
+}
+
+/* Readers, then app counters, one family at a time (entries of a family may be anywhere
+ * in the tables: each family is written where its first entry is). */
+static void
+render_entries(struct cr__tbuf *t, const struct cr__tel_snap *s, unsigned n, unsigned nr,
+	       unsigned nc)
+{
+	char name[CR__TEL_FAMILY_LEN + 16];
+
+	for (int pass = 0; pass < 2; pass++) {
+		bool app = pass == 1;
+		unsigned m = app ? nc : nr;
+
+		for (unsigned k = 0; k < m; k++) {
+			const struct cr__tel_entry *e = entry(k, app);
+
+			if (family_seen(e, k, app, nr))
+				continue;
+			family_name(name, sizeof(name), e->family, e->kind);
+			cr__prom_header(t, name, type_name(e->kind),
+					e->help[0] != '\0' ? e->help : e->name);
+			family_samples(t, name, e, k, app, m, s, n);
+			/* A family of readers may go on among the counters. */
+			if (!app)
+				family_samples(t, name, e, 0, true, nc, s, n);
+		}
 	}
 }
 
@@ -191,9 +283,11 @@ cr__prom_render(struct cr__tbuf *t)
 	n = i;
 	render_info(t);
 	render_lcores(t, s, n);
-	render_entries(t, s, n, nr, false);
-	render_entries(t, s, n, nc, true);
+	render_entries(t, s, n, nr, nc);
 	free(s);
+	cr__prom_render_hists(t);
+	cr__prom_render_collectors(t);
+	cr__prom_render_process(t);
 }
 
 /* ---- HTTP ---- */

@@ -499,6 +499,15 @@ spawn_thread(void)
 	return rc;
 }
 
+/* What to do about the last failed start; a literal, so any thread may read it. */
+static const char *_Atomic hint = "";
+
+const char *
+cr_telemetry_hint(void)
+{
+	return atomic_load_explicit(&hint, memory_order_relaxed);
+}
+
 int
 cr_telemetry_start(const struct cr_eal_config *cfg, const char *app_name)
 {
@@ -507,6 +516,7 @@ cr_telemetry_start(const struct cr_eal_config *cfg, const char *app_name)
 	bool sock, http;
 	int rc;
 
+	hint = "";
 	if (cfg == NULL || !app_name_ok(app_name))
 		return -EINVAL;
 	pthread_mutex_lock(&srv.lock);
@@ -527,8 +537,15 @@ cr_telemetry_start(const struct cr_eal_config *cfg, const char *app_name)
 		rc = cr__tel_choose_path(cfg->telemetry, app_name, srv.path, sizeof(srv.path));
 	if (rc == 0 && sock)
 		rc = open_unix();
-	if (rc == 0 && http)
+	/* What the user can do about a failure depends on which part failed. */
+	hint = rc != 0 && sock ? "--telemetry off runs without the socket" : "";
+	if (rc == 0 && http) {
 		rc = open_http(&ss, sslen);
+		if (rc != 0)
+			hint = rc == -EADDRINUSE ? "another --metrics port (0: the kernel picks one) "
+						   "or no --metrics runs without it"
+						 : "no --metrics runs without it";
+	}
 	if (rc != 0)
 		goto out_release;
 	if (sock)

@@ -4,7 +4,8 @@
 
   echo_test.py CR_ECHO TEST [--driver uring|epoll]
 
-TEST is one of: cli, basic, socat, sockperf, payload, emfile, faults. Each starts its own
+TEST is one of: cli, config, restart, basic, socat, sockperf, payload, emfile, faults,
+storm. Each starts its own
 cr-echo on an ephemeral port of 127.0.0.1 / ::1, is bounded in time, kills the server on
 the way out, and exits 0 (pass), 1 (fail) or 77 (skip: a client tool is missing).
 """
@@ -24,6 +25,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import apptest
 
 TEST_TIMEOUT = 50  # seconds; meson's own timeout is above this
 SKIP = 77
@@ -656,8 +659,119 @@ def json_text(obj):
     return json.dumps(obj)
 
 
+# ---- lib/app: --config, per-lcore duties after a restart, SIGUSR1 ----
+
+def udp_sockets(port):
+    """UDP sockets bound to @p port (IPv4), from /proc/net/udp."""
+    n = 0
+    with open("/proc/net/udp") as f:
+        for line in f.readlines()[1:]:
+            local = line.split()[1]
+            if int(local.split(":")[1], 16) == port:
+                n += 1
+    return n
+
+
+def wait_udp_sockets(port, want, limit=10.0):
+    """UDP sockets on @p port, once there are @p want of them or @p limit seconds passed."""
+    deadline = time.monotonic() + limit
+    while udp_sockets(port) != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return udp_sockets(port)
+
+
+def t_config(exe, driver):
+    """--config FILE: every long option is a key, the command line overrides the file,
+    and a bad line is one error naming FILE:LINE (exit 2)."""
+    tmp = tempfile.mkdtemp(prefix="cr-echo-conf.")
+    try:
+        config_checks(exe, driver, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log("--config: settings applied, command line first, bad lines named")
+
+
+def config_checks(exe, driver, tmp):
+    conf = os.path.join(tmp, "echo.conf")
+    with open(conf, "w") as f:
+        f.write("# cr-echo from a file\nlisten 127.0.0.1:1\nudp\n"
+                "max-connections 64   # per lcore\nio-driver %s\n" % driver)
+    # The command line's --listen overrides the file's (port 1 would be refused).
+    srv = Server(exe, driver, extra=["--config", conf])
+    try:
+        check("(tcp, udp)" in srv.ready_line and "io driver %s" % driver in srv.ready_line,
+              "settings from the file not applied: %r" % srv.ready_line)
+        echo_once(srv, b"from a config file")
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.settimeout(5)
+        u.sendto(b"udp from the file", srv.addr)
+        check(u.recvfrom(100)[0] == b"udp from the file", "no UDP echo")
+        u.close()
+        srv.stop()
+    finally:
+        srv.kill()
+    bad = os.path.join(tmp, "bad.conf")
+    for text, named in (("listen 127.0.0.1:0\nmax-connections 0\n", ":2: max-connections 0"),
+                        ("udp yes\n", ":1: udp yes"),
+                        ("listen 127.0.0.1:0\nbogus 1\n", ":2: bogus")):
+        with open(bad, "w") as f:
+            f.write(text)
+        r = subprocess.run([exe, "--config", bad], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=10)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 2 and len(lines) == 1 and (bad + named) in lines[0]
+              and "accepted" in lines[0],
+              "config %r: exit %d, %r" % (text, r.returncode, r.stderr))
+
+
+def t_restart(exe, driver):
+    """An lcore retired and started again gets its per-lcore duties back (its UDP socket,
+    bound by lcore_start in every incarnation); SIGUSR1 (log reopen) leaves it serving."""
+    if len(os.sched_getaffinity(0)) < 2:
+        log("SKIP: needs 2 CPUs")
+        return SKIP
+    rt = tempfile.mkdtemp(prefix="cr-echo-restart.")
+    os.chmod(rt, 0o700)
+    os.environ["XDG_RUNTIME_DIR"] = rt
+    srv = Server(exe, driver, lcores="0,1", extra=["--udp"])
+    try:
+        tpath = os.path.join(rt, "coreact", "cr-echo.%d.sock" % srv.pid)
+        port = srv.addr[1]
+        n = wait_udp_sockets(port, 2)
+        check(n == 2, "%d UDP sockets at start, want 2" % n)
+        telemetry(tpath, "/lcore/retire,1")
+        wait_state(tpath, 1, "OFFLINE")
+        n = wait_udp_sockets(port, 1)
+        check(n == 1, "%d UDP sockets with lcore 1 offline, want 1" % n)
+        telemetry(tpath, "/lcore/start,1")
+        wait_state(tpath, 1, "RUNNING")
+        # Its first turn binds it (lcore_start): bounded wait, not a sleep.
+        n = wait_udp_sockets(port, 2)
+        check(n == 2, "%d UDP sockets after lcore 1 started again, want 2" % n)
+        srv.proc.send_signal(signal.SIGUSR1)
+        time.sleep(0.2)
+        check(srv.proc.poll() is None, "SIGUSR1 ended cr-echo")
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.settimeout(5)
+        for i in range(20):  # from 20 source ports: the kernel spreads them over both
+            v = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            v.settimeout(5)
+            v.sendto(b"dgram %d" % i, srv.addr)
+            check(v.recvfrom(100)[0] == b"dgram %d" % i, "no UDP echo after the restart")
+            v.close()
+        echo_once(srv, b"tcp after the restart")
+        st = stats_of(srv.stop())
+        check(st["dgram_in"] == 20, "datagrams in: %r" % st)
+    finally:
+        srv.kill()
+        shutil.rmtree(rt, ignore_errors=True)
+    log("restart: lcore 1's UDP socket is back; SIGUSR1 kept it serving")
+
+
 TESTS = {
     "cli": t_cli,
+    "config": t_config,
+    "restart": t_restart,
     "basic": t_basic,
     "socat": t_socat,
     "sockperf": t_sockperf,
@@ -674,6 +788,8 @@ def main():
     ap.add_argument("test", choices=sorted(TESTS))
     ap.add_argument("--driver", default="uring", choices=["uring", "epoll"])
     a = ap.parse_args()
+    if a.test != "cli" and apptest.skip_if_refused(a.exe, a.driver, log):
+        return SKIP
     signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure("timed out")))
     signal.alarm(TEST_TIMEOUT)
     try:

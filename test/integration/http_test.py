@@ -25,6 +25,8 @@ import tempfile
 import threading
 import time
 
+import apptest
+
 TEST_TIMEOUT = 100  # seconds; meson's own timeout is above this
 SKIP = 77
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -893,6 +895,8 @@ def main():
     ap.add_argument("test", choices=sorted(TESTS))
     ap.add_argument("--driver", default="uring", choices=["uring", "epoll"])
     a = ap.parse_args()
+    if a.test != "cli" and apptest.skip_if_refused(a.exe, a.driver, log):
+        return SKIP
 
     def on_alarm(*_):
         raise Failure("timed out")

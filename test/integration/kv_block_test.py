@@ -27,6 +27,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import apptest  # noqa: E402
 from kv_test import (SKIP, Conn, Ctx, Failure, check, log, need, on_shard,  # noqa: E402
                      parse_array, resp)
 
@@ -384,6 +385,8 @@ def main():
     args = ap.parse_args()
     if args.lcores > (os.cpu_count() or 1):
         log("SKIP: %d lcores need %d CPUs" % (args.lcores, args.lcores))
+        return SKIP
+    if apptest.skip_if_refused(args.exe, args.driver, log):
         return SKIP
     signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(Failure("test timed out")))
     signal.alarm(TEST_TIMEOUT)

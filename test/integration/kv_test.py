@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+import apptest
+
 SKIP = 77
 TEST_TIMEOUT = 140
 
@@ -2058,6 +2060,8 @@ def main():
     args = ap.parse_args()
     if args.lcores > (os.cpu_count() or 1):
         log("SKIP: %d lcores need %d CPUs" % (args.lcores, args.lcores))
+        return SKIP
+    if args.test != "cli" and apptest.skip_if_refused(args.exe, args.driver, log):
         return SKIP
     signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(Failure("test timed out")))
     signal.alarm(TEST_TIMEOUT)

@@ -22,6 +22,8 @@ import tempfile
 import threading
 import time
 
+import apptest
+
 TEST_TIMEOUT = 100  # seconds; meson's own timeout is above this
 LOOP = "127.0.0.1"
 
@@ -461,6 +463,10 @@ def t_cli(exe, driver):
               "config %r: want one line naming %r, got %r" % (text, path + named, r.stderr))
     r = run("--config", os.path.join(tmp, "missing.conf"))
     check(r.returncode == 2 and "missing.conf" in r.stderr, "missing config: %r" % r.stderr)
+    # A directory: said as such, not as a read error.
+    r = run("--config", tmp)
+    check(r.returncode == 2 and r.stderr == "cr-proxy: --config %s: Is a directory\n" % tmp,
+          "config a directory: %d %r" % (r.returncode, r.stderr))
     log("cli: help, %d bad options and %d bad config files OK" % (len(bad), len(confs) + 1))
 
 
@@ -1163,6 +1169,8 @@ def main():
     ap.add_argument("test", choices=sorted(TESTS))
     ap.add_argument("--driver", default="uring", choices=["uring", "epoll"])
     a = ap.parse_args()
+    if a.test != "cli" and apptest.skip_if_refused(a.exe, a.driver, log):
+        return apptest.SKIP
     signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure("timed out")))
     signal.alarm(TEST_TIMEOUT)
     try:

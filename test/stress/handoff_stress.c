@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cr_reactor.h"
+#include "ut_driver.h"
 
 #define N_FOREIGN 2
 #define MAX_SENDERS (CR_MAX_LCORES + N_FOREIGN)
@@ -382,14 +383,13 @@ watchdog(int sig)
 int
 main(int argc, char **argv)
 {
-	const char *drv = getenv("CR_UT_DRIVER");
 	char err[256];
 
 	seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 0) : 1;
 	per_sender = argc > 2 ? strtoull(argv[2], NULL, 0) : 200000;
+	ut_require_driver();
 	cr_eal_config_defaults(&cfg);
-	cfg.io_driver = drv != NULL && strcmp(drv, "epoll") == 0 ? CR_IO_DRIVER_EPOLL
-								  : CR_IO_DRIVER_URING;
+	cfg.io_driver = ut_driver();
 	if (cr_eal_lcore_table(&cfg, &table, err, sizeof(err)) != 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
@@ -399,7 +399,7 @@ main(int argc, char **argv)
 		ids[i] = table.lcores[i].lcore_id;
 	printf("handoff stress: seed %u, %u lcores + %d foreign threads, %" PRIu64
 	       " messages each, driver %s\n",
-	       seed, n_lcores, N_FOREIGN, per_sender, drv != NULL ? drv : "uring");
+	       seed, n_lcores, N_FOREIGN, per_sender, ut_driver_uring() ? "uring" : "epoll");
 	signal(SIGALRM, watchdog);
 	alarm(240);
 	phase1();

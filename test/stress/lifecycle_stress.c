@@ -22,6 +22,7 @@
 
 #include "cr_lease.h"
 #include "cr_reactor.h"
+#include "ut_driver.h"
 
 static struct cr_eal_config cfg;
 static struct cr_lcore_table table;
@@ -103,6 +104,29 @@ random_lcore(uint64_t *rng)
 static uint64_t main_rng;
 static struct cr_timer main_tick;
 
+/* A burst of 1-32 to one lcore: all of it accepted (counted) or none (refused). */
+static void
+send_burst(unsigned id, unsigned n)
+{
+	struct cr_msg m[32];
+	unsigned i;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		m[i].fn = counted;
+		m[i].arg = NULL;
+	}
+	rc = cr_send_burst(id, m, n);
+	if (rc > 0) {
+		atomic_fetch_add(&accepted, (uint64_t)rc);
+		if ((unsigned)rc < n)
+			atomic_fetch_add(&refused, n - (uint64_t)rc); /* the ring was full */
+	} else {
+		CHECK(rc == -ESHUTDOWN || rc == -EAGAIN, "burst rc %d", rc);
+		atomic_fetch_add(&refused, n);
+	}
+}
+
 static void
 main_send(struct cr_timer *t, void *arg)
 {
@@ -114,6 +138,8 @@ main_send(struct cr_timer *t, void *arg)
 
 		count_send(rc);
 	}
+	/* Bursts too, racing the retires (issue 13's burst hand-off). */
+	send_burst(random_lcore(&main_rng), 1 + (unsigned)(xorshift(&main_rng) % 32));
 	if (atomic_load(&senders_on))
 		cr_timer_start(&main_tick, 50 * 1000);
 }
@@ -126,6 +152,8 @@ foreign_sender(void *arg)
 	(void)arg;
 	while (atomic_load(&senders_on)) {
 		count_send(cr_send(random_lcore(&rng), counted, NULL));
+		if (xorshift(&rng) % 8 == 0)
+			send_burst(random_lcore(&rng), 1 + (unsigned)(xorshift(&rng) % 32));
 		if (xorshift(&rng) % 16 == 0)
 			sleep_us((long)(xorshift(&rng) % 200));
 	}
@@ -220,15 +248,14 @@ int
 main(int argc, char **argv)
 {
 	const struct cr_reactor_hooks hooks = {.on_lcore_stop = on_stop};
-	const char *drv = getenv("CR_UT_DRIVER");
 	pthread_t ctl, fs;
 	char err[256];
 
 	seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 0) : 1;
 	cycles = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 300;
+	ut_require_driver();
 	cr_eal_config_defaults(&cfg);
-	cfg.io_driver = drv != NULL && strcmp(drv, "epoll") == 0 ? CR_IO_DRIVER_EPOLL
-								  : CR_IO_DRIVER_URING;
+	cfg.io_driver = ut_driver();
 	if (cr_eal_lcore_table(&cfg, &table, err, sizeof(err)) != 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;

@@ -117,3 +117,71 @@ class LiveApp:
         self.stop()
         if self.own_dir:
             shutil.rmtree(self.runtime_dir, ignore_errors=True)
+
+
+class OnTerminal:
+    """A tool run with a pseudo-terminal as stdin, stdout and stderr (what a person at a
+    terminal gives it): expect() waits for text, send() types a line. Bounded waits."""
+
+    def __init__(self, name, args, env, rows=30, cols=110):
+        import fcntl
+        import pty
+        import struct
+        import termios
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        env = dict(env, TERM="xterm")
+        self.proc = subprocess.Popen([sys.executable, tool_path(name)] + list(args), env=env,
+                                     stdin=slave, stdout=slave, stderr=slave,
+                                     start_new_session=True)
+        os.close(slave)
+        self.text = ""
+
+    def expect(self, needle, timeout=TOOL_TIMEOUT):
+        import select
+        deadline = time.monotonic() + timeout
+        while needle not in self.text:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("no %r on the terminal within %.0f s; it shows:\n%s"
+                                     % (needle, timeout, self.text))
+            r, _, _ = select.select([self.master], [], [], left)
+            if r:
+                try:
+                    chunk = os.read(self.master, 65536)
+                except OSError:  # the tool exited: EIO on the master
+                    chunk = b""
+                if not chunk:
+                    if self.proc.poll() is not None and needle not in self.text:
+                        raise AssertionError("the tool exited (%r) before %r; it showed:\n%s"
+                                             % (self.proc.returncode, needle, self.text))
+                    time.sleep(0.05)
+                self.text += chunk.decode(errors="replace")
+        return self.text
+
+    def send(self, line):
+        os.write(self.master, line.encode() + b"\r")
+
+    def wait(self, timeout=TOOL_TIMEOUT):
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            os.close(self.master)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def run_tool_reader_gone(name, args, env):
+    """Run tool @p name with a stdout whose reader is already gone (`| head` that has
+    what it wanted): its first write fails with EPIPE. @p env None: ours."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return subprocess.run([sys.executable, tool_path(name)] + list(args), env=env,
+                              stdout=w, stderr=subprocess.PIPE, text=True,
+                              timeout=TOOL_TIMEOUT)
+    finally:
+        os.close(w)

@@ -23,6 +23,9 @@ TWO_S = os.path.join(FIX, "2s-numa-smt")
 HOLES = os.path.join(FIX, "holes")
 NOBODY = 65534
 
+sys.path.insert(0, HERE)
+import crlive  # noqa: E402
+
 
 def run(*args, python=sys.executable, tool=TOOL, **kw):
     return subprocess.run([python, tool] + list(args), stdout=subprocess.PIPE,
@@ -194,6 +197,15 @@ lcores to isolated CPUs
                 "  - CPUs 3,5 are offline and left out; bring them online "
                 "(/sys/devices/system/cpu/cpuN/online) and run cr-cores again to use them"]:
             self.assertIn(want, lines)
+
+
+class ReaderGone(unittest.TestCase):
+    """`cr-cores | head`: no BrokenPipeError traceback, exit 0."""
+
+    def test_plan(self):
+        for args in (["--root", TWO_S], ["--root", TWO_S, "--json"]):
+            r = crlive.run_tool_reader_gone("cr-cores", args, None)
+            self.assertEqual((r.returncode, r.stderr), (0, ""), args)
 
 
 class Plans(unittest.TestCase):

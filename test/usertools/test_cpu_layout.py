@@ -21,6 +21,8 @@ TWO_S = os.path.join(FIX, "2s-numa-smt")
 HOLES = os.path.join(FIX, "holes")
 
 sys.path.insert(0, os.path.join(TOP, "usertools"))
+sys.path.insert(0, HERE)
+import crlive  # noqa: E402
 import crtopo  # noqa: E402
 
 
@@ -169,6 +171,15 @@ class Json(unittest.TestCase):
         self.assertEqual([c["cpus"] for c in d["cores"]], [[0, 4], [1], [2, 6], [7]])
         self.assertEqual(d["numa_nodes"], [{"id": 0, "cpus": [0, 1, 2, 4, 6, 7],
                                             "mem_kib": None, "distances": []}])
+
+
+class ReaderGone(unittest.TestCase):
+    """`cr-cpu-layout --json | head`: no BrokenPipeError traceback, exit 0."""
+
+    def test_json_and_text(self):
+        for args in (["--root", TWO_S, "--json"], ["--root", TWO_S]):
+            r = crlive.run_tool_reader_gone("cr-cpu-layout", args, None)
+            self.assertEqual((r.returncode, r.stderr), (0, ""), args)
 
 
 class Selection(unittest.TestCase):

@@ -257,6 +257,177 @@ class Live(unittest.TestCase):
             self.assertGreaterEqual(d["p99_us"], d["p50_us"], msg)
 
 
+class CoreModes(unittest.TestCase):
+    """The C benchmark's modes as pairings of cr-bench, from the source tree: a tiny
+    handoff run (1000 messages), its text report and, with --json, its figures."""
+
+    def setUp(self):
+        if not os.access(os.path.join(BUILD, "app", "cr-bench", "cr-bench-core"), os.X_OK):
+            self.skipTest("cr-bench-core not built in " + BUILD)
+        if len(os.sched_getaffinity(0)) < 2:
+            self.skipTest("one CPU only")
+
+    def test_listed(self):
+        r = run(["--help"])
+        for mode in ("handoff", "echo", "resize"):
+            self.assertIn(mode + " (", r.stdout)
+
+    def test_handoff_text(self):
+        r = run(["handoff", "--build-dir", BUILD, "--no-build", "--no-install", "--",
+                 "--messages", "1000"], timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("cr_send", r.stdout)
+        self.assertIn("raw", r.stdout)
+        self.assertNotIn("ours req/s", r.stdout)  # no pairing table without such rows
+
+    def test_handoff_json(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "b.json")
+            r = run(["handoff", "--build-dir", BUILD, "--no-build", "--no-install",
+                     "--json", out, "--", "--messages", "1000"], timeout=240)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(out) as f:
+                doc = json.load(f)
+        rows = [x for x in doc["rows"] if x["pairing"] == "handoff"]
+        self.assertEqual(len(rows), 1)
+        self.assertEqual(rows[0]["mode"], "core")
+        self.assertEqual(rows[0]["figures"]["mode"], "handoff")
+        self.assertIn("mode", r.stdout)
+
+    def test_bad_core_option(self):
+        r = run(["handoff", "--build-dir", BUILD, "--no-build", "--no-install", "--",
+                 "--messages", "0"])
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("cr-bench-core handoff exited 2", r.stdout)
+        self.assertIn("--messages 0", r.stdout)
+
+
+def load_cr_bench():
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("cr_bench_tool", TOOL)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+class Plot(unittest.TestCase):
+    """--plot: ratios ours/peer per row on a log scale with a line at 1, the value on each
+    bar, and the limit responder named for what it is."""
+    ROWS = [core.row("http", "plain", "cr-http", {"rps": 1, "per_cpu_s": 300.0}, "nginx",
+                     {"rps": 1, "per_cpu_s": 200.0}),
+            core.row("http", "plain", "cr-http", {"rps": 1, "per_cpu_s": 300.0}, "limit",
+                     {"rps": 1, "per_cpu_s": 400.0}),
+            core.row("http", "plain", "limit", {"rps": 1, "per_cpu_s": 400.0}, "nginx",
+                     {"rps": 1, "per_cpu_s": 200.0}),
+            core.row("kv", "get", "cr-kv", None, "redis", {"rps": 1, "per_cpu_s": 1.0}),
+            core.core_row("handoff", "text", None)]
+
+    def test_data(self):
+        cb = load_cr_bench()
+        data = cb.plot_data(self.ROWS)
+        self.assertEqual([round(v, 3) for _, v, _ in data], [1.5, 0.75, 2.0])
+        self.assertEqual([t for _, _, t in data], ["1.50x", "0.75x", "2.00x"])
+        self.assertIn("cr-http\n/ nginx", data[0][0])
+        # "limit" is not a server anyone knows: the plot says what it is.
+        self.assertIn("/ the limit (a minimal\nliburing responder,\nno HTTP parsing)",
+                      data[1][0])
+        self.assertTrue(data[2][0].startswith("http plain\nthe limit (a minimal\nliburing"))
+
+    def test_script(self):
+        cb = load_cr_bench()
+        gp = cb.gnuplot_script(cb.plot_data(self.ROWS), "/x/plot.dat", "/x/out.png", True)
+        self.assertIn("set logscale y", gp)
+        self.assertIn("with labels", gp)        # the value on each bar
+        self.assertIn("first 1 to graph 1, first 1", gp)  # the line at 1
+        self.assertIn("ours / peer", gp)
+
+    @unittest.skipIf(shutil.which("gnuplot") is None, "no gnuplot")
+    def test_render(self):
+        cb = load_cr_bench()
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "p.png")
+            self.assertEqual(cb.plot(self.ROWS, out, tmp), "gnuplot")
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        with self.assertRaises(core.BenchError):
+            cb.plot([self.ROWS[3]], os.path.join(tempfile.gettempdir(), "never.png"), "/tmp")
+
+
+class AskBeforeInstalling(unittest.TestCase):
+    """apt-get: asked on a terminal, said in one line without one, its output kept back.
+
+    A copy of the usertools with one more pairing that needs a package no archive has, so
+    the real apt-get runs and fails (nothing gets installed)."""
+    PKG = "coreact-test-no-such-package"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="cr-bench-ask.")
+        cls.tools = os.path.join(cls.tmp, "usertools")
+        shutil.copytree(USERTOOLS, cls.tools, ignore=shutil.ignore_patterns("__pycache__"))
+        with open(os.path.join(cls.tools, "crbench", "pair_nopkg.py"), "w") as f:
+            f.write('"""a pairing that needs a package no archive has"""\n'
+                    'PAIRING = "nopkg"\nPACKAGES = ["%s"]\n\n\ndef run(ctx):\n'
+                    '    return []\n' % cls.PKG)
+        cls.tool = os.path.join(cls.tools, "cr-bench")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def need_root_apt(self):
+        if os.geteuid() != 0 or shutil.which("apt-get") is None:
+            SKIPPED.append("not root, or no apt-get")
+            self.skipTest(SKIPPED[-1])
+
+    def test_terminal_asks(self):
+        self.need_root_apt()
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import crlive
+        t = crlive.OnTerminal(self.tool, ["nopkg", "--build-dir", BUILD, "--no-build"],
+                              dict(os.environ))
+        try:
+            t.expect("install the missing Debian packages %s with apt-get? [Y/n] " % self.PKG)
+            t.send("n")
+            t.expect("not installing %s" % self.PKG)
+            self.assertEqual(t.wait(), 1)
+            self.assertNotIn("failed", t.text)  # apt-get never ran
+        finally:
+            t.kill()
+
+    def test_no_terminal_says_so_and_hides_apt(self):
+        self.need_root_apt()
+        r = subprocess.run([sys.executable, self.tool, "nopkg", "--build-dir", BUILD,
+                            "--no-build"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=600)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "cr-bench: installing the missing Debian packages %s with "
+                         "apt-get (no terminal to ask; --no-install to refuse)" % self.PKG)
+        self.assertEqual(len(lines), 2, r.stdout)
+        self.assertTrue(lines[1].startswith("cr-bench: apt-get install %s failed: " % self.PKG),
+                        lines[1])
+        self.assertIn(self.PKG, lines[1])  # apt's own last word on it
+        self.assertNotIn("Reading package lists", r.stdout + r.stderr)
+
+    def test_yes_on_a_terminal_does_not_ask(self):
+        self.need_root_apt()
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import crlive
+        t = crlive.OnTerminal(self.tool, ["nopkg", "--yes", "--build-dir", BUILD,
+                                          "--no-build"], dict(os.environ))
+        try:
+            t.expect("apt-get install %s failed: " % self.PKG, timeout=600)
+            self.assertEqual(t.wait(), 1)
+            self.assertNotIn("[Y/n]", t.text)
+            self.assertIn("installing the missing Debian packages %s with apt-get\r\n"
+                          % self.PKG, t.text)
+        finally:
+            t.kill()
+
+
 def main():
     res = unittest.main(exit=False, verbosity=2).result
     if not res.wasSuccessful():

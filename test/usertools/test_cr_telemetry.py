@@ -254,7 +254,9 @@ class Live(unittest.TestCase):
         self.assertIn('coreact_info{app="cr-hello",version=', body)
         for lc in self.lcores():
             self.assertIn('coreact_app_token_passes_total{lcore="%d"} ' % lc, body)
-            self.assertIn('coreact_lcore_state{lcore="%d",state="RUNNING"} 2\n' % lc, body)
+            # One series per state: 1 for the lcore's, 0 for the others.
+            self.assertIn('coreact_lcore_state{lcore="%d",state="RUNNING"} 1\n' % lc, body)
+            self.assertIn('coreact_lcore_state{lcore="%d",state="OFFLINE"} 0\n' % lc, body)
 
 
 @unittest.skipUnless(crlive.have_app(), "CR_HELLO is not set to the cr-hello binary")
@@ -281,6 +283,60 @@ class TwoApps(unittest.TestCase):
                 self.assertEqual(b.stop(), 0)
         finally:
             a.cleanup()
+
+    def test_choose_on_a_terminal(self):
+        """Interactive, on a terminal, two instances are a list to choose from."""
+        a = crlive.LiveApp(run_for=20)
+        try:
+            b = crlive.LiveApp(run_for=20, runtime_dir=a.runtime_dir)
+            try:
+                t = crlive.OnTerminal(TOOL, ["--app", "cr-hello"], a.env)
+                try:
+                    t.expect("--app cr-hello: 2 instances")
+                    t.expect("choose 1-2 (q: quit): ")
+                    self.assertIn("pid %d" % a.pid, t.text)
+                    self.assertIn("pid %d" % b.pid, t.text)
+                    t.send("7")
+                    t.expect("'7' is not one of 1-2")
+                    # The list is by pid: the second is the larger one.
+                    t.send("2")
+                    t.expect("(pid %d)" % max(a.pid, b.pid))
+                    t.send("/info")
+                    t.expect('"pid": %d' % max(a.pid, b.pid))
+                    t.send("quit")
+                    self.assertEqual(t.wait(), 0)
+                finally:
+                    t.kill()
+                # q at the list: no app chosen, exit 1, nothing left hanging.
+                t = crlive.OnTerminal(TOOL, ["--app", "cr-hello"], a.env)
+                try:
+                    t.expect("choose 1-2")
+                    t.send("q")
+                    t.expect("no app chosen")
+                    self.assertEqual(t.wait(), 1)
+                finally:
+                    t.kill()
+                # Batch (-c) on a terminal too: still the error naming the pids.
+                t = crlive.OnTerminal(TOOL, ["--app", "cr-hello", "-c", "/info"], a.env)
+                try:
+                    t.expect("choose one with --pid")
+                    self.assertEqual(t.wait(), 2)
+                finally:
+                    t.kill()
+            finally:
+                self.assertEqual(b.stop(), 0)
+        finally:
+            a.cleanup()
+
+    def test_list_reader_gone(self):
+        """`cr-telemetry --list | head`: no traceback, exit 0."""
+        app = crlive.LiveApp(run_for=20)
+        try:
+            r = crlive.run_tool_reader_gone(TOOL, ["--list"], app.env)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            self.assertEqual(app.stop(), 0)
+        finally:
+            app.cleanup()
 
     def test_socket_removed_at_exit(self):
         app = crlive.LiveApp(run_for=1)

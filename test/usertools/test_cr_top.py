@@ -166,6 +166,24 @@ class Live(unittest.TestCase):
             self.assertTrue(all(x[2] == "RUNNING" for x in rows))
             self.assertEqual(lines[-1].split()[2], "total")
 
+    def test_first_frame_has_rates(self):
+        """The first -b frame is taken one interval after a first sample: real rates, not
+        dashes (the token goes round every 100 ms, so every lcore turns)."""
+        r = run(["-b", "-n", "1", "-d", "0.5", "--pid", str(self.app.pid)], self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        for line in lines[2:2 + len(self.lcores)]:
+            cells = line.split()
+            for col in (3, 4, 5):  # BUSY%, TURNS/s, MSGS/s
+                self.assertNotEqual(cells[col], "-", line)
+            self.assertGreater(float(cells[4]), 0, line)
+
+    def test_reader_gone(self):
+        """`cr-top -b | head`: no traceback, exit 0."""
+        r = crlive.run_tool_reader_gone(TOOL, ["-b", "-n", "1", "-d", "0.2", "--pid",
+                                               str(self.app.pid)], self.env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+
     def test_json(self):
         r = run(["--json", "-n", "2", "-d", "0.3", "--app", "cr-hello"], self.env)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -240,6 +258,43 @@ class Live(unittest.TestCase):
             subprocess.run(tmux + ["kill-server"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=10)
             shutil.rmtree(tdir, ignore_errors=True)
+
+
+
+
+@unittest.skipUnless(crlive.have_app(), "CR_HELLO is not set to the cr-hello binary")
+class TwoApps(unittest.TestCase):
+    """--app NAME with two instances: a list in the full-screen view, an error in batch."""
+
+    def setUp(self):
+        self.a = crlive.LiveApp(run_for=30)
+        self.b = crlive.LiveApp(run_for=30, runtime_dir=self.a.runtime_dir)
+
+    def tearDown(self):
+        try:
+            self.assertEqual(self.b.stop(), 0)
+        finally:
+            self.a.stop()
+            self.a.cleanup()
+
+    def test_batch_names_the_pids(self):
+        r = run(["-b", "-n", "1", "--app", "cr-hello"], self.a.env)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--app cr-hello: 2 instances (pids %s); choose one with --pid"
+                      % ", ".join(str(p) for p in sorted([self.a.pid, self.b.pid])), r.stderr)
+
+    def test_full_screen_offers_a_list(self):
+        t = crlive.OnTerminal(TOOL, ["--app", "cr-hello", "-d", "0.2"], self.a.env)
+        try:
+            t.expect("choose 1-2 (q: quit): ")
+            t.send("1")
+            # The view of the first (lower pid) instance, then q quits it.
+            t.expect("cr-hello pid %d" % min(self.a.pid, self.b.pid))
+            t.expect("RUNNING")
+            t.send("q")
+            self.assertEqual(t.wait(), 0)
+        finally:
+            t.kill()
 
 
 if __name__ == "__main__":

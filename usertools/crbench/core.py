@@ -4,11 +4,14 @@
 A pairing module (crbench/pair_<name>.py) exposes PAIRING, PACKAGES and run(ctx) -> rows;
 ctx is a Ctx below. Everything here is the Python 3 standard library.
 
-  ctx.root, ctx.build_dir             repo root; a release build of coreact
+  ctx.root, ctx.build_dir             repo root; a release build of coreact (both None
+                                      when cr-bench runs installed: ctx.installed)
   ctx.server_cpu, ctx.client_cpu      the server's CPU and the load generator's
   ctx.duration, ctx.runs, ctx.connections
-  ctx.app(name) -> path               build_dir/app/NAME/NAME (or any build_dir/app/*/NAME);
+  ctx.app(name) -> path               build_dir/app/NAME/NAME (or any build_dir/app/*/NAME),
+                                      installed: the bindir or libexecdir/coreact;
                                       raises NotBuilt (a FileNotFoundError) if absent
+  ctx.core_args                       extra words for the C benchmark (after '--')
   ctx.free_port() -> int
   ctx.spawn(argv, cpu, env=None, cwd=None) -> Proc   pinned to cpu; .pid .argv .stop()
   ctx.wait_port(port, host="127.0.0.1", timeout=10.0)
@@ -100,9 +103,12 @@ class Proc:
 
 class Ctx:
     def __init__(self, root, build_dir, server_cpu, client_cpu, duration=5, runs=3,
-                 connections=64, verbose=False, out=sys.stdout):
+                 connections=64, verbose=False, out=sys.stdout, installed=None):
         self.root = root
         self.build_dir = build_dir
+        # Installed: {"bindir": ..., "libexecdir": ...}, where the binaries are.
+        self.installed = installed
+        self.core_args = []
         # Extra options for our apps (cr-http, cr-kv, cr-proxy), e.g. --idle-spin 0.
         self.ours_args = []
         self.server_cpu = server_cpu
@@ -134,6 +140,13 @@ class Ctx:
         return tempfile.mkdtemp(dir=self._topdir())
 
     def app(self, name):
+        if self.installed is not None:
+            for d in (self.installed["bindir"], self.installed["libexecdir"]):
+                path = os.path.join(d, name)
+                if os.path.isfile(path) and os.access(path, os.X_OK):
+                    return path
+            raise NotBuilt("%s not installed: not in %s or %s"
+                           % (name, self.installed["bindir"], self.installed["libexecdir"]))
         path = os.path.join(self.build_dir, "app", name, name)
         if os.access(path, os.X_OK):
             return path
@@ -293,3 +306,37 @@ def row(pairing, mode, ours_name, ours, peer_name, peer):
             "peer_name": peer_name, "peer": peer,
             "ratio_rps": _ratio(ours, peer, "rps"),
             "ratio_per_cpu": _ratio(ours, peer, "per_cpu_s")}
+
+
+def core_row(pairing, report, figures):
+    """A row of the C benchmark (cr-bench-core): its own report as text, or with --json
+    the figures it printed as one JSON object."""
+    return {"pairing": pairing, "mode": "core", "report": report, "figures": figures}
+
+
+def run_core(ctx, mode, args=(), want_json=False):
+    """Run cr-bench-core MODE on the client and server CPUs (the client is its main lcore,
+    the server the other one), cr-echo given by path; @return a core_row()."""
+    import json
+    exe = ctx.app("cr-bench-core")
+    argv = [exe, mode, "-l", "%d,%d" % (ctx.client_cpu, ctx.server_cpu),
+            "--main-lcore", str(ctx.client_cpu)] + list(args) + list(ctx.core_args)
+    if want_json:
+        argv.append("--json")
+    env = dict(os.environ)
+    try:
+        env["CR_BENCH_ECHO"] = ctx.app("cr-echo")
+    except NotBuilt:
+        pass
+    ctx.debug("running " + " ".join(argv))
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       env=env)
+    if r.returncode != 0:
+        raise BenchError("cr-bench-core %s exited %d: %s" % (
+            mode, r.returncode, (r.stderr.strip() or r.stdout.strip())[-2000:]))
+    if not want_json:
+        return core_row(mode, r.stdout, None)
+    try:
+        return core_row(mode, None, json.loads(r.stdout))
+    except ValueError:
+        raise BenchError("cr-bench-core %s --json printed no JSON: %r" % (mode, r.stdout[:300]))

@@ -6,7 +6,8 @@ Servers, each pinned to ctx.server_cpu and started once for the whole pairing:
   nginx     nginx-light, one process (master_process off: the process measured is the one
             serving), `return 200 "Hello, World!"`, keepalive_requests unbounded, access
             log off; config, pid, logs and temp paths in a ctx.tmpdir()
-  limit     build_dir/app/cr-bench/cr-bench-http-limit (app/cr-bench/http_limit.c): one
+  limit     cr-bench-http-limit (app/cr-bench/http_limit.c; build_dir/app/cr-bench/, or
+            libexec/coreact/ installed): one
             fixed response per "\\r\\n\\r\\n", multishot accept/recv, buffer ring
 Load: wrk -t1 pinned to ctx.client_cpu, ctx.connections connections; pipelined mode sends
 16 requests per write (pipeline.lua). Runs are interleaved (server A, B, C, A, B, C, ...)

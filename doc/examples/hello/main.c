@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * An app built outside the coreact tree against the installed library:
- *   cc main.c $(pkg-config --cflags --libs libcoreact) -o hello
+ *   cc -std=c11 main.c $(pkg-config --cflags --libs libcoreact) -o hello
  * Every lcore says hello; the main lcore counts the replies and stops.
  */
 #include <stdio.h>
 
+#include "cr_app.h"
 #include "cr_reactor.h"
 
 static unsigned replies;
@@ -26,29 +27,34 @@ hello(void *arg) /* runs on each lcore */
 	cr_send(cr_lcore_main(), reply, NULL);
 }
 
+static int
+start(void *arg) /* on the main lcore, once every lcore runs */
+{
+	unsigned id;
+
+	(void)arg;
+	CR_LCORE_FOREACH(id)
+	cr_send(id, hello, NULL);
+	return 0;
+}
+
+static int
+fini(bool failed, void *arg)
+{
+	(void)arg;
+	printf("hello: %u replies\n", replies);
+	return failed || replies == 0;
+}
+
 int
 main(int argc, char **argv)
 {
-	static const struct cr_app_info app = {.name = "hello",
-					       .summary = "says hello from every lcore"};
-	struct cr_eal_config cfg;
-	struct cr_lcore_table table;
-	unsigned id;
-	int rc;
+	static const struct cr_app app = {
+		.name = "hello",
+		.summary = "says hello from every lcore",
+		.start = start,
+		.fini = fini,
+	};
 
-	cr_eal_config_defaults(&cfg);
-	rc = cr_eal_parse_args(argc, argv, &app, &cfg, &table, NULL);
-	if (rc != 0)
-		return rc > 0 ? 0 : 2;
-	rc = cr_reactor_init(&cfg, &table, NULL);
-	if (rc != 0) {
-		fprintf(stderr, "hello: cannot start: %s\n", cr_strerror(rc));
-		return 1;
-	}
-	CR_LCORE_FOREACH(id)
-	cr_send(id, hello, NULL);
-	cr_reactor_run();
-	cr_reactor_fini();
-	printf("hello: %u replies\n", replies);
-	return replies >= 1 ? 0 : 1;
+	return cr_app_run(&app, argc, argv);
 }

@@ -47,7 +47,7 @@ struct eio_fd {
 	struct eio_oplist wr;	/* send, sendmsg, connect, stream write */
 	struct eio_link ready;	/* on eio.ready */
 	struct eio_link starve; /* on eio.starved */
-	uint8_t flags;		/* FD_* (epoll_io.c) */
+	uint8_t flags;		/* FD_* (epoll_io_internal.h) */
 };
 
 /* Per-lcore I/O state, inside the backend. */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The io_uring driver's I/O ops for lib/io (DESIGN.md "I/O"): multishot accept, multishot
- * recv on a provided-buffer ring, send/sendmsg (zero-copy above a threshold), recvmsg,
- * connect, read/write/fsync and cancel.
+ * The io_uring driver's I/O ops for lib/io (doc/guides/design.md "I/O"): multishot
+ * accept, multishot recv on a provided-buffer ring, send/sendmsg (zero-copy above a
+ * threshold), recvmsg, connect, read/write/fsync and cancel.
  *
  * Every op's SQE carries user_data == op->id, and everything an owner sees reaches it
  * through cr_io_complete() from the backend's poll(). lib/io counts on an op ending

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ut_capture.h"
 #include "ut_cunit.h"
 
 #include "cr_eal.h"
@@ -17,53 +18,10 @@
 /* Two cores, CPUs 0-1, whatever machine runs the test. */
 #define SMALL_MACHINE "pack:1 core:2 pu:1"
 #define CORELIST_ACCEPTED "accepted: CPU ids and ranges like 0-3,6"
-#define OUT_MAX 8192
-
-/* ---- capturing stdout / stderr ---- */
-
-struct capture {
-	int fd;
-	int saved;
-	FILE *tmp;
-};
+#define OUT_MAX UT_CAPTURE_MAX
 
 static char out_text[OUT_MAX];
 static char err_text[OUT_MAX];
-
-static void
-capture_begin(struct capture *c, int fd)
-{
-	fflush(NULL);
-	c->fd = fd;
-	c->tmp = tmpfile();
-	CU_ASSERT_PTR_NOT_NULL_FATAL(c->tmp);
-	c->saved = dup(fd);
-	dup2(fileno(c->tmp), fd);
-}
-
-static void
-capture_end(struct capture *c, char *text)
-{
-	size_t n;
-
-	fflush(NULL);
-	dup2(c->saved, c->fd);
-	close(c->saved);
-	rewind(c->tmp);
-	n = fread(text, 1, OUT_MAX - 1, c->tmp);
-	text[n] = '\0';
-	fclose(c->tmp);
-}
-
-static unsigned
-count_lines(const char *s)
-{
-	unsigned n = 0;
-
-	for (; *s != '\0'; s++)
-		n += *s == '\n';
-	return n;
-}
 
 /* ---- an app with options of its own ---- */
 
@@ -113,7 +71,30 @@ set_oom(const char *val, void *ctx)
 	return -ENOMEM;
 }
 
+/* A compound value, as cr-proxy's --backend: "NAME,weight=N" or, in a file, "NAME weight N". */
+static int
+set_backend(const char *val, void *ctx)
+{
+	const char *w = strchr(val, ',');
+	char part[64];
+	unsigned long long n;
+
+	(void)ctx;
+	if (w == NULL)
+		w = strchr(val, ' ');
+	if (w == NULL)
+		return 0;
+	if (cr_parse_uint(w + 1 + strlen("weight="), 0, 256, &n) != 0) {
+		snprintf(part, sizeof(part), "%s", w + 1);
+		cr_opt_bad_part(part, "0-256");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static const struct cr_opt echo_opts[] = {
+	{.name = "backend", .metavar = "B", .help = "compound", .accepted = "NAME[,weight=N]",
+	 .set = set_backend},
 	{.name = "listen",
 	 .metavar = "HOST:PORT",
 	 .help = "address to listen on",
@@ -149,7 +130,7 @@ static int
 run(bool validate, ...)
 {
 	char *argv[32] = {"cr-echo"};
-	struct capture out, err;
+	struct ut_capture out, err;
 	va_list ap;
 	int argc = 1;
 	int rc;
@@ -163,11 +144,11 @@ run(bool validate, ...)
 	cr_eal_config_defaults(&cfg);
 	cfg.topology_synthetic = SMALL_MACHINE;
 	first_arg = -1;
-	capture_begin(&out, STDOUT_FILENO);
-	capture_begin(&err, STDERR_FILENO);
+	ut_capture_begin(&out, STDOUT_FILENO);
+	ut_capture_begin(&err, STDERR_FILENO);
 	rc = cr_eal_parse_args(argc, argv, &echo, &cfg, validate ? &table : NULL, &first_arg);
-	capture_end(&err, err_text);
-	capture_end(&out, out_text);
+	ut_capture_end(&err, err_text);
+	ut_capture_end(&out, out_text);
 	return rc;
 }
 
@@ -178,7 +159,7 @@ expect_usage_error(int rc, const char *want)
 	char line[OUT_MAX];
 
 	CU_ASSERT_EQUAL(rc, -EINVAL);
-	CU_ASSERT_EQUAL(count_lines(err_text), 1);
+	CU_ASSERT_EQUAL(ut_count_lines(err_text), 1);
 	CU_ASSERT_STRING_EQUAL(out_text, "");
 	if (want == NULL)
 		return;
@@ -249,6 +230,44 @@ test_log_level_applied(void)
 	CU_ASSERT_EQUAL(c.level, CR_LOG_INFO);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "cr-echo: --log-level test.*:loud: "));
 	CU_ASSERT_EQUAL_FATAL(cr_log_set_level("test.*:notice"), 0);
+}
+
+static void
+test_log_sinks(void)
+{
+	char path[] = "/tmp/eal_options_ut.XXXXXX", file[64], shown[64];
+	FILE *f;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(path));
+	snprintf(file, sizeof(file), "%s/app.log", path);
+	expect_quiet_success(run(false, "--log-file", file, "--log-timestamps", "none", NULL));
+	CU_ASSERT_EQUAL(cr_log_sink(shown, sizeof(shown)), CR_LOG_SINK_FILE);
+	CU_ASSERT_STRING_EQUAL(shown, file);
+	CU_ASSERT_FALSE(cr_log_timestamps());
+	/* The file takes the lines; nothing of them reaches stderr. */
+	f = fopen(file, "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fclose(f);
+	/* --syslog after --log-file: one line naming both. */
+	expect_usage_error(run(false, "--syslog", NULL),
+			   "cr-echo: --syslog: --log-file was given too; accepted: --syslog "
+			   "without a value; not with --log-file");
+	expect_quiet_success(run(false, "--log-timestamps", "rfc3339", NULL));
+	CU_ASSERT_TRUE(cr_log_timestamps());
+	expect_usage_error(run(false, "--log-timestamps", "iso", NULL),
+			   "cr-echo: --log-timestamps iso: unknown format; accepted: rfc3339, none");
+	CU_ASSERT_EQUAL(cr_log_set_file(NULL), 0);
+	unlink(file);
+	/* A file that cannot be opened is named with the reason; the sink stays stderr. */
+	expect_usage_error(run(false, "--log-file", "/nonexistent-dir/x.log", NULL),
+			   "cr-echo: --log-file /nonexistent-dir/x.log: cannot open: No such file "
+			   "or directory; accepted: a file this user can create or append to; not "
+			   "with --syslog");
+	CU_ASSERT_EQUAL(cr_log_sink(NULL, 0), CR_LOG_SINK_STDERR);
+	snprintf(file, sizeof(file), "%s", path);
+	expect_usage_error(run(false, "--log-file", file, NULL), NULL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "cannot open: Is a directory"));
+	rmdir(path);
 }
 
 static void
@@ -417,7 +436,7 @@ test_app_setter_rejects(void)
 
 	/* Not a usage error: the errno goes back and the line says what happened. */
 	CU_ASSERT_EQUAL(run(true, "--oom", "x", NULL), -ENOMEM);
-	CU_ASSERT_EQUAL(count_lines(err_text), 1);
+	CU_ASSERT_EQUAL(ut_count_lines(err_text), 1);
 	CU_ASSERT_EQUAL(strncmp(err_text, "cr-echo: --oom x: ", 18), 0);
 }
 
@@ -510,10 +529,80 @@ test_parse_uint(void)
 	CU_ASSERT_EQUAL(v, 7);
 }
 
+/* Apply one option as a config file line would. */
+static int
+apply(const char *name, const char *val)
+{
+	struct ut_capture out, err;
+	int rc;
+
+	memset(&app_state, 0, sizeof(app_state));
+	cr_eal_config_defaults(&cfg);
+	ut_capture_begin(&out, STDOUT_FILENO);
+	ut_capture_begin(&err, STDERR_FILENO);
+	rc = cr_eal_apply_opt(&echo, &cfg, name, val, "f.conf:3");
+	ut_capture_end(&err, err_text);
+	ut_capture_end(&out, out_text);
+	return rc;
+}
+
+static void
+test_apply_opt(void)
+{
+	expect_quiet_success(apply("listen", "127.0.0.1:80"));
+	CU_ASSERT_STRING_EQUAL(app_state.listen, "127.0.0.1:80");
+	expect_quiet_success(apply("verbose", NULL));
+	CU_ASSERT_TRUE(app_state.verbose);
+	expect_quiet_success(apply("shutdown-timeout", "2.5"));
+	CU_ASSERT_DOUBLE_EQUAL(cfg.shutdown_timeout, 2.5, 1e-9);
+	expect_quiet_success(apply("io-driver", "epoll"));
+	CU_ASSERT_EQUAL(cfg.io_driver, CR_IO_DRIVER_EPOLL);
+
+	expect_usage_error(apply("bogus", "1"),
+			   "cr-echo: f.conf:3: bogus: unknown key; accepted: the long options "
+			   "of cr-echo --help, without their --");
+	expect_usage_error(apply("port", "0"),
+			   "cr-echo: f.conf:3: port 0: invalid value; accepted: 1-65535");
+	expect_usage_error(apply("io-driver", "foo"),
+			   "cr-echo: f.conf:3: io-driver foo: unknown driver; accepted: auto, "
+			   "uring, epoll");
+	expect_usage_error(apply("listen", NULL),
+			   "cr-echo: f.conf:3: listen: missing HOST:PORT; accepted: HOST:PORT");
+	expect_usage_error(apply("verbose", "yes"),
+			   "cr-echo: f.conf:3: verbose yes: takes no value; accepted: the key "
+			   "alone");
+	expect_usage_error(apply("help", NULL), "cr-echo: f.conf:3: help: not a setting; "
+						"accepted: the options that set something");
+	CU_ASSERT_EQUAL(apply("oom", "1"), -ENOMEM);
+	CU_ASSERT_STRING_EQUAL(err_text, "cr-echo: f.conf:3: oom 1: Cannot allocate memory\n");
+	CU_ASSERT_PTR_NOT_NULL(cr_eal_find_opt(&echo, "listen"));
+	CU_ASSERT_PTR_NOT_NULL(cr_eal_find_opt(&echo, "log-level"));
+	CU_ASSERT_PTR_NULL(cr_eal_find_opt(&echo, "list"));
+}
+
+/* A setter names the bad part of a compound value, on the command line and in a file. */
+static void
+test_bad_part(void)
+{
+	expect_quiet_success(run(false, "--backend", "b,weight=7", NULL));
+	expect_usage_error(run(false, "--backend", "b,weight=999", NULL),
+			   "cr-echo: --backend b,weight=999: weight=999: invalid; accepted: 0-256");
+	expect_quiet_success(apply("backend", "b weight 7"));
+	expect_usage_error(apply("backend", "b weight 900"),
+			   "cr-echo: f.conf:3: weight 900: invalid in `backend b weight 900`; "
+			   "accepted: 0-256");
+	/* The part is said by one setter call only: the next error is the usual line. */
+	expect_usage_error(run(false, "--port", "0", NULL),
+			   "cr-echo: --port 0: invalid value; accepted: 1-65535");
+}
+
 static const struct ut_case cases[] = {
+	{"cr_eal_apply_opt (config file lines)", test_apply_opt},
+	{"cr_opt_bad_part", test_bad_part},
 	{"defaults", test_defaults},
 	{"every common option", test_every_common_option},
 	{"--log-level is applied", test_log_level_applied},
+	{"--log-file, --syslog, --log-timestamps", test_log_sinks},
 	{"value forms", test_value_forms},
 	{"non-option arguments", test_non_option_arguments},
 	{"--idle-spin", test_idle_spin},

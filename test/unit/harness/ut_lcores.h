@@ -21,6 +21,7 @@ struct cr_backend {
 	uint64_t parks;		/* times park() was entered */
 	uint64_t last_timeout;	/* timeout of the last park */
 	unsigned fake_cqes;	/* completions a test pretends are waiting */
+	struct ut_io *io;	/* the fake I/O driver's state (ut_io.h), or NULL */
 };
 
 extern const struct cr_backend_ops ut_sim_ops;
@@ -32,7 +33,13 @@ uint64_t ut_clock(void);
 
 /* Set up lcores 0..n-1 (main 0). Returns 0 or -errno. */
 int ut_start(unsigned n);
+/* The same with backend @p ops (ut_start_io() passes one with the fake I/O driver). */
+int ut_start_ops(unsigned n, const struct cr_backend_ops *ops);
+/* Stop the lcores' modules (as each lcore's end would), then free everything. */
 void ut_stop(void);
+/* Set by ut_start_io(): the fake I/O driver's completions, reported from the sim poll. */
+extern unsigned (*ut_io_poll_hook)(struct cr_backend *be, unsigned budget);
+extern bool (*ut_io_pending_hook)(const struct cr_backend *be);
 
 /* Make @p id the current lcore (CR_LCORE_NONE: a foreign thread). */
 void ut_set_current(unsigned id);

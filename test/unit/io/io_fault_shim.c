@@ -4,7 +4,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "cr_io_driver.h"
+#include "io_fault_hook.h"
 #include "cr_reactor.h"
 #include "io_fault_shim.h"
 

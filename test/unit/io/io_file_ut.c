@@ -4,7 +4,9 @@
  * temporary file, errors, and a writer coping with seeded injected faults.
  */
 #include "io_fault_shim.h"
-#include "io_ut.h"
+#include "ut_data.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
 
 #define BLOCK	 16384u
 #define N_BLOCKS 64u
@@ -370,4 +372,4 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_fault_injection_seeded),
 };
 
-UT_MAIN("io_file", cases, ut_setup, NULL)
+UT_MAIN("io_file", cases, ut_rt_setup, NULL)

@@ -7,7 +7,9 @@
 #include <sys/uio.h>
 
 #include "cr_io_driver.h"
-#include "io_ut.h"
+#include "ut_data.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
 
 #define INDEX(id) (((id) >> CR_OP_TAG_BITS) & (CR_OP_MAX - 1))
 
@@ -643,4 +645,4 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_callback_reuses_slot),
 };
 
-UT_MAIN("io_op", cases, ut_setup, NULL)
+UT_MAIN("io_op", cases, ut_rt_setup, NULL)

@@ -12,7 +12,9 @@
 #include <sys/uio.h>
 
 #include "cr_io_driver.h"
-#include "io_ut.h"
+#include "ut_data.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
 #include "uring_internal.h"
 
 static struct uring_io *
@@ -97,7 +99,7 @@ connector_main(void *arg)
 	struct acc *s = arg;
 
 	for (int i = 0; i < N_CONN; i++)
-		s->cfds[i] = ut_connect(s->port);
+		s->cfds[i] = ut_connect_port(s->port);
 	return NULL;
 }
 
@@ -1555,7 +1557,7 @@ sock_setup(void)
 {
 	/* Zero-copy from 64 KiB whatever the build's default, so those paths always run. */
 	setenv("CR_URING_ZC_THRESHOLD", "65536", 1);
-	return ut_setup();
+	return ut_rt_setup();
 }
 
 UT_MAIN("io_sock", cases, sock_setup, NULL)

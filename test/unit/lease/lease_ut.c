@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Lease contract points on simulated lcores stepped on one thread (deterministic): each
- * test is one guarantee of DESIGN.md "Lifecycle and leases" or of cr_lease.h.
+ * test is one guarantee of doc/guides/design.md "Lifecycle and leases" or of cr_lease.h.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -2,7 +2,7 @@
 /* "HOST:PORT" parsing and formatting (net_addr.c). No runtime needed. */
 #include <arpa/inet.h>
 
-#include "net_ut.h"
+#include "ut_net.h"
 
 static void
 test_parse_v4(void)
@@ -83,4 +83,4 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_format_edges),
 };
 
-UT_MAIN("net_addr", cases, ut_net_setup, NULL)
+UT_MAIN("net_addr", cases, ut_rt_setup, NULL)

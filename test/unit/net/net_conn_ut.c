@@ -7,7 +7,7 @@
  */
 #include <stddef.h>
 
-#include "net_ut.h"
+#include "ut_net.h"
 
 #define BIG (8u << 20)
 
@@ -51,7 +51,7 @@ sc_reset(void)
 {
 	memset(&S, 0, sizeof(S));
 	atomic_store(&S.close_err, 1);
-	ut_fill(payload, sizeof(payload), 7);
+	ut_fill_seeded(payload, sizeof(payload), 7);
 }
 
 static void
@@ -872,4 +872,4 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_zc_abandoned_before_result_reaped),
 };
 
-UT_MAIN("net_conn", cases, ut_net_setup, NULL)
+UT_MAIN("net_conn", cases, ut_rt_setup, NULL)

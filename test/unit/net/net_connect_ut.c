@@ -7,7 +7,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 
-#include "net_ut.h"
+#include "ut_net.h"
 
 static struct {
 	struct cr_listener *l;
@@ -281,4 +281,4 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_errors),
 };
 
-UT_MAIN("net_connect", cases, ut_net_setup, NULL)
+UT_MAIN("net_connect", cases, ut_rt_setup, NULL)

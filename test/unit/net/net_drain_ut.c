@@ -15,8 +15,9 @@
 #include <sys/resource.h>
 
 #include "cr_io_driver.h"
+#include "io_fault_hook.h"
 #include "cr_lease.h"
-#include "net_ut.h"
+#include "ut_net.h"
 
 #define NQUEUED 64 /* connected while the lcore that will retire is blocked */
 #define NAFTER 32  /* connected after it retired */
@@ -963,4 +964,4 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_handoff_in_draining_served),
 };
 
-UT_MAIN("net_drain", cases, ut_net_setup, NULL)
+UT_MAIN("net_drain", cases, ut_rt_setup, NULL)

@@ -11,7 +11,7 @@
 #include <sys/ioctl.h>
 #include <sys/time.h>
 
-#include "net_ut.h"
+#include "ut_net.h"
 
 static void
 test_configure(void)
@@ -330,4 +330,4 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_closing_keeps_udp_handles),
 };
 
-UT_MAIN("net_lcore", cases, ut_net_setup, NULL)
+UT_MAIN("net_lcore", cases, ut_rt_setup, NULL)

@@ -7,7 +7,7 @@
  */
 #include <stddef.h>
 
-#include "net_ut.h"
+#include "ut_net.h"
 
 #define NCLIENTS 64
 
@@ -337,4 +337,4 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_slot_limit_pauses_accept),
 };
 
-UT_MAIN("net_listen", cases, ut_net_setup, NULL)
+UT_MAIN("net_listen", cases, ut_rt_setup, NULL)

@@ -3,7 +3,7 @@
 #include <fcntl.h>
 
 #include "net_internal.h"
-#include "net_ut.h"
+#include "ut_net.h"
 
 static int
 opt(int fd, int level, int name)
@@ -87,4 +87,4 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_errors),
 };
 
-UT_MAIN("net_socket", cases, ut_net_setup, NULL)
+UT_MAIN("net_socket", cases, ut_rt_setup, NULL)

@@ -7,7 +7,7 @@
  */
 #include <stddef.h>
 
-#include "net_ut.h"
+#include "ut_net.h"
 
 static struct {
 	struct cr_udp *u;
@@ -76,7 +76,7 @@ client_echo(void *arg)
 	for (i = 0; T.ok && i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		ssize_t r;
 
-		ut_fill(out, sizes[i], i);
+		ut_fill_seeded(out, sizes[i], i);
 		r = sendto(fd, out, sizes[i], 0, &T.addr.u.sa, T.addr.len);
 		T.ok = r == (ssize_t)sizes[i];
 		from.len = sizeof(from.u);
@@ -241,4 +241,4 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_close_in_callback),
 };
 
-UT_MAIN("net_udp", cases, ut_net_setup, NULL)
+UT_MAIN("net_udp", cases, ut_rt_setup, NULL)

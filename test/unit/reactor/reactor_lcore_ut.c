@@ -12,6 +12,7 @@
 
 #include "cr_reactor.h"
 #include "ut_cunit.h"
+#include "ut_driver.h"
 
 static struct cr_eal_config cfg;
 static struct cr_lcore_table table;
@@ -38,13 +39,10 @@ static int
 setup(void)
 {
 	char err[256];
-	const char *drv = getenv("CR_UT_DRIVER");
 
+	ut_require_driver();
 	cr_eal_config_defaults(&cfg);
-	if (drv != NULL && strcmp(drv, "epoll") == 0)
-		cfg.io_driver = CR_IO_DRIVER_EPOLL;
-	else
-		cfg.io_driver = CR_IO_DRIVER_URING;
+	cfg.io_driver = ut_driver();
 	return cr_eal_lcore_table(&cfg, &table, err, sizeof(err)) == 0 ? 0 : 1;
 }
 

@@ -16,6 +16,7 @@
 #include "cr_lease.h"
 #include "cr_reactor.h"
 #include "ut_cunit.h"
+#include "ut_driver.h"
 
 static struct cr_eal_config cfg;
 static struct cr_lcore_table table;
@@ -40,11 +41,10 @@ static int
 setup(void)
 {
 	char err[256];
-	const char *drv = getenv("CR_UT_DRIVER");
 
+	ut_require_driver();
 	cr_eal_config_defaults(&cfg);
-	cfg.io_driver = drv != NULL && strcmp(drv, "epoll") == 0 ? CR_IO_DRIVER_EPOLL
-								  : CR_IO_DRIVER_URING;
+	cfg.io_driver = ut_driver();
 	if (cr_eal_lcore_table(&cfg, &table, err, sizeof(err)) != 0)
 		return 1;
 	worker = table.lcores[table.n - 1].lcore_id;

@@ -299,31 +299,103 @@ test_stop_waits_for_own_calls(void)
 	ut_set_current(CR_LCORE_NONE);
 }
 
-/* Spin: a hit grows the budget, a miss shrinks it, both within bounds. */
+/*
+ * The idle policy: with no history (or idle spells longer than a park costs) an idle
+ * lcore parks at once, spending nothing on a spin.
+ */
 static void
-test_adaptive_spin(void)
+test_idle_parks_when_spells_are_long(void)
 {
 	struct cr_lcore *lc;
-	uint64_t b0;
+	struct cr_lcore_stats st;
 
 	fresh();
 	lc = ut_lcore(1);
 	ut_clock_step = 1000; /* 1 us per clock read */
-	b0 = lc->spin_ns;
 	ut_set_current(1);
-	cr__lcore_idle(lc); /* nothing arrives: miss, then park */
-	CU_ASSERT_EQUAL(lc->spin_ns, lc->spin_min_ns);
-	CU_ASSERT_EQUAL(ut_be(1)->parks, 1);
-	cr_defer(count, NULL);
-	cr__lcore_idle(lc); /* hit at once */
-	CU_ASSERT(lc->spin_ns > b0);
-	CU_ASSERT_EQUAL(ut_be(1)->parks, 1);
-	for (int i = 0; i < 20; i++)
-		cr__lcore_idle(lc);
-	CU_ASSERT(lc->spin_ns <= lc->spin_max_ns);
-	CU_ASSERT(lc->spin_ns >= lc->spin_min_ns);
+	cr__lcore_idle(lc);
 	ut_set_current(CR_LCORE_NONE);
 	ut_clock_step = 0;
+	CU_ASSERT_EQUAL(ut_be(1)->parks, 1);
+	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
+	CU_ASSERT_EQUAL(st.spin_hits + st.spin_misses, 0);
+	CU_ASSERT_EQUAL(st.spin_ns, 0);
+	CU_ASSERT_EQUAL(st.spin_budget_ns, 0);
+}
+
+/* Spells shorter than a park: it spins, at most what a park costs, and a hit parks not. */
+static void
+test_idle_spins_when_spells_are_short(void)
+{
+	struct cr_lcore *lc;
+	struct cr_lcore_stats st;
+
+	fresh();
+	lc = ut_lcore(1);
+	lc->park_cost_ns = 5000;
+	lc->gap_ewma_ns = 1000;
+	lc->busy_recent_ns = 1000000;
+	ut_clock_step = 1000;
+	ut_set_current(1);
+	cr__lcore_idle(lc); /* nothing comes: spins ~5 us, then parks */
+	CU_ASSERT_EQUAL(ut_be(1)->parks, 1);
+	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
+	CU_ASSERT_EQUAL(st.spin_misses, 1);
+	CU_ASSERT_EQUAL(st.spin_budget_ns, 5000);
+	CU_ASSERT(st.spin_ns >= 5000 && st.spin_ns <= 7000);
+	cr_defer(count, NULL);
+	cr__lcore_idle(lc); /* work is there: a hit, no park */
+	ut_set_current(CR_LCORE_NONE);
+	ut_clock_step = 0;
+	CU_ASSERT_EQUAL(ut_be(1)->parks, 1);
+	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
+	CU_ASSERT_EQUAL(st.spin_hits, 1);
+}
+
+/* A reply to its own call is due: it spins even with no short spells behind it. */
+static void
+test_idle_spins_for_a_reply(void)
+{
+	struct cr_lcore *lc;
+	struct cr_lcore_stats st;
+
+	fresh();
+	lc = ut_lcore(1);
+	lc->park_cost_ns = 3000;
+	lc->busy_recent_ns = 1000000;
+	lc->calls_out = 1;
+	ut_clock_step = 1000;
+	ut_set_current(1);
+	cr__lcore_idle(lc);
+	ut_set_current(CR_LCORE_NONE);
+	ut_clock_step = 0;
+	lc->calls_out = 0;
+	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
+	CU_ASSERT_EQUAL(st.spin_misses, 1);
+	CU_ASSERT_EQUAL(st.spin_budget_ns, 3000);
+}
+
+/* Spinning never takes more than a quarter of the time the lcore was busy lately. */
+static void
+test_idle_spin_share_bounded(void)
+{
+	struct cr_lcore *lc;
+	struct cr_lcore_stats st;
+
+	fresh();
+	lc = ut_lcore(1);
+	lc->park_cost_ns = 5000;
+	lc->gap_ewma_ns = 1000;
+	lc->busy_recent_ns = 40000;
+	lc->spin_recent_ns = 10001; /* just over a quarter */
+	ut_clock_step = 1000;
+	ut_set_current(1);
+	cr__lcore_idle(lc);
+	ut_set_current(CR_LCORE_NONE);
+	ut_clock_step = 0;
+	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
+	CU_ASSERT_EQUAL(st.spin_hits + st.spin_misses, 0);
+	CU_ASSERT_EQUAL(ut_be(1)->parks, 1);
 }
 
 /* --idle-spin 0: an idle lcore parks at once, without a spin (no hit, no miss). */
@@ -335,12 +407,16 @@ test_idle_spin_zero_parks_at_once(void)
 
 	fresh();
 	lc = ut_lcore(1);
-	lc->spin_ns = lc->spin_min_ns = lc->spin_max_ns = 0;
+	lc->calls_out = 1; /* even with a reply due */
+	cr__rt.cfg.idle_spin_fixed = true;
+	cr__rt.cfg.idle_spin_ns = 0;
 	ut_clock_step = 1000;
 	ut_set_current(1);
 	cr__lcore_idle(lc);
 	ut_set_current(CR_LCORE_NONE);
 	ut_clock_step = 0;
+	cr__rt.cfg.idle_spin_fixed = false;
+	lc->calls_out = 0;
 	CU_ASSERT_EQUAL(ut_be(1)->parks, 1);
 	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
 	CU_ASSERT_EQUAL(st.spin_hits + st.spin_misses, 0);
@@ -359,7 +435,10 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_stop_runs_every_accepted_message),
 	UT_CASE(test_stop_messages_sending_while_closing),
 	UT_CASE(test_stop_waits_for_own_calls),
-	UT_CASE(test_adaptive_spin),
+	UT_CASE(test_idle_parks_when_spells_are_long),
+	UT_CASE(test_idle_spins_when_spells_are_short),
+	UT_CASE(test_idle_spins_for_a_reply),
+	UT_CASE(test_idle_spin_share_bounded),
 };
 
 UT_MAIN("reactor_loop", cases, setup, teardown)

@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
+#include "tel_internal_ut.h"
 
 static char out[CR_TELEMETRY_MAX_REPLY + 1];
 static int id_hits;
@@ -15,13 +18,7 @@ static int id_hits;
 static const char *
 ask(const char *req)
 {
-	static struct cr_json j;
-
-	cr_json_init(&j, out, sizeof(out));
-	cr__tel_dispatch(req, strlen(req), &j);
-	CU_ASSERT_EQUAL(cr_json_finish(&j), 0);
-	CU_ASSERT_TRUE(ut_json_valid(cr_json_text(&j)));
-	return cr_json_text(&j);
+	return tel_ask(out, sizeof(out), req);
 }
 
 static int

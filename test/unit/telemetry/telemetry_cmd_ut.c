@@ -5,7 +5,9 @@
  * cr_telemetry_call_on() against the real runtime (runs once, or is withdrawn).
  */
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
 
 static char out[CR_TELEMETRY_MAX_REPLY + 1];
 

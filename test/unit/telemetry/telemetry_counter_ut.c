@@ -5,7 +5,9 @@
  * readers; lcore enumeration; the registry full.
  */
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
 
 /* Readers the linked libraries register at load time (lib/io's ops_in_flight, ...); they
  * come first, before this suite's own. */
@@ -17,7 +19,8 @@ lib_readers(void)
 
 	if (n == UINT32_MAX)
 		for (n = 0, i = 0; i < cr__tel_n_readers(); i++)
-			if (strcmp(cr__tel_reader(i)->name, "ops_in_flight") == 0)
+			if (strcmp(cr__tel_reader(i)->name, "ops_in_flight") == 0 ||
+			    strcmp(cr__tel_reader(i)->name, "log_dropped_lines") == 0)
 				n++;
 	return n;
 }
@@ -218,6 +221,100 @@ test_fields_table(void)
 	CU_ASSERT_STRING_EQUAL(cr__tel_state_name(CR_LCORE_STARTING), "STARTING");
 }
 
+static int
+read_one(unsigned lcore, uint64_t *out, void *arg)
+{
+	(void)lcore, (void)arg;
+	*out = 1;
+	return 0;
+}
+
+static void
+test_prom_names(void)
+{
+	const struct cr_telemetry_prom ok2 = {"p_responses", "code", "2xx"};
+	const struct cr_telemetry_prom ok4 = {"p_responses", "code", "4xx"};
+	const struct cr_telemetry_prom dup4 = {"p_responses", "code", "4xx"};
+	const struct cr_telemetry_prom other_label = {"p_responses", "status", "5xx"};
+	const struct cr_telemetry_prom no_label = {"p_responses", NULL, NULL};
+	const struct cr_telemetry_prom plain = {"p_received_bytes", NULL, NULL};
+	const struct cr_telemetry_prom plain_again = {"p_received_bytes", NULL, NULL};
+	const struct cr_telemetry_prom gauge_label = {"p_responses", "code", "1xx"};
+	const struct cr_telemetry_prom builtin = {"lcore_turns", NULL, NULL};
+	const struct cr_telemetry_prom info = {"info", NULL, NULL};
+	const struct cr_telemetry_prom bad_family = {"P-responses", NULL, NULL};
+	const struct cr_telemetry_prom bad_label[] = {{"p_x", "lcore", "1"}, {"p_x", "le", "1"},
+						      {"p_x", "__a", "1"}, {"p_x", "Code", "1"},
+						      {"p_x", "code", NULL}};
+	const struct cr__tel_entry *e;
+	char longval[80];
+	int a, b;
+
+	a = cr_telemetry_counter_register_prom("p_2xx", CR_TELEMETRY_COUNTER, "By class.", &ok2);
+	b = cr_telemetry_counter_register_prom("p_4xx", CR_TELEMETRY_COUNTER, NULL, &ok4);
+	CU_ASSERT_TRUE_FATAL(a >= 0 && b >= 0);
+	e = cr__tel_counter((unsigned)a);
+	CU_ASSERT_STRING_EQUAL(e->family, "p_responses");
+	CU_ASSERT_STRING_EQUAL(e->label, "code");
+	CU_ASSERT_STRING_EQUAL(e->label_value, "2xx");
+	/* The same value twice, another label name, a family member without a label, another
+	 * kind: each would make two series of one name or a family of two shapes. */
+	CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_4xx_b", CR_TELEMETRY_COUNTER, NULL,
+							   &dup4),
+			-EEXIST);
+	CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_5xx", CR_TELEMETRY_COUNTER, NULL,
+							   &other_label),
+			-EEXIST);
+	CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_all", CR_TELEMETRY_COUNTER, NULL,
+							   &no_label),
+			-EEXIST);
+	CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_1xx", CR_TELEMETRY_GAUGE, NULL,
+							   &gauge_label),
+			-EEXIST);
+	/* A family across a reader and a counter, when both are labelled alike. */
+	CU_ASSERT_EQUAL(cr_telemetry_reader_register_prom("p_3xx", CR_TELEMETRY_COUNTER, NULL,
+							  &(struct cr_telemetry_prom){
+							      "p_responses", "code", "3xx"},
+							  read_one, NULL),
+			0);
+	/* One unlabelled entry is a family of its own; a second of that name is refused. */
+	CU_ASSERT_TRUE(
+	    cr_telemetry_counter_register_prom("p_in", CR_TELEMETRY_COUNTER, NULL, &plain) >= 0);
+	CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_in2", CR_TELEMETRY_COUNTER, NULL,
+							   &plain_again),
+			-EEXIST);
+	/* The default family of a counter is app_<name>; another may not take it. */
+	CU_ASSERT_TRUE(cr_telemetry_counter_register("p_def", CR_TELEMETRY_COUNTER, NULL) >= 0);
+	CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_def2", CR_TELEMETRY_COUNTER, NULL,
+							   &(struct cr_telemetry_prom){
+							      "app_p_def", NULL, NULL}),
+			-EEXIST);
+	/* Built-in families. */
+	CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_b", CR_TELEMETRY_COUNTER, NULL,
+							   &builtin),
+			-EEXIST);
+	CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_i", CR_TELEMETRY_GAUGE, NULL, &info),
+			-EEXIST);
+	/* Bad names. */
+	CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_bad", CR_TELEMETRY_COUNTER, NULL,
+							   &bad_family),
+			-EINVAL);
+	for (unsigned i = 0; i < sizeof(bad_label) / sizeof(bad_label[0]); i++)
+		CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_bad", CR_TELEMETRY_COUNTER,
+								   NULL, &bad_label[i]),
+				-EINVAL);
+	memset(longval, 'v', sizeof(longval) - 1);
+	longval[sizeof(longval) - 1] = '\0';
+	CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_bad", CR_TELEMETRY_COUNTER, NULL,
+							   &(struct cr_telemetry_prom){
+							      "p_x", "code", longval}),
+			-EINVAL);
+	/* A name already registered answers with its id, whatever prom says. */
+	CU_ASSERT_EQUAL(cr_telemetry_counter_register_prom("p_2xx", CR_TELEMETRY_COUNTER, NULL,
+							   &ok4),
+			a);
+}
+
 static void
 test_full(void)
 {
@@ -247,6 +344,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_off_lcore_is_ignored),
 	UT_CASE(test_on_lcores_and_snapshot),
 	UT_CASE(test_fields_table),
+	UT_CASE(test_prom_names),
 	UT_CASE(test_full),
 };
 

@@ -7,7 +7,9 @@
 #include <math.h>
 
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
 
 static char buf[4096];
 

@@ -9,25 +9,23 @@
 #include <sys/wait.h>
 
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
+#include "ut_tmpdir.h"
 
-static char tmpdir[64];
 static char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
 static int
 suite_init(void)
 {
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/cr_tel_path_ut.XXXXXX");
-	return mkdtemp(tmpdir) != NULL ? 0 : 1;
+	return ut_tmpdir_make("cr_tel_path_ut");
 }
 
 static int
 suite_fini(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	return system(cmd) == 0 ? 0 : 1;
+	return ut_tmpdir_remove();
 }
 
 static bool
@@ -74,11 +72,11 @@ dead_pid(void)
 	return pid;
 }
 
-/* A fresh XDG_RUNTIME_DIR under tmpdir. */
+/* A fresh XDG_RUNTIME_DIR under ut_tmpdir. */
 static void
 use_xdg(const char *name, char *xdg, size_t len)
 {
-	snprintf(xdg, len, "%s/%s", tmpdir, name);
+	snprintf(xdg, len, "%s/%s", ut_tmpdir, name);
 	CU_ASSERT_EQUAL(mkdir(xdg, 0700), 0);
 	setenv("XDG_RUNTIME_DIR", xdg, 1);
 }
@@ -144,7 +142,7 @@ test_directory_refused(void)
 		CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), -EPERM);
 	}
 	CU_ASSERT_EQUAL(rmdir(dir), 0);
-	CU_ASSERT_EQUAL(symlink(tmpdir, dir), 0);
+	CU_ASSERT_EQUAL(symlink(ut_tmpdir, dir), 0);
 	CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), -EPERM);
 	CU_ASSERT_EQUAL(unlink(dir), 0);
 	make_file(dir);
@@ -193,7 +191,7 @@ test_explicit_path(void)
 	char p[128], longer[sizeof(path) + 8];
 	int live = -1;
 
-	snprintf(p, sizeof(p), "%s/explicit.sock", tmpdir);
+	snprintf(p, sizeof(p), "%s/explicit.sock", ut_tmpdir);
 	/* Nothing there, or a stale socket (removed). */
 	CU_ASSERT_EQUAL(cr__tel_choose_path(p, "app", path, sizeof(path)), 0);
 	CU_ASSERT_STRING_EQUAL(path, p);

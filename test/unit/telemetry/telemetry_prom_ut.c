@@ -1,20 +1,25 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Prometheus: the text format checked line by line (HELP then TYPE then samples of that
- * metric, names, labels, escaping, numbers), values equal to the frozen counters, app
- * counters and readers, the HTTP answers, and --metrics HOST:PORT parsing.
+ * Prometheus: the text format checked line by line (prom_check.h), values equal to the
+ * frozen counters, lcore states as 0/1 per state, app counters and readers under their
+ * default names and in labelled families of their own, the HTTP answers, and --metrics
+ * HOST:PORT parsing.
  */
 #include <arpa/inet.h>
 #include <math.h>
 #include <netinet/in.h>
 
+#include "prom_check.h"
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
+#include "tel_internal_ut.h"
 
-static unsigned lib_readers;
+static unsigned lib_readers, lib_counters, lib_families;
 
 static char text[CR_TELEMETRY_MAX_REPLY + 1];
-static int id_hits, id_depth;
+static int id_hits, id_depth, id_2xx, id_5xx, id_plain;
 
 static int
 read_conns(unsigned lcore, uint64_t *out, void *arg)
@@ -37,12 +42,52 @@ bump(void *arg)
 	(void)arg;
 	cr_telemetry_add(id_hits, 3);
 	cr_telemetry_set(id_depth, 9);
+	cr_telemetry_add(id_2xx, 20 + cr_lcore_id());
+	cr_telemetry_add(id_5xx, 5);
+	cr_telemetry_add(id_plain, 7);
+}
+
+/* Families the linked libraries registered before this suite: readers and counters whose
+ * family no earlier entry has. */
+static unsigned
+count_families(void)
+{
+	unsigned n = 0, nr = cr__tel_n_readers(), nc = cr__tel_n_counters();
+
+	for (unsigned i = 0; i < nr + nc; i++) {
+		const struct cr__tel_entry *e = i < nr ? cr__tel_reader(i) : cr__tel_counter(i - nr);
+		bool seen = false;
+
+		for (unsigned j = 0; j < i && !seen; j++) {
+			const struct cr__tel_entry *o =
+			    j < nr ? cr__tel_reader(j) : cr__tel_counter(j - nr);
+
+			seen = strcmp(o->family, e->family) == 0;
+		}
+		n += !seen;
+	}
+	return n;
 }
 
 static int
 suite_init(void)
 {
-	lib_readers = cr__tel_n_readers(); /* before this suite registers its own */
+	const struct cr_telemetry_prom r2 = {"t_responses", "code", "2xx"};
+	const struct cr_telemetry_prom r5 = {"t_responses", "code", "5xx"};
+	const struct cr_telemetry_prom plain = {"t_sent_bytes", NULL, NULL};
+
+	/* before this suite registers its own */
+	lib_readers = cr__tel_n_readers();
+	lib_counters = cr__tel_n_counters();
+	lib_families = count_families();
+	id_2xx = cr_telemetry_counter_register_prom("t_resp_2xx", CR_TELEMETRY_COUNTER,
+						    "Responses by status class.", &r2);
+	id_5xx = cr_telemetry_counter_register_prom("t_resp_5xx", CR_TELEMETRY_COUNTER,
+						    "not the family's help", &r5);
+	id_plain = cr_telemetry_counter_register_prom("t_static", CR_TELEMETRY_COUNTER,
+						      "Bytes sent.", &plain);
+	if (id_2xx < 0 || id_5xx < 0 || id_plain < 0)
+		return 1;
 	id_hits =
 	    cr_telemetry_counter_register("hits", CR_TELEMETRY_COUNTER, "Hits\\with\nnewline.");
 	id_depth = cr_telemetry_counter_register("depth", CR_TELEMETRY_GAUGE, NULL);
@@ -54,182 +99,96 @@ suite_init(void)
 	return ut_rt_start() ? 0 : 1;
 }
 
-/* ---- a checker for the exposition format ---- */
-
-static bool
-metric_name_ok(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
-		      (i > 0 && c >= '0' && c <= '9')))
-			return false;
-	}
-	return n > 0;
-}
-
-/* Labels from '{' to '}': name="value" pairs, value escapes \\ \" \n only. @return the
- * byte after '}', or NULL. */
-static const char *
-labels_ok(const char *p)
-{
-	if (*p++ != '{')
-		return NULL;
-	while (*p != '}') {
-		const char *name = p;
-
-		while ((*p >= 'a' && *p <= 'z') || *p == '_')
-			p++;
-		if (p == name || *p++ != '=' || *p++ != '"')
-			return NULL;
-		while (*p != '"') {
-			if (*p == '\0' || *p == '\n')
-				return NULL;
-			if (*p == '\\' && p[1] != '\\' && p[1] != '"' && p[1] != 'n')
-				return NULL;
-			p += *p == '\\' ? 2 : 1;
-		}
-		p++;
-		if (*p == ',')
-			p++;
-		else if (*p != '}')
-			return NULL;
-	}
-	return p + 1;
-}
-
-struct prom_check {
-	unsigned metrics, samples;
-	unsigned bad_line; /* 1-based; 0 = all good */
-};
-
-static struct prom_check
-check_text(const char *t)
-{
-	struct prom_check c = {0};
-	char help[128] = "", type[128] = "";
-	unsigned line = 0;
-
-	while (*t != '\0') {
-		const char *eol = strchr(t, '\n');
-		size_t n;
-		char tname[128], ttype[16];
-
-		line++;
-		if (eol == NULL)
-			goto bad; /* every line ends in a newline */
-		n = (size_t)(eol - t);
-		if (strncmp(t, "# HELP ", 7) == 0) {
-			if (sscanf(t + 7, "%127s", help) != 1)
-				goto bad;
-		} else if (strncmp(t, "# TYPE ", 7) == 0) {
-			if (sscanf(t + 7, "%127s %15s", tname, ttype) != 2 ||
-			    strcmp(tname, help) != 0 ||
-			    (strcmp(ttype, "counter") != 0 && strcmp(ttype, "gauge") != 0))
-				goto bad;
-			/* Counters end in _total, gauges do not. */
-			n = strlen(tname);
-			if ((strcmp(ttype, "counter") == 0) !=
-			    (n > 6 && strcmp(tname + n - 6, "_total") == 0))
-				goto bad;
-			snprintf(type, sizeof(type), "%s", tname);
-			c.metrics++;
-		} else {
-			const char *brace = memchr(t, '{', n), *p;
-			char *end;
-
-			if (brace == NULL || !metric_name_ok(t, (size_t)(brace - t)) ||
-			    strncmp(t, type, strlen(type)) != 0 ||
-			    (size_t)(brace - t) != strlen(type))
-				goto bad;
-			p = labels_ok(brace);
-			if (p == NULL || *p++ != ' ')
-				goto bad;
-			if (!isfinite(strtod(p, &end)) || end != eol)
-				goto bad;
-			c.samples++;
-		}
-		t = eol + 1;
-	}
-	return c;
-bad:
-	c.bad_line = line;
-	return c;
-}
-
 static const char *
 render(void)
 {
-	struct cr__tbuf t;
-
-	cr__tbuf_init(&t, text, sizeof(text));
-	cr__prom_render(&t);
-	CU_ASSERT_FALSE(t.overflow);
-	return text;
+	return tel_render(text, sizeof(text));
 }
 
-/* The value of the sample that starts with @p prefix (name and labels). */
-static bool
-sample_value(const char *t, const char *prefix, double *v)
-{
-	char key[256];
-	const char *p;
-
-	snprintf(key, sizeof(key), "\n%s ", prefix);
-	p = strstr(t, key);
-	if (p == NULL)
-		return false;
-	*v = strtod(p + strlen(key), NULL);
-	return true;
-}
 
 /* ---- tests ---- */
+
+static unsigned
+occurrences(const char *t, const char *needle)
+{
+	unsigned n = 0;
+
+	for (const char *p = t; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
 
 static void
 test_format_and_values(void)
 {
+	static const char *const states[] = {"OFFLINE", "STARTING", "RUNNING", "RETIRING"};
 	struct cr_lcore_stats st;
-	unsigned id, n = 0;
+	unsigned id, n = 0, process;
 	char prefix[128];
 	struct prom_check c;
 	const char *t;
-	double v;
+	double v = -1;
 
 	CR_LCORE_FOREACH(id)
 	CU_ASSERT_EQUAL(cr_telemetry_call_on(id, bump, NULL, 5000000000ull), 0);
 	CU_ASSERT_TRUE(ut_rt_stop());
 	t = render();
-	c = check_text(t);
+	c = prom_check_text(t);
 	if (c.bad_line != 0)
-		fprintf(stderr, "bad line %u in:\n%s", c.bad_line, t);
+		fprintf(stderr, "bad line %u (%s) in:\n%s", c.bad_line, c.why, t);
 	CU_ASSERT_EQUAL(c.bad_line, 0);
 	for (id = cr__tel_lcore_next(CR_LCORE_NONE); id != CR_LCORE_NONE;
 	     id = cr__tel_lcore_next(id)) {
+		double sum = 0;
+
 		CU_ASSERT_EQUAL_FATAL(cr_lcore_stats(id, &st), 0);
 		snprintf(prefix, sizeof(prefix), "coreact_lcore_turns_total{lcore=\"%u\"}", id);
-		CU_ASSERT_TRUE(sample_value(t, prefix, &v) && v == (double)st.turns);
+		CU_ASSERT_TRUE(prom_sample_value(t, prefix, &v) && v == (double)st.turns);
 		snprintf(prefix, sizeof(prefix), "coreact_lcore_busy_seconds_total{lcore=\"%u\"}",
 			 id);
-		CU_ASSERT_TRUE(sample_value(t, prefix, &v) &&
+		CU_ASSERT_TRUE(prom_sample_value(t, prefix, &v) &&
 			       fabs(v - (double)st.busy_ns * 1e-9) < 1e-9);
-		snprintf(prefix, sizeof(prefix),
-			 "coreact_lcore_state{lcore=\"%u\",state=\"OFFLINE\"}", id);
-		CU_ASSERT_TRUE(sample_value(t, prefix, &v) && v == 0);
+		/* Stopped: 1 for OFFLINE, 0 for every other state. */
+		for (unsigned k = 0; k < 4; k++) {
+			snprintf(prefix, sizeof(prefix),
+				 "coreact_lcore_state{lcore=\"%u\",state=\"%s\"}", id, states[k]);
+			CU_ASSERT_TRUE(prom_sample_value(t, prefix, &v) && v == (k == 0));
+			sum += v;
+		}
+		CU_ASSERT_EQUAL(sum, 1);
 		snprintf(prefix, sizeof(prefix), "coreact_app_hits_total{lcore=\"%u\"}", id);
-		CU_ASSERT_TRUE(sample_value(t, prefix, &v) && v == 3);
+		CU_ASSERT_TRUE(prom_sample_value(t, prefix, &v) && v == 3);
 		snprintf(prefix, sizeof(prefix), "coreact_app_depth{lcore=\"%u\"}", id);
-		CU_ASSERT_TRUE(sample_value(t, prefix, &v) && v == 9);
+		CU_ASSERT_TRUE(prom_sample_value(t, prefix, &v) && v == 9);
 		snprintf(prefix, sizeof(prefix), "coreact_lcore_connections{lcore=\"%u\"}", id);
-		CU_ASSERT_TRUE(sample_value(t, prefix, &v) && v == 40 + id);
+		CU_ASSERT_TRUE(prom_sample_value(t, prefix, &v) && v == 40 + id);
+		/* Two counters as one metric with a code label, one under its own name. */
+		snprintf(prefix, sizeof(prefix),
+			 "coreact_t_responses_total{lcore=\"%u\",code=\"2xx\"}", id);
+		CU_ASSERT_TRUE(prom_sample_value(t, prefix, &v) && v == 20 + id);
+		snprintf(prefix, sizeof(prefix),
+			 "coreact_t_responses_total{lcore=\"%u\",code=\"5xx\"}", id);
+		CU_ASSERT_TRUE(prom_sample_value(t, prefix, &v) && v == 5);
+		snprintf(prefix, sizeof(prefix), "coreact_t_sent_bytes_total{lcore=\"%u\"}", id);
+		CU_ASSERT_TRUE(prom_sample_value(t, prefix, &v) && v == 7);
 		n++;
 	}
-	/* info, state, the reactor's fields, two readers (one never answers), two app values:
-	 * one sample per lcore each, except info (one) and the silent reader (none). */
-	/* Plus the readers the linked libraries registered (lib/io: ops in flight), each with
-	 * one sample per lcore. */
-	CU_ASSERT_EQUAL(c.metrics, 2 + cr__tel_n_fields + 2 + 2 + lib_readers);
-	CU_ASSERT_EQUAL(c.samples, 1 + n * (1 + cr__tel_n_fields + 1 + 2 + lib_readers));
+	CU_ASSERT_EQUAL(occurrences(t, "# TYPE coreact_t_responses_total counter\n"), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t, "# HELP coreact_t_responses_total Responses by status "
+					 "class.\n# TYPE coreact_t_responses_total counter\n"));
+	CU_ASSERT_PTR_NULL(strstr(t, "t_resp_2xx"));
+	CU_ASSERT_PTR_NULL(strstr(t, "coreact_app_t_static"));
+	/* info, state, the reactor's fields, every family of readers and counters (the
+	 * libraries' and this suite's: two readers, two app values, two families of three
+	 * counters), and the process metrics. Samples: one per lcore each (the silent reader:
+	 * none; a state: four), info and each process metric one. */
+	process = occurrences(t, "# TYPE process_");
+	CU_ASSERT_TRUE(process >= 5);
+	CU_ASSERT_EQUAL(c.metrics, 2 + cr__tel_n_fields + lib_families + 2 + 2 + 2 + process);
+	CU_ASSERT_EQUAL(c.samples, 1 + process +
+				       n * (4 + cr__tel_n_fields + (cr__tel_n_readers() - 1) +
+					    cr__tel_n_counters()));
+	CU_ASSERT_EQUAL(cr__tel_n_counters(), lib_counters + 5);
 	CU_ASSERT_PTR_NOT_NULL(strstr(t, "# TYPE coreact_app_hits_total counter\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(t, "# TYPE coreact_app_depth gauge\n"));
 	CU_ASSERT_PTR_NOT_NULL(
@@ -247,7 +206,7 @@ test_label_escaping(void)
 
 	snprintf(cr__tel_info.app, sizeof(cr__tel_info.app), "a\"b\\c\nd");
 	t = render();
-	c = check_text(t);
+	c = prom_check_text(t);
 	CU_ASSERT_EQUAL(c.bad_line, 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(
 	    t, "coreact_info{app=\"a\\\"b\\\\c\\nd\",version=\"" CR_VERSION "\",io_driver=\""));
@@ -284,7 +243,7 @@ test_http(void)
 	CU_ASSERT_TRUE(ut_json_u64_after(text, NULL, "Content-Length: ", &len));
 	CU_ASSERT_EQUAL(len, strlen(body));
 	CU_ASSERT_EQUAL(strncmp(body, "# HELP coreact_info ", 20), 0);
-	CU_ASSERT_EQUAL(check_text(body).bad_line, 0);
+	CU_ASSERT_EQUAL(prom_check_text(body).bad_line, 0);
 
 	CU_ASSERT_EQUAL(http("HEAD /metrics HTTP/1.0", &body), 200);
 	CU_ASSERT_TRUE(ut_json_u64_after(text, NULL, "Content-Length: ", &len));

@@ -14,21 +14,22 @@
 #include <sys/wait.h>
 
 #include "telemetry_internal.h"
-#include "tel_ut.h"
+#include "ut_json.h"
+#include "ut_runtime.h"
+#include "ut_socket.h"
+#include "ut_tmpdir.h"
 
-static char tmpdir[64];
 static char reply[CR_TELEMETRY_MAX_REPLY + 1];
 static struct cr_eal_config cfg;
 
 static int
 suite_init(void)
 {
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/cr_tel_ut.XXXXXX");
-	if (mkdtemp(tmpdir) == NULL)
+	if (ut_tmpdir_make("cr_tel_ut") != 0)
 		return 1;
 	/* A send to a closed peer must fail, not kill the test. */
 	signal(SIGPIPE, SIG_IGN);
-	setenv("XDG_RUNTIME_DIR", tmpdir, 1);
+	setenv("XDG_RUNTIME_DIR", ut_tmpdir, 1);
 	cr_eal_config_defaults(&cfg);
 	return ut_rt_start() ? 0 : 1;
 }
@@ -36,13 +37,10 @@ suite_init(void)
 static int
 suite_fini(void)
 {
-	char cmd[128];
-
 	cr_telemetry_stop();
 	ut_rt_stop();
 	ut_rt_fini();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	return system(cmd) == 0 ? 0 : 1;
+	return ut_tmpdir_remove();
 }
 
 static mode_t
@@ -139,7 +137,7 @@ test_announce(void)
 	CU_ASSERT_STRING_EQUAL(out, want);
 	cr_telemetry_stop();
 	/* The default directory it made: test_default_path makes it itself. */
-	snprintf(want, sizeof(want), "%s/coreact", tmpdir);
+	snprintf(want, sizeof(want), "%s/coreact", ut_tmpdir);
 	CU_ASSERT_EQUAL(rmdir(want), 0);
 }
 
@@ -151,7 +149,7 @@ test_default_path(void)
 	bool sock = false;
 	int fd;
 
-	snprintf(dir, sizeof(dir), "%s/coreact", tmpdir);
+	snprintf(dir, sizeof(dir), "%s/coreact", ut_tmpdir);
 	CU_ASSERT_EQUAL(mkdir(dir, 0700), 0);
 	snprintf(stale, sizeof(stale), "%s/old-app.%d.sock", dir, (int)gone);
 	snprintf(live, sizeof(live), "%s/other.%d.sock", dir, (int)getppid());
@@ -297,7 +295,7 @@ test_directory_checks(void)
 	char xdg[128], dir[160], longer[200];
 
 	/* A directory open to others is refused, and left as it is. */
-	snprintf(xdg, sizeof(xdg), "%s/open", tmpdir);
+	snprintf(xdg, sizeof(xdg), "%s/open", ut_tmpdir);
 	snprintf(dir, sizeof(dir), "%s/coreact", xdg);
 	CU_ASSERT_EQUAL(mkdir(xdg, 0700), 0);
 	CU_ASSERT_EQUAL(mkdir(dir, 0700), 0);
@@ -307,11 +305,11 @@ test_directory_checks(void)
 	CU_ASSERT_EQUAL(mode_of(dir, NULL), 0755);
 	/* A symlink is not a directory of ours. */
 	rmdir(dir);
-	CU_ASSERT_EQUAL(symlink(tmpdir, dir), 0);
+	CU_ASSERT_EQUAL(symlink(ut_tmpdir, dir), 0);
 	CU_ASSERT_EQUAL(cr_telemetry_start(&cfg, "ut-app"), -EPERM);
 	unlink(dir);
 	/* A runtime dir that does not exist. */
-	snprintf(longer, sizeof(longer), "%s/missing", tmpdir);
+	snprintf(longer, sizeof(longer), "%s/missing", ut_tmpdir);
 	setenv("XDG_RUNTIME_DIR", longer, 1);
 	CU_ASSERT_EQUAL(cr_telemetry_start(&cfg, "ut-app"), -ENOENT);
 	/* A path that does not fit a sockaddr_un. */
@@ -320,7 +318,7 @@ test_directory_checks(void)
 	longer[sizeof(longer) - 1] = '\0';
 	setenv("XDG_RUNTIME_DIR", longer, 1);
 	CU_ASSERT_EQUAL(cr_telemetry_start(&cfg, "ut-app"), -ENAMETOOLONG);
-	setenv("XDG_RUNTIME_DIR", tmpdir, 1);
+	setenv("XDG_RUNTIME_DIR", ut_tmpdir, 1);
 	CU_ASSERT_PTR_NULL(cr_telemetry_socket_path());
 	rmdir(xdg);
 }
@@ -334,7 +332,7 @@ test_explicit_path(void)
 	int fd, lfd;
 
 	/* Stale: replaced, and served with mode 0600. */
-	snprintf(c.telemetry, sizeof(c.telemetry), "%s/explicit.sock", tmpdir);
+	snprintf(c.telemetry, sizeof(c.telemetry), "%s/explicit.sock", ut_tmpdir);
 	make_stale_socket(c.telemetry);
 	CU_ASSERT_EQUAL_FATAL(cr_telemetry_start(&c, "ut-app"), 0);
 	CU_ASSERT_STRING_EQUAL(cr_telemetry_socket_path(), c.telemetry);
@@ -364,7 +362,7 @@ test_explicit_path(void)
 	unlink(c.telemetry);
 
 	/* A directory that does not exist: bind fails, naming the path in the log. */
-	snprintf(c.telemetry, sizeof(c.telemetry), "%s/no/such/dir.sock", tmpdir);
+	snprintf(c.telemetry, sizeof(c.telemetry), "%s/no/such/dir.sock", ut_tmpdir);
 	CU_ASSERT_EQUAL(cr_telemetry_start(&c, "ut-app"), -ENOENT);
 	CU_ASSERT_PTR_NULL(cr_telemetry_socket_path());
 }

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../backend.c"
-#include "../config.c"
+#include "backend.c"
+#include "config.c"
 #include "ut_cunit.h"
 
 static struct px_chooser ch;
@@ -232,63 +232,64 @@ test_backend_option(void)
 	CU_ASSERT_EQUAL(px_backend_parse("example.com:80", &b), -EINVAL);
 }
 
+/* A --config line as lib/app applies it: the key's option, the rest of the line. */
 static int
-load_text(const char *text, struct px_conf *c)
+line(const char *key, const char *val)
 {
-	char path[] = "/tmp/cr-proxy-ut.XXXXXX";
-	int fd = mkstemp(path), rc;
-	FILE *f;
+	static const struct cr_app_info info = {"cr-proxy", "", px_options, PX_N_OPTIONS};
+	struct cr_eal_config cfg;
 
-	CU_ASSERT_FATAL(fd >= 0);
-	f = fdopen(fd, "w");
-	fputs(text, f);
-	fclose(f);
-	px_conf_defaults(c);
-	rc = px_conf_load(path, c);
-	unlink(path);
-	return rc;
+	cr_eal_config_defaults(&cfg);
+	return cr_eal_apply_opt(&info, &cfg, key, val, "t.conf:1");
 }
 
 static void
-test_config_file(void)
+test_config_keys(void)
 {
-	struct px_conf c;
+	struct px_conf *c = &px_conf;
+	struct px_backend_conf b;
 
-	CU_ASSERT_EQUAL(load_text("# all keys\n"
-				  "listen 127.0.0.1:8080\n"
-				  "balance source   # comment\n"
-				  "\n"
-				  "backend 127.0.0.1:9001 weight 3\n"
-				  "\tbackend [::1]:9002\n"
-				  "connect-timeout 0.25\nretries 0\ncheck-interval 0\n"
-				  "check-timeout 1\nrise 5\nfall 4\nclient-timeout 7\n"
-				  "server-timeout 8\nmaxconn 10\nbuffers 64\n",
-				  &c),
-			0);
-	CU_ASSERT_TRUE(c.have_listen);
-	CU_ASSERT_EQUAL(cr_net_addr_port(&c.listen), 8080);
-	CU_ASSERT_EQUAL(c.balance, PX_SOURCE);
-	CU_ASSERT_EQUAL(c.n_backends, 2);
-	CU_ASSERT_EQUAL(c.backends[0].weight, 3);
-	CU_ASSERT_EQUAL(c.backends[1].weight, 1);
-	CU_ASSERT_EQUAL(c.backends[1].addr.u.sa.sa_family, AF_INET6);
-	CU_ASSERT_DOUBLE_EQUAL(c.connect_timeout, 0.25, 1e-9);
-	CU_ASSERT_EQUAL(c.retries, 0);
-	CU_ASSERT_DOUBLE_EQUAL(c.check_interval, 0, 1e-9);
-	CU_ASSERT_EQUAL(c.rise, 5);
-	CU_ASSERT_EQUAL(c.fall, 4);
-	CU_ASSERT_DOUBLE_EQUAL(c.server_timeout, 8, 1e-9);
-	CU_ASSERT_EQUAL(c.maxconn, 10);
-	CU_ASSERT_EQUAL(c.chunks, 64);
-	/* Each bad line is refused (the message goes to stderr). */
-	CU_ASSERT_EQUAL(load_text("listen 127.0.0.1:1 extra\n", &c), -EINVAL);
-	CU_ASSERT_EQUAL(load_text("backend 127.0.0.1:9 weight\n", &c), -EINVAL);
-	CU_ASSERT_EQUAL(load_text("backend 127.0.0.1:9 heavy 3\n", &c), -EINVAL);
-	CU_ASSERT_EQUAL(load_text("rise 0\n", &c), -EINVAL);
-	CU_ASSERT_EQUAL(load_text("maxconn 1048577\n", &c), -EINVAL);
-	CU_ASSERT_EQUAL(load_text("client-timeout -1\n", &c), -EINVAL);
-	CU_ASSERT_EQUAL(load_text("Listen 127.0.0.1:1\n", &c), -EINVAL);
-	CU_ASSERT_EQUAL(px_conf_load("/nonexistent/cr-proxy.conf", &c), -ENOENT);
+	px_conf_defaults(c);
+	CU_ASSERT_EQUAL(line("listen", "127.0.0.1:8080"), 0);
+	CU_ASSERT_EQUAL(line("balance", "source"), 0);
+	CU_ASSERT_EQUAL(line("backend", "127.0.0.1:9001 weight 3"), 0);
+	CU_ASSERT_EQUAL(line("backend", "[::1]:9002"), 0);
+	CU_ASSERT_EQUAL(line("connect-timeout", "0.25"), 0);
+	CU_ASSERT_EQUAL(line("retries", "0"), 0);
+	CU_ASSERT_EQUAL(line("check-interval", "0"), 0);
+	CU_ASSERT_EQUAL(line("check-timeout", "1"), 0);
+	CU_ASSERT_EQUAL(line("rise", "5"), 0);
+	CU_ASSERT_EQUAL(line("fall", "4"), 0);
+	CU_ASSERT_EQUAL(line("client-timeout", "7"), 0);
+	CU_ASSERT_EQUAL(line("server-timeout", "8"), 0);
+	CU_ASSERT_EQUAL(line("maxconn", "10"), 0);
+	CU_ASSERT_EQUAL(line("buffers", "64"), 0);
+	CU_ASSERT_EQUAL(px_conf_finish(), 0);
+	CU_ASSERT_EQUAL(cr_net_addr_port(&c->listen), 8080);
+	CU_ASSERT_EQUAL(c->balance, PX_SOURCE);
+	CU_ASSERT_EQUAL(c->n_backends, 2);
+	CU_ASSERT_EQUAL(c->backends[0].weight, 3);
+	CU_ASSERT_EQUAL(c->backends[1].weight, 1);
+	CU_ASSERT_EQUAL(c->backends[1].addr.u.sa.sa_family, AF_INET6);
+	CU_ASSERT_DOUBLE_EQUAL(c->connect_timeout, 0.25, 1e-9);
+	CU_ASSERT_EQUAL(c->retries, 0);
+	CU_ASSERT_DOUBLE_EQUAL(c->check_interval, 0, 1e-9);
+	CU_ASSERT_EQUAL(c->rise, 5);
+	CU_ASSERT_EQUAL(c->fall, 4);
+	CU_ASSERT_DOUBLE_EQUAL(c->server_timeout, 8, 1e-9);
+	CU_ASSERT_EQUAL(c->maxconn, 10);
+	CU_ASSERT_EQUAL(c->chunks, 64);
+	/* The file's form of a backend line, and its bad forms (the line goes to stderr). */
+	CU_ASSERT_EQUAL(px_backend_parse("127.0.0.1:80 weight 0", &b), 0);
+	CU_ASSERT_EQUAL(b.weight, 0);
+	CU_ASSERT_EQUAL(line("backend", "127.0.0.1:9 weight"), -EINVAL);
+	CU_ASSERT_EQUAL(line("backend", "127.0.0.1:9 heavy 3"), -EINVAL);
+	CU_ASSERT_EQUAL(line("backend", "127.0.0.1:9 weight 900"), -EINVAL);
+	CU_ASSERT_EQUAL(line("listen", "127.0.0.1:1 extra"), -EINVAL);
+	CU_ASSERT_EQUAL(line("rise", "0"), -EINVAL);
+	CU_ASSERT_EQUAL(line("maxconn", "1048577"), -EINVAL);
+	CU_ASSERT_EQUAL(line("client-timeout", "-1"), -EINVAL);
+	CU_ASSERT_EQUAL(line("Listen", "127.0.0.1:1"), -EINVAL);
 }
 
 static const struct ut_case cases[] = {
@@ -299,7 +300,7 @@ static const struct ut_case cases[] = {
     UT_CASE(test_reload),
     UT_CASE(test_marking),
     UT_CASE(test_backend_option),
-    UT_CASE(test_config_file),
+    UT_CASE(test_config_keys),
 };
 
 UT_MAIN("cr_proxy_backend", cases, NULL, NULL)

@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Where log lines go: stderr, a file (reopened for log rotation) or the syslog socket;
+ * and the RFC 3339 timestamp at the start of each line.
+ *
+ * Lines are written whole: a batch is at most PIPE_BUF bytes, which a pipe takes in one
+ * piece, so lines of ours never interleave with another writer's on the same pipe.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cr_eal.h"
+#include "cr_log.h"
+#include "eal_internal.h"
+
+#define IDENT_MAX 64
+/* syslog facility "daemon" (3), shifted as RFC 5424 section 6.2.1 encodes it. */
+#define FACILITY_DAEMON (3 << 3)
+
+_Static_assert(sizeof(((struct cr__log_batch *)0)->buf) <= PIPE_BUF,
+	       "a batch must reach a pipe in one piece");
+
+/*
+ * The sink. `fd` is read without the lock by the abort handler only; everything else is
+ * read and written under `lock`. The log thread holds the lock for one pass of lines, so
+ * a reopen waits at most for that pass.
+ */
+static struct {
+	pthread_mutex_t lock;
+	enum cr_log_sink_kind kind;
+	_Atomic int fd; /* stderr, the file, or the connected syslog socket */
+	char path[PATH_MAX];
+	char ident[IDENT_MAX];
+	char syslog_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+} sink = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .kind = CR_LOG_SINK_STDERR,
+    .fd = STDERR_FILENO,
+    .syslog_path = "/dev/log",
+};
+
+static _Atomic bool stamps = true;
+
+/* ---- time ---- */
+
+/* Days since 1970-01-01 to a civil date (proleptic Gregorian): shift the year to start in
+ * March so the leap day is the last day of a year, then count 400-year eras of 146097
+ * days, years within the era, and months of 153 days per five. */
+static void
+civil_from_days(int64_t days, int64_t *y, unsigned *m, unsigned *d)
+{
+	int64_t z = days + 719468; /* days from 0000-03-01 to 1970-01-01 */
+	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+	unsigned doe = (unsigned)(z - era * 146097);			      /* [0, 146096] */
+	unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
+	unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);		      /* [0, 365] */
+	unsigned mp = (5 * doy + 2) / 153;				      /* March = 0 */
+
+	*d = doy - (153 * mp + 2) / 5 + 1;
+	*m = mp < 10 ? mp + 3 : mp - 9;
+	*y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
+size_t
+cr__log_format_time(char *buf, size_t len, int64_t sec, long nsec)
+{
+	int64_t days = sec / 86400, rem = sec % 86400, y;
+	unsigned m, d;
+	int n;
+
+	if (rem < 0) {
+		rem += 86400;
+		days--;
+	}
+	civil_from_days(days, &y, &m, &d);
+	n = snprintf(buf, len, "%04lld-%02u-%02uT%02u:%02u:%02u.%03ldZ ", (long long)y, m, d,
+		     (unsigned)(rem / 3600), (unsigned)(rem / 60 % 60), (unsigned)(rem % 60),
+		     nsec / 1000000);
+	return n == CR__LOG_STAMP_LEN && (size_t)n < len ? (size_t)n : 0;
+}
+
+/* gmtime_r() takes glibc's time zone lock; this takes none and calls no syscall (the
+ * realtime clock is in the vDSO), so an lcore can stamp its lines. */
+size_t
+cr__log_timestamp(char *buf, size_t len)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return cr__log_format_time(buf, len, (int64_t)ts.tv_sec, ts.tv_nsec);
+}
+
+void
+cr_log_set_timestamps(bool on)
+{
+	/* relaxed: a formatting choice, read per line; orders nothing. */
+	atomic_store_explicit(&stamps, on, memory_order_relaxed);
+}
+
+bool
+cr_log_timestamps(void)
+{
+	return atomic_load_explicit(&stamps, memory_order_relaxed);
+}
+
+/* ---- opening ---- */
+
+static int
+open_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+
+	return fd >= 0 ? fd : -errno;
+}
+
+static int
+open_syslog(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* Under sink.lock: make @p fd (of @p kind) the sink, closing the old one. */
+static void
+swap_sink(enum cr_log_sink_kind kind, int fd)
+{
+	int old = atomic_load_explicit(&sink.fd, memory_order_relaxed);
+
+	sink.kind = kind;
+	/* relaxed: the abort handler's load may see either fd, both are usable or closed */
+	atomic_store_explicit(&sink.fd, fd, memory_order_relaxed);
+	if (old != STDERR_FILENO && old != fd)
+		close(old);
+}
+
+int
+cr_log_set_file(const char *path)
+{
+	int fd;
+
+	if (path == NULL) {
+		cr_log_flush();
+		pthread_mutex_lock(&sink.lock);
+		swap_sink(CR_LOG_SINK_STDERR, STDERR_FILENO);
+		pthread_mutex_unlock(&sink.lock);
+		return 0;
+	}
+	if (path[0] == '\0')
+		return -EINVAL;
+	if (strlen(path) >= sizeof(sink.path))
+		return -ENAMETOOLONG;
+	fd = open_file(path);
+	if (fd < 0)
+		return fd;
+	/* Lines buffered so far belong to the old sink. */
+	cr_log_flush();
+	pthread_mutex_lock(&sink.lock);
+	memcpy(sink.path, path, strlen(path) + 1);
+	swap_sink(CR_LOG_SINK_FILE, fd);
+	pthread_mutex_unlock(&sink.lock);
+	return 0;
+}
+
+int
+cr_log_set_syslog(const char *ident)
+{
+	int fd;
+
+	if (ident == NULL)
+		return cr_log_set_file(NULL);
+	pthread_mutex_lock(&sink.lock);
+	fd = open_syslog(sink.syslog_path);
+	pthread_mutex_unlock(&sink.lock);
+	if (fd < 0)
+		return fd;
+	cr_log_flush();
+	pthread_mutex_lock(&sink.lock);
+	snprintf(sink.ident, sizeof(sink.ident), "%s", ident);
+	swap_sink(CR_LOG_SINK_SYSLOG, fd);
+	pthread_mutex_unlock(&sink.lock);
+	return 0;
+}
+
+int
+cr_log_reopen(void)
+{
+	enum cr_log_sink_kind kind;
+	char what[PATH_MAX + 16];
+	int fd = 0;
+
+	pthread_mutex_lock(&sink.lock);
+	kind = sink.kind;
+	if (kind == CR_LOG_SINK_FILE) {
+		fd = open_file(sink.path);
+		snprintf(what, sizeof(what), "%s", sink.path);
+	} else if (kind == CR_LOG_SINK_SYSLOG) {
+		fd = open_syslog(sink.syslog_path);
+		snprintf(what, sizeof(what), "syslog at %s", sink.syslog_path);
+	}
+	if (fd > 0)
+		swap_sink(kind, fd);
+	pthread_mutex_unlock(&sink.lock);
+	if (fd < 0) {
+		/* Through the old sink, which is still there. */
+		CR_LOG(cr__eal_log, ERR,
+		       "cannot reopen the log %s: %s; still writing to the old one", what,
+		       cr_strerror(fd));
+		return fd;
+	}
+	return 0;
+}
+
+enum cr_log_sink_kind
+cr_log_sink(char *buf, size_t len)
+{
+	enum cr_log_sink_kind kind;
+
+	pthread_mutex_lock(&sink.lock);
+	kind = sink.kind;
+	if (buf != NULL && len > 0)
+		snprintf(buf, len, "%s",
+			 kind == CR_LOG_SINK_FILE     ? sink.path
+			 : kind == CR_LOG_SINK_SYSLOG ? sink.ident
+						      : "stderr");
+	pthread_mutex_unlock(&sink.lock);
+	return kind;
+}
+
+void
+cr__log_set_syslog_path(const char *path)
+{
+	pthread_mutex_lock(&sink.lock);
+	snprintf(sink.syslog_path, sizeof(sink.syslog_path), "%s", path);
+	pthread_mutex_unlock(&sink.lock);
+}
+
+/* ---- writing ---- */
+
+void
+cr__log_sink_lock(void)
+{
+	pthread_mutex_lock(&sink.lock);
+}
+
+void
+cr__log_sink_unlock(void)
+{
+	pthread_mutex_unlock(&sink.lock);
+}
+
+static void
+write_all(int fd, const char *p, size_t n)
+{
+	size_t off = 0;
+
+	while (off < n) {
+		ssize_t w = write(fd, p + off, n - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		off += (size_t)w;
+	}
+}
+
+/* One datagram per line: "<PRI>ident[pid]: text", no newline. */
+static void
+send_syslog(int fd, const char *text, size_t len, int level)
+{
+	char msg[CR__LOG_LINE_MAX + IDENT_MAX + 32];
+	int n;
+
+	if (len > 0 && text[len - 1] == '\n')
+		len--;
+	n = snprintf(msg, sizeof(msg), "<%d>%s[%d]: %.*s", FACILITY_DAEMON | (level & 7),
+		     sink.ident, (int)getpid(), (int)len, text);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(msg))
+		n = (int)sizeof(msg) - 1;
+	/* A daemon that is gone or swamped costs this line, never a blocked thread forever. */
+	(void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void
+cr__log_batch_flush(struct cr__log_batch *b)
+{
+	if (b->len != 0)
+		write_all(atomic_load_explicit(&sink.fd, memory_order_relaxed), b->buf, b->len);
+	b->len = 0;
+}
+
+void
+cr__log_batch_add(struct cr__log_batch *b, const char *line, size_t len, size_t body, int level)
+{
+	if (body > len)
+		body = len;
+	if (sink.kind == CR_LOG_SINK_SYSLOG) {
+		send_syslog(atomic_load_explicit(&sink.fd, memory_order_relaxed), line + body,
+			    len - body, level);
+		return;
+	}
+	if (!cr_log_timestamps()) {
+		line += body;
+		len -= body;
+	}
+	if (len > sizeof(b->buf) - b->len)
+		cr__log_batch_flush(b);
+	memcpy(b->buf + b->len, line, len);
+	b->len += len;
+}
+
+void
+cr__log_sink_line(const char *line, size_t len, size_t body, int level)
+{
+	struct cr__log_batch b;
+
+	b.len = 0;
+	pthread_mutex_lock(&sink.lock);
+	cr__log_batch_add(&b, line, len, body, level);
+	cr__log_batch_flush(&b);
+	pthread_mutex_unlock(&sink.lock);
+}
