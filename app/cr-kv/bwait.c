@@ -125,13 +125,10 @@ enqueue(struct kv_shard *sh, const struct wid *id, uint64_t epoch, unsigned type
 	uint32_t n)
 {
 	size_t size =
-	    sizeof(struct kv_bwaiter) + n * sizeof(struct kv_bent) + argc * sizeof(struct kv_arg);
+	    sizeof(struct kv_bwaiter) + n * sizeof(struct kv_bent) + kv_args_size(argv, argc);
 	struct kv_bwaiter *w;
 	uint32_t i, j;
-	char *d;
 
-	for (i = 0; i < argc; i++)
-		size += argv[i].len + 1;
 	w = kv_malloc(size);
 	if (w == NULL)
 		return -ENOMEM;
@@ -143,14 +140,7 @@ enqueue(struct kv_shard *sh, const struct wid *id, uint64_t epoch, unsigned type
 	w->fn = fn;
 	w->argc = argc;
 	w->argv = (struct kv_arg *)&w->ent[n];
-	d = (char *)(w->argv + argc);
-	for (i = 0; i < argc; i++) {
-		memcpy(d, argv[i].p, argv[i].len);
-		d[argv[i].len] = '\0';
-		w->argv[i].p = d;
-		w->argv[i].len = argv[i].len;
-		d += argv[i].len + 1;
-	}
+	kv_args_copy(w->argv, (char *)(w->argv + argc), argv, argc);
 	w->node.hash = kv_hash(id, sizeof(*id));
 	if (kd_add(&sh->bw.waiters, &w->node) != 0) {
 		kv_free(w);

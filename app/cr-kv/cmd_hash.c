@@ -150,24 +150,7 @@ KV_CMD(hmget)
 
 KV_CMD(hdel)
 {
-	bool bad;
-	struct kv_entry *e = kv_key_typed(x, &x->argv[1], KV_T_HASH, 0, &bad);
-	long long n = 0;
-	uint32_t i;
-
-	if (bad)
-		return;
-	if (e == NULL) {
-		rb_int(x->out, 0);
-		return;
-	}
-	for (i = 2; i < x->argc; i++) {
-		if (hash_del(e, x->argv[i].p, x->argv[i].len))
-			n++;
-		if (kv_key_drop_if_empty(x, e))
-			break;
-	}
-	rb_int(x->out, n);
+	kv_remove_members(x, KV_T_HASH, hash_del);
 }
 
 KV_CMD(hlen)
@@ -224,8 +207,7 @@ KV_CMD(hincrby)
 		rb_error(x->out, "ERR hash value is not an integer");
 		return;
 	}
-	if ((incr < 0 && value < 0 && incr < (LLONG_MIN - value)) ||
-	    (incr > 0 && value > 0 && incr > (LLONG_MAX - value))) {
+	if (kv_add_overflows(value, incr)) {
 		rb_error(x->out, "ERR increment or decrement would overflow");
 		return;
 	}
@@ -365,7 +347,6 @@ KV_CMD(hrandfield)
 {
 	bool bad, withvalues = false, uniq = true;
 	struct kv_entry *e;
-	long long l;
 	size_t count, size, i;
 
 	if (x->argc == 2) {
@@ -378,25 +359,8 @@ KV_CMD(hrandfield)
 			reply_random(x, e, false);
 		return;
 	}
-	if (!kv_arg_ll_range(x, &x->argv[2], -LLONG_MAX, LLONG_MAX, NULL, &l))
+	if (!kv_rand_count(x, "withvalues", &count, &uniq, &withvalues))
 		return;
-	if (x->argc > 4 || (x->argc == 4 && strcasecmp(x->argv[3].p, "withvalues") != 0)) {
-		rb_error(x->out, kv_err_syntax);
-		return;
-	}
-	if (x->argc == 4) {
-		withvalues = true;
-		if (l < -LLONG_MAX / 2 || l > LLONG_MAX / 2) {
-			rb_error(x->out, "ERR value is out of range");
-			return;
-		}
-	}
-	if (l < 0) {
-		uniq = false;
-		count = (size_t)-l;
-	} else {
-		count = (size_t)l;
-	}
 	e = kv_key_typed(x, &x->argv[1], KV_T_HASH, KV_FIND_READ, &bad);
 	if (bad)
 		return;
@@ -418,16 +382,10 @@ KV_CMD(hrandfield)
 	random_distinct(x, e, count, withvalues);
 }
 
-struct hscan_walk {
-	struct rbuf items; /* field, value, field, value... as bulks */
-	const struct kv_scan_opts *o;
-	long long n, visited; /* elements kept, and seen (Redis's COUNT counts those) */
-};
-
 static void
 hscan_visit(const char *f, size_t flen, const char *v, size_t vlen, void *arg)
 {
-	struct hscan_walk *w = arg;
+	struct kv_scan_walk *w = arg;
 
 	w->visited += 2;
 	if (!kv_scan_match(w->o, f, flen))
@@ -437,37 +395,13 @@ hscan_visit(const char *f, size_t flen, const char *v, size_t vlen, void *arg)
 	w->n += 2;
 }
 
+static uint64_t
+hscan_step(struct kv_entry *e, uint64_t cursor, struct kv_scan_walk *w)
+{
+	return hash_scan(e, cursor, hscan_visit, w);
+}
+
 KV_CMD(hscan)
 {
-	unsigned long long cursor;
-	struct kv_scan_opts o;
-	struct hscan_walk w;
-	struct kv_entry *e;
-	long long iters;
-	bool bad;
-
-	if (kv_parse_scan_cursor(&x->argv[2], &cursor) != 0) {
-		rb_error(x->out, "ERR invalid cursor");
-		return;
-	}
-	e = hash_read(x, &bad);
-	if (bad)
-		return;
-	if (e == NULL) {
-		rb_raw(x->out, "*2\r\n$1\r\n0\r\n*0\r\n", 15);
-		return;
-	}
-	if (kv_parse_scan_opts(x, 3, &o, false) != 0)
-		return;
-	w.o = &o;
-	w.n = w.visited = 0;
-	rb_init(&w.items, NULL, 0);
-	iters = o.count * 10;
-	do {
-		cursor = hash_scan(e, cursor, hscan_visit, &w);
-	} while (cursor != 0 && iters-- > 0 && w.visited < o.count);
-	kv_reply_scan_cursor(x->out, cursor);
-	rb_array(x->out, w.n);
-	rb_raw(x->out, w.items.p, w.items.len);
-	rb_fini(&w.items);
+	kv_scan_collection(x, KV_T_HASH, hscan_step);
 }

@@ -536,20 +536,6 @@ keys_visit(struct kv_entry *e, void *arg)
 	w->n++;
 }
 
-/* Write an array header in front of what was written since @p start. */
-static void
-prepend_array(struct rbuf *out, size_t start, long long n)
-{
-	char hdr[24];
-	int h = snprintf(hdr, sizeof(hdr), "*%lld\r\n", n);
-
-	if (!rb_reserve(out, (size_t)h))
-		return;
-	memmove(out->p + start + h, out->p + start, out->len - start);
-	memcpy(out->p + start, hdr, (size_t)h);
-	out->len += (size_t)h;
-}
-
 KV_CMD(keys)
 {
 	struct keys_walk w = {x, &x->argv[1], false, 0};
@@ -557,7 +543,7 @@ KV_CMD(keys)
 
 	w.all = x->argv[1].len == 1 && x->argv[1].p[0] == '*';
 	kv_store_foreach(x->sh->store, keys_visit, &w);
-	prepend_array(x->out, start, w.n);
+	kv_array_end(x->out, start, w.n);
 }
 
 int
@@ -666,7 +652,7 @@ KV_CMD(scan)
 		rb_bulk(x->out, e->key, e->klen);
 		n++;
 	}
-	prepend_array(x->out, start, n);
+	kv_array_end(x->out, start, n);
 	free(w.keys);
 }
 

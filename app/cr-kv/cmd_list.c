@@ -250,24 +250,6 @@ KV_CMD(linsert)
 	rb_int(x->out, -1);
 }
 
-/* Redis's addListRangeReply(): the normalised range of a list of @p llen, or false if it
- * is empty. */
-static bool
-range_of(long long llen, long long *start, long long *end)
-{
-	if (*start < 0)
-		*start += llen;
-	if (*end < 0)
-		*end += llen;
-	if (*start < 0)
-		*start = 0;
-	if (*start > *end || *start >= llen)
-		return false;
-	if (*end >= llen)
-		*end = llen - 1;
-	return true;
-}
-
 KV_CMD(lrange)
 {
 	long long start, end, i;
@@ -280,7 +262,8 @@ KV_CMD(lrange)
 	e = list_read(x, &bad);
 	if (bad)
 		return;
-	if (e == NULL || !range_of((long long)((struct kv_qlist *)e->obj)->count, &start, &end)) {
+	if (e == NULL ||
+	    !kv_rank_range((long long)((struct kv_qlist *)e->obj)->count, &start, &end)) {
 		rb_array(x->out, 0);
 		return;
 	}
@@ -311,7 +294,7 @@ KV_CMD(ltrim)
 		return;
 	}
 	llen = (long long)((struct kv_qlist *)e->obj)->count;
-	if (range_of(llen, &start, &end)) {
+	if (kv_rank_range(llen, &start, &end)) {
 		ltrim = start;
 		rtrim = llen - end - 1;
 	} else {

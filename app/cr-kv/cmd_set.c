@@ -59,25 +59,7 @@ KV_CMD(sadd)
 
 KV_CMD(srem)
 {
-	struct kv_entry *e;
-	long long n = 0;
-	bool bad;
-	uint32_t j;
-
-	e = set_write(x, &bad);
-	if (bad)
-		return;
-	if (e == NULL) {
-		rb_int(x->out, 0);
-		return;
-	}
-	for (j = 2; j < x->argc; j++) {
-		if (set_rem(e, x->argv[j].p, x->argv[j].len))
-			n++;
-		if (kv_key_drop_if_empty(x, e))
-			break;
-	}
-	rb_int(x->out, n);
+	kv_remove_members(x, KV_T_SET, set_rem);
 }
 
 KV_CMD(sismember)
@@ -293,16 +275,10 @@ KV_CMD(srandmember)
 	random_distinct(x, e, count, false);
 }
 
-struct sscan_walk {
-	struct rbuf items;
-	const struct kv_scan_opts *o;
-	long long n, visited;
-};
-
 static void
 sscan_visit(const char *m, size_t len, void *arg)
 {
-	struct sscan_walk *w = arg;
+	struct kv_scan_walk *w = arg;
 
 	w->visited++;
 	if (!kv_scan_match(w->o, m, len))
@@ -311,37 +287,13 @@ sscan_visit(const char *m, size_t len, void *arg)
 	w->n++;
 }
 
+static uint64_t
+sscan_step(struct kv_entry *e, uint64_t cursor, struct kv_scan_walk *w)
+{
+	return set_scan(e, cursor, sscan_visit, w);
+}
+
 KV_CMD(sscan)
 {
-	unsigned long long cursor;
-	struct kv_scan_opts o;
-	struct sscan_walk w;
-	struct kv_entry *e;
-	long long iters;
-	bool bad;
-
-	if (kv_parse_scan_cursor(&x->argv[2], &cursor) != 0) {
-		rb_error(x->out, "ERR invalid cursor");
-		return;
-	}
-	e = set_read(x, &bad);
-	if (bad)
-		return;
-	if (e == NULL) {
-		rb_raw(x->out, "*2\r\n$1\r\n0\r\n*0\r\n", 15);
-		return;
-	}
-	if (kv_parse_scan_opts(x, 3, &o, false) != 0)
-		return;
-	w.o = &o;
-	w.n = w.visited = 0;
-	rb_init(&w.items, NULL, 0);
-	iters = o.count * 10;
-	do {
-		cursor = set_scan(e, cursor, sscan_visit, &w);
-	} while (cursor != 0 && iters-- > 0 && w.visited < o.count);
-	kv_reply_scan_cursor(x->out, cursor);
-	rb_array(x->out, w.n);
-	rb_raw(x->out, w.items.p, w.items.len);
-	rb_fini(&w.items);
+	kv_scan_collection(x, KV_T_SET, sscan_step);
 }

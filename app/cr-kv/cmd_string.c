@@ -504,8 +504,7 @@ incr_generic(struct kv_ctx *x, long long incr)
 		rb_error(x->out, kv_err_int);
 		return;
 	}
-	if ((incr < 0 && value < 0 && incr < (LLONG_MIN - value)) ||
-	    (incr > 0 && value > 0 && incr > (LLONG_MAX - value))) {
+	if (kv_add_overflows(value, incr)) {
 		rb_error(x->out, "ERR increment or decrement would overflow");
 		return;
 	}

@@ -222,6 +222,63 @@ kv_key_drop_if_empty(struct kv_ctx *x, struct kv_entry *e)
 	return true;
 }
 
+bool
+kv_rank_range(long long llen, long long *start, long long *end)
+{
+	if (*start < 0)
+		*start += llen;
+	if (*end < 0)
+		*end += llen;
+	if (*start < 0)
+		*start = 0;
+	if (*start > *end || *start >= llen)
+		return false;
+	if (*end >= llen)
+		*end = llen - 1;
+	return true;
+}
+
+bool
+kv_rand_count(struct kv_ctx *x, const char *with, size_t *count, bool *uniq, bool *withx)
+{
+	long long l;
+
+	if (!kv_arg_ll_range(x, &x->argv[2], -LLONG_MAX, LLONG_MAX, NULL, &l))
+		return false;
+	if (x->argc > 4 || (x->argc == 4 && strcasecmp(x->argv[3].p, with) != 0)) {
+		rb_error(x->out, kv_err_syntax);
+		return false;
+	}
+	*withx = x->argc == 4;
+	if (*withx && (l < -LLONG_MAX / 2 || l > LLONG_MAX / 2)) {
+		rb_error(x->out, "ERR value is out of range");
+		return false;
+	}
+	*uniq = l >= 0;
+	*count = l < 0 ? (size_t)-l : (size_t)l;
+	return true;
+}
+
+void
+kv_remove_members(struct kv_ctx *x, unsigned type,
+		  bool (*del)(struct kv_entry *e, const char *m, size_t len))
+{
+	bool bad;
+	struct kv_entry *e = kv_key_typed(x, &x->argv[1], type, 0, &bad);
+	long long n = 0;
+	uint32_t i;
+
+	if (bad)
+		return;
+	for (i = 2; e != NULL && i < x->argc; i++) {
+		if (del(e, x->argv[i].p, x->argv[i].len))
+			n++;
+		if (kv_key_drop_if_empty(x, e))
+			break;
+	}
+	rb_int(x->out, n);
+}
+
 int
 kv_parse_scan_opts(struct kv_ctx *x, uint32_t from, struct kv_scan_opts *o, bool allow_type)
 {
@@ -270,6 +327,43 @@ kv_reply_scan_cursor(struct rbuf *out, uint64_t cursor)
 
 	rb_array(out, 2);
 	rb_bulk(out, b, (size_t)snprintf(b, sizeof(b), "%llu", (unsigned long long)cursor));
+}
+
+void
+kv_scan_collection(struct kv_ctx *x, unsigned type,
+		   uint64_t (*step)(struct kv_entry *e, uint64_t cursor, struct kv_scan_walk *w))
+{
+	unsigned long long cursor;
+	struct kv_scan_opts o;
+	struct kv_scan_walk w;
+	struct kv_entry *e;
+	long long iters;
+	bool bad;
+
+	if (kv_parse_scan_cursor(&x->argv[2], &cursor) != 0) {
+		rb_error(x->out, "ERR invalid cursor");
+		return;
+	}
+	e = kv_key_typed(x, &x->argv[1], type, KV_FIND_READ, &bad);
+	if (bad)
+		return;
+	if (e == NULL) {
+		rb_raw(x->out, "*2\r\n$1\r\n0\r\n*0\r\n", 15);
+		return;
+	}
+	if (kv_parse_scan_opts(x, 3, &o, false) != 0)
+		return;
+	w.o = &o;
+	w.n = w.visited = 0;
+	rb_init(&w.items, NULL, 0);
+	iters = o.count * 10;
+	do {
+		cursor = step(e, cursor, &w);
+	} while (cursor != 0 && iters-- > 0 && w.visited < o.count);
+	kv_reply_scan_cursor(x->out, cursor);
+	rb_array(x->out, w.n);
+	rb_raw(x->out, w.items.p, w.items.len);
+	rb_fini(&w.items);
 }
 
 size_t

@@ -64,18 +64,10 @@ by_rank(struct zsink *k, struct kv_entry *e, long long start, long long end, boo
 	long long llen = (long long)zset_len(e), i;
 	struct zit it;
 
-	if (start < 0)
-		start += llen;
-	if (end < 0)
-		end += llen;
-	if (start < 0)
-		start = 0;
-	if (start > end || start >= llen) {
+	if (!kv_rank_range(llen, &start, &end)) {
 		sink_begin(k, 0);
 		return;
 	}
-	if (end >= llen)
-		end = llen - 1;
 	sink_begin(k, end - start + 1);
 	zit_rank(&it, e, (unsigned long)(rev ? llen - 1 - start : start));
 	for (i = start; i <= end; i++) {

@@ -211,24 +211,7 @@ KV_CMD(zincrby)
 
 KV_CMD(zrem)
 {
-	bool bad;
-	struct kv_entry *e = zset_write(x, &bad);
-	long long n = 0;
-	uint32_t j;
-
-	if (bad)
-		return;
-	if (e == NULL) {
-		rb_int(x->out, 0);
-		return;
-	}
-	for (j = 2; j < x->argc; j++) {
-		if (zset_del(e, x->argv[j].p, x->argv[j].len))
-			n++;
-		if (kv_key_drop_if_empty(x, e))
-			break;
-	}
-	rb_int(x->out, n);
+	kv_remove_members(x, KV_T_ZSET, zset_del);
 }
 
 KV_CMD(zcard)
@@ -356,18 +339,10 @@ zremrange(struct kv_ctx *x, enum zrem_by by)
 	}
 	if (by == BY_RANK) {
 		llen = (long long)zset_len(e);
-		if (start < 0)
-			start += llen;
-		if (end < 0)
-			end += llen;
-		if (start < 0)
-			start = 0;
-		if (start > end || start >= llen) {
+		if (!kv_rank_range(llen, &start, &end)) {
 			rb_int(x->out, 0);
 			return;
 		}
-		if (end >= llen)
-			end = llen - 1;
 		n = zset_del_ranks(e, (unsigned long)start, (unsigned long)end);
 	} else if (by == BY_SCORE) {
 		n = zset_del_score(e, &r);
@@ -485,7 +460,6 @@ KV_CMD(zrandmember)
 	struct kv_entry *e;
 	size_t count, size, i, j;
 	unsigned long *ranks;
-	long long l;
 
 	if (x->argc == 2) {
 		e = kv_zset_read(x, &x->argv[1], &bad);
@@ -498,25 +472,8 @@ KV_CMD(zrandmember)
 					false);
 		return;
 	}
-	if (!kv_arg_ll_range(x, &x->argv[2], -LLONG_MAX, LLONG_MAX, NULL, &l))
+	if (!kv_rand_count(x, "withscores", &count, &uniq, &withscores))
 		return;
-	if (x->argc > 4 || (x->argc == 4 && strcasecmp(x->argv[3].p, "withscores") != 0)) {
-		rb_error(x->out, kv_err_syntax);
-		return;
-	}
-	if (x->argc == 4) {
-		withscores = true;
-		if (l < -LLONG_MAX / 2 || l > LLONG_MAX / 2) {
-			rb_error(x->out, "ERR value is out of range");
-			return;
-		}
-	}
-	if (l < 0) {
-		uniq = false;
-		count = (size_t)-l;
-	} else {
-		count = (size_t)l;
-	}
 	e = kv_zset_read(x, &x->argv[1], &bad);
 	if (bad)
 		return;
@@ -558,14 +515,8 @@ KV_CMD(zrandmember)
 	free(ranks);
 }
 
-struct zscan_walk {
-	struct rbuf items;
-	const struct kv_scan_opts *o;
-	long long n, visited;
-};
-
 static void
-zscan_one(struct zscan_walk *w, const char *m, size_t len, double s)
+zscan_one(struct kv_scan_walk *w, const char *m, size_t len, double s)
 {
 	w->visited += 2;
 	if (!kv_scan_match(w->o, m, len))
@@ -583,51 +534,26 @@ zscan_visit(struct kd_node *n, void *arg)
 	zscan_one(arg, zs_member(z), z->mlen, z->score);
 }
 
+static uint64_t
+zscan_step(struct kv_entry *e, uint64_t cursor, struct kv_scan_walk *w)
+{
+	struct zit it;
+
+	if (e->enc != KV_ENC_LISTPACK)
+		return kd_scan(&((struct kv_zset *)e->obj)->d, cursor, zscan_visit, w);
+	/* A listpack is returned whole, in order, with cursor 0 (as Redis does). */
+	for (zit_rank(&it, e, 0); zit_ok(&it); zit_step(&it, false)) {
+		const char *m;
+		size_t len;
+		double s;
+
+		zit_get(&it, &m, &len, &s);
+		zscan_one(w, m, len, s);
+	}
+	return 0;
+}
+
 KV_CMD(zscan)
 {
-	unsigned long long cursor;
-	struct kv_scan_opts o;
-	struct zscan_walk w;
-	struct kv_entry *e;
-	long long iters;
-	struct zit it;
-	bool bad;
-
-	if (kv_parse_scan_cursor(&x->argv[2], &cursor) != 0) {
-		rb_error(x->out, "ERR invalid cursor");
-		return;
-	}
-	e = kv_zset_read(x, &x->argv[1], &bad);
-	if (bad)
-		return;
-	if (e == NULL) {
-		rb_raw(x->out, "*2\r\n$1\r\n0\r\n*0\r\n", 15);
-		return;
-	}
-	if (kv_parse_scan_opts(x, 3, &o, false) != 0)
-		return;
-	w.o = &o;
-	w.n = w.visited = 0;
-	rb_init(&w.items, NULL, 0);
-	if (e->enc == KV_ENC_LISTPACK) {
-		/* A listpack is returned whole, in order, with cursor 0 (as Redis does). */
-		for (zit_rank(&it, e, 0); zit_ok(&it); zit_step(&it, false)) {
-			const char *m;
-			size_t len;
-			double s;
-
-			zit_get(&it, &m, &len, &s);
-			zscan_one(&w, m, len, s);
-		}
-		cursor = 0;
-	} else {
-		iters = o.count * 10;
-		do {
-			cursor = kd_scan(&((struct kv_zset *)e->obj)->d, cursor, zscan_visit, &w);
-		} while (cursor != 0 && iters-- > 0 && w.visited < o.count);
-	}
-	kv_reply_scan_cursor(x->out, cursor);
-	rb_array(x->out, w.n);
-	rb_raw(x->out, w.items.p, w.items.len);
-	rb_fini(&w.items);
+	kv_scan_collection(x, KV_T_ZSET, zscan_step);
 }

@@ -17,12 +17,9 @@ struct kreq *
 kreq_new(struct kv_shard *sh, struct kconn *kc, const struct kv_cmd *cmd, uint32_t argc,
 	 const struct kv_arg *argv)
 {
-	size_t size = sizeof(struct kreq) + argc * sizeof(struct kv_arg), i;
+	size_t size = sizeof(struct kreq) + kv_args_size(argv, argc);
 	struct kreq *kr;
-	char *d;
 
-	for (i = 0; i < argc; i++)
-		size += argv[i].len + 1;
 	if (size <= KREQ_SMALL && sh->free_reqs != NULL) {
 		kr = sh->free_reqs;
 		sh->free_reqs = kr->next;
@@ -44,15 +41,34 @@ kreq_new(struct kv_shard *sh, struct kconn *kc, const struct kv_cmd *cmd, uint32
 	rb_init(&kr->reply, NULL, 0);
 	kr->argc = argc;
 	kr->argv = (struct kv_arg *)kr->data;
-	d = kr->data + argc * sizeof(struct kv_arg);
+	kv_args_copy(kr->argv, kr->data + argc * sizeof(struct kv_arg), argv, argc);
+	return kr;
+}
+
+size_t
+kv_args_size(const struct kv_arg *argv, uint32_t argc)
+{
+	size_t size = argc * sizeof(struct kv_arg);
+	uint32_t i;
+
+	for (i = 0; i < argc; i++)
+		size += argv[i].len + 1;
+	return size;
+}
+
+char *
+kv_args_copy(struct kv_arg *dst, char *d, const struct kv_arg *argv, uint32_t argc)
+{
+	uint32_t i;
+
 	for (i = 0; i < argc; i++) {
 		memcpy(d, argv[i].p, argv[i].len);
 		d[argv[i].len] = '\0';
-		kr->argv[i].p = d;
-		kr->argv[i].len = argv[i].len;
+		dst[i].p = d;
+		dst[i].len = argv[i].len;
 		d += argv[i].len + 1;
 	}
-	return kr;
+	return d;
 }
 
 void

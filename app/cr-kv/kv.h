@@ -28,6 +28,7 @@
 #ifndef CR_KV_H
 #define CR_KV_H
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -353,6 +354,22 @@ struct kv_entry *kv_key_add(struct kv_ctx *x, const struct kv_arg *k, unsigned t
 			    void *obj);
 /* Delete the key if its collection became empty, as Redis does; true if it did. */
 bool kv_key_drop_if_empty(struct kv_ctx *x, struct kv_entry *e);
+/* Redis's rank range normalisation (LRANGE, ZRANGE, ZREMRANGEBYRANK...): @p start and
+ * @p end made to lie in [0, llen), or false if the range is empty. */
+bool kv_rank_range(long long llen, long long *start, long long *end);
+/* Would a + b overflow a long long? */
+static inline bool
+kv_add_overflows(long long a, long long b)
+{
+	return (b < 0 && a < 0 && b < LLONG_MIN - a) || (b > 0 && a > 0 && b > LLONG_MAX - a);
+}
+/* HRANDFIELD, ZRANDMEMBER key count [@p with]: the count (negative: repeats allowed, so
+ * not *uniq) and the option, as Redis parses them; false if an error was replied. */
+bool kv_rand_count(struct kv_ctx *x, const char *with, size_t *count, bool *uniq, bool *withx);
+/* HDEL, SREM, ZREM: remove argv[2...] from the collection of @p type at argv[1] with
+ * @p del, the key deleted once empty; replies how many went. */
+void kv_remove_members(struct kv_ctx *x, unsigned type,
+		       bool (*del)(struct kv_entry *e, const char *m, size_t len));
 
 struct kv_scan_opts {
 	const struct kv_arg *pat; /* NULL: every element */
@@ -364,6 +381,17 @@ int kv_parse_scan_opts(struct kv_ctx *x, uint32_t from, struct kv_scan_opts *o, 
 bool kv_scan_match(const struct kv_scan_opts *o, const char *s, size_t len);
 /* "*2", then the cursor: the caller writes the elements' array. */
 void kv_reply_scan_cursor(struct rbuf *out, uint64_t cursor);
+/* HSCAN, SSCAN, ZSCAN: what a type's visitor appends to. */
+struct kv_scan_walk {
+	struct rbuf items; /* the elements kept, as bulks */
+	const struct kv_scan_opts *o;
+	long long n, visited; /* elements kept, and seen (Redis's COUNT counts those) */
+};
+/* KEY cursor [MATCH p] [COUNT n] over the collection of @p type at argv[1] (absent: an
+ * empty scan): @p step visits the elements at a cursor and returns the next (0: done). */
+void kv_scan_collection(struct kv_ctx *x, unsigned type,
+			uint64_t (*step)(struct kv_entry *e, uint64_t cursor,
+					 struct kv_scan_walk *w));
 
 int kv_parse_scan_cursor(const struct kv_arg *a, unsigned long long *out); /* cmd_keys.c */
 int kv_copy_opts(struct kv_ctx *x, bool *replace);			   /* cmd_keys.c */
@@ -532,6 +560,10 @@ void kreq_free_list(struct kv_shard *sh); /* the shard's free list, at stop */
 int kreq_set_parts(struct kreq *kr, uint32_t n);
 void kreq_part_args(struct kpart *p, uint32_t argc, struct kv_arg *argv);
 int kreq_split_keys(struct kreq *kr, unsigned step);
+/* Arguments as one block: the bytes an argv and copies of its strings take, and the copy
+ * (@p dst's strings from @p d on, each NUL-terminated); returns the end of what it wrote. */
+size_t kv_args_size(const struct kv_arg *argv, uint32_t argc);
+char *kv_args_copy(struct kv_arg *dst, char *d, const struct kv_arg *argv, uint32_t argc);
 /* The shard of a key (of its hash tag, "{...}", if it has one); _h when its hash is known. */
 unsigned key_shard(const struct kv_arg *a);
 unsigned key_shard_h(const char *p, size_t len, uint64_t h);

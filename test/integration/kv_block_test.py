@@ -17,7 +17,6 @@
 "Blocked" is observed as redis exposes it, INFO's blocked_clients, on both servers.
 Exits 0 (pass), 1 (fail), 77 (skip). Every wait is bounded.
 """
-import argparse
 import os
 import random
 import re
@@ -27,11 +26,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import apptest  # noqa: E402
-from kv_test import (SKIP, Conn, Ctx, Failure, check, log, need, on_shard,  # noqa: E402
-                     parse_array, resp)
-
-TEST_TIMEOUT = 140
+import kv_test  # noqa: E402
+from kv_test import Conn, Failure, check, log, need, on_shard, parse_array, resp  # noqa: E402
 
 
 def blocked(port):
@@ -377,39 +373,7 @@ TESTS = {"scenarios": t_scenarios, "stress": t_stress, "shutdown": t_shutdown}
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("exe")
-    ap.add_argument("test", choices=sorted(TESTS))
-    ap.add_argument("--lcores", type=int, default=1, choices=(1, 2))
-    ap.add_argument("--driver", default="auto", choices=("auto", "uring", "epoll"))
-    args = ap.parse_args()
-    if args.lcores > (os.cpu_count() or 1):
-        log("SKIP: %d lcores need %d CPUs" % (args.lcores, args.lcores))
-        return SKIP
-    if apptest.skip_if_refused(args.exe, args.driver, log):
-        return SKIP
-    signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(Failure("test timed out")))
-    signal.alarm(TEST_TIMEOUT)
-    o = Ctx(args.exe, args.lcores, args.driver)
-    status = 1
-    try:
-        o.start()
-        TESTS[args.test](o)
-        status = 0
-    except Failure as e:
-        log("FAIL: %s" % e)
-    except SystemExit as e:
-        status = e.code
-    finally:
-        try:
-            o.stop()
-        except Failure as e:
-            log("FAIL: %s" % e)
-            status = 1
-    if status == 0:
-        log("PASS: %s (%d lcore%s)" % (args.test, args.lcores, "" if args.lcores == 1 else "s"))
-    return status
-
+    return kv_test.main(TESTS, __doc__)
 
 if __name__ == "__main__":
     sys.exit(main())

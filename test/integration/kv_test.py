@@ -2049,10 +2049,12 @@ class Ctx:
                 shutil.rmtree(d, ignore_errors=True)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(tests=None, doc=None):
+    """Parse the command line and run one of @tests (TESTS; kv_block_test.py has its own)."""
+    tests = TESTS if tests is None else tests
+    ap = argparse.ArgumentParser(description=(doc or __doc__).split("\n")[0])
     ap.add_argument("exe")
-    ap.add_argument("test", choices=sorted(TESTS))
+    ap.add_argument("test", choices=sorted(tests))
     ap.add_argument("--lcores", type=int, default=1, choices=(1, 2))
     ap.add_argument("--driver", default="auto", choices=("auto", "uring", "epoll"))
     ap.add_argument("--count", type=int, default=10000, help="random: commands (100000 by hand)")
@@ -2070,12 +2072,12 @@ def main():
     try:
         if args.test != "cli":
             o.start()
-        if args.test == "random":
+        if args.test == "random" and tests is TESTS:
             t_random(o, args.count, args.seed)
-        elif args.test == "stall" and args.count != 10000:
+        elif args.test == "stall" and tests is TESTS and args.count != 10000:
             t_stall(o, args.count)
         else:
-            TESTS[args.test](o)
+            tests[args.test](o)
         status = 0
     except Failure as e:
         log("FAIL: %s" % e)
@@ -2091,7 +2093,6 @@ def main():
     if status == 0:
         log("PASS: %s (%d lcore%s)" % (args.test, args.lcores, "" if args.lcores == 1 else "s"))
     return status
-
 
 if __name__ == "__main__":
     sys.exit(main())
