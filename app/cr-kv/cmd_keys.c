@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Key commands (Redis 7.0's db.c and expire.c), and the merging of the parts of a
- * command that ran on several shards.
+ * Key commands (Redis 7.0's db.c and expire.c).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -16,7 +15,14 @@
 static struct kv_entry *
 lookup(struct kv_ctx *x, const struct kv_arg *k)
 {
-	return kv_lookup(x->sh->store, k->p, k->len, kv_hash(k->p, k->len), x->now_ms);
+	return kv_key_find(x, k, 0);
+}
+
+/* Redis's LOOKUP_NOTOUCH: TYPE, EXISTS, TTL, OBJECT do not count as an access. */
+static struct kv_entry *
+peek(struct kv_ctx *x, const struct kv_arg *k)
+{
+	return kv_key_find(x, k, KV_FIND_NOTOUCH);
 }
 
 KV_CMD(del)
@@ -39,6 +45,17 @@ KV_CMD(exists)
 	uint32_t i;
 
 	for (i = 1; i < x->argc; i++)
+		if (peek(x, &x->argv[i]) != NULL)
+			n++;
+	rb_int(x->out, n);
+}
+
+KV_CMD(touch)
+{
+	long long n = 0;
+	uint32_t i;
+
+	for (i = 1; i < x->argc; i++)
 		if (lookup(x, &x->argv[i]) != NULL)
 			n++;
 	rb_int(x->out, n);
@@ -46,7 +63,9 @@ KV_CMD(exists)
 
 KV_CMD(type)
 {
-	rb_status(x->out, lookup(x, &x->argv[1]) != NULL ? "string" : "none");
+	struct kv_entry *e = peek(x, &x->argv[1]);
+
+	rb_status(x->out, e != NULL ? kv_type_name(e->type) : "none");
 }
 
 #define EXP_NX 1u
@@ -145,7 +164,7 @@ KV_CMD(pexpireat)
 static void
 ttl_generic(struct kv_ctx *x, bool ms)
 {
-	struct kv_entry *e = lookup(x, &x->argv[1]);
+	struct kv_entry *e = peek(x, &x->argv[1]);
 	long long ttl;
 
 	if (e == NULL) {
@@ -184,8 +203,7 @@ KV_CMD(rename_local)
 {
 	const struct kv_arg *src = &x->argv[1], *dst = &x->argv[2];
 	bool nx = x->argv[0].len == 8;
-	struct kv_entry *e, *d;
-	int64_t expire;
+	struct kv_entry *e;
 
 	e = lookup(x, src);
 	if (e == NULL) {
@@ -203,26 +221,171 @@ KV_CMD(rename_local)
 		rb_int(x->out, 0);
 		return;
 	}
-	expire = e->expire;
-	{
-		struct kv_arg v = {e->val, e->vlen};
-
-		d = kv_set(x->sh->store, dst->p, dst->len, kv_hash(dst->p, dst->len), v.p, v.len,
-			   false, x->now_ms);
-	}
-	if (d == NULL) {
+	e = kv_entry_rename(x->sh->store, e, dst->p, dst->len, kv_key_hash(x, dst), x->now_ms);
+	if (e == NULL) {
 		rb_error(x->out, "OOM out of memory in rename");
 		return;
 	}
-	if (expire != -1)
-		kv_set_expire(x->sh->store, d, expire);
-	/* d may have been allocated after e moved nothing: e is still valid (no rehash
-	 * frees entries), so delete it by key. */
-	kv_delete(x->sh->store, src->p, src->len, kv_hash(src->p, src->len), x->now_ms);
+	kv_bw_signal(x->sh, dst->p, dst->len, e->type); /* a list or zset made under dst */
 	if (nx)
 		rb_int(x->out, 1);
 	else
 		rb_ok(x->out);
+}
+
+/* COPY's options (argv[3...]): REPLACE and DB (0 only). @return 0, or -EINVAL (replied). */
+int
+kv_copy_opts(struct kv_ctx *x, bool *replace)
+{
+	uint32_t j;
+
+	*replace = false;
+	for (j = 3; j < x->argc; j++) {
+		if (strcasecmp(x->argv[j].p, "replace") == 0) {
+			*replace = true;
+		} else if (strcasecmp(x->argv[j].p, "db") == 0 && j + 1 < x->argc) {
+			long long db;
+
+			if (!kv_arg_ll_range(x, &x->argv[j + 1], INT_MIN, INT_MAX, kv_err_int, &db))
+				return -EINVAL;
+			if (db != 0) {
+				rb_error(x->out, "ERR DB index is out of range");
+				return -EINVAL;
+			}
+			j++;
+		} else {
+			rb_error(x->out, kv_err_syntax);
+			return -EINVAL;
+		}
+	}
+	if (x->argv[1].len == x->argv[2].len &&
+	    memcmp(x->argv[1].p, x->argv[2].p, x->argv[1].len) == 0) {
+		rb_error(x->out, "ERR source and destination objects are the same");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* COPY when both keys are on this shard: the value is dumped and built again, with its
+ * encoding (Redis's dup functions keep it). */
+KV_CMD(copy_local)
+{
+	const struct kv_arg *dst = &x->argv[2];
+	struct kv_entry *e, *d;
+	struct kv_loaded l;
+	bool replace;
+	struct rbuf b;
+	int64_t expire;
+
+	if (kv_copy_opts(x, &replace) != 0)
+		return;
+	e = kv_key_find(x, &x->argv[1], KV_FIND_READ);
+	if (e == NULL) {
+		rb_int(x->out, 0);
+		return;
+	}
+	if (lookup(x, dst) != NULL && !replace) {
+		rb_int(x->out, 0);
+		return;
+	}
+	expire = e->expire;
+	rb_init(&b, NULL, 0);
+	kv_obj_dump(e, &b);
+	if (kv_obj_load(b.p, b.len, &l) != 0) {
+		rb_fini(&b);
+		rb_error(x->out, kv_err_oom);
+		return;
+	}
+	d = kv_obj_install(x, dst, &l);
+	rb_fini(&b);
+	if (d == NULL)
+		return;
+	if (expire != -1)
+		kv_set_expire(x->sh->store, d, expire);
+	rb_int(x->out, 1);
+}
+
+/* ---- OBJECT ---- */
+
+static struct kv_entry *
+object_key(struct kv_ctx *x)
+{
+	struct kv_entry *e = peek(x, &x->argv[2]);
+
+	if (e == NULL)
+		rb_null(x->out);
+	return e;
+}
+
+KV_CMD(object_encoding)
+{
+	struct kv_entry *e = object_key(x);
+
+	if (e != NULL)
+		rb_bulkstr(x->out, kv_enc_name(e->enc));
+}
+
+KV_CMD(object_freq)
+{
+	if (object_key(x) != NULL)
+		rb_error(x->out,
+			 "ERR An LFU maxmemory policy is not selected, access frequency not "
+			 "tracked. Please note that when switching between policies at runtime "
+			 "LRU and LFU data will take some time to adjust.");
+}
+
+KV_CMD(object_idletime)
+{
+	struct kv_entry *e = object_key(x);
+
+	if (e != NULL) {
+		unsigned now = kv_lru_clock(x->now_ms), mask = (1u << 24) - 1;
+
+		rb_int(x->out, (long long)((now - e->lru) & mask));
+	}
+}
+
+KV_CMD(object_refcount)
+{
+	struct kv_entry *e = object_key(x);
+	long long v;
+
+	if (e == NULL)
+		return;
+	/* Redis shares the objects of the integers 0..9999: their count is INT_MAX. */
+	if (e->type == KV_T_STRING && e->enc == KV_ENC_INT && resp_string2ll(e->val, e->vlen, &v) &&
+	    v >= 0 && v < 10000)
+		rb_int(x->out, 2147483647);
+	else
+		rb_int(x->out, 1);
+}
+
+KV_CMD(object_help)
+{
+	static const char *const l[] = {
+	    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "ENCODING <key>",
+	    "    Return the kind of internal representation used in order to store the value",
+	    "    associated with a <key>.",
+	    "FREQ <key>",
+	    "    Return the access frequency index of the <key>. The returned integer is",
+	    "    proportional to the logarithm of the recent access frequency of the key.",
+	    "IDLETIME <key>",
+	    "    Return the idle time of the <key>, that is the approximated number of",
+	    "    seconds elapsed since the last access to the key.",
+	    "REFCOUNT <key>",
+	    "    Return the number of references of the value associated with the specified",
+	    "    <key>.",
+	    "HELP",
+	    "    Prints this help.",
+	    NULL};
+	unsigned n = 0;
+
+	while (l[n] != NULL)
+		n++;
+	rb_array(x->out, n);
+	for (n = 0; l[n] != NULL; n++)
+		rb_status(x->out, l[n]);
 }
 
 /* ---- KEYS, SCAN, DBSIZE, FLUSHDB, RANDOMKEY ---- */
@@ -373,20 +536,6 @@ keys_visit(struct kv_entry *e, void *arg)
 	w->n++;
 }
 
-/* Write an array header in front of what was written since @p start. */
-static void
-prepend_array(struct rbuf *out, size_t start, long long n)
-{
-	char hdr[24];
-	int h = snprintf(hdr, sizeof(hdr), "*%lld\r\n", n);
-
-	if (!rb_reserve(out, (size_t)h))
-		return;
-	memmove(out->p + start + h, out->p + start, out->len - start);
-	memcpy(out->p + start, hdr, (size_t)h);
-	out->len += (size_t)h;
-}
-
 KV_CMD(keys)
 {
 	struct keys_walk w = {x, &x->argv[1], false, 0};
@@ -394,7 +543,7 @@ KV_CMD(keys)
 
 	w.all = x->argv[1].len == 1 && x->argv[1].p[0] == '*';
 	kv_store_foreach(x->sh->store, keys_visit, &w);
-	prepend_array(x->out, start, w.n);
+	kv_array_end(x->out, start, w.n);
 }
 
 int
@@ -498,12 +647,12 @@ KV_CMD(scan)
 			continue;
 		if (pat != NULL && !kv_stringmatch(pat->p, pat->len, e->key, e->klen, false))
 			continue;
-		if (type != NULL && strcasecmp(type, "string") != 0)
+		if (type != NULL && strcasecmp(type, kv_type_name(e->type)) != 0)
 			continue;
 		rb_bulk(x->out, e->key, e->klen);
 		n++;
 	}
-	prepend_array(x->out, start, n);
+	kv_array_end(x->out, start, n);
 	free(w.keys);
 }
 
@@ -525,7 +674,7 @@ precheck_flush(struct kv_ctx *x)
 
 KV_CMD(flushdb)
 {
-	kv_store_flush(x->sh->store);
+	kv_store_flush(x->sh->store, x->argc == 2 && strcasecmp(x->argv[1].p, "async") == 0);
 	rb_ok(x->out);
 }
 
@@ -537,140 +686,4 @@ KV_CMD(randomkey)
 		rb_null(x->out);
 	else
 		rb_bulk(x->out, e->key, e->klen);
-}
-
-/* ---- merging parts ---- */
-
-/* Parse one RESP element at *p (within end): return its length, 0 if malformed. */
-static size_t
-element_len(const char *p, const char *end)
-{
-	const char *nl = memchr(p, '\n', (size_t)(end - p));
-	long long n;
-
-	if (nl == NULL)
-		return 0;
-	if (p[0] != '$')
-		return (size_t)(nl + 1 - p);
-	n = strtoll(p + 1, NULL, 10);
-	if (n < 0)
-		return (size_t)(nl + 1 - p);
-	return (size_t)(nl + 1 - p) + (size_t)n + 2;
-}
-
-/* The first part that failed (its reply is an error), or NULL. */
-static struct kpart *
-failed_part(struct kreq *kr)
-{
-	uint32_t i;
-
-	for (i = 0; i < kr->nparts; i++)
-		if (kr->parts[i].out.len > 0 && kr->parts[i].out.p[0] == '-')
-			return &kr->parts[i];
-	return NULL;
-}
-
-static const char *
-skip_line(const char *p, const char *end)
-{
-	const char *nl = memchr(p, '\n', (size_t)(end - p));
-
-	return nl != NULL ? nl + 1 : end;
-}
-
-void kv_info_merge(struct kreq *kr, struct rbuf *out);
-
-void
-kv_merge(struct kreq *kr, struct rbuf *out)
-{
-	struct kpart *bad = failed_part(kr);
-	uint32_t i;
-
-	if (bad != NULL && kr->cmd->merge != KV_MERGE_INFO) {
-		rb_raw(out, bad->out.p, bad->out.len);
-		return;
-	}
-	switch (kr->cmd->merge) {
-	case KV_MERGE_ONE:
-		rb_raw(out, kr->parts[0].out.p, kr->parts[0].out.len);
-		break;
-	case KV_MERGE_SUM: {
-		long long t = 0;
-
-		for (i = 0; i < kr->nparts; i++)
-			if (kr->parts[i].out.len > 1)
-				t += strtoll(kr->parts[i].out.p + 1, NULL, 10);
-		rb_int(out, t);
-		break;
-	}
-	case KV_MERGE_OK:
-		rb_ok(out);
-		break;
-	case KV_MERGE_MGET: {
-		const char *cur[CR_MAX_LCORES], *end[CR_MAX_LCORES];
-		uint32_t k;
-
-		for (i = 0; i < kr->nparts; i++) {
-			struct rbuf *b = &kr->parts[i].out;
-
-			end[i] = b->p + b->len;
-			cur[i] = skip_line(b->p, end[i]); /* the array header */
-		}
-		rb_array(out, kr->argc - 1);
-		for (k = 1; k < kr->argc; k++) {
-			unsigned s = kv_owner(kv_hash(kr->argv[k].p, kr->argv[k].len));
-			size_t n;
-
-			for (i = 0; i < kr->nparts && kr->parts[i].shard != s; i++)
-				;
-			if (i == kr->nparts || cur[i] >= end[i]) {
-				rb_null(out);
-				continue;
-			}
-			n = element_len(cur[i], end[i]);
-			rb_raw(out, cur[i], n);
-			cur[i] += n;
-		}
-		break;
-	}
-	case KV_MERGE_KEYS: {
-		long long t = 0;
-
-		for (i = 0; i < kr->nparts; i++)
-			t += strtoll(kr->parts[i].out.p + 1, NULL, 10);
-		rb_array(out, t);
-		for (i = 0; i < kr->nparts; i++) {
-			struct rbuf *b = &kr->parts[i].out;
-			const char *body = skip_line(b->p, b->p + b->len);
-
-			rb_raw(out, body, (size_t)(b->p + b->len - body));
-		}
-		break;
-	}
-	case KV_MERGE_RANDOM: {
-		struct kv_shard *sh = kr->kc->sh;
-		uint32_t have = 0, pick;
-
-		for (i = 0; i < kr->nparts; i++)
-			if (kr->parts[i].out.p[1] != '-')
-				have++;
-		if (have == 0) {
-			rb_null(out);
-			break;
-		}
-		pick = (uint32_t)(kv_rand(&sh->rng) % have);
-		for (i = 0; i < kr->nparts; i++) {
-			if (kr->parts[i].out.p[1] == '-')
-				continue;
-			if (pick-- == 0) {
-				rb_raw(out, kr->parts[i].out.p, kr->parts[i].out.len);
-				break;
-			}
-		}
-		break;
-	}
-	case KV_MERGE_INFO:
-		kv_info_merge(kr, out);
-		break;
-	}
 }

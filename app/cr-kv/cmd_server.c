@@ -308,9 +308,11 @@ reply_flags(struct rbuf *o, uint32_t f)
 	static const struct {
 		uint32_t bit;
 		const char *name;
-	} names[] = {{KV_WRITE, "write"},      {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
-		     {KV_LOADING, "loading"},  {KV_STALE, "stale"},	  {KV_FAST, "fast"},
-		     {KV_NOSCRIPT, "noscript"}};
+	} names[] = {
+	    /* Redis's order (its flag bits') */
+	    {KV_WRITE, "write"},       {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
+	    {KV_NOSCRIPT, "noscript"}, {KV_BLOCKING, "blocking"}, {KV_LOADING, "loading"},
+	    {KV_STALE, "stale"},       {KV_FAST, "fast"},	  {KV_MOVABLEKEYS, "movablekeys"}};
 	unsigned i, n = 0;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -479,19 +481,26 @@ KV_CMD(command_help)
 
 /* ---- INFO ---- */
 
+/* Figures each shard sends INFO: keys, expires, avg ttl, memory, hits, misses, expired,
+ * transaction locks granted, parts that waited behind locks, values being freed. */
+#define INFO_FIGURES 10
+
 /* On each shard: its figures, as an array of integers for kv_info_merge(). */
 KV_CMD(info_shard)
 {
 	struct kv_store *s = x->sh->store;
 
-	rb_array(x->out, 7);
+	rb_array(x->out, INFO_FIGURES);
 	rb_int(x->out, (long long)kv_store_count(s));
 	rb_int(x->out, (long long)kv_store_expires(s));
 	rb_int(x->out, kv_store_avg_ttl(s, x->now_ms));
-	rb_int(x->out, (long long)kv_store_used(s));
+	rb_int(x->out, (long long)kv_mem_used(&x->sh->mem));
 	rb_int(x->out, (long long)x->sh->hits);
 	rb_int(x->out, (long long)x->sh->misses);
 	rb_int(x->out, (long long)kv_store_expired_total(s));
+	rb_int(x->out, (long long)x->sh->tx.tx_total);
+	rb_int(x->out, (long long)x->sh->tx.parked_total);
+	rb_int(x->out, (long long)kv_store_lazy_pending(s));
 }
 
 static void
@@ -543,12 +552,10 @@ info_sections(const struct kreq *kr)
 	return want;
 }
 
-void kv_info_merge(struct kreq *kr, struct rbuf *out);
-
 void
-kv_info_merge(struct kreq *kr, struct rbuf *out)
+kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf *out)
 {
-	long long t[7] = {0}, avg_sum = 0, avg_n = 0;
+	long long t[INFO_FIGURES] = {0}, avg_sum = 0, avg_n = 0;
 	unsigned want = info_sections(kr), secs = 0;
 	int64_t now = kv_now_ms();
 	struct rbuf b;
@@ -556,13 +563,13 @@ kv_info_merge(struct kreq *kr, struct rbuf *out)
 	uint32_t i;
 	int k;
 
-	for (i = 0; i < kr->nparts; i++) {
-		const char *p = kr->parts[i].out.p, *end = p + kr->parts[i].out.len;
+	for (i = 0; i < nparts; i++) {
+		const char *p = parts[i].out.p, *end = p + parts[i].out.len;
 
-		if (kr->parts[i].out.len == 0 || p[0] != '*')
+		if (parts[i].out.len == 0 || p[0] != '*')
 			continue;
 		p = memchr(p, '\n', (size_t)(end - p));
-		for (k = 0; k < 7 && p != NULL && p + 1 < end; k++) {
+		for (k = 0; k < INFO_FIGURES && p != NULL && p + 1 < end; k++) {
 			long long v = strtoll(p + 2, NULL, 10);
 
 			t[k] += v;
@@ -610,17 +617,29 @@ kv_info_merge(struct kreq *kr, struct rbuf *out)
 		LINE("connected_clients:%llu",
 		     (unsigned long long)atomic_load_explicit(&kv.nclients, memory_order_relaxed));
 		LINE("maxclients:%llu", kv.maxclients);
-		LINE("blocked_clients:0");
+		LINE("blocked_clients:%llu", (unsigned long long)atomic_load_explicit(
+						 &kv.blocked_clients, memory_order_relaxed));
 	}
 	if (want & SEC_MEMORY) {
+		uint64_t rss = kv_rss(), peak = kv_mem_peak((uint64_t)(t[3] > 0 ? t[3] : 0));
+
 		SECTION("Memory");
 		human(h1, sizeof(h1), (double)t[3]);
 		human(h2, sizeof(h2), (double)kv.maxmemory);
 		LINE("used_memory:%lld", t[3]);
 		LINE("used_memory_human:%s", h1);
+		human(h1, sizeof(h1), (double)rss);
+		LINE("used_memory_rss:%llu", (unsigned long long)rss);
+		LINE("used_memory_rss_human:%s", h1);
+		human(h1, sizeof(h1), (double)peak);
+		LINE("used_memory_peak:%llu", (unsigned long long)peak);
+		LINE("used_memory_peak_human:%s", h1);
+		LINE("mem_fragmentation_ratio:%.2f", t[3] > 0 ? (double)rss / (double)t[3] : 0.0);
+		LINE("mem_allocator:libc");
 		LINE("maxmemory:%llu", kv.maxmemory);
 		LINE("maxmemory_human:%s", h2);
 		LINE("maxmemory_policy:noeviction");
+		LINE("lazyfree_pending_objects:%lld", t[9]);
 	}
 	if (want & SEC_STATS) {
 		SECTION("Stats");
@@ -640,6 +659,8 @@ kv_info_merge(struct kreq *kr, struct rbuf *out)
 		LINE("protocol_errors:%llu", (unsigned long long)atomic_load_explicit(
 						 &kv.proto_errors, memory_order_relaxed));
 		LINE("cross_lcore_requests:%llu", (unsigned long long)counter_total(kv.tel_remote));
+		LINE("cross_shard_locks_granted:%lld", t[7]);
+		LINE("commands_waited_for_locks:%lld", t[8]);
 	}
 	if (want & SEC_KEYSPACE) {
 		SECTION("Keyspace");

@@ -14,50 +14,34 @@
 
 #include "kv.h"
 
-static const char err_int[] = "ERR value is not an integer or out of range";
-static const char err_syntax[] = "ERR syntax error";
-
-void
-kv_reply_wrong_arity(struct rbuf *out, const char *fullname)
-{
-	rb_errorf(out, "ERR wrong number of arguments for '%s' command", fullname);
-}
-
-bool
-kv_arg_ll(struct kv_ctx *x, const struct kv_arg *a, long long *out)
-{
-	if (resp_string2ll(a->p, a->len, out))
-		return true;
-	rb_error(x->out, err_int);
-	return false;
-}
-
 static struct kv_entry *
 lookup_write(struct kv_ctx *x, const struct kv_arg *k)
 {
-	return kv_lookup(x->sh->store, k->p, k->len, kv_hash(k->p, k->len), x->now_ms);
+	return kv_key_find(x, k, 0);
+}
+
+/* A string key for reading: NULL if absent; WRONGTYPE replied (and *bad) for another
+ * type. */
+static struct kv_entry *
+string_read(struct kv_ctx *x, const struct kv_arg *k, bool *bad)
+{
+	return kv_key_typed(x, k, KV_T_STRING, KV_FIND_READ, bad);
 }
 
 static struct kv_entry *
-lookup_read(struct kv_ctx *x, const struct kv_arg *k)
+string_write(struct kv_ctx *x, const struct kv_arg *k, bool *bad)
 {
-	struct kv_entry *e = lookup_write(x, k);
-
-	if (e != NULL)
-		x->sh->hits++;
-	else
-		x->sh->misses++;
-	return e;
+	return kv_key_typed(x, k, KV_T_STRING, 0, bad);
 }
 
 static struct kv_entry *
 set_key(struct kv_ctx *x, const struct kv_arg *k, const struct kv_arg *v, bool keepttl)
 {
-	struct kv_entry *e = kv_set(x->sh->store, k->p, k->len, kv_hash(k->p, k->len), v->p, v->len,
-				    keepttl, x->now_ms);
+	struct kv_entry *e =
+	    kv_set(x->sh->store, k->p, k->len, kv_key_hash(x, k), v->p, v->len, keepttl, x->now_ms);
 
 	if (e == NULL)
-		rb_error(x->out, "OOM out of memory storing the value");
+		rb_error(x->out, kv_err_oom);
 	return e;
 }
 
@@ -149,7 +133,7 @@ parse_ext(struct kv_ctx *x, unsigned *flags, bool *ms, const struct kv_arg **exp
 			*expire = next;
 			j++;
 		} else {
-			rb_error(x->out, err_syntax);
+			rb_error(x->out, kv_err_syntax);
 			return false;
 		}
 	}
@@ -196,7 +180,11 @@ set_generic(struct kv_ctx *x, unsigned flags, const struct kv_arg *key, const st
 	if (expire != NULL && !expire_ms(x, expire, flags, ms, cmd, &when))
 		return;
 	if (flags & F_GET) {
-		e = lookup_read(x, key);
+		bool bad;
+
+		e = string_read(x, key, &bad);
+		if (bad)
+			return;
 		if (e == NULL)
 			rb_null(x->out);
 		else
@@ -251,8 +239,11 @@ KV_CMD(psetex)
 
 KV_CMD(get)
 {
-	struct kv_entry *e = lookup_read(x, &x->argv[1]);
+	bool bad;
+	struct kv_entry *e = string_read(x, &x->argv[1], &bad);
 
+	if (bad)
+		return;
 	if (e == NULL)
 		rb_null(x->out);
 	else
@@ -261,8 +252,11 @@ KV_CMD(get)
 
 KV_CMD(getset)
 {
-	struct kv_entry *e = lookup_read(x, &x->argv[1]);
+	bool bad;
+	struct kv_entry *e = string_read(x, &x->argv[1], &bad);
 
+	if (bad)
+		return;
 	if (e == NULL)
 		rb_null(x->out);
 	else
@@ -272,8 +266,11 @@ KV_CMD(getset)
 
 KV_CMD(getdel)
 {
-	struct kv_entry *e = lookup_read(x, &x->argv[1]);
+	bool bad;
+	struct kv_entry *e = string_read(x, &x->argv[1], &bad);
 
+	if (bad)
+		return;
 	if (e == NULL) {
 		rb_null(x->out);
 		return;
@@ -289,10 +286,13 @@ KV_CMD(getex)
 	bool ms = false;
 	long long when = 0;
 	struct kv_entry *e;
+	bool bad;
 
 	if (!parse_ext(x, &flags, &ms, &expire, MODE_GET))
 		return;
-	e = lookup_read(x, &x->argv[1]);
+	e = string_read(x, &x->argv[1], &bad);
+	if (bad)
+		return;
 	if (e == NULL) {
 		rb_null(x->out);
 		return;
@@ -314,9 +314,9 @@ KV_CMD(mget)
 
 	rb_array(x->out, x->argc - 1);
 	for (i = 1; i < x->argc; i++) {
-		struct kv_entry *e = lookup_read(x, &x->argv[i]);
+		struct kv_entry *e = kv_key_find(x, &x->argv[i], KV_FIND_READ);
 
-		if (e == NULL)
+		if (e == NULL || e->type != KV_T_STRING)
 			rb_null(x->out);
 		else
 			rb_bulk(x->out, e->val, e->vlen);
@@ -374,10 +374,13 @@ check_len(struct kv_ctx *x, long long size, long long append)
 
 KV_CMD(append)
 {
-	struct kv_entry *e = lookup_write(x, &x->argv[1]);
+	bool bad;
+	struct kv_entry *e = string_write(x, &x->argv[1], &bad);
 	const struct kv_arg *v = &x->argv[2];
 	size_t old;
 
+	if (bad)
+		return;
 	if (e == NULL) {
 		if (set_key(x, &x->argv[1], v, false) != NULL)
 			rb_int(x->out, (long long)v->len);
@@ -391,24 +394,30 @@ KV_CMD(append)
 		return;
 	}
 	memcpy(e->val + old, v->p, v->len);
+	e->enc = KV_ENC_RAW;
 	rb_int(x->out, (long long)e->vlen);
 }
 
 KV_CMD(strlen)
 {
-	struct kv_entry *e = lookup_read(x, &x->argv[1]);
+	bool bad;
+	struct kv_entry *e = string_read(x, &x->argv[1], &bad);
 
-	rb_int(x->out, e == NULL ? 0 : (long long)e->vlen);
+	if (!bad)
+		rb_int(x->out, e == NULL ? 0 : (long long)e->vlen);
 }
 
 KV_CMD(getrange)
 {
 	long long start, end, len;
 	struct kv_entry *e;
+	bool bad;
 
 	if (!kv_arg_ll(x, &x->argv[2], &start) || !kv_arg_ll(x, &x->argv[3], &end))
 		return;
-	e = lookup_read(x, &x->argv[1]);
+	e = string_read(x, &x->argv[1], &bad);
+	if (bad)
+		return;
 	if (e == NULL) {
 		rb_raw(x->out, "$0\r\n\r\n", 6);
 		return;
@@ -439,6 +448,7 @@ KV_CMD(setrange)
 	const struct kv_arg *v = &x->argv[3];
 	struct kv_entry *e;
 	long long offset;
+	bool bad;
 
 	if (!kv_arg_ll(x, &x->argv[2], &offset))
 		return;
@@ -446,7 +456,9 @@ KV_CMD(setrange)
 		rb_error(x->out, "ERR offset is out of range");
 		return;
 	}
-	e = lookup_write(x, &x->argv[1]);
+	e = string_write(x, &x->argv[1], &bad);
+	if (bad)
+		return;
 	if (e == NULL) {
 		struct kv_arg empty = {"", 0};
 
@@ -473,23 +485,26 @@ KV_CMD(setrange)
 		return;
 	}
 	memcpy(e->val + offset, v->p, v->len);
+	e->enc = KV_ENC_RAW; /* Redis unshares it: dbUnshareStringValue() */
 	rb_int(x->out, (long long)e->vlen);
 }
 
 static void
 incr_generic(struct kv_ctx *x, long long incr)
 {
-	struct kv_entry *e = lookup_write(x, &x->argv[1]);
+	bool bad;
+	struct kv_entry *e = string_write(x, &x->argv[1], &bad);
 	long long value = 0;
 	char buf[24];
 	struct kv_arg v;
 
+	if (bad)
+		return;
 	if (e != NULL && !resp_string2ll(e->val, e->vlen, &value)) {
-		rb_error(x->out, err_int);
+		rb_error(x->out, kv_err_int);
 		return;
 	}
-	if ((incr < 0 && value < 0 && incr < (LLONG_MIN - value)) ||
-	    (incr > 0 && value > 0 && incr > (LLONG_MAX - value))) {
+	if (kv_add_overflows(value, incr)) {
 		rb_error(x->out, "ERR increment or decrement would overflow");
 		return;
 	}
@@ -531,62 +546,18 @@ KV_CMD(decrby)
 	incr_generic(x, -n);
 }
 
-/* string2ld() */
-static bool
-to_ld(const char *s, size_t len, long double *out)
-{
-	char buf[5 * 1024];
-	long double v;
-	char *end;
-
-	if (len == 0 || len >= sizeof(buf))
-		return false;
-	memcpy(buf, s, len);
-	buf[len] = '\0';
-	errno = 0;
-	v = strtold(buf, &end);
-	if (isspace((unsigned char)buf[0]) || end[0] != '\0' || (size_t)(end - buf) != len ||
-	    (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || v == 0)) || errno == EINVAL ||
-	    isnan(v))
-		return false;
-	*out = v;
-	return true;
-}
-
-/* ld2string(LD_STR_HUMAN) */
-static size_t
-ld_human(char *buf, size_t len, long double v)
-{
-	int l = snprintf(buf, len, "%.17Lf", v);
-	char *p;
-
-	if (l < 0 || (size_t)l + 1 > len)
-		return 0;
-	if (strchr(buf, '.') != NULL) {
-		p = buf + l - 1;
-		while (*p == '0') {
-			p--;
-			l--;
-		}
-		if (*p == '.')
-			l--;
-	}
-	if (l == 2 && buf[0] == '-' && buf[1] == '0') {
-		buf[0] = '0';
-		l = 1;
-	}
-	return (size_t)l;
-}
-
 KV_CMD(incrbyfloat)
 {
-	struct kv_entry *e = lookup_write(x, &x->argv[1]);
+	bool bad;
+	struct kv_entry *e = string_write(x, &x->argv[1], &bad);
 	long double value = 0, incr;
 	char buf[5 * 1024];
 	struct kv_arg v;
 
-	if ((e != NULL && !to_ld(e->val, e->vlen, &value)) ||
-	    !to_ld(x->argv[2].p, x->argv[2].len, &incr)) {
+	if (bad)
+		return;
+	if ((e != NULL && !kv_parse_ld(e->val, e->vlen, &value)) ||
+	    !kv_parse_ld(x->argv[2].p, x->argv[2].len, &incr)) {
 		rb_error(x->out, "ERR value is not a valid float");
 		return;
 	}
@@ -595,8 +566,12 @@ KV_CMD(incrbyfloat)
 		rb_error(x->out, "ERR increment would produce NaN or Infinity");
 		return;
 	}
-	v.len = ld_human(buf, sizeof(buf), value);
+	v.len = kv_fmt_ld(buf, sizeof(buf), value);
 	v.p = buf;
-	if (set_key(x, &x->argv[1], &v, true) != NULL)
-		rb_bulk(x->out, buf, v.len);
+	e = set_key(x, &x->argv[1], &v, true);
+	if (e == NULL)
+		return;
+	/* Not tryObjectEncoding()'d in Redis: embstr or raw by length, even "3000". */
+	e->enc = v.len <= KV_EMBSTR_MAX ? KV_ENC_EMBSTR : KV_ENC_RAW;
+	rb_bulk(x->out, buf, v.len);
 }

@@ -3,7 +3,8 @@
  * cr-kv internals shared by its files: the per-lcore shard, client connections, requests
  * that travel to the lcore owning a key and back, reply buffers and the command table.
  *
- * Routing. A key belongs to shard kv_owner(hash); shard i is served by lcore
+ * Routing. A key belongs to shard kv_owner(hash) of its keyed hash (of its hash tag, the
+ * bytes between '{' and '}', if it has one: key_shard()); shard i is served by lcore
  * kv.shard_lcore[i]. A command is parsed on the client's lcore. If it touches only keys
  * of that lcore's shard and nothing is waiting to be answered on the connection, it runs
  * at once and its reply is appended to the lcore's batch buffer (no copy, no message).
@@ -16,22 +17,31 @@
  * Order. Parts are run on their shard in the order the connection issued them (local
  * parts at issue, remote ones through a FIFO queue per target and then the one FIFO
  * mailbox ring from this lcore to that lcore), so every shard sees one client's commands
- * in program order. A command with more
- * than one phase (RENAME across shards, MSETNX across shards) blocks the connection's
- * parsing until it is done, so nothing issued after it can overtake it.
+ * in program order. A command over keys of several shards is a transaction (txn.h): the
+ * connection's parsing waits until it holds its locks, after which later commands reach
+ * each shard behind them; a part that touches a locked key waits in that shard's FIFO
+ * queue, and so does everything after it for that shard.
+ *
+ * Blocking. A blocking pop holds the connection's parsing until it is answered; it waits
+ * on its keys' shard, or watches the keys of several shards (bpop.h).
  */
 #ifndef CR_KV_H
 #define CR_KV_H
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cr_net.h"
+#include "bpop.h"
 #include "cr_reactor.h"
+#include "mem.h"
+#include "obj.h"
 #include "resp.h"
 #include "store.h"
+#include "txn.h"
 
 #define KV_VERSION "7.0.15"
 
@@ -79,6 +89,9 @@ struct kv_ctx {
 	struct rbuf *out;
 	int64_t now_ms;
 	struct kconn *kc; /* the client: only for KV_ROUTE_LOCAL commands, else NULL */
+	uint64_t h1;	  /* kv_hash() of argv[1], once h1_ok */
+	bool h1_ok;
+	struct kv_from *from; /* run as a plain part on its shard: for whom (bpop.h) */
 };
 
 enum kv_route {
@@ -87,7 +100,8 @@ enum kv_route {
 	KV_ROUTE_KEYS,	    /* keys at 1, 1+step, ...: one part per shard, merged */
 	KV_ROUTE_ALL,	    /* every shard: one part each, merged */
 	KV_ROUTE_SCAN,	    /* the shard the cursor names */
-	KV_ROUTE_SPECIAL,   /* its own phases (RENAME, MSETNX) */
+	KV_ROUTE_MULTI,	    /* keys as cmd->keys says: run on their shard if they share one,
+			     * else cmd->multi() runs it as a transaction */
 };
 
 enum kv_merge {
@@ -101,13 +115,15 @@ enum kv_merge {
 };
 
 /* Command flags (also what COMMAND INFO reports). */
-#define KV_WRITE    0x1u
-#define KV_READONLY 0x2u
-#define KV_DENYOOM  0x4u
-#define KV_FAST	    0x8u
-#define KV_LOADING  0x10u
-#define KV_STALE    0x20u
-#define KV_NOSCRIPT 0x40u
+#define KV_WRITE       0x1u
+#define KV_READONLY    0x2u
+#define KV_DENYOOM     0x4u
+#define KV_FAST	       0x8u
+#define KV_LOADING     0x10u
+#define KV_STALE       0x20u
+#define KV_NOSCRIPT    0x40u
+#define KV_BLOCKING    0x80u
+#define KV_MOVABLEKEYS 0x100u
 
 struct kv_cmd {
 	const char *name; /* lower case, "client|setname" for subcommands */
@@ -122,7 +138,15 @@ struct kv_cmd {
 	const struct kv_cmd *sub; /* container: subcommands, NULL-terminated */
 	const char *group;	  /* for COMMAND DOCS */
 	const char *summary;
+	/* KV_ROUTE_MULTI: the argv indices of the keys, at most @p max (-1: the arguments
+	 * are malformed, the command's fn replies why); NULL: first_key..last_key by step. */
+	int (*keys)(const struct kv_arg *argv, uint32_t argc, uint32_t *idx, uint32_t max);
+	void (*multi)(struct kreq *kr); /* ... over several shards (cmd_multi.c) */
 };
+
+/* The argv indices of @p cmd's keys (see kv_cmd.keys). */
+int kv_cmd_keys(const struct kv_cmd *cmd, const struct kv_arg *argv, uint32_t argc, uint32_t *idx,
+		uint32_t max);
 
 const struct kv_cmd *kv_cmd_lookup(const char *name, size_t len);
 const struct kv_cmd *kv_cmd_sub_lookup(const struct kv_cmd *c, const char *name, size_t len);
@@ -162,6 +186,13 @@ KV_CMD(ttl);
 KV_CMD(pttl);
 KV_CMD(persist);
 KV_CMD(rename_local);
+KV_CMD(copy_local);
+KV_CMD(touch);
+KV_CMD(object_encoding);
+KV_CMD(object_freq);
+KV_CMD(object_idletime);
+KV_CMD(object_refcount);
+KV_CMD(object_help);
 KV_CMD(keys);
 KV_CMD(scan);
 KV_CMD(dbsize);
@@ -169,9 +200,100 @@ KV_CMD(flushdb);
 KV_CMD(randomkey);
 KV_CMD(info_shard);
 KV_CMD(msetnx_check);
-KV_CMD(rename_take);
-KV_CMD(rename_put);
-KV_CMD(rename_exists);
+KV_CMD(hset);
+KV_CMD(hmset);
+KV_CMD(hsetnx);
+KV_CMD(hget);
+KV_CMD(hmget);
+KV_CMD(hdel);
+KV_CMD(hlen);
+KV_CMD(hstrlen);
+KV_CMD(hexists);
+KV_CMD(hincrby);
+KV_CMD(hincrbyfloat);
+KV_CMD(hkeys);
+KV_CMD(hvals);
+KV_CMD(hgetall);
+KV_CMD(hrandfield);
+KV_CMD(hscan);
+KV_CMD(lpush);
+KV_CMD(rpush);
+KV_CMD(lpushx);
+KV_CMD(rpushx);
+KV_CMD(lpop);
+KV_CMD(rpop);
+KV_CMD(llen);
+KV_CMD(lindex);
+KV_CMD(lset);
+KV_CMD(linsert);
+KV_CMD(lrange);
+KV_CMD(ltrim);
+KV_CMD(lrem);
+KV_CMD(lpos);
+KV_CMD(sadd);
+KV_CMD(srem);
+KV_CMD(sismember);
+KV_CMD(smismember);
+KV_CMD(scard);
+KV_CMD(smembers);
+KV_CMD(spop);
+KV_CMD(srandmember);
+KV_CMD(sscan);
+KV_CMD(zadd);
+KV_CMD(zincrby);
+KV_CMD(zrem);
+KV_CMD(zcard);
+KV_CMD(zscore);
+KV_CMD(zmscore);
+KV_CMD(zrank);
+KV_CMD(zrevrank);
+KV_CMD(zcount);
+KV_CMD(zlexcount);
+KV_CMD(zremrangebyrank);
+KV_CMD(zremrangebyscore);
+KV_CMD(zremrangebylex);
+KV_CMD(zpopmin);
+KV_CMD(zpopmax);
+KV_CMD(zrandmember);
+KV_CMD(zscan);
+KV_CMD(zrange);
+KV_CMD(zrevrange);
+KV_CMD(zrangebyscore);
+KV_CMD(zrevrangebyscore);
+KV_CMD(zrangebylex);
+KV_CMD(zrevrangebylex);
+KV_CMD(lmove);
+KV_CMD(rpoplpush);
+KV_CMD(smove);
+KV_CMD(sinter);
+KV_CMD(sinterstore);
+KV_CMD(sintercard);
+KV_CMD(sunion);
+KV_CMD(sunionstore);
+KV_CMD(sdiff);
+KV_CMD(sdiffstore);
+KV_CMD(zunion);
+KV_CMD(zinter);
+KV_CMD(zdiff);
+KV_CMD(zunionstore);
+KV_CMD(zinterstore);
+KV_CMD(zdiffstore);
+KV_CMD(zintercard);
+KV_CMD(zrangestore);
+KV_CMD(lmpop);
+KV_CMD(zmpop);
+KV_CMD(blpop);
+KV_CMD(brpop);
+KV_CMD(blmove);
+KV_CMD(brpoplpush);
+KV_CMD(blmpop);
+KV_CMD(bzpopmin);
+KV_CMD(bzpopmax);
+KV_CMD(bzmpop);
+KV_CMD(tx_srem);
+KV_CMD(tx_sadd);
+KV_CMD(tx_lpop);
+KV_CMD(tx_lpush);
 KV_CMD(ping);
 KV_CMD(echo);
 KV_CMD(select);
@@ -196,10 +318,83 @@ bool precheck_flush(struct kv_ctx *x);
 bool precheck_info(struct kv_ctx *x);
 bool precheck_keys_scan(struct kv_ctx *x);
 
-/* Shared argument helpers (cmd_string.c). */
-bool kv_arg_ll(struct kv_ctx *x, const struct kv_arg *a, long long *out);
-int kv_parse_scan_cursor(const struct kv_arg *a, unsigned long long *out);
+/* Shared by the command files (cmd_util.c). */
+extern const char kv_err_int[], kv_err_syntax[], kv_err_float[], kv_err_wrongtype[], kv_err_oom[];
 void kv_reply_wrong_arity(struct rbuf *out, const char *fullname);
+/* Parse an argument, replying Redis's error text if it is not one. */
+bool kv_arg_ll(struct kv_ctx *x, const struct kv_arg *a, long long *out);
+/* ... and within [min, max]: Redis's getRangeLongFromObjectOrReply(), whose @p msg (when
+ * not NULL) answers both a bad number and one out of range. */
+bool kv_arg_ll_range(struct kv_ctx *x, const struct kv_arg *a, long long min, long long max,
+		     const char *msg, long long *out);
+/* getPositiveLongFromObjectOrReply(): 0 or more ("must be positive" by default). */
+bool kv_arg_positive(struct kv_ctx *x, const struct kv_arg *a, const char *msg, long long *out);
+bool kv_arg_double(struct kv_ctx *x, const struct kv_arg *a, double *out);
+/* Redis's getDoubleFromObject() / string2ld(), without a reply. */
+bool kv_parse_double(const char *s, size_t len, double *out);
+bool kv_parse_ld(const char *s, size_t len, long double *out);
+/* Redis's "%.17g" for doubles (inf, -inf), and ld2string(LD_STR_HUMAN). */
+size_t kv_fmt_double(char *buf, size_t n, double d);
+size_t kv_fmt_ld(char *buf, size_t n, long double v);
+void kv_reply_double(struct rbuf *out, double d);
+/* An array whose length is known once its elements are written. */
+size_t kv_array_begin(struct rbuf *out);
+void kv_array_end(struct rbuf *out, size_t start, long long n);
+
+#define KV_FIND_READ	0x1u /* count a keyspace hit or miss */
+#define KV_FIND_NOTOUCH 0x2u /* do not record the access (TYPE, TTL, OBJECT...) */
+uint64_t kv_key_hash(struct kv_ctx *x, const struct kv_arg *k);
+struct kv_entry *kv_key_find(struct kv_ctx *x, const struct kv_arg *k, unsigned flags);
+/* The key's entry if it holds @p type, else NULL: absent (*bad false) or of another type
+ * (*bad true, and WRONGTYPE was replied). */
+struct kv_entry *kv_key_typed(struct kv_ctx *x, const struct kv_arg *k, unsigned type,
+			      unsigned flags, bool *bad);
+/* Add a key holding a new collection (NULL: ENOMEM, replied, obj freed). */
+struct kv_entry *kv_key_add(struct kv_ctx *x, const struct kv_arg *k, unsigned type, unsigned enc,
+			    void *obj);
+/* Delete the key if its collection became empty, as Redis does; true if it did. */
+bool kv_key_drop_if_empty(struct kv_ctx *x, struct kv_entry *e);
+/* Redis's rank range normalisation (LRANGE, ZRANGE, ZREMRANGEBYRANK...): @p start and
+ * @p end made to lie in [0, llen), or false if the range is empty. */
+bool kv_rank_range(long long llen, long long *start, long long *end);
+/* Would a + b overflow a long long? */
+static inline bool
+kv_add_overflows(long long a, long long b)
+{
+	return (b < 0 && a < 0 && b < LLONG_MIN - a) || (b > 0 && a > 0 && b > LLONG_MAX - a);
+}
+/* HRANDFIELD, ZRANDMEMBER key count [@p with]: the count (negative: repeats allowed, so
+ * not *uniq) and the option, as Redis parses them; false if an error was replied. */
+bool kv_rand_count(struct kv_ctx *x, const char *with, size_t *count, bool *uniq, bool *withx);
+/* HDEL, SREM, ZREM: remove argv[2...] from the collection of @p type at argv[1] with
+ * @p del, the key deleted once empty; replies how many went. */
+void kv_remove_members(struct kv_ctx *x, unsigned type,
+		       bool (*del)(struct kv_entry *e, const char *m, size_t len));
+
+struct kv_scan_opts {
+	const struct kv_arg *pat; /* NULL: every element */
+	const char *type;	  /* SCAN TYPE, or NULL */
+	long long count;
+};
+/* SCAN's options from argv[from] on; replies and returns -EINVAL on a bad one. */
+int kv_parse_scan_opts(struct kv_ctx *x, uint32_t from, struct kv_scan_opts *o, bool allow_type);
+bool kv_scan_match(const struct kv_scan_opts *o, const char *s, size_t len);
+/* "*2", then the cursor: the caller writes the elements' array. */
+void kv_reply_scan_cursor(struct rbuf *out, uint64_t cursor);
+/* HSCAN, SSCAN, ZSCAN: what a type's visitor appends to. */
+struct kv_scan_walk {
+	struct rbuf items; /* the elements kept, as bulks */
+	const struct kv_scan_opts *o;
+	long long n, visited; /* elements kept, and seen (Redis's COUNT counts those) */
+};
+/* KEY cursor [MATCH p] [COUNT n] over the collection of @p type at argv[1] (absent: an
+ * empty scan): @p step visits the elements at a cursor and returns the next (0: done). */
+void kv_scan_collection(struct kv_ctx *x, unsigned type,
+			uint64_t (*step)(struct kv_entry *e, uint64_t cursor,
+					 struct kv_scan_walk *w));
+
+int kv_parse_scan_cursor(const struct kv_arg *a, unsigned long long *out); /* cmd_keys.c */
+int kv_copy_opts(struct kv_ctx *x, bool *replace);			   /* cmd_keys.c */
 bool kv_stringmatch(const char *pat, size_t plen, const char *s, size_t slen, bool nocase);
 
 /* ---- shards, connections, requests ---- */
@@ -215,7 +410,7 @@ struct kv_shard {
 	struct rbuf batch;   /* replies of the connection being served, sent in one go */
 	struct kv_arg *args; /* scratch argv for commands run from the query buffer */
 	uint32_t args_cap;
-	/* Parts queued for each other shard, sent as one batch (conn.c). */
+	/* Parts queued for each other shard, sent as one batch (xshard.c). */
 	struct kpart *outq_head[CR_MAX_LCORES], **outq_tail[CR_MAX_LCORES];
 	unsigned outq_n[CR_MAX_LCORES];
 	bool outq_armed;	    /* an outq_task() is deferred or timed */
@@ -225,13 +420,28 @@ struct kv_shard {
 	unsigned nfree;
 	struct kconn *conns; /* every client connection of this lcore */
 	struct cr_timer expire_timer;
+	struct kv_mem mem;	    /* what this shard's keyspace takes (mem.h) */
+	struct kv_txshard tx;	    /* locks and waiters of transactions (txn.h) */
+	struct kv_bwshard bw;	    /* blocked clients waiting for keys here (bpop.h) */
+	struct kv_bpshard bp;	    /* this lcore's clients blocked on several shards */
+	bool lazy_armed;	    /* a lazy-free step is deferred (lazyfree.c) */
+	struct cr_timer lazy_timer; /* its fallback when cr_defer() is full */
 	/* Counters read by INFO from the lcore where it runs: relaxed. */
 	uint64_t hits, misses, expired_active;
 	int64_t now_ms; /* the clock when the batch being parsed arrived */
 };
 
+/* Requests a connection may have in flight before it stops reading. */
+#define KC_MAX_QUEUED 1024u
+/* A query buffer starts this big and is shrunk back when it is idle and over SHRINK. */
+#define KC_QBUF_INITIAL 4096u
+#define KC_QBUF_SHRINK	(64u * 1024)
+
+typedef void (*kconn_resume_fn)(struct kconn *kc);
+
 struct kconn {
 	struct kconn *next, **pprev; /* the shard's list */
+	kconn_resume_fn resume;	     /* parse again: a hold on the connection ended */
 	struct cr_conn *conn;	     /* NULL once closed */
 	struct kv_shard *sh;
 	char *qbuf;
@@ -245,10 +455,11 @@ struct kconn {
 	bool close_hard;	    /* ... and promptly: a protocol error, not QUIT */
 	struct cr_timer kill_timer; /* close_hard: reset if the peer keeps sending */
 	bool read_stopped;
-	bool in_input;	    /* process_input() is on the stack */
+	bool in_input;	    /* kv_process_input() is on the stack */
 	bool flush_pending; /* a deferred_flush() is queued: kc must live until it runs */
 	uint64_t id;
 	char *name;
+	struct kv_bpop *bpop; /* the blocking command it waits in (bpop.h), or NULL */
 };
 
 /* One shard's share of a request. */
@@ -260,6 +471,15 @@ struct kpart {
 	uint32_t argc;
 	struct kv_arg *argv;
 	struct rbuf out;
+	/* Its answer is in: every part gets this set when it is launched (xshard.c). */
+	void (*on_answer)(struct kpart *p);
+	uint8_t kind;		/* KP_PLAIN, KP_TX_LOCK, KP_TX_HOP (txn.h) */
+	uint8_t state;		/* KP_PARKED... (txn.h) */
+	struct kv_txlock *lock; /* KP_TX_LOCK: its keys, and the hold once granted */
+	uint64_t epoch;		/* the origin's kv_txshard.epoch when it was sent */
+	unsigned origin;	/* the origin's shard index */
+	bool nolease;		/* the origin's: waiting for it keeps no lease (a blocked pop,
+				 * which a shutdown need not wait for) */
 	char inl[80];
 };
 
@@ -277,8 +497,13 @@ struct kreq {
 	char scratch[32];	/* a part's rewritten argument (SCAN's shard cursor) */
 	kreq_cont_fn cont;	/* when every part has answered; NULL: merge by cmd */
 	int phase;
-	void *state;	    /* a multi-phase command's own */
-	struct rbuf *final; /* the bytes to send when done */
+	void *state;			 /* a multi-phase command's own */
+	void (*state_fini)(void *state); /* frees it (NULL: free()) */
+	struct rbuf *final;		 /* the bytes to send when done */
+	/* A request made by another (a blocked pop's attempt, bpop.c): not on the
+	 * connection; called instead when its reply is final, and frees it. */
+	void (*on_done)(struct kreq *kr);
+	void *owner;
 	struct rbuf reply;
 	uint32_t argc;
 	struct kv_arg *argv;
@@ -300,6 +525,8 @@ struct kv_global {
 	_Atomic uint64_t nclients;
 	_Atomic uint64_t next_client_id;
 	_Atomic uint64_t conns_total, rejected, qbuf_closed, proto_errors;
+	_Atomic uint64_t mem_peak;
+	_Atomic uint64_t blocked_clients; /* waiting in a blocking command (INFO) */
 	uint64_t start_ms;
 	unsigned port;
 	int tel_cmds, tel_remote, tel_proto, tel_qbuf, tel_rejected, tel_expired;
@@ -321,23 +548,194 @@ kv_here(void)
 
 int64_t kv_now_ms(void);
 uint64_t kv_used_memory(void);
+/* The process's resident set (/proc/self/statm), and the highest used memory seen. */
+uint64_t kv_rss(void);
+uint64_t kv_mem_peak(uint64_t now);
 
-/* conn.c */
+/* kreq.c: request objects */
+struct kreq *kreq_new(struct kv_shard *sh, struct kconn *kc, const struct kv_cmd *cmd,
+		      uint32_t argc, const struct kv_arg *argv);
+void kreq_free(struct kv_shard *sh, struct kreq *kr);
+void kreq_free_list(struct kv_shard *sh); /* the shard's free list, at stop */
+int kreq_set_parts(struct kreq *kr, uint32_t n);
+void kreq_part_args(struct kpart *p, uint32_t argc, struct kv_arg *argv);
+int kreq_split_keys(struct kreq *kr, unsigned step);
+/* Arguments as one block: the bytes an argv and copies of its strings take, and the copy
+ * (@p dst's strings from @p d on, each NUL-terminated); returns the end of what it wrote. */
+size_t kv_args_size(const struct kv_arg *argv, uint32_t argc);
+char *kv_args_copy(struct kv_arg *dst, char *d, const struct kv_arg *argv, uint32_t argc);
+/* The shard of a key (of its hash tag, "{...}", if it has one); _h when its hash is known. */
+unsigned key_shard(const struct kv_arg *a);
+unsigned key_shard_h(const char *p, size_t len, uint64_t h);
+
+/* kconn.c: the connection object */
+struct kconn *kconn_new(struct kv_shard *sh, struct cr_conn *c, kconn_resume_fn resume);
+void kconn_free(struct kconn *kc);
+void kc_maybe_free(struct kconn *kc); /* free it if nothing refers to it any more */
+void kc_gone(struct kconn *kc);	      /* its socket is gone (closed or destroyed) */
+void kc_abort(struct kconn *kc);      /* destroy the socket now, free if possible */
+bool kc_send(struct kconn *kc, const char *p, size_t n); /* false: it was aborted */
+void kc_close_hard(struct kconn *kc);
+void kc_stop_reading_if_needed(struct kconn *kc);
+/* Release a hold on the connection's parsing (a multi-phase command is done); the last
+ * one resumes it. */
+void kv_unblock(struct kconn *kc);
+
+/* pipeline.c: reply order */
+void kc_enqueue(struct kconn *kc, struct kreq *kr);
+/* Where a reply made now on this lcore goes: the batch, or behind what is owed (NULL on
+ * ENOMEM). */
+struct rbuf *kc_local_out(struct kconn *kc);
+void kc_reply_error(struct kconn *kc, const char *s, size_t n);
+/* Send the completed replies at the head, in order; may free kc. */
+void kc_flush(struct kconn *kc);
+void kreq_finish(struct kreq *kr); /* the reply is final: flush it in its turn */
+
+/* xshard.c: parts between shards */
+void kreq_launch(struct kreq *kr);
+/* Run part @p p (its shard, fn, args and on_answer set) here or on its shard; its
+ * on_answer is called when its reply is in (at once if it ran here). */
+void kv_part_send(struct kv_shard *sh, struct kpart *p);
+void kv_outq_flush(struct kv_shard *sh);
+void kv_xshard_init(struct kv_shard *sh);
+void kv_xshard_fini(struct kv_shard *sh);
+
+/* merge.c */
+void kv_merge(struct kreq *kr, struct rbuf *out);
+void kv_merge_parts(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf *out);
+void kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts,
+		   struct rbuf *out); /* cmd_server.c */
+
+/* dispatch.c: the request engine */
+void kv_process_input(struct kconn *kc);
+
+/* cmd_list.c: for the commands that move elements between lists */
+int kv_list_push(struct kv_ctx *x, struct kv_entry *e, bool head, const struct kv_arg *v);
+void kv_list_pop_reply(struct kv_ctx *x, struct kv_entry *e, bool head);
+/* LEFT (head) or RIGHT, else a syntax error replied. */
+bool kv_list_where(struct kv_ctx *x, const struct kv_arg *a, bool *head);
+/* LMOVE argv[1] to argv[2] on this shard (replied). */
+void kv_lmove_here(struct kv_ctx *x, bool from_head, bool to_head);
+
+/* cmd_set.c */
+struct kv_entry *kv_set_create(struct kv_ctx *x, const struct kv_arg *k,
+			       const struct kv_arg *first);
+void kv_set_reply_all(struct kv_ctx *x, struct kv_entry *e);
+
+/* cmd_zset.c, cmd_zrange.c */
+struct zrange;
+struct zlexrange;
+struct kv_entry *kv_zset_read(struct kv_ctx *x, const struct kv_arg *k, bool *bad);
+bool kv_zparse_range(struct kv_ctx *x, const struct kv_arg *min, const struct kv_arg *max,
+		     struct zrange *r);
+bool kv_zparse_lex(struct kv_ctx *x, const struct kv_arg *min, const struct kv_arg *max,
+		   struct zlexrange *r);
+/* Reply and remove the @p count lowest or highest: member, score... (ZPOP_FLAT); "key,
+ * member, score" (ZPOP_KEY, one: BZPOPMIN); "key, [[member, score]...]" (ZPOP_NESTED:
+ * ZMPOP). */
+enum { ZPOP_FLAT, ZPOP_KEY, ZPOP_NESTED };
+void kv_zpop_reply(struct kv_ctx *x, struct kv_entry *e, bool max, long long count, int style,
+		   const struct kv_arg *key);
+/* Where ZRANGE's members go: the reply, or (store) a new sorted set in dst. */
+struct zsink {
+	struct kv_ctx *x;
+	bool store, withscores, known, failed;
+	bool given; /* the source is src (NULL: absent), not looked up */
+	struct kv_entry *src;
+	size_t start;
+	long long n;
+	struct kv_entry dst; /* store: type, enc and obj of the set being built */
+};
+/* ZRANGESTORE's source read into k->dst (NULL obj: empty result); false if an error was
+ * replied. */
+bool kv_zrangestore_collect(struct kv_ctx *x, struct zsink *k, struct kv_entry *src);
+
+/* cmd_multi.c: commands over several shards, as transactions */
+struct rd {
+	const char *p, *end;
+};
+void rd_init(struct rd *r, const struct rbuf *b);
+long long rd_array(struct rd *r);
+long long rd_int(struct rd *r);
+bool rd_bulk(struct rd *r, const char **s, size_t *len); /* false: nil */
+bool rd_error(const struct rbuf *b);
+struct kv_tx;
+/* What gather_dump / gather_probe read of one key on its shard. */
+struct kv_probe {
+	bool present;
+	long long type, expire; /* expire: gather_dump's only */
+	const char *dump;	/* gather_dump's: the value (objcopy.c) */
+	size_t dlen;
+};
+/* What a shard read for kr->argv[@p idx] (false: it did not answer it). */
+bool kv_tx_probe(struct kv_tx *tx, uint32_t idx, bool dump, struct kv_probe *out);
+void kv_multi_keys(struct kreq *kr);
+void kv_multi_msetnx(struct kreq *kr);
+void kv_multi_rename(struct kreq *kr);
+void kv_multi_copy(struct kreq *kr);
+void kv_multi_lmove(struct kreq *kr); /* cmd_list.c */
+void kv_multi_smove(struct kreq *kr); /* cmd_setalg.c */
+void kv_multi_setop(struct kreq *kr);
+void kv_multi_zsetop(struct kreq *kr); /* cmd_zalg.c */
+void kv_multi_zrangestore(struct kreq *kr);
+void kv_multi_mpop(struct kreq *kr); /* cmd_mpop.c */
+int kv_keys_mpop(const struct kv_arg *argv, uint32_t argc, uint32_t *idx, uint32_t max);
+/* LMPOP / ZMPOP's [numkeys key... where [COUNT n]] from argv[@p at] (replied if bad). */
+struct kv_mpop {
+	uint32_t first, nkeys; /* argv index of the first key, and how many */
+	bool end;	       /* LEFT, MIN: true */
+	long long count;
+};
+bool kv_mpop_parse(struct kv_ctx *x, uint32_t at, bool zset, struct kv_mpop *m);
+/* Pop from the first non-empty key (replied, true), or find none (false, nothing
+ * replied); WRONGTYPE for a key of another type before it (true). */
+bool kv_mpop_here(struct kv_ctx *x, const struct kv_mpop *m, bool zset);
+int kv_keys_sintercard(const struct kv_arg *argv, uint32_t argc, uint32_t *idx, uint32_t max);
+int kv_keys_numkeys(const struct kv_arg *argv, uint32_t argc, uint32_t *idx, uint32_t max);
+KV_CMD(gather_dump);
+KV_CMD(gather_probe);
+KV_CMD(tx_install);
+KV_CMD(tx_delete);
+
+/* The keys a multi-key command reads: looked up here (tx NULL), or rebuilt from what their
+ * shards sent (kv_tx_compute()). e[i] NULL: absent. */
+struct kv_srcs {
+	uint32_t n;
+	struct kv_entry **e;
+	struct kv_entry *own;
+};
+int kv_srcs_get(struct kv_ctx *x, struct kv_tx *tx, const uint32_t *idx, uint32_t n,
+		struct kv_srcs *s);
+void kv_srcs_free(struct kv_srcs *s);
+/* Every present source of one of @p types (a mask of 1 << KV_T_*); else WRONGTYPE. */
+bool kv_srcs_typed(struct kv_ctx *x, const struct kv_srcs *s, unsigned types);
+void kv_tx_compute(struct kreq *kr, const uint32_t *idx, uint32_t n, int dst, kv_tx_fn compute);
+void kv_tx_ctx(struct kv_tx *tx, struct kv_ctx *x, struct rbuf *out);
+/* Store @p res (n elements; 0: delete) under kr->argv[@p dst] on its shard, then answer n. */
+void kv_tx_store(struct kv_tx *tx, uint32_t dst, struct kv_entry *res, long long n);
+
+/* objcopy.c: a value as bytes and back (COPY, values moving between shards) */
+struct kv_loaded {
+	unsigned type, enc;
+	void *obj;     /* a collection (the caller's until installed) */
+	const char *s; /* a string: its bytes, inside what was loaded */
+	size_t slen;
+};
+void kv_obj_dump(struct kv_entry *e, struct rbuf *b);
+/* @return 0, -EINVAL (not a dump), -ENOMEM. */
+int kv_obj_load(const char *p, size_t len, struct kv_loaded *out);
+/* Make key @p k hold the loaded value (replacing it), keeping its encoding; NULL on
+ * ENOMEM (replied). l->obj is taken either way. */
+struct kv_entry *kv_obj_install(struct kv_ctx *x, const struct kv_arg *k, struct kv_loaded *l);
+
+/* lazyfree.c: free queued values a bounded step per turn (call after writes) */
+void kv_lazy_kick(struct kv_shard *sh);
+void kv_lazy_init(struct kv_shard *sh);
+void kv_lazy_fini(struct kv_shard *sh);
+
+/* conn.c: lib/net events; shard.c: start and stop; kv.c */
 extern const struct cr_conn_ops kv_conn_ops;
 int kv_shard_start(unsigned lcore);
 void kv_shard_stop(unsigned lcore);
-/* Multi-phase commands: send parts, finish. */
-struct kreq *kreq_new(struct kv_shard *sh, struct kconn *kc, const struct kv_cmd *cmd,
-		      uint32_t argc, const struct kv_arg *argv);
-int kreq_set_parts(struct kreq *kr, uint32_t n);
-void kreq_part_args(struct kpart *p, uint32_t argc, struct kv_arg *argv);
-void kreq_launch(struct kreq *kr);
-void kreq_finish(struct kreq *kr);
-void kv_special_dispatch(struct kreq *kr); /* cmd_special.c */
-int kreq_split_keys(struct kreq *kr, unsigned step);
-unsigned key_shard(const struct kv_arg *a);
-/* Hold / release the connection's parsing (a multi-phase command is running). */
-void kv_unblock(struct kconn *kc);
-void kv_merge(struct kreq *kr, struct rbuf *out);
 
 #endif /* CR_KV_H */

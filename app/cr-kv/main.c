@@ -253,6 +253,25 @@ set_qbuf_limit(const char *v, void *ctx)
 	return parse_bytes(v, 1024 * 1024, 1ULL << 40, &kv.qbuf_limit);
 }
 
+/* 32 hex digits: the key of the keyed hash, for reproducing a layout (tests). */
+static int
+set_hash_seed(const char *v, void *ctx)
+{
+	uint8_t key[16];
+	unsigned i;
+
+	(void)ctx;
+	if (strlen(v) != 32 || strspn(v, "0123456789abcdefABCDEF") != 32)
+		return -EINVAL;
+	for (i = 0; i < 16; i++) {
+		char byte[3] = {v[2 * i], v[2 * i + 1], '\0'};
+
+		key[i] = (uint8_t)strtoul(byte, NULL, 16);
+	}
+	kv_hash_set_key(key);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -272,6 +291,10 @@ main(int argc, char **argv)
 	    {"client-query-buffer-limit", 0, "BYTES",
 	     "close a client whose unprocessed input exceeds this (default 1gb)",
 	     "a byte count from 1mb to 1024gb, e.g. 1gb", set_qbuf_limit, NULL},
+	    {"hash-seed", 0, "HEX",
+	     "key of the keyed hash that places keys in tables and on shards (default: random "
+	     "per process; a fixed one only to reproduce a layout, as tests do)",
+	     "32 hex digits (16 bytes)", set_hash_seed, NULL},
 	};
 	static const struct cr_app kv_app = {
 	    .name = "cr-kv",

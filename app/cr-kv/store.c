@@ -1,101 +1,116 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The shard's hash table (see store.h for the why of chaining and one-step resizes).
+ * The shard's keyspace (see store.h): entries in an incrementally rehashed table, their
+ * string values, expiry, and the queue of values being freed lazily.
  */
 #include <errno.h>
-#include <malloc.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "mem.h"
+#include "obj.h"
+#include "resp.h"
+#include "siphash.h"
 #include "store.h"
 
-#define MIN_BUCKETS   16u
 #define EXPIRE_SAMPLE 20u
 /* Values up to this long live inside their entry: one allocation and one cache miss less
  * per key (a GET reads the key and the value from the same block). */
 #define INLINE_MAX 64u
 
+/* Something being freed a step at a time: a collection, or a whole old table. */
+struct lazy {
+	struct lazy *next;
+	unsigned type, enc;
+	void *obj;	     /* a collection, or NULL for a table */
+	struct kdict table;  /* a flushed table, its entries still in it */
+	struct kd_iter iter; /* where the table's freeing is */
+};
+
 struct kv_store {
-	struct kv_entry **buckets;
-	uint64_t mask; /* buckets - 1 */
-	size_t count;
+	struct kdict d;
 	struct kv_entry **exp; /* entries with a TTL, for sampling */
 	size_t nexp, expcap;
-	/* Written by the owner only; other lcores read it (INFO, --maxmemory). */
-	_Atomic uint64_t used;
+	struct lazy *lazy_head, **lazy_tail;
+	size_t lazy_n;
 	uint64_t expired_total;
+	uint64_t lookups, probes; /* entries compared per lookup, for flood tests */
 };
+
+/*
+ * The key of the keyed hash: random per process (getrandom()), so that nobody outside
+ * can compute which keys collide in a table or share a shard. Set before any lcore runs
+ * (at load, or by --hash-seed while options are parsed) and only read after.
+ */
+static uint8_t hash_key[16];
+
+__attribute__((constructor)) static void
+hash_key_init(void)
+{
+	size_t got = 0;
+
+	while (got < sizeof(hash_key)) {
+		ssize_t n = getrandom(hash_key + got, sizeof(hash_key) - got, 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got < sizeof(hash_key)) {
+		/* No getrandom (a kernel before 3.17): weaker, but still not known outside. */
+		uint64_t mix[2] = {(uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)&got,
+				   (uint64_t)getpid() * 0x9E3779B97F4A7C15ULL ^ (uint64_t)clock()};
+
+		memcpy(hash_key, mix, sizeof(hash_key));
+	}
+}
+
+void
+kv_hash_set_key(const uint8_t key[16])
+{
+	memcpy(hash_key, key, sizeof(hash_key));
+}
+
+uint64_t
+kv_hash(const void *key, size_t len)
+{
+	return kv_siphash(hash_key, key, len);
+}
 
 uint64_t
 kv_rand(uint64_t *state)
 {
-	uint64_t x = *state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*state = x;
-	return x * 0x2545F4914F6CDD1DULL;
+	return kd_rand(state);
 }
 
-/* Eight bytes at a time, multiply-xorshift per word, then murmur3's finaliser so that
- * both the low bits (bucket) and the high bits (shard) are well mixed. Not
- * flood-resistant: a hostile client can collide keys (doc/guides/kv.md). */
-uint64_t
-kv_hash(const void *key, size_t len)
+unsigned
+kv_lru_clock(int64_t now_ms)
 {
-	const unsigned char *p = key;
-	uint64_t h = 0x9E3779B97F4A7C15ULL ^ (len * 0xff51afd7ed558ccdULL), w;
-
-	while (len >= 8) {
-		memcpy(&w, p, 8);
-		h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
-		h ^= h >> 31;
-		p += 8;
-		len -= 8;
-	}
-	if (len > 0) {
-		w = 0;
-		memcpy(&w, p, len);
-		h = (h ^ w) * 0x94d049bb133111ebULL;
-	}
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
+	return (unsigned)(now_ms / 1000) & ((1u << 24) - 1);
 }
 
-static void
-used_add(struct kv_store *s, void *p, int sign)
+static struct kv_entry *
+entry_of(struct kd_node *n)
 {
-	uint64_t n = p != NULL ? malloc_usable_size(p) : 0;
-	uint64_t u = atomic_load_explicit(&s->used, memory_order_relaxed);
-
-	/* relaxed: a statistic read by other lcores; orders nothing */
-	atomic_store_explicit(&s->used, sign > 0 ? u + n : u - n, memory_order_relaxed);
+	return (struct kv_entry *)n; /* the node is the entry's first member */
 }
 
 struct kv_store *
 kv_store_create(void)
 {
-	struct kv_store *s = calloc(1, sizeof(*s));
+	struct kv_store *s = kv_calloc(1, sizeof(*s));
 
 	if (s == NULL)
 		return NULL;
-	s->buckets = calloc(MIN_BUCKETS, sizeof(*s->buckets));
-	if (s->buckets == NULL) {
-		free(s);
-		return NULL;
-	}
-	s->mask = MIN_BUCKETS - 1;
-	used_add(s, s->buckets, 1);
+	/* No table yet: the first insert makes it, on the lcore whose memory counter it
+	 * is charged to (the store itself is made by main(), before any lcore runs). */
+	kd_init(&s->d);
+	s->lazy_tail = &s->lazy_head;
 	return s;
 }
-
-static void resize(struct kv_store *s, uint64_t n);
 
 static char *
 inline_val(struct kv_entry *e)
@@ -103,93 +118,67 @@ inline_val(struct kv_entry *e)
 	return e->key + e->klen + 1;
 }
 
+static bool
+is_string(const struct kv_entry *e)
+{
+	return e->type == KV_T_STRING;
+}
+
 /* Give back a heap value block, if the value has one. */
 static void
-heap_val_free(struct kv_store *s, struct kv_entry *e)
+heap_val_free(struct kv_entry *e)
 {
-	if (e->val != NULL && e->val != inline_val(e)) {
-		used_add(s, e->val, -1);
-		free(e->val);
-	}
+	if (e->val != NULL && e->val != inline_val(e))
+		kv_free(e->val);
 	e->val = NULL;
+}
+
+static void
+lazy_push(struct kv_store *s, struct lazy *l)
+{
+	l->next = NULL;
+	*s->lazy_tail = l;
+	s->lazy_tail = &l->next;
+	s->lazy_n++;
+}
+
+/* Free a collection now, or queue it if it is big. */
+static void
+obj_release(struct kv_store *s, unsigned type, unsigned enc, void *obj)
+{
+	struct lazy *l;
+
+	if (kv_obj_elements(type, enc, obj) > KV_LAZYFREE_THRESHOLD &&
+	    (l = kv_calloc(1, sizeof(*l))) != NULL) {
+		l->type = type;
+		l->enc = enc;
+		l->obj = obj;
+		lazy_push(s, l);
+		return;
+	}
+	kv_obj_free(type, enc, obj);
+}
+
+/* Drop the entry's value, whatever its type; it is then an empty string. */
+static void
+value_drop(struct kv_store *s, struct kv_entry *e)
+{
+	if (is_string(e)) {
+		heap_val_free(e);
+	} else {
+		obj_release(s, e->type, e->enc, e->obj);
+		e->obj = NULL;
+	}
+	e->type = KV_T_STRING;
+	e->enc = KV_ENC_RAW;
+	e->vlen = e->vcap = 0;
 }
 
 static void
 entry_free(struct kv_store *s, struct kv_entry *e)
 {
-	heap_val_free(s, e);
-	used_add(s, e, -1);
-	free(e);
-}
-
-void
-kv_store_flush(struct kv_store *s)
-{
-	uint64_t i;
-
-	for (i = 0; i <= s->mask; i++) {
-		struct kv_entry *e = s->buckets[i], *n;
-
-		for (; e != NULL; e = n) {
-			n = e->next;
-			entry_free(s, e);
-		}
-		s->buckets[i] = NULL;
-	}
-	s->count = 0;
-	s->nexp = 0;
-	if (s->mask + 1 > MIN_BUCKETS)
-		resize(s, MIN_BUCKETS);
-}
-
-void
-kv_store_destroy(struct kv_store *s)
-{
-	if (s == NULL)
-		return;
-	kv_store_flush(s);
-	free(s->buckets);
-	free(s->exp);
-	free(s);
-}
-
-/* One-step rehash into @p n buckets; on ENOMEM the table just stays as it is. */
-static void
-resize(struct kv_store *s, uint64_t n)
-{
-	struct kv_entry **nb = calloc(n, sizeof(*nb));
-	uint64_t i;
-
-	if (nb == NULL)
-		return;
-	for (i = 0; i <= s->mask; i++) {
-		struct kv_entry *e = s->buckets[i], *next;
-
-		for (; e != NULL; e = next) {
-			next = e->next;
-			e->next = nb[e->hash & (n - 1)];
-			nb[e->hash & (n - 1)] = e;
-		}
-	}
-	used_add(s, s->buckets, -1);
-	free(s->buckets);
-	s->buckets = nb;
-	s->mask = n - 1;
-	used_add(s, nb, 1);
-}
-
-static struct kv_entry **
-find_slot(struct kv_store *s, const char *key, size_t klen, uint64_t h)
-{
-	struct kv_entry **pp = &s->buckets[h & s->mask];
-
-	for (; *pp != NULL; pp = &(*pp)->next) {
-		struct kv_entry *e = *pp;
-
-		if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
-			return pp;
-	}
-	return pp;
+	value_drop(s, e);
+	kv_free(e);
 }
 
 static void
@@ -205,17 +194,66 @@ exp_remove(struct kv_store *s, struct kv_entry *e)
 	e->expire = -1;
 }
 
-static void
-unlink_entry(struct kv_store *s, struct kv_entry **pp)
+void
+kv_store_flush(struct kv_store *s, bool lazy)
 {
-	struct kv_entry *e = *pp;
+	struct lazy *l = lazy ? kv_calloc(1, sizeof(*l)) : NULL;
+	struct kd_iter it;
+	struct kd_node *n;
 
-	*pp = e->next;
+	s->nexp = 0;
+	if (l != NULL) {
+		l->table = s->d;
+		kd_iter_init(&l->table, &l->iter);
+		lazy_push(s, l);
+		kd_init(&s->d);
+		return;
+	}
+	kd_iter_init(&s->d, &it);
+	while ((n = kd_next(&it)) != NULL)
+		entry_free(s, entry_of(n));
+	kd_iter_end(&it);
+	kd_release(&s->d);
+}
+
+void
+kv_store_destroy(struct kv_store *s)
+{
+	if (s == NULL)
+		return;
+	kv_store_flush(s, false);
+	while (kv_store_lazy_step(s, ~0u))
+		;
+	kv_free(s->exp);
+	kv_free(s);
+}
+
+static bool
+entry_eq(const struct kd_node *n, const void *key, size_t len)
+{
+	const struct kv_entry *e = (const struct kv_entry *)n;
+
+	return e->klen == len && memcmp(e->key, key, len) == 0;
+}
+
+static struct kv_entry *
+find(struct kv_store *s, const char *key, size_t klen, uint64_t h)
+{
+	uint64_t probes = s->d.probes;
+	struct kd_node *n = kd_find(&s->d, h, key, klen, entry_eq);
+
+	s->lookups++;
+	s->probes += s->d.probes - probes;
+	return n != NULL ? entry_of(n) : NULL;
+}
+
+static void
+unlink_entry(struct kv_store *s, struct kv_entry *e)
+{
+	kd_unlink(&s->d, &e->node);
 	exp_remove(s, e);
-	s->count--;
 	entry_free(s, e);
-	if (s->mask + 1 > MIN_BUCKETS && s->count < (s->mask + 1) / 8)
-		resize(s, (s->mask + 1) / 2);
+	kd_shrink_if_sparse(&s->d);
 }
 
 static bool
@@ -227,150 +265,263 @@ expired(const struct kv_entry *e, int64_t now_ms)
 struct kv_entry *
 kv_peek(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t now_ms)
 {
-	struct kv_entry *e = *find_slot(s, key, klen, h);
+	struct kv_entry *e = find(s, key, klen, h);
 
 	return e != NULL && !expired(e, now_ms) ? e : NULL;
 }
 
 struct kv_entry *
-kv_lookup(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t now_ms)
+kv_lookup_ex(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t now_ms,
+	     bool touch)
 {
-	struct kv_entry **pp = find_slot(s, key, klen, h);
+	struct kv_entry *e = find(s, key, klen, h);
 
-	if (*pp == NULL)
+	if (e == NULL)
 		return NULL;
-	if (expired(*pp, now_ms)) {
-		unlink_entry(s, pp);
+	if (expired(e, now_ms)) {
+		unlink_entry(s, e);
 		s->expired_total++;
 		return NULL;
 	}
-	return *pp;
+	if (touch)
+		e->lru = kv_lru_clock(now_ms);
+	return e;
+}
+
+/* Redis's tryObjectEncoding() for a string from a client. */
+static unsigned
+string_encoding(const char *val, size_t vlen)
+{
+	long long v;
+
+	if (vlen <= 20 && resp_string2ll(val, vlen, &v))
+		return KV_ENC_INT;
+	return vlen <= KV_EMBSTR_MAX ? KV_ENC_EMBSTR : KV_ENC_RAW;
 }
 
 static int
-value_store(struct kv_store *s, struct kv_entry *e, const char *val, size_t vlen)
+value_store(struct kv_entry *e, const char *val, size_t vlen)
 {
 	if (vlen <= e->icap) {
-		heap_val_free(s, e);
+		heap_val_free(e);
 		e->val = inline_val(e);
 		e->vcap = e->icap;
 	} else if (e->val == NULL || e->val == inline_val(e) || vlen > e->vcap ||
 		   (e->vcap > 64 && vlen < e->vcap / 2)) {
-		char *v = malloc(vlen + 1);
+		char *v = kv_malloc(vlen + 1);
 
 		if (v == NULL)
 			return -ENOMEM;
-		heap_val_free(s, e);
+		heap_val_free(e);
 		e->val = v;
 		e->vcap = vlen;
-		used_add(s, v, 1);
 	}
 	memcpy(e->val, val, vlen);
 	e->val[vlen] = '\0';
 	e->vlen = vlen;
+	e->enc = string_encoding(val, vlen) & 0xf;
 	return 0;
+}
+
+static struct kv_entry *
+entry_new(const char *key, size_t klen, uint64_t h, uint32_t icap, int64_t now_ms)
+{
+	struct kv_entry *e = kv_malloc(sizeof(*e) + klen + 1 + icap + (icap ? 1 : 0));
+
+	if (e == NULL)
+		return NULL;
+	memset(e, 0, sizeof(*e));
+	e->icap = icap;
+	e->node.hash = h;
+	e->expire = -1;
+	e->klen = (uint32_t)klen;
+	e->lru = kv_lru_clock(now_ms);
+	memcpy(e->key, key, klen);
+	e->key[klen] = '\0';
+	return e;
+}
+
+static struct kv_entry *
+insert(struct kv_store *s, struct kv_entry *e)
+{
+	if (kd_add(&s->d, &e->node) != 0) {
+		entry_free(s, e);
+		return NULL;
+	}
+	return e;
+}
+
+/* The entry for a key about to be written: the live one, or NULL (an expired one is
+ * deleted first). */
+static struct kv_entry *
+find_for_write(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t now_ms)
+{
+	struct kv_entry *e = find(s, key, klen, h);
+
+	if (e != NULL && expired(e, now_ms)) {
+		unlink_entry(s, e);
+		s->expired_total++;
+		e = NULL;
+	}
+	return e;
 }
 
 struct kv_entry *
 kv_set(struct kv_store *s, const char *key, size_t klen, uint64_t h, const char *val, size_t vlen,
        bool keepttl, int64_t now_ms)
 {
-	struct kv_entry **pp = find_slot(s, key, klen, h), *e = *pp;
+	struct kv_entry *e = find_for_write(s, key, klen, h, now_ms);
 
-	if (e != NULL && expired(e, now_ms)) {
-		unlink_entry(s, pp);
-		s->expired_total++;
-		pp = find_slot(s, key, klen, h);
-		e = NULL;
-	}
 	if (e != NULL) {
-		if (value_store(s, e, val, vlen) != 0)
+		if (!is_string(e))
+			value_drop(s, e);
+		if (value_store(e, val, vlen) != 0)
 			return NULL;
 		if (!keepttl)
 			exp_remove(s, e);
+		e->lru = kv_lru_clock(now_ms);
 		return e;
 	}
-	{
-		uint32_t icap = vlen <= INLINE_MAX ? (uint32_t)((vlen + 8) & ~7u) : 0;
-
-		e = malloc(sizeof(*e) + klen + 1 + icap + 1);
-		if (e == NULL)
-			return NULL;
-		memset(e, 0, sizeof(*e));
-		e->icap = icap;
-	}
-	e->hash = h;
-	e->expire = -1;
-	e->klen = (uint32_t)klen;
-	memcpy(e->key, key, klen);
-	e->key[klen] = '\0';
-	if (value_store(s, e, val, vlen) != 0) {
-		free(e);
+	e = entry_new(key, klen, h, vlen <= INLINE_MAX ? (uint32_t)((vlen + 8) & ~7u) : 0, now_ms);
+	if (e == NULL)
+		return NULL;
+	if (value_store(e, val, vlen) != 0) {
+		kv_free(e);
 		return NULL;
 	}
-	used_add(s, e, 1);
-	e->next = NULL;
-	*pp = e;
-	s->count++;
-	if (s->count > s->mask + 1)
-		resize(s, (s->mask + 1) * 2);
+	return insert(s, e);
+}
+
+struct kv_entry *
+kv_add_obj(struct kv_store *s, const char *key, size_t klen, uint64_t h, unsigned type,
+	   unsigned enc, void *obj, int64_t now_ms)
+{
+	struct kv_entry *e = find_for_write(s, key, klen, h, now_ms);
+
+	if (e != NULL) {
+		kv_entry_set_obj(s, e, type, enc, obj, false);
+		return e;
+	}
+	e = entry_new(key, klen, h, 0, now_ms);
+	if (e == NULL)
+		return NULL;
+	e->type = type & 0xf;
+	e->enc = enc & 0xf;
+	e->obj = obj;
+	if (kd_add(&s->d, &e->node) != 0) {
+		kv_free(e);
+		return NULL;
+	}
 	return e;
+}
+
+void
+kv_entry_set_obj(struct kv_store *s, struct kv_entry *e, unsigned type, unsigned enc, void *obj,
+		 bool keepttl)
+{
+	value_drop(s, e);
+	e->type = type & 0xf;
+	e->enc = enc & 0xf;
+	e->obj = obj;
+	if (!keepttl)
+		exp_remove(s, e);
 }
 
 int
 kv_value_resize(struct kv_store *s, struct kv_entry *e, size_t vlen)
 {
+	(void)s;
 	if (vlen > e->vcap) {
 		size_t cap = vlen < 1024 * 1024 ? vlen * 2 : vlen + vlen / 4;
 		char *v;
 
 		if (e->val == inline_val(e)) {
 			/* Outgrows the entry: move to a heap block. */
-			v = malloc(cap + 1);
+			v = kv_malloc(cap + 1);
 			if (v == NULL)
 				return -ENOMEM;
 			memcpy(v, e->val, e->vlen + 1);
 		} else {
-			used_add(s, e->val, -1);
-			v = realloc(e->val, cap + 1);
-			if (v == NULL) {
-				used_add(s, e->val, 1);
+			v = kv_realloc(e->val, cap + 1);
+			if (v == NULL)
 				return -ENOMEM;
-			}
 		}
 		e->val = v;
 		e->vcap = cap;
-		used_add(s, v, 1);
 	}
 	if (vlen > e->vlen)
 		memset(e->val + e->vlen, 0, vlen - e->vlen);
 	e->vlen = vlen;
 	e->val[vlen] = '\0';
+	e->enc = KV_ENC_RAW;
 	return 0;
+}
+
+struct kv_entry *
+kv_entry_rename(struct kv_store *s, struct kv_entry *e, const char *key, size_t klen, uint64_t h,
+		int64_t now_ms)
+{
+	bool str = is_string(e);
+	uint32_t icap = str && e->vlen <= INLINE_MAX ? (uint32_t)((e->vlen + 8) & ~7u) : 0;
+	struct kv_entry *d = entry_new(key, klen, h, icap, now_ms), *old;
+
+	if (d == NULL)
+		return NULL;
+	if (str) {
+		unsigned enc = e->enc;
+
+		if (value_store(d, e->val, e->vlen) != 0) {
+			kv_free(d);
+			return NULL;
+		}
+		d->enc = enc & 0xf;
+	} else {
+		d->type = e->type;
+		d->enc = e->enc;
+		d->obj = e->obj;
+	}
+	d->lru = e->lru;
+	old = find_for_write(s, key, klen, h, now_ms);
+	if (old != NULL)
+		unlink_entry(s, old);
+	if (kd_add(&s->d, &d->node) != 0) {
+		if (!str) { /* the value stays e's */
+			d->type = KV_T_STRING;
+			d->obj = NULL;
+		}
+		entry_free(s, d);
+		return NULL;
+	}
+	if (!str) {
+		e->type = KV_T_STRING; /* the value is d's now */
+		e->obj = NULL;
+		e->vlen = e->vcap = 0;
+	}
+	if (e->expire != -1)
+		kv_set_expire(s, d, e->expire);
+	unlink_entry(s, e);
+	return d;
 }
 
 bool
 kv_delete(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t now_ms)
 {
-	struct kv_entry **pp = find_slot(s, key, klen, h);
+	struct kv_entry *e = find(s, key, klen, h);
 	bool live;
 
-	if (*pp == NULL)
+	if (e == NULL)
 		return false;
-	live = !expired(*pp, now_ms);
+	live = !expired(e, now_ms);
 	if (!live)
 		s->expired_total++;
-	unlink_entry(s, pp);
+	unlink_entry(s, e);
 	return live;
 }
 
 void
 kv_entry_delete(struct kv_store *s, struct kv_entry *e)
 {
-	struct kv_entry **pp = find_slot(s, e->key, e->klen, e->hash);
-
-	if (*pp == e)
-		unlink_entry(s, pp);
+	unlink_entry(s, e);
 }
 
 void
@@ -379,19 +530,12 @@ kv_set_expire(struct kv_store *s, struct kv_entry *e, int64_t when_ms)
 	if (e->expire == -1) {
 		if (s->nexp == s->expcap) {
 			size_t ncap = s->expcap ? s->expcap * 2 : 64;
-			struct kv_entry **n;
+			struct kv_entry **n = kv_realloc(s->exp, ncap * sizeof(*n));
 
-			/* Count the old block out before realloc() may free it. */
-			used_add(s, s->exp, -1);
-			n = realloc(s->exp, ncap * sizeof(*n));
-			if (n == NULL) {
-				/* The key keeps no TTL; Redis would abort on a failed malloc. */
-				used_add(s, s->exp, 1);
-				return;
-			}
+			if (n == NULL)
+				return; /* The key keeps no TTL; Redis would abort on ENOMEM. */
 			s->exp = n;
 			s->expcap = ncap;
-			used_add(s, n, 1);
 		}
 		e->exp_idx = (uint32_t)s->nexp;
 		s->exp[s->nexp++] = e;
@@ -411,7 +555,7 @@ kv_persist(struct kv_store *s, struct kv_entry *e)
 size_t
 kv_store_count(const struct kv_store *s)
 {
-	return s->count;
+	return kd_count(&s->d);
 }
 
 size_t
@@ -420,11 +564,11 @@ kv_store_expires(const struct kv_store *s)
 	return s->nexp;
 }
 
-uint64_t
-kv_store_used(const struct kv_store *s)
+void
+kv_store_probes(const struct kv_store *s, uint64_t *lookups, uint64_t *probes)
 {
-	/* relaxed: pairs with the relaxed store in used_add() */
-	return atomic_load_explicit(&s->used, memory_order_relaxed);
+	*lookups = s->lookups;
+	*probes = s->probes;
 }
 
 uint64_t
@@ -433,56 +577,125 @@ kv_store_expired_total(const struct kv_store *s)
 	return s->expired_total;
 }
 
-static uint64_t
-rev64(uint64_t v)
+size_t
+kv_store_lazy_pending(const struct kv_store *s)
 {
-	v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
-	v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
-	v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
-	return __builtin_bswap64(v);
+	return s->lazy_n;
+}
+
+/* Free about *budget entries of a flushed table; true once it is all gone. */
+static bool
+table_free_some(struct kv_store *s, struct lazy *l, unsigned *budget)
+{
+	struct kd_node *n;
+
+	for (;;) {
+		struct kv_entry *e;
+
+		if (*budget == 0)
+			return false;
+		n = kd_next(&l->iter);
+		if (n == NULL)
+			break;
+		e = entry_of(n);
+		(*budget)--;
+		if (!is_string(e))
+			obj_release(s, e->type, e->enc, e->obj); /* big ones go behind */
+		else
+			heap_val_free(e);
+		kv_free(e);
+	}
+	kd_iter_end(&l->iter);
+	kd_release(&l->table);
+	return true;
+}
+
+bool
+kv_store_lazy_step(struct kv_store *s, unsigned budget)
+{
+	while (budget > 0 && s->lazy_head != NULL) {
+		struct lazy *l = s->lazy_head;
+		bool done = l->obj != NULL ? kv_obj_free_some(l->type, l->enc, l->obj, &budget)
+					   : table_free_some(s, l, &budget);
+
+		if (!done)
+			break;
+		s->lazy_head = l->next;
+		if (s->lazy_head == NULL)
+			s->lazy_tail = &s->lazy_head;
+		s->lazy_n--;
+		kv_free(l);
+	}
+	return s->lazy_head != NULL;
+}
+
+bool
+kv_store_rehash_for(struct kv_store *s, uint64_t ns)
+{
+	/* The table shrinks here too (Redis: tryResizeHashTables), after deletes stopped. */
+	kd_shrink_if_sparse(&s->d);
+	kd_rehash_for(&s->d, ns);
+	if (!kd_rehashing(&s->d))
+		kd_shrink_if_sparse(&s->d);
+	return kd_rehashing(&s->d);
+}
+
+bool
+kv_store_rehashing(const struct kv_store *s)
+{
+	return kd_rehashing(&s->d);
 }
 
 void
 kv_prefetch_bucket(const struct kv_store *s, uint64_t h)
 {
-	__builtin_prefetch(&s->buckets[h & s->mask]);
+	if (s->d.t[0] != NULL)
+		__builtin_prefetch(&s->d.t[0][h & (s->d.size[0] - 1)]);
 }
 
 void
 kv_prefetch_entry(const struct kv_store *s, uint64_t h)
 {
-	const struct kv_entry *e = s->buckets[h & s->mask];
+	const struct kd_node *n;
 
-	if (e != NULL)
-		__builtin_prefetch(e);
+	if (s->d.t[0] == NULL)
+		return;
+	n = s->d.t[0][h & (s->d.size[0] - 1)];
+	if (n != NULL)
+		__builtin_prefetch(n);
+}
+
+struct scan_adapter {
+	void (*fn)(struct kv_entry *e, void *arg);
+	void *arg;
+};
+
+static void
+scan_one(struct kd_node *n, void *arg)
+{
+	struct scan_adapter *a = arg;
+
+	a->fn(entry_of(n), a->arg);
 }
 
 uint64_t
 kv_store_scan(struct kv_store *s, uint64_t v, void (*fn)(struct kv_entry *e, void *arg), void *arg)
 {
-	struct kv_entry *e;
+	struct scan_adapter a = {fn, arg};
 
-	if (s->count == 0)
-		return 0; /* as dictScan() on an empty table */
-	for (e = s->buckets[v & s->mask]; e != NULL; e = e->next)
-		fn(e, arg);
-	/* Increment the reversed cursor over the masked bits (dictScan). */
-	v |= ~s->mask;
-	v = rev64(v);
-	v++;
-	v = rev64(v);
-	return v;
+	return kd_scan(&s->d, v, scan_one, &a);
 }
 
 void
 kv_store_foreach(struct kv_store *s, void (*fn)(struct kv_entry *e, void *arg), void *arg)
 {
-	uint64_t i;
-	struct kv_entry *e;
+	struct kd_iter it;
+	struct kd_node *n;
 
-	for (i = 0; i <= s->mask; i++)
-		for (e = s->buckets[i]; e != NULL; e = e->next)
-			fn(e, arg);
+	kd_iter_init(&s->d, &it);
+	while ((n = kd_next(&it)) != NULL)
+		fn(entry_of(n), arg);
+	kd_iter_end(&it);
 }
 
 struct kv_entry *
@@ -490,20 +703,16 @@ kv_store_random(struct kv_store *s, int64_t now_ms, uint64_t *rng)
 {
 	unsigned tries;
 
-	for (tries = 0; s->count > 0 && tries < 1000000; tries++) {
-		struct kv_entry **pp = &s->buckets[kv_rand(rng) & s->mask], *e;
-		unsigned n = 0, pick;
+	for (tries = 0; tries < 100000; tries++) {
+		struct kd_node *n = kd_random(&s->d, rng);
+		struct kv_entry *e;
 
-		for (e = *pp; e != NULL; e = e->next)
-			n++;
-		if (n == 0)
-			continue;
-		pick = (unsigned)(kv_rand(rng) % n);
-		while (pick-- > 0)
-			pp = &(*pp)->next;
-		if (!expired(*pp, now_ms))
-			return *pp;
-		unlink_entry(s, pp);
+		if (n == NULL)
+			return NULL;
+		e = entry_of(n);
+		if (!expired(e, now_ms))
+			return e;
+		unlink_entry(s, e);
 		s->expired_total++;
 	}
 	return NULL;
@@ -522,7 +731,7 @@ kv_store_expire_cycle(struct kv_store *s, int64_t now_ms, uint64_t *rng, unsigne
 			struct kv_entry *e = s->exp[kv_rand(rng) % s->nexp];
 
 			if (expired(e, now_ms)) {
-				kv_entry_delete(s, e);
+				unlink_entry(s, e);
 				s->expired_total++;
 				gone++;
 			}

@@ -1,20 +1,26 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * One shard of the keyspace: a hash table of string keys to string values with optional
- * expiry times, owned and touched by one lcore only.
+ * One shard of the keyspace: a table of keys to typed values (strings, lists, sets,
+ * sorted sets, hashes) with optional expiry times, owned and touched by one lcore only.
  *
- * The table is chained with a power-of-two bucket array, so that SCAN can use Redis's
- * reverse-binary cursor: a key present from the first call to the last is returned at
- * least once even if the table grows or shrinks in between (open addressing moves keys
- * between buckets on deletion and cannot promise that). The table is resized in one step
- * (no incremental rehash): growing a table of n keys costs O(n) once.
+ * The table is kdict.h's: chained, so that SCAN can use Redis's reverse-binary cursor (a
+ * key present from the first call to the last is returned at least once even if the
+ * table is resized in between), and resized incrementally, so that no command pays for
+ * moving the whole table: each lookup moves a bucket, and the shard's timer moves more
+ * for a bounded time (kv_store_rehash_for()).
+ *
+ * Keys are hashed with a keyed hash (kv_hash()): a client cannot choose keys that share a
+ * bucket, so chains stay short whatever the keys.
  *
  * Expiry is Redis's: lazy (a lookup of an expired key deletes it and reports it absent)
  * and active (kv_store_expire_cycle() samples keys that have a TTL and deletes the
  * expired ones, repeating while more than a quarter of a sample was expired).
  *
- * Memory: kv_store_used() is what the entries, values and bucket array take from malloc
- * (malloc_usable_size), for --maxmemory and INFO memory.
+ * A deleted value with more than 64 elements is not freed at once but queued and freed a
+ * bounded number of elements at a time (kv_store_lazy_step()), as Redis's lazyfree does
+ * on its thread; here the shard's own lcore does it between other work.
+ *
+ * Memory: what the store allocates is charged to the thread's counter (mem.h).
  */
 #ifndef CR_KV_STORE_H
 #define CR_KV_STORE_H
@@ -23,42 +29,77 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kdict.h"
+
 struct kv_entry {
-	struct kv_entry *next; /* bucket chain */
-	uint64_t hash;
-	int64_t expire;	  /* unix time in ms, or -1 */
-	uint32_t exp_idx; /* position in the expires array while expire != -1 */
+	struct kd_node node; /* in the table: chain and hash */
+	int64_t expire;	     /* unix time in ms, or -1 */
+	uint32_t exp_idx;    /* position in the expires array while expire != -1 */
 	uint32_t klen;
-	size_t vlen;
-	size_t vcap;   /* what val holds, its NUL excluded */
-	uint32_t icap; /* room for a value inside the entry, after the key */
-	char *val;     /* vcap bytes + 1 (NUL-terminated for the number parsers): the inline
-			* room after the key, or a heap block for a longer value */
-	char key[];    /* klen bytes + NUL, then icap + 1 bytes of inline value */
+	size_t vlen;	   /* a string's length */
+	size_t vcap;	   /* what val holds, its NUL excluded */
+	uint32_t icap;	   /* room for a value inside the entry, after the key */
+	unsigned type : 4; /* enum kv_type (obj.h) */
+	unsigned enc : 4;  /* enum kv_enc */
+	unsigned lru : 24; /* kv_lru_clock() of the last access, for OBJECT IDLETIME */
+	union {
+		char *val; /* a string: vcap bytes + 1 (NUL-terminated for the number
+			    * parsers), the inline room after the key or a heap block */
+		void *obj; /* a collection: its type's object */
+	};
+	char key[]; /* klen bytes + NUL, then icap + 1 bytes of inline value */
 };
 
 struct kv_store;
 
+/* The keyed hash of every key (SipHash-1-3, siphash.h), with a random per-process key. */
 uint64_t kv_hash(const void *key, size_t len);
+/* Replace the random key (--hash-seed, tests); before any lookup. */
+void kv_hash_set_key(const uint8_t key[16]);
+
+/* Redis's LRU clock: seconds, 24 bits. */
+unsigned kv_lru_clock(int64_t now_ms);
 
 struct kv_store *kv_store_create(void);
 void kv_store_destroy(struct kv_store *s);
 
-/* The live entry for a key, or NULL; an expired one is deleted (lazy expiry). */
-struct kv_entry *kv_lookup(struct kv_store *s, const char *key, size_t klen, uint64_t h,
-			   int64_t now_ms);
+/* The live entry for a key, or NULL; an expired one is deleted (lazy expiry). The
+ * access is recorded (LRU) unless @p touch is false (TYPE, TTL, OBJECT...). */
+struct kv_entry *kv_lookup_ex(struct kv_store *s, const char *key, size_t klen, uint64_t h,
+			      int64_t now_ms, bool touch);
+static inline struct kv_entry *
+kv_lookup(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t now_ms)
+{
+	return kv_lookup_ex(s, key, klen, h, now_ms, true);
+}
 /* As kv_lookup() but an expired entry is left in place and reported absent. */
 struct kv_entry *kv_peek(struct kv_store *s, const char *key, size_t klen, uint64_t h,
 			 int64_t now_ms);
 
-/* Set key to a value (created or replaced). keepttl keeps an existing TTL, else it goes.
- * @return the entry, or NULL (ENOMEM). */
+/* Set key to a string (created or replaced, whatever its type). keepttl keeps an
+ * existing TTL, else it goes. The encoding is Redis's for a value from a client: int,
+ * embstr up to 44 bytes, else raw. @return the entry, or NULL (ENOMEM). */
 struct kv_entry *kv_set(struct kv_store *s, const char *key, size_t klen, uint64_t h,
 			const char *val, size_t vlen, bool keepttl, int64_t now_ms);
 
-/* Make room for @p vlen value bytes in @p e (new bytes zeroed), for APPEND/SETRANGE.
- * @return 0 or -ENOMEM. */
+/* Make room for @p vlen value bytes in string @p e (new bytes zeroed), for APPEND and
+ * SETRANGE; it becomes raw. @return 0 or -ENOMEM. */
 int kv_value_resize(struct kv_store *s, struct kv_entry *e, size_t vlen);
+
+/* Add a key holding collection @p obj of @p type / @p enc (the key must be absent or
+ * expired). @return the entry, or NULL (ENOMEM: obj is not taken). */
+struct kv_entry *kv_add_obj(struct kv_store *s, const char *key, size_t klen, uint64_t h,
+			    unsigned type, unsigned enc, void *obj, int64_t now_ms);
+/* Replace @p e's value with a collection (the old value is freed); its TTL goes unless
+ * @p keepttl. */
+void kv_entry_set_obj(struct kv_store *s, struct kv_entry *e, unsigned type, unsigned enc,
+		      void *obj, bool keepttl);
+
+/* Give @p e's value, TTL and access time to the key (@p key, @p klen) (replacing what it
+ * held) and delete @p e: RENAME. @return the new entry, or NULL (ENOMEM: nothing
+ * changed). */
+struct kv_entry *kv_entry_rename(struct kv_store *s, struct kv_entry *e, const char *key,
+				 size_t klen, uint64_t h, int64_t now_ms);
 
 bool kv_delete(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t now_ms);
 void kv_entry_delete(struct kv_store *s, struct kv_entry *e);
@@ -69,14 +110,25 @@ bool kv_persist(struct kv_store *s, struct kv_entry *e);
 
 size_t kv_store_count(const struct kv_store *s);
 size_t kv_store_expires(const struct kv_store *s);
-/* Bytes taken from malloc (a relaxed read is fine from another thread). */
-uint64_t kv_store_used(const struct kv_store *s);
 uint64_t kv_store_expired_total(const struct kv_store *s);
+/* Lookups made and entries compared in them, since the store was made. */
+void kv_store_probes(const struct kv_store *s, uint64_t *lookups, uint64_t *probes);
 
-void kv_store_flush(struct kv_store *s);
+/* Remove every key: at once, or (@p lazy) by queueing the old table for
+ * kv_store_lazy_step(). */
+void kv_store_flush(struct kv_store *s, bool lazy);
 
-/* Reverse-binary SCAN over buckets, as Redis's dictScan(): visits the bucket at
- * @p cursor, calls @p fn for each entry in it, returns the next cursor (0 at the end). */
+/* Values and tables queued for freeing, and one bounded step of freeing them (about
+ * @p budget elements). @return true if more is queued. */
+size_t kv_store_lazy_pending(const struct kv_store *s);
+bool kv_store_lazy_step(struct kv_store *s, unsigned budget);
+
+/* Move table buckets of a resize for about @p ns; @return true if one is under way. */
+bool kv_store_rehash_for(struct kv_store *s, uint64_t ns);
+bool kv_store_rehashing(const struct kv_store *s);
+
+/* Reverse-binary SCAN over buckets, as Redis's dictScan(): visits the bucket(s) at
+ * @p cursor, calls @p fn for each entry in them, returns the next cursor (0 at the end). */
 uint64_t kv_store_scan(struct kv_store *s, uint64_t cursor,
 		       void (*fn)(struct kv_entry *e, void *arg), void *arg);
 

@@ -25,7 +25,7 @@ USERTOOLS = os.environ.get("CR_USERTOOLS", os.path.join(TOP, "usertools"))
 TOOL = os.path.join(USERTOOLS, "cr-bench")
 BUILD = os.environ.get("CR_BUILD", os.path.join(TOP, "build"))
 sys.path.insert(0, USERTOOLS)
-from crbench import core  # noqa: E402
+from crbench import core, pair_kv  # noqa: E402
 
 SKIPPED = []
 
@@ -121,6 +121,25 @@ class Parse(unittest.TestCase):
     def test_garbage(self):
         with self.assertRaises(core.BenchError):
             core.parse_wrk("unable to connect to 127.0.0.1:1 Connection refused\n")
+
+    def test_redis_benchmark_csv(self):
+        # As redis-benchmark 7.0 --csv prints a built-in test and a command of its own.
+        head = ('"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",'
+                '"p95_latency_ms","p99_latency_ms","max_latency_ms"\n')
+        text = head + '"HSET","20000.00","0.041","0.024","0.047","0.063","0.071","0.071"\n'
+        r = pair_kv.parse_csv(text, pair_kv.csv_name("hset"), 5)
+        self.assertEqual(r["requests"], 5)
+        self.assertAlmostEqual(r["rps"], 20000.0)
+        self.assertAlmostEqual(r["p50_us"], 47.0)
+        self.assertAlmostEqual(r["p99_us"], 71.0)
+        cmd = ["zrange", "myzset", "0", "9"]
+        text = head + '"zrange myzset 0 9","inf","0.106","0.024","0.047","0.199","0.559","0.559"\n'
+        r = pair_kv.parse_csv(text, pair_kv.csv_name(cmd), 5)
+        self.assertAlmostEqual(r["max_us"], 559.0)
+        with self.assertRaises(core.BenchError):
+            pair_kv.parse_csv(text, pair_kv.csv_name("zrange"), 5)
+        with self.assertRaises(core.BenchError):
+            pair_kv.parse_csv("Could not connect to Redis at 127.0.0.1:1\n", "GET", 5)
 
 
 class Core(unittest.TestCase):

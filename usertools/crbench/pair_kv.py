@@ -1,5 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""cr-kv vs redis-server (persistence off): SET and GET, pipeline 1 and 16.
+"""cr-kv vs redis-server (persistence off): all five types, pipeline 1 and 16.
+
+Strings (SET, GET), hashes (HSET, HGET), lists (LPUSH, LPOP), sets (SADD) and sorted sets
+(ZADD, ZRANGE).
 
 Servers, started once for the whole pairing:
   cr-kv      build_dir/app/cr-kv/cr-kv -l CPU --listen 127.0.0.1:PORT --telemetry off,
@@ -10,8 +13,14 @@ Servers, started once for the whole pairing:
              requests handed to the other lcore with cr_call. It shares the client's CPU
              with redis-benchmark (a 2-CPU machine has no third one): the scaling figure
              is what two lcores give here, not a clean 2x experiment.
-Load: redis-benchmark -t set|get -c 50 -r 100000 -n N -P 1|16 --csv, pinned to
-ctx.client_cpu; N is sized for about ctx.duration seconds from a short first run.
+Load: redis-benchmark -c 50 -r 100000 -n N -P 1|16 --csv, pinned to ctx.client_cpu, with
+either a built-in test (-t set|get|hset|lpush|lpop|sadd|zadd) or a command of its own
+(HGET myhash element:__rand_int__, ZRANGE myzset 0 9); N is sized for about ctx.duration
+seconds from a short first run against redis. The built-ins other than SET and GET work on
+one key each (myhash, mylist, myset, myzset, with up to 100,000 random members), so on
+2 lcores those requests all go to one shard. The modes run in the order of MODES, so
+HGET reads the hash HSET filled, LPOP pops what LPUSH pushed and ZRANGE reads the ZADD
+set; the sizing run adds a little more to redis's collections than to cr-kv's.
 Runs are interleaved (cr-kv, redis, cr-kv 2lc, cr-kv, ...) so noise on a shared machine
 falls on every server alike; each cell is the median of ctx.runs runs. Server CPU is
 utime+stime of the whole process from /proc (ctx.measure), so per_cpu_s is requests per
@@ -20,6 +29,7 @@ Rows: cr-kv vs redis per mode; cr-kv 2lc vs redis and vs cr-kv (1 lcore) per mod
 """
 import csv
 import io
+import math
 import os
 import shutil
 import subprocess
@@ -30,7 +40,18 @@ PAIRING = "kv"
 PACKAGES = ["redis-server", "redis-tools"]
 CLIENTS = 50
 KEYSPACE = 100000
-MODES = [("set", 1), ("get", 1), ("set", 16), ("get", 16)]
+# (mode name, redis-benchmark test: a -t name or a command of its own as a list)
+TESTS = [("set", "set"), ("get", "get"), ("hset", "hset"),
+         ("hget", ["hget", "myhash", "element:__rand_int__"]),
+         ("lpush", "lpush"), ("lpop", "lpop"), ("sadd", "sadd"), ("zadd", "zadd"),
+         ("zrange", ["zrange", "myzset", "0", "9"])]
+MODES = [(name, test, pipe) for pipe in (1, 16) for name, test in TESTS]
+
+
+def csv_name(test):
+    """The name redis-benchmark --csv gives @test: the -t name in capitals, or the
+    command line as given."""
+    return test.upper() if isinstance(test, str) else " ".join(test)
 
 
 def benchmark(ctx, port, test, pipeline, n):
@@ -38,8 +59,9 @@ def benchmark(ctx, port, test, pipeline, n):
     exe = shutil.which("redis-benchmark")
     if exe is None:
         raise core.BenchError("redis-benchmark not found (Debian package redis-tools)")
-    argv = [exe, "-h", "127.0.0.1", "-p", str(port), "-t", test, "-c", str(CLIENTS),
+    argv = [exe, "-h", "127.0.0.1", "-p", str(port), "-c", str(CLIENTS),
             "-r", str(KEYSPACE), "-n", str(n), "-P", str(pipeline), "--csv"]
+    argv += ["-t", test] if isinstance(test, str) else test
     ctx.debug("load: " + " ".join(argv))
     try:
         r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -51,23 +73,23 @@ def benchmark(ctx, port, test, pipeline, n):
     if r.returncode != 0 or "rror" in r.stderr:
         raise core.BenchError("redis-benchmark exited %d: %s %s"
                               % (r.returncode, r.stdout.strip()[-300:], r.stderr.strip()[-300:]))
-    return parse_csv(r.stdout, test, n)
+    return parse_csv(r.stdout, csv_name(test), n)
 
 
-def parse_csv(text, test, n):
+def parse_csv(text, name, n):
     rows = [x for x in csv.reader(io.StringIO(text)) if x]
     if len(rows) < 2 or rows[0][:2] != ["test", "rps"]:
         raise core.BenchError("cannot read redis-benchmark --csv output: %r" % text[-300:])
     head = rows[0]
     for r in rows[1:]:
-        if r[0].upper() == test.upper():
+        if r[0] == name:
             f = dict(zip(head, r))
             return {"requests": n, "rps": float(f["rps"]),
                     "p50_us": float(f["p50_latency_ms"]) * 1000,
                     "p99_us": float(f["p99_latency_ms"]) * 1000,
                     "avg_us": float(f["avg_latency_ms"]) * 1000,
                     "max_us": float(f["max_latency_ms"]) * 1000}
-    raise core.BenchError("no %s line in redis-benchmark output: %r" % (test, text[-300:]))
+    raise core.BenchError("no %r line in redis-benchmark output: %r" % (name, text[-300:]))
 
 
 def wait(ctx, proc, port):
@@ -117,11 +139,12 @@ def run(ctx):
         ctx.log("one CPU only (or no taskset): no 2-lcore figure")
 
     cells = {}
-    for test, pipe in MODES:
-        mode = "%s P%d" % (test, pipe)
+    for label, test, pipe in MODES:
+        mode = "%s P%d" % (label, pipe)
         # Size the run for about ctx.duration seconds from a short one against redis.
         probe = benchmark(ctx, servers["redis"][1], test, pipe, 20000 * pipe)
-        n = max(20000, int(probe["rps"] * ctx.duration))
+        rps = probe["rps"] if math.isfinite(probe["rps"]) else 1e6
+        n = max(20000, int(rps * ctx.duration))
         raw = {name: [] for name in servers}
         for i in range(ctx.runs):
             for name, (proc, port) in servers.items():
@@ -136,13 +159,13 @@ def run(ctx):
             cells[(name, mode)] = ctx.median(raw[name])
 
     rows = []
-    for test, pipe in MODES:
-        mode = "%s P%d" % (test, pipe)
+    for label, _, pipe in MODES:
+        mode = "%s P%d" % (label, pipe)
         rows.append(core.row(PAIRING, mode, "cr-kv", cells[("cr-kv", mode)], "redis",
                              cells[("redis", mode)]))
     if "cr-kv 2lc" in servers:
-        for test, pipe in MODES:
-            mode = "%s P%d" % (test, pipe)
+        for label, _, pipe in MODES:
+            mode = "%s P%d" % (label, pipe)
             two = cells[("cr-kv 2lc", mode)]
             rows.append(core.row(PAIRING, mode, "cr-kv 2lc", two, "redis",
                                  cells[("redis", mode)]))

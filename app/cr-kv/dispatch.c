@@ -1,0 +1,570 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The request engine: the commands parsed from a connection's query buffer, each looked
+ * up, checked and routed: run here at once, or as a request with parts on the shards of
+ * its keys (xshard.c), its reply placed in request order (pipeline.c). See kv.h.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <stdatomic.h>
+
+#include "cr_log.h"
+#include "cr_telemetry.h"
+#include "kv.h"
+
+CR_LOG_COMPONENT(kv_log, "app.kv")
+
+static bool
+is_http(const struct kv_arg *a)
+{
+	char c = (char)(a->p[0] | 0x20);
+
+	if (c != 'h' && c != 'p')
+		return false; /* the common case, without two strcasecmp() per command */
+	return strcasecmp(a->p, "host:") == 0 || strcasecmp(a->p, "post") == 0;
+}
+
+static void
+unknown_command(struct kconn *kc, const struct kv_arg *argv, uint32_t argc)
+{
+	char buf[512];
+	size_t n, al = 0;
+	uint32_t i;
+
+	/* Redis: "'%.*s' " per argument while the list is under 128 bytes; %s stops at NUL. */
+	char args[400];
+
+	args[0] = '\0';
+	for (i = 1; i < argc && al < 128; i++) {
+		int w =
+		    snprintf(args + al, sizeof(args) - al, "'%.*s' ", (int)(128 - al), argv[i].p);
+
+		if (w > 0)
+			al += (size_t)w < sizeof(args) - al ? (size_t)w : sizeof(args) - al - 1;
+	}
+	n = (size_t)snprintf(buf, sizeof(buf),
+			     "ERR unknown command '%.128s', with args beginning with: %s",
+			     argv[0].p, args);
+	kc_reply_error(kc, buf, n < sizeof(buf) ? n : sizeof(buf) - 1);
+}
+
+static void
+run_here(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
+{
+	x->out = kc_local_out(kc);
+	if (x->out == NULL) {
+		kc_abort(kc);
+		return;
+	}
+	cmd->fn(x);
+	if (kv_bw_pending(x->sh))
+		kv_bw_serve(x->sh); /* it made a key blocked clients wait for */
+}
+
+/* A command whose keys live on more than one shard, or on another one. */
+static void
+dispatch_parts(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x, unsigned key1)
+{
+	struct kreq *kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
+	uint32_t i;
+
+	if (kr == NULL) {
+		kc_abort(kc);
+		return;
+	}
+	kc_enqueue(kc, kr);
+	switch (cmd->route) {
+	case KV_ROUTE_KEY1:
+	case KV_ROUTE_KEYS:
+	case KV_ROUTE_MULTI:
+		kreq_set_parts(kr, 1);
+		kr->one.shard = key1; /* every key is there */
+		kreq_part_args(&kr->one, kr->argc, kr->argv);
+		break;
+	case KV_ROUTE_ALL:
+		if (kreq_set_parts(kr, kv.nshards) != 0)
+			goto nomem;
+		for (i = 0; i < kv.nshards; i++) {
+			kr->parts[i].shard = i;
+			kreq_part_args(&kr->parts[i], kr->argc, kr->argv);
+		}
+		break;
+	default:
+		break;
+	}
+	kreq_launch(kr);
+	return;
+nomem:
+	rb_error(&kr->reply, "OOM out of memory routing the command");
+	kr->final = &kr->reply;
+	kr->nparts = 0;
+	kreq_finish(kr);
+}
+
+/* SCAN across shards: the shard in the cursor's low bits, from the shard cursor in its
+ * high bits. A shard that finishes with fewer keys than COUNT hands on to the next shard
+ * in the same call (so an empty keyspace answers cursor 0 at once, as redis does). */
+struct scan_state {
+	unsigned bits;
+	long long count, n;
+	bool blocked;
+	char cursor[24];
+};
+
+static void
+scan_cont(struct kreq *kr)
+{
+	struct scan_state *st = kr->state;
+	struct rbuf *o = &kr->one.out;
+	const char *p = o->p, *end = o->p + o->len, *body;
+	unsigned shard = kr->one.shard;
+	unsigned long long local;
+	struct kconn *kc = kr->kc;
+	bool was_blocked = st->blocked;
+	char hdr[64];
+	long long n;
+
+	if (o->len == 0 || p[0] == '-') {
+		rb_reset(&kr->reply);
+		rb_raw(&kr->reply, o->p, o->len);
+		goto done;
+	}
+	p = memchr(p, '\n', (size_t)(end - p)) + 1; /* "*2" */
+	p = memchr(p, '\n', (size_t)(end - p)) + 1; /* "$len" */
+	local = strtoull(p, NULL, 10);
+	p = memchr(p, '\n', (size_t)(end - p)) + 1; /* the cursor */
+	n = strtoll(p + 1, NULL, 10);
+	body = memchr(p, '\n', (size_t)(end - p)) + 1; /* "*n" */
+	rb_raw(&kr->reply, body, (size_t)(end - body));
+	st->n += n;
+	if (local == 0 && shard + 1 < kv.nshards && st->n < st->count) {
+		kreq_set_parts(kr, 1);
+		kr->one.shard = shard + 1;
+		kr->argv[1].p = "0";
+		kr->argv[1].len = 1;
+		kreq_part_args(&kr->one, kr->argc, kr->argv);
+		kr->cont = scan_cont;
+		kreq_launch(kr);
+		return;
+	}
+	{
+		unsigned long long global = local != 0		     ? local << st->bits | shard
+					    : shard + 1 < kv.nshards ? shard + 1
+								     : 0;
+		struct rbuf keys = kr->reply;
+		int h;
+
+		snprintf(st->cursor, sizeof(st->cursor), "%llu", global);
+		h = snprintf(hdr, sizeof(hdr), "*2\r\n$%zu\r\n%s\r\n*%lld\r\n", strlen(st->cursor),
+			     st->cursor, st->n);
+		rb_init(&kr->reply, NULL, 0);
+		rb_raw(&kr->reply, hdr, (size_t)h);
+		rb_raw(&kr->reply, keys.p, keys.len);
+		rb_fini(&keys);
+	}
+done:
+	kr->cont = NULL;
+	kr->final = &kr->reply;
+	kreq_finish(kr); /* may free kr */
+	if (was_blocked)
+		kv_unblock(kc);
+}
+
+static void
+dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
+{
+	unsigned long long cursor;
+	unsigned bits = 0, shard;
+	struct kreq *kr;
+
+	if (kv_parse_scan_cursor(&x->argv[1], &cursor) != 0) {
+		kc_reply_error(kc, "ERR invalid cursor", 18);
+		return;
+	}
+	if (kv.nshards == 1) {
+		run_here(kc, cmd, x);
+		return;
+	}
+	while ((1u << bits) < kv.nshards)
+		bits++;
+	shard = (unsigned)(cursor & ((1u << bits) - 1));
+	if (shard >= kv.nshards) {
+		shard = 0;
+		cursor = 0;
+	}
+	kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
+	if (kr != NULL)
+		kr->state = calloc(1, sizeof(struct scan_state));
+	if (kr == NULL || kr->state == NULL) {
+		if (kr != NULL)
+			kreq_free(kc->sh, kr);
+		kc_abort(kc);
+		return;
+	}
+	kc_enqueue(kc, kr);
+	{
+		struct scan_state *st = kr->state;
+		uint32_t i;
+
+		st->bits = bits;
+		st->count = 10;
+		if (shard + 1 < kv.nshards) {
+			/* It may hand on to the next shard: later commands of this client wait
+			 * from now, so that none overtakes the scan there. */
+			st->blocked = true;
+			kc->blocked++;
+		}
+		for (i = 2; i + 1 < x->argc; i++)
+			if (strcasecmp(x->argv[i].p, "count") == 0)
+				resp_string2ll(x->argv[i + 1].p, x->argv[i + 1].len, &st->count);
+		kr->cont = scan_cont;
+	}
+	kreq_set_parts(kr, 1);
+	kr->one.shard = shard;
+	snprintf(kr->scratch, sizeof(kr->scratch), "%llu", cursor >> bits);
+	kr->argv[1].p = kr->scratch;
+	kr->argv[1].len = strlen(kr->scratch);
+	kreq_part_args(&kr->one, kr->argc, kr->argv);
+	kreq_launch(kr);
+}
+
+#define SHARDS_SEVERAL (-1)
+#define SHARDS_NONE    (-2) /* no key, or malformed arguments: the command replies */
+
+/* The one shard every key of the command is on, SHARDS_SEVERAL, or SHARDS_NONE. */
+static int
+keys_shard(const struct kv_cmd *cmd, const struct kv_ctx *x)
+{
+	uint32_t small[64], *idx = small, max = 64;
+	int n, i, s = SHARDS_NONE;
+
+	if (x->argc > max) {
+		idx = malloc(sizeof(*idx) * x->argc);
+		if (idx == NULL)
+			return SHARDS_NONE;
+		max = x->argc;
+	}
+	n = kv_cmd_keys(cmd, x->argv, x->argc, idx, max);
+	for (i = 0; i < n && s != SHARDS_SEVERAL; i++) {
+		int k = kv.nshards == 1 ? 0 : (int)key_shard(&x->argv[idx[i]]);
+
+		s = s == SHARDS_NONE || s == k ? k : SHARDS_SEVERAL;
+	}
+	if (idx != small)
+		free(idx);
+	return s;
+}
+
+/* A command over keys of several shards, as a transaction (cmd_multi.c). */
+static void
+dispatch_multi(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
+{
+	struct kreq *kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
+
+	if (kr == NULL) {
+		kc_abort(kc);
+		return;
+	}
+	kc_enqueue(kc, kr);
+	if (cmd->multi != NULL)
+		cmd->multi(kr);
+	else
+		kv_multi_keys(kr);
+}
+
+/* Run it here at once if its keys are here and no transaction holds locks here (else
+ * as a part, which may wait behind them), on its one other shard, or as a transaction. */
+static void
+dispatch_keys(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
+{
+	struct kv_shard *sh = kc->sh;
+	int s = keys_shard(cmd, x);
+
+	if ((cmd->flags & KV_BLOCKING) && s != SHARDS_NONE)
+		kv_bpop_dispatch(kc, cmd, x, s >= 0 ? s : -1); /* it may wait: always a request */
+	else if (s == SHARDS_NONE || (s == (int)sh->index && kv_tx_clear(sh)))
+		run_here(kc, cmd, x);
+	else if (s >= 0)
+		dispatch_parts(kc, cmd, x, (unsigned)s);
+	else
+		dispatch_multi(kc, cmd, x);
+}
+
+static void
+run_command(struct kconn *kc)
+{
+	struct kv_shard *sh = kc->sh;
+	const struct kv_cmd *cmd;
+	struct kv_ctx x;
+	uint32_t i, argc = kc->rp.argc;
+	char err[200];
+
+	if (argc > sh->args_cap) {
+		uint32_t cap = sh->args_cap;
+		struct kv_arg *a;
+
+		while (cap < argc)
+			cap *= 2;
+		a = realloc(sh->args, sizeof(*a) * cap);
+		if (a == NULL) {
+			kc_abort(kc);
+			return;
+		}
+		sh->args = a;
+		sh->args_cap = cap;
+	}
+	for (i = 0; i < argc; i++) {
+		sh->args[i].p = kc->qbuf + kc->rp.argv[i].off;
+		sh->args[i].len = kc->rp.argv[i].len;
+	}
+	memset(&x, 0, sizeof(x));
+	x.sh = sh;
+	x.argc = argc;
+	x.argv = sh->args;
+	x.now_ms = sh->now_ms; /* one clock read per batch of input */
+	x.kc = kc;
+	cr_telemetry_add(kv.tel_cmds, 1);
+	if (is_http(&sh->args[0])) {
+		/* HTTP sent to the RESP port (a cross-protocol attack): close, no reply. */
+		CR_LOG(kv_log, WARNING, "client %llu sent '%s': HTTP on the RESP port; closing it",
+		       (unsigned long long)kc->id, sh->args[0].p);
+		kc_abort(kc);
+		return;
+	}
+	cmd = kv_cmd_lookup(sh->args[0].p, sh->args[0].len);
+	if (cmd != NULL && cmd->sub != NULL && argc >= 2) {
+		const struct kv_cmd *sub = kv_cmd_sub_lookup(cmd, sh->args[1].p, sh->args[1].len);
+
+		if (sub == NULL) {
+			char up[32];
+			size_t k;
+
+			for (k = 0; cmd->name[k] != '\0' && k < sizeof(up) - 1; k++)
+				up[k] = (char)(cmd->name[k] - 'a' + 'A');
+			up[k] = '\0';
+			i = (uint32_t)snprintf(err, sizeof(err),
+					       "ERR unknown subcommand '%.128s'. Try %s HELP.",
+					       sh->args[1].p, up);
+			kc_reply_error(kc, err, i < sizeof(err) ? i : sizeof(err) - 1);
+			return;
+		}
+		cmd = sub;
+	}
+	if (cmd == NULL) {
+		unknown_command(kc, sh->args, argc);
+		return;
+	}
+	if ((cmd->arity > 0 && (uint32_t)cmd->arity != argc) ||
+	    (cmd->arity < 0 && argc < (uint32_t)-cmd->arity)) {
+		struct rbuf *o = kc_local_out(kc);
+
+		if (o != NULL)
+			kv_reply_wrong_arity(o, cmd->name);
+		return;
+	}
+	if ((cmd->flags & KV_DENYOOM) && kv.maxmemory != 0 && kv_used_memory() > kv.maxmemory) {
+		kc_reply_error(kc, "OOM command not allowed when used memory > 'maxmemory'.", 55);
+		return;
+	}
+	if (cmd->precheck != NULL) {
+		x.out = kc_local_out(kc);
+		if (x.out == NULL) {
+			kc_abort(kc);
+			return;
+		}
+		if (!cmd->precheck(&x))
+			return;
+	}
+	switch (cmd->route) {
+	case KV_ROUTE_LOCAL:
+		run_here(kc, cmd, &x);
+		return;
+	case KV_ROUTE_KEY1: {
+		const struct kv_arg *k = &sh->args[cmd->first_key];
+		uint64_t h = kv_hash(k->p, k->len);
+		unsigned s = key_shard_h(k->p, k->len, h);
+
+		if (cmd->first_key == 1) {
+			x.h1 = h; /* the command's own lookup needs not hash it again */
+			x.h1_ok = true;
+		}
+		if (s == sh->index && kv_tx_clear(sh))
+			run_here(kc, cmd, &x);
+		else
+			dispatch_parts(kc, cmd, &x, s);
+		return;
+	}
+	case KV_ROUTE_KEYS:
+	case KV_ROUTE_MULTI:
+		dispatch_keys(kc, cmd, &x);
+		return;
+	case KV_ROUTE_ALL:
+		if (kv.nshards == 1 && cmd->merge != KV_MERGE_INFO && kv_tx_clear(sh))
+			run_here(kc, cmd, &x);
+		else
+			dispatch_parts(kc, cmd, &x, 0);
+		return;
+	case KV_ROUTE_SCAN:
+		dispatch_scan(kc, cmd, &x);
+		return;
+	}
+}
+
+static void
+protocol_error(struct kconn *kc, const char *err, size_t errlen)
+{
+	char buf[80];
+
+	atomic_fetch_add_explicit(&kv.proto_errors, 1, memory_order_relaxed);
+	cr_telemetry_add(kv.tel_proto, 1);
+	if (err == NULL) {
+		kc_reply_error(kc, "OOM out of memory parsing the request", 37);
+	} else {
+		memcpy(buf, "ERR ", 4);
+		if (errlen > sizeof(buf) - 4)
+			errlen = sizeof(buf) - 4;
+		memcpy(buf + 4, err, errlen);
+		kc_reply_error(kc, buf, errlen + 4);
+	}
+	kc->close_after = true;
+	kc->close_hard = true;
+}
+
+/* Drop the consumed part of the query buffer. */
+static void
+compact(struct kconn *kc)
+{
+	size_t keep = resp_parser_keep(&kc->rp, kc->qpos);
+
+	if (keep == 0)
+		return;
+	if (keep < kc->qlen)
+		memmove(kc->qbuf, kc->qbuf + keep, kc->qlen - keep);
+	kc->qlen -= keep;
+	kc->qpos -= keep;
+	resp_parser_shift(&kc->rp, keep);
+	if (kc->qlen == 0 && kc->qcap > KC_QBUF_SHRINK) {
+		char *n = realloc(kc->qbuf, KC_QBUF_INITIAL + 1);
+
+		if (n != NULL) {
+			kc->qbuf = n;
+			kc->qcap = KC_QBUF_INITIAL;
+		}
+	}
+}
+
+static void
+send_batch(struct kconn *kc)
+{
+	struct rbuf *b = &kc->sh->batch;
+
+	if (b->len > 0) {
+		kc_send(kc, b->p, b->len);
+		b->len = 0;
+	}
+	if (b->cap > 1024 * 1024) {
+		/* A huge reply went out: give the memory back. */
+		rb_fini(b);
+		rb_init(b, NULL, 0);
+	}
+}
+
+/* Read "<c><digits>\r\n" at *p: the number, or -1. */
+static long long
+scan_len(const char **p, const char *end, char c)
+{
+	const char *q = *p;
+	long long n = 0;
+
+	if (q >= end || *q != c)
+		return -1;
+	for (q++; q < end && *q >= '0' && *q <= '9'; q++)
+		if (n <= (1 << 20)) /* past the limit: refused below, without overflowing */
+			n = n * 10 + (*q - '0');
+	if (q + 1 >= end || q[0] != '\r' || n > (1 << 20))
+		return -1;
+	*p = q + 2;
+	return n;
+}
+
+#define PREFETCH_MAX 32
+
+/*
+ * Pipelined requests are memory-bound: each looks its key up in a table far bigger than
+ * the caches. Before running a batch, walk the complete multibulk requests in the
+ * buffer (without parsing them: a light scan of the lengths), and prefetch the bucket of
+ * each local key, then the first entry of each, so that the cache misses of the batch
+ * overlap instead of coming one after another.
+ */
+static void
+prefetch_batch(struct kconn *kc)
+{
+	const char *p = kc->qbuf + kc->qpos, *end = kc->qbuf + kc->qlen;
+	struct kv_store *st = kc->sh->store;
+	uint64_t hs[PREFETCH_MAX];
+	unsigned n = 0, i;
+
+	if (kc->rp.reqtype != 0)
+		return; /* in the middle of a request */
+	while (n < PREFETCH_MAX && p < end) {
+		long long argc = scan_len(&p, end, '*'), j, len;
+		const char *key = NULL;
+		size_t klen = 0;
+
+		if (argc < 2)
+			break;
+		for (j = 0; j < argc; j++) {
+			len = scan_len(&p, end, '$');
+			if (len < 0 || end - p < len + 2)
+				goto done;
+			if (j == 1) {
+				key = p;
+				klen = (size_t)len;
+			}
+			p += len + 2;
+		}
+		hs[n] = kv_hash(key, klen);
+		if (key_shard_h(key, klen, hs[n]) == kc->sh->index)
+			kv_prefetch_bucket(st, hs[n++]);
+	}
+done:
+	if (n < 2)
+		return;
+	for (i = 0; i < n; i++)
+		kv_prefetch_entry(st, hs[i]);
+}
+
+void
+kv_process_input(struct kconn *kc)
+{
+	kc->in_input = true;
+	kc->sh->now_ms = kv_now_ms();
+	prefetch_batch(kc);
+	while (kc->conn != NULL && kc->blocked == 0 && !kc->close_after) {
+		const char *err;
+		enum resp_result r;
+
+		r = resp_parse(&kc->rp, kc->qbuf, kc->qlen, &kc->qpos, &err);
+		if (r == RESP_NEED_MORE)
+			break;
+		if (r == RESP_ERROR) {
+			protocol_error(kc, err, kc->rp.errlen);
+			break;
+		}
+		run_command(kc);
+	}
+	if (kc->conn != NULL) {
+		compact(kc);
+		send_batch(kc);
+		kc_stop_reading_if_needed(kc);
+	} else {
+		kc->sh->batch.len = 0;
+	}
+	kv_outq_flush(kc->sh); /* the parts this input queued for other shards, in one go */
+	kv_lazy_kick(kc->sh);
+	kc->in_input = false;
+	kc_flush(kc); /* may free kc */
+}

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Reply order on a connection: the queue of requests whose replies are owed, where a
+ * reply made now goes (the lcore's batch buffer, or behind what is owed), and the flush
+ * that sends completed replies strictly in request order.
+ */
+#include <stdlib.h>
+
+#include "kv.h"
+
+void
+kc_enqueue(struct kconn *kc, struct kreq *kr)
+{
+	kr->next = NULL;
+	if (kc->tail != NULL)
+		kc->tail->next = kr;
+	else
+		kc->head = kr;
+	kc->tail = kr;
+	kc->queued++;
+}
+
+struct rbuf *
+kc_local_out(struct kconn *kc)
+{
+	struct kreq *t = kc->tail;
+
+	if (t == NULL)
+		return &kc->sh->batch;
+	if (t->coalesce)
+		return t->final;
+	/* A run of local replies behind an owed one: one request holds them all. */
+	t = kreq_new(kc->sh, kc, NULL, 0, NULL);
+	if (t == NULL)
+		return NULL;
+	t->coalesce = true;
+	t->done = true;
+	t->final = &t->one.out;
+	kc_enqueue(kc, t);
+	return t->final;
+}
+
+void
+kc_reply_error(struct kconn *kc, const char *s, size_t n)
+{
+	struct rbuf *o = kc_local_out(kc);
+
+	if (o != NULL)
+		rb_errorlen(o, s, n);
+}
+
+void
+kc_flush(struct kconn *kc)
+{
+	struct kv_shard *sh = kc->sh;
+	struct kreq *kr;
+
+	while ((kr = kc->head) != NULL && kr->done) {
+		if (kc->conn != NULL)
+			kc_send(kc, kr->final->p, kr->final->len);
+		kc->head = kr->next;
+		if (kc->head == NULL)
+			kc->tail = NULL;
+		kc->queued--;
+		kreq_free(sh, kr);
+	}
+	if (kc->conn == NULL) {
+		kc_maybe_free(kc);
+		return;
+	}
+	if (kc->close_after && kc->head == NULL) {
+		if (kc->close_hard)
+			kc_close_hard(kc);
+		else
+			cr_conn_close(kc->conn);
+		return;
+	}
+	if (kc->read_stopped && kc->queued < KC_MAX_QUEUED / 4 && kc->blocked == 0) {
+		kc->read_stopped = false;
+		cr_conn_read_start(kc->conn);
+	}
+}
+
+static void
+deferred_flush(void *arg)
+{
+	struct kconn *kc = arg;
+
+	kc->flush_pending = false;
+	kc_flush(kc); /* may free kc */
+}
+
+/*
+ * Replies completed by messages (other lcores answering) are sent once per turn per
+ * connection, after the turn's messages have run: the deferred phase follows the mailbox
+ * in a turn, so the answers of one burst leave in one send rather than one each.
+ */
+static void
+schedule_flush(struct kconn *kc)
+{
+	if (kc->flush_pending)
+		return;
+	if (cr_defer(deferred_flush, kc) == 0)
+		kc->flush_pending = true;
+	else
+		kc_flush(kc);
+}
+
+void
+kreq_finish(struct kreq *kr)
+{
+	struct kconn *kc = kr->kc;
+
+	kr->done = true;
+	if (kr->final == NULL)
+		kr->final = &kr->reply;
+	if (kr->on_done != NULL) {
+		kr->on_done(kr); /* not on the connection: its owner takes it (and frees it) */
+		return;
+	}
+	if (!kc->in_input)
+		schedule_flush(kc);
+}

@@ -1,0 +1,602 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The shard side of transactions (see txn.h): the lock table, holds, the FIFO wait queue,
+ * the admission of every part, and the late answers for what waited.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cr_log.h"
+#include "kv.h"
+
+CR_LOG_COMPONENT(txlock_log, "app.kv")
+
+struct kv_klock {
+	struct kd_node node;
+	uint32_t shared, excl;
+	uint32_t klen;
+	char key[];
+};
+
+struct kv_hold {
+	struct kv_hold *next, **pprev; /* the shard's holds, freed if it stops */
+	uint32_t n;
+	struct {
+		struct kv_klock *lk;
+		uint8_t excl;
+	} k[];
+};
+
+/* Keys a plain part may name and still be checked one by one; more: the whole shard. */
+#define NEEDS_MAX 64u
+
+/* What a part needs locked: keys (argv[first], argv[first + step]... up to last, or
+ * argv[idx[0..nidx)]), or the whole shard, or nothing. */
+struct needs {
+	const struct kv_arg *argv;
+	uint32_t first, step, last;
+	uint32_t nidx, idx[NEEDS_MAX];
+	const uint8_t *excl_each; /* a lock request's own modes, or NULL: all @p excl */
+	bool excl, whole, none;
+};
+
+/* A queued part or lock request: a copy of everything it needs. */
+struct kv_wait {
+	struct kv_wait *next;
+	bool lock;	     /* a transaction's lock request (else a plain part) */
+	unsigned origin;     /* the origin's shard index */
+	struct kpart *token; /* the part on the origin: only ever sent back */
+	uint64_t epoch;
+	void (*fn)(struct kv_ctx *x); /* what to run once admitted (NULL: nothing) */
+	bool nowait; /* a blocking pop whose client stopped waiting: it may not block */
+	struct needs needs;
+	uint8_t *excl;
+	uint32_t argc;
+	struct kv_arg *argv;
+	char data[];
+};
+
+/* A release sent to another shard. */
+struct kv_release {
+	void *hold;
+	uint64_t epoch;
+};
+
+static bool
+klock_eq(const struct kd_node *n, const void *key, size_t len)
+{
+	const struct kv_klock *k = (const struct kv_klock *)n;
+
+	return k->klen == len && memcmp(k->key, key, len) == 0;
+}
+
+static struct kv_klock *
+klock_find(struct kv_shard *sh, const struct kv_arg *k)
+{
+	return (struct kv_klock *)kd_find(&sh->tx.locks, kv_hash(k->p, k->len), k->p, k->len,
+					  klock_eq);
+}
+
+static void
+serving(struct kv_shard *sh, int delta)
+{
+	uint64_t before = sh->tx.serving;
+
+	sh->tx.serving += (uint64_t)(int64_t)delta;
+	/* Held locks and queued requests keep this lcore until they are answered. */
+	if (before == 0 && sh->tx.serving != 0)
+		(void)cr_lease_acquire(&sh->tx.lease_serving);
+	else if (before != 0 && sh->tx.serving == 0)
+		(void)cr_lease_release(&sh->tx.lease_serving);
+}
+
+void
+kv_tx_await(struct kv_shard *sh, int delta)
+{
+	uint64_t before = sh->tx.awaiting;
+
+	sh->tx.awaiting += (uint64_t)(int64_t)delta;
+	if (before == 0 && sh->tx.awaiting != 0)
+		(void)cr_lease_acquire(&sh->tx.lease_origin);
+	else if (before != 0 && sh->tx.awaiting == 0)
+		(void)cr_lease_release(&sh->tx.lease_origin);
+}
+
+static uint8_t
+mode_of(const struct needs *n, uint32_t i)
+{
+	return n->excl_each != NULL ? n->excl_each[(i - n->first) / n->step] : n->excl;
+}
+
+static bool
+conflicts(struct kv_shard *sh, const struct needs *n)
+{
+	uint32_t i;
+
+	if (n->none || sh->tx.held == 0)
+		return false;
+	if (n->whole)
+		return n->excl || sh->tx.excl_held != 0;
+	for (i = 0; i < n->nidx; i++) {
+		struct kv_klock *k = klock_find(sh, &n->argv[n->idx[i]]);
+
+		if (k != NULL && (k->excl != 0 || (n->excl && k->shared != 0)))
+			return true;
+	}
+	if (n->nidx != 0)
+		return false;
+	for (i = n->first; i <= n->last; i += n->step) {
+		struct kv_klock *k = klock_find(sh, &n->argv[i]);
+
+		if (k != NULL && (k->excl != 0 || (mode_of(n, i) && k->shared != 0)))
+			return true;
+	}
+	return false;
+}
+
+static void drop(struct kv_shard *sh, struct kv_hold *h);
+
+/* Lock the keys of @p n (no conflict: checked). @return the hold, or NULL (ENOMEM). */
+static struct kv_hold *
+take(struct kv_shard *sh, const struct needs *n)
+{
+	uint32_t count = (n->last - n->first) / n->step + 1, i, j = 0;
+	struct kv_hold *h = kv_malloc(sizeof(*h) + count * sizeof(h->k[0]));
+
+	if (h == NULL)
+		return NULL;
+	h->n = 0;
+	for (i = n->first; i <= n->last; i += n->step, j++) {
+		const struct kv_arg *a = &n->argv[i];
+		struct kv_klock *k = klock_find(sh, a);
+		uint8_t excl = mode_of(n, i);
+
+		if (k == NULL) {
+			k = kv_malloc(sizeof(*k) + a->len);
+			if (k == NULL)
+				break;
+			k->shared = k->excl = 0;
+			k->klen = (uint32_t)a->len;
+			memcpy(k->key, a->p, a->len);
+			k->node.hash = kv_hash(a->p, a->len);
+			if (kd_add(&sh->tx.locks, &k->node) != 0) {
+				kv_free(k);
+				break;
+			}
+		}
+		if (excl) {
+			k->excl++;
+			sh->tx.excl_held++;
+		} else {
+			k->shared++;
+		}
+		sh->tx.held++;
+		h->k[h->n].lk = k;
+		h->k[h->n++].excl = excl;
+	}
+	h->next = sh->tx.holds;
+	if (h->next != NULL)
+		h->next->pprev = &h->next;
+	h->pprev = &sh->tx.holds;
+	sh->tx.holds = h;
+	if (h->n != count) {
+		drop(sh, h); /* half taken: give it back */
+		return NULL;
+	}
+	serving(sh, 1);
+	return h;
+}
+
+static void
+drop(struct kv_shard *sh, struct kv_hold *h)
+{
+	uint32_t i;
+
+	*h->pprev = h->next;
+	if (h->next != NULL)
+		h->next->pprev = h->pprev;
+	for (i = 0; i < h->n; i++) {
+		struct kv_klock *k = h->k[i].lk;
+
+		if (h->k[i].excl) {
+			k->excl--;
+			sh->tx.excl_held--;
+		} else {
+			k->shared--;
+		}
+		sh->tx.held--;
+		if (k->shared == 0 && k->excl == 0) {
+			kd_unlink(&sh->tx.locks, &k->node);
+			kv_free(k);
+		}
+	}
+	kv_free(h);
+}
+
+/* ---- what a plain part touches ---- */
+
+static void
+plain_needs(const struct kpart *p, struct needs *n)
+{
+	const struct kv_cmd *cmd = p->kr->cmd;
+
+	memset(n, 0, sizeof(*n));
+	n->argv = p->argv;
+	n->step = 1;
+	if (cmd == NULL || p->fn == cmd_bw_watch) { /* a watch reads nothing */
+		n->none = true;
+		return;
+	}
+	n->excl = (cmd->flags & KV_WRITE) != 0;
+	switch (cmd->route) {
+	case KV_ROUTE_KEY1:
+		n->first = n->last = (uint32_t)cmd->first_key;
+		break;
+	case KV_ROUTE_KEYS:
+		n->first = 1;
+		n->step = (uint32_t)cmd->step;
+		n->last = p->argc - 1;
+		break;
+	case KV_ROUTE_ALL:
+	case KV_ROUTE_SCAN:
+		n->whole = cmd->merge != KV_MERGE_INFO;
+		n->none = cmd->merge == KV_MERGE_INFO;
+		break;
+	case KV_ROUTE_MULTI: {
+		int k = kv_cmd_keys(cmd, p->argv, p->argc, n->idx, NEEDS_MAX);
+
+		if (k < 0 || (uint32_t)k == NEEDS_MAX)
+			n->whole = true; /* malformed, or many keys: wait for every lock */
+		else if (k == 0)
+			n->none = true;
+		else
+			n->nidx = (uint32_t)k;
+		return;
+	}
+	default:
+		n->none = true;
+		break;
+	}
+	if (!n->none && !n->whole && n->first >= p->argc)
+		n->none = true;
+}
+
+static void
+lock_needs(const struct kpart *p, struct needs *n)
+{
+	memset(n, 0, sizeof(*n));
+	n->argv = p->lock->keys;
+	n->first = 0;
+	n->step = 1;
+	n->last = p->lock->nkeys - 1;
+	n->excl_each = p->lock->excl;
+	n->none = p->lock->nkeys == 0;
+}
+
+/* ---- running ---- */
+
+/* Run @p fn; @p from says for whom (NULL: a transaction's own step, which never waits).
+ * @return true if the command waits on this shard (a blocking pop): its answer comes
+ * later. */
+static bool
+run(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc, const struct kv_arg *argv,
+    struct rbuf *out, struct kv_from *from)
+{
+	struct kv_ctx x = {
+	    .sh = sh,
+	    .argc = argc,
+	    .argv = argv,
+	    .out = out,
+	    .now_ms = kv_now_ms(),
+	    .from = from,
+	};
+
+	if (fn != NULL)
+		fn(&x);
+	if (kv_bw_pending(sh))
+		kv_bw_serve(sh); /* a list or sorted set its clients wait for was made */
+	return from != NULL && from->parked;
+}
+
+/* Run a plain part: it may wait on this shard (then p->state gets KP_PARKED). @return
+ * true if it answered. */
+static bool
+run_plain(struct kv_shard *sh, struct kpart *p)
+{
+	struct kv_from from = {.token = p, .origin = p->origin, .epoch = p->epoch, .fn = p->fn};
+
+	if (!run(sh, p->fn, p->argc, p->argv, &p->out, &from))
+		return true;
+	p->state |= KP_PARKED;
+	return false;
+}
+
+/* Copy a part that must wait into the queue. */
+static int
+park(struct kv_shard *sh, struct kpart *p, const struct needs *n, bool lock)
+{
+	size_t size = sizeof(struct kv_wait), i;
+	uint32_t nk = lock ? p->lock->nkeys : 0;
+	const struct kv_arg *src = lock ? p->lock->keys : p->argv;
+	uint32_t argc = lock ? nk : p->argc;
+	struct kv_wait *w;
+	char *d;
+
+	/* A lock request's keys and a plain part's arguments are both copied as argv; a lock
+	 * request with a part to run copies that part's arguments after its keys. */
+	size += (size_t)(argc + (lock ? p->argc : 0)) * sizeof(struct kv_arg) + nk;
+	for (i = 0; i < argc; i++)
+		size += src[i].len + 1;
+	for (i = 0; lock && i < p->argc; i++)
+		size += p->argv[i].len + 1;
+	w = kv_malloc(size);
+	if (w == NULL)
+		return -ENOMEM;
+	memset(w, 0, sizeof(*w));
+	w->lock = lock;
+	w->origin = p->origin;
+	w->token = p;
+	w->epoch = p->epoch;
+	w->fn = p->fn;
+	w->needs = *n;
+	w->argv = (struct kv_arg *)w->data;
+	d = (char *)(w->argv + argc + (lock ? p->argc : 0));
+	if (lock) {
+		w->excl = (uint8_t *)d;
+		memcpy(w->excl, p->lock->excl, nk);
+		d += nk;
+	}
+	for (i = 0; i < argc + (lock ? p->argc : 0); i++) {
+		const struct kv_arg *a = i < argc ? &src[i] : &p->argv[i - argc];
+
+		memcpy(d, a->p, a->len);
+		d[a->len] = '\0';
+		w->argv[i].p = d;
+		w->argv[i].len = a->len;
+		d += a->len + 1;
+	}
+	w->needs.argv = w->argv;
+	w->needs.excl_each = lock ? w->excl : NULL;
+	w->argc = lock ? p->argc : p->argc;
+	w->next = NULL;
+	*sh->tx.wq_tail = w;
+	sh->tx.wq_tail = &w->next;
+	sh->tx.waiting++;
+	sh->tx.parked_total++;
+	serving(sh, 1);
+	p->state |= KP_PARKED;
+	return 0;
+}
+
+/* The arguments a queued item runs with (a lock request's come after its keys). */
+static const struct kv_arg *
+wait_args(const struct kv_wait *w)
+{
+	return w->lock ? w->argv + (w->needs.none ? 0 : w->needs.last + 1) : w->argv;
+}
+
+bool
+kv_tx_clear(struct kv_shard *sh)
+{
+	return sh->tx.held == 0 && sh->tx.wq_head == NULL;
+}
+
+bool
+kv_tx_run_part(struct kv_shard *sh, struct kpart *p)
+{
+	struct needs n;
+	struct kv_hold *h;
+
+	if (p->kind == KP_TX_HOP) {
+		run(sh, p->fn, p->argc, p->argv, &p->out, NULL); /* under its transaction's locks */
+		return true;
+	}
+	if (p->kind == KP_PLAIN) {
+		if (kv_tx_clear(sh))
+			return run_plain(sh, p);
+		plain_needs(p, &n);
+	} else {
+		lock_needs(p, &n);
+	}
+	if (sh->tx.wq_head != NULL || conflicts(sh, &n)) {
+		if (park(sh, p, &n, p->kind == KP_TX_LOCK) == 0)
+			return false;
+		rb_reset(&p->out);
+		rb_error(&p->out, "OOM out of memory queueing behind a transaction");
+		return true;
+	}
+	if (p->kind == KP_TX_LOCK) {
+		h = n.none ? NULL : take(sh, &n);
+		if (h == NULL && !n.none) {
+			rb_reset(&p->out);
+			rb_error(&p->out, "OOM out of memory taking locks");
+			return true;
+		}
+		p->lock->hold = h;
+		p->lock->hold_epoch = sh->tx.epoch;
+		sh->tx.tx_total++;
+		run(sh, p->fn, p->argc, p->argv, &p->out, NULL);
+		return true;
+	}
+	return run_plain(sh, p);
+}
+
+static void
+late_send(struct kv_shard *sh, const struct kv_wait *w, struct kv_hold *h, const struct rbuf *r)
+{
+	if (kv_tx_late(sh, w->origin, w->token, w->epoch, h, r->p, r->len) != 0) {
+		CR_LOG(txlock_log, ERR, "out of memory answering a queued part; its client waits");
+		if (h != NULL)
+			kv_tx_release_here(sh, h);
+	}
+}
+
+/* Serve the queue from its head while the head can run. */
+static void
+drain(struct kv_shard *sh)
+{
+	struct kv_wait *w;
+
+	while ((w = sh->tx.wq_head) != NULL && !conflicts(sh, &w->needs)) {
+		struct kv_hold *h = NULL;
+		struct rbuf out;
+
+		sh->tx.wq_head = w->next;
+		if (sh->tx.wq_head == NULL)
+			sh->tx.wq_tail = &sh->tx.wq_head;
+		sh->tx.waiting--;
+		rb_init(&out, NULL, 0);
+		if (w->lock && !w->needs.none) {
+			h = take(sh, &w->needs);
+			if (h == NULL)
+				rb_error(&out, "OOM out of memory taking locks");
+			else
+				sh->tx.tx_total++;
+		}
+		if (w->lock && (h != NULL || w->needs.none)) {
+			run(sh, w->fn, w->argc, wait_args(w), &out, NULL);
+			late_send(sh, w, h, &out);
+		} else if (w->lock) {
+			late_send(sh, w, h, &out);
+		} else {
+			struct kv_from from = {
+			    .token = w->token, .origin = w->origin, .epoch = w->epoch, .fn = w->fn};
+
+			if (!run(sh, w->fn, w->argc, wait_args(w), &out, w->nowait ? NULL : &from))
+				late_send(sh, w, h, &out);
+		}
+		rb_fini(&out);
+		serving(sh, -1);
+		kv_free(w);
+	}
+}
+
+void
+kv_tx_release_here(struct kv_shard *sh, void *hold)
+{
+	if (hold == NULL)
+		return;
+	drop(sh, hold);
+	serving(sh, -1);
+	drain(sh);
+	if (kv_bw_pending(sh))
+		kv_bw_serve(sh); /* what waited for these keys while they were locked */
+}
+
+bool
+kv_tx_key_locked(struct kv_shard *sh, const char *key, size_t len)
+{
+	struct kv_arg a = {.p = key, .len = len};
+
+	return sh->tx.held != 0 && klock_find(sh, &a) != NULL;
+}
+
+bool
+kv_tx_wait_cancel(struct kv_shard *sh, unsigned origin, struct kpart *token, uint64_t epoch)
+{
+	struct kv_wait *w;
+
+	for (w = sh->tx.wq_head; w != NULL; w = w->next)
+		if (!w->lock && w->origin == origin && w->token == token && w->epoch == epoch) {
+			w->nowait = true;
+			return true;
+		}
+	return false;
+}
+
+static void
+release_recv(void *arg)
+{
+	struct kv_release *r = arg;
+	struct kv_shard *sh = kv_here();
+
+	if (r->epoch == sh->tx.epoch)
+		kv_tx_release_here(sh, r->hold);
+	free(r);
+}
+
+void
+kv_tx_release(unsigned shard, void *hold, uint64_t epoch)
+{
+	struct kv_shard *target = kv.shards[kv.shard_lcore[shard]];
+	struct kv_release *r;
+	int rc;
+
+	if (hold == NULL)
+		return;
+	if (target == kv_here()) {
+		if (epoch == target->tx.epoch)
+			kv_tx_release_here(target, hold);
+		return;
+	}
+	r = malloc(sizeof(*r));
+	if (r == NULL) {
+		CR_LOG(txlock_log, ERR, "out of memory releasing locks on shard %u", shard);
+		return;
+	}
+	r->hold = hold;
+	r->epoch = epoch; /* the incarnation that granted it: a later one ignores it */
+	rc = cr_send(kv.shard_lcore[shard], release_recv, r);
+	if (rc != 0) {
+		/* -ESHUTDOWN: that shard is gone, its locks with it. -EAGAIN: a full mailbox;
+		 * the locks stay taken until its lcore stops (logged, never silent). */
+		if (rc == -EAGAIN)
+			CR_LOG(txlock_log, ERR, "releasing locks on shard %u: %s", shard,
+			       cr_strerror(rc));
+		free(r);
+	}
+}
+
+void
+kv_tx_shard_init(struct kv_shard *sh)
+{
+	kd_init(&sh->tx.locks);
+	sh->tx.wq_head = NULL;
+	sh->tx.wq_tail = &sh->tx.wq_head;
+	sh->tx.held = sh->tx.excl_held = sh->tx.waiting = 0;
+	sh->tx.awaiting = sh->tx.serving = 0;
+	sh->tx.holds = NULL;
+	sh->tx.epoch++;
+	kv_tx_late_init(sh);
+}
+
+static void
+free_klock(struct kd_node *n)
+{
+	kv_free(n);
+}
+
+void
+kv_tx_shard_fini(struct kv_shard *sh)
+{
+	struct kv_wait *w;
+	unsigned budget = ~0u;
+
+	kv_tx_late_flush(sh);
+	/* What still waits gets an error, if its origin can hear it. */
+	while ((w = sh->tx.wq_head) != NULL) {
+		struct rbuf out;
+
+		sh->tx.wq_head = w->next;
+		rb_init(&out, NULL, 0);
+		rb_error(&out, "ERR the shard of this key is unavailable (stopping)");
+		late_send(sh, w, NULL, &out);
+		rb_fini(&out);
+		kv_free(w);
+	}
+	sh->tx.wq_tail = &sh->tx.wq_head;
+	kv_tx_late_fini(sh); /* what cannot be sent now is dropped */
+	/* Holds still out are abandoned with their locks; releases for them that come
+	 * later carry this incarnation's epoch and are ignored by the next. */
+	while (sh->tx.holds != NULL) {
+		struct kv_hold *h = sh->tx.holds;
+
+		sh->tx.holds = h->next;
+		kv_free(h);
+	}
+	kd_drain(&sh->tx.locks, free_klock, &budget);
+	sh->tx.held = sh->tx.excl_held = 0;
+	(void)cr_lease_release(&sh->tx.lease_serving);
+	(void)cr_lease_release(&sh->tx.lease_origin);
+}

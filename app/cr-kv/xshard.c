@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Parts between shards: a request's parts are run at once for the local shard and
+ * queued per target shard for the others; each target's queue goes to its lcore as one
+ * cr_call() (struct kbatch), is run there in order, and comes back; a request whose parts
+ * have all answered is complete (merged, or handed to its continuation).
+ *
+ * Remote parts travel in batches: a part for another shard is queued on this lcore's
+ * out-queue for that shard, and the queue goes as one cr_call() at the end of the input
+ * being parsed, or at the end of the turn for parts queued by completions. One message
+ * then carries a pipeline's worth of parts, and the owner prefetches all their keys
+ * before running them. The queue is FIFO per target, so one client's parts still reach
+ * each shard in the order issued. A full mailbox (-EAGAIN) leaves the queue as it is, to
+ * go with the next attempt (next turn).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "cr_telemetry.h"
+#include "kv.h"
+
+struct kbatch {
+	struct cr_call call;
+	struct kbatch *next_free;
+	struct kpart *head;
+	unsigned n;
+};
+
+#define BATCH_MAX 256u
+
+/* On the shard's lcore: prefetch every part's first key, then run (or queue, behind a
+ * transaction's locks) each in order. */
+static void
+batch_run(void *arg)
+{
+	struct kbatch *b = arg;
+	struct kv_shard *sh = kv_here();
+	struct kpart *p;
+
+	for (p = b->head; p != NULL; p = p->next_out)
+		if (p->argc >= 2)
+			kv_prefetch_bucket(sh->store, kv_hash(p->argv[1].p, p->argv[1].len));
+	for (p = b->head; p != NULL; p = p->next_out)
+		(void)kv_tx_run_part(sh, p);
+	kv_lazy_kick(sh);
+}
+
+static void
+kreq_complete(struct kreq *kr)
+{
+	if (kr->cont != NULL) {
+		kr->cont(kr);
+		return;
+	}
+	if (kr->nparts == 1 && kr->cmd->merge == KV_MERGE_ONE) {
+		kr->final = &kr->one.out;
+	} else {
+		kv_merge(kr, &kr->reply);
+		kr->final = &kr->reply;
+	}
+	kreq_finish(kr);
+}
+
+/* A request part's answer is in (the on_answer of every kreq_launch()ed part). */
+static void
+kreq_part_done(struct kpart *p)
+{
+	struct kreq *kr = p->kr;
+
+	if (--kr->left == 0 && kr->sent == kr->nparts)
+		kreq_complete(kr); /* may free kr, and p with it */
+}
+
+static void
+part_answered(struct kpart *p)
+{
+	p->on_answer(p); /* may free p */
+}
+
+/* The part was queued behind locks: its answer comes as a message (txlock.c). */
+static void
+part_parked(struct kv_shard *sh, struct kpart *p)
+{
+	if (p->state & KP_EARLY) {
+		p->state = 0;
+		part_answered(p);
+		return;
+	}
+	p->state |= KP_AWAITING;
+	if (!p->nolease)
+		kv_tx_await(sh, 1);
+}
+
+static void
+batch_put(struct kv_shard *sh, struct kbatch *b)
+{
+	b->next_free = sh->free_batches;
+	sh->free_batches = b;
+}
+
+/* Back on the client's lcore: each part is answered, in order. */
+static void
+batch_done(void *arg)
+{
+	struct kbatch *b = arg;
+	struct kv_shard *sh = kv_here();
+	struct kpart *p = b->head, *next;
+
+	batch_put(sh, b);
+	for (; p != NULL; p = next) {
+		next = p->next_out;
+		if (p->state & KP_PARKED)
+			part_parked(sh, p);
+		else
+			part_answered(p);
+	}
+}
+
+static void outq_task(void *arg);
+
+static void
+outq_timer(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	outq_task(arg);
+}
+
+/* Send the out-queues at the end of this turn (or, if the defer queue is full, in a
+ * tick). */
+static void
+outq_arm(struct kv_shard *sh)
+{
+	if (sh->outq_armed)
+		return;
+	sh->outq_armed = true;
+	if (cr_defer(outq_task, sh) != 0)
+		cr_timer_start(&sh->outq_timer, 1);
+}
+
+static void
+outq_send(struct kv_shard *sh, unsigned t)
+{
+	struct kbatch *b = sh->free_batches;
+	struct kpart *p, *next;
+	int rc;
+
+	if (b != NULL) {
+		sh->free_batches = b->next_free;
+	} else {
+		b = malloc(sizeof(*b));
+		if (b == NULL) {
+			outq_arm(sh); /* try again later */
+			return;
+		}
+	}
+	b->head = sh->outq_head[t];
+	b->n = sh->outq_n[t];
+	rc = cr_call(kv.shard_lcore[t], &b->call, batch_run, b, batch_done, b);
+	if (rc == -EAGAIN) {
+		batch_put(sh, b);
+		outq_arm(sh);
+		return;
+	}
+	sh->outq_head[t] = NULL;
+	sh->outq_tail[t] = &sh->outq_head[t];
+	sh->outq_n[t] = 0;
+	if (rc == 0) {
+		cr_telemetry_add(kv.tel_remote, b->n);
+		return;
+	}
+	/* The shard's lcore is gone (retired, or stopping): every part fails. */
+	batch_put(sh, b);
+	for (p = b->head; p != NULL; p = next) {
+		next = p->next_out;
+		rb_reset(&p->out);
+		rb_errorf(&p->out, "ERR the shard of this key is unavailable (%s)",
+			  cr_strerror(rc));
+		part_answered(p);
+	}
+}
+
+void
+kv_outq_flush(struct kv_shard *sh)
+{
+	unsigned t;
+
+	for (t = 0; t < kv.nshards; t++)
+		if (sh->outq_head[t] != NULL)
+			outq_send(sh, t);
+}
+
+static void
+outq_task(void *arg)
+{
+	struct kv_shard *sh = arg;
+
+	sh->outq_armed = false;
+	cr_timer_stop(&sh->outq_timer);
+	kv_outq_flush(sh);
+}
+
+static void
+outq_push(struct kv_shard *sh, struct kpart *p)
+{
+	unsigned t = p->shard;
+
+	p->next_out = NULL;
+	*sh->outq_tail[t] = p;
+	sh->outq_tail[t] = &p->next_out;
+	if (++sh->outq_n[t] >= BATCH_MAX)
+		outq_send(sh, t);
+}
+
+static void
+prepare(struct kv_shard *sh, struct kpart *p)
+{
+	p->epoch = sh->tx.epoch;
+	p->origin = sh->index;
+	p->state = 0;
+}
+
+void
+kv_part_send(struct kv_shard *sh, struct kpart *p)
+{
+	prepare(sh, p);
+	if (p->shard != sh->index) {
+		outq_push(sh, p);
+		outq_arm(sh); /* at the end of this turn, with whatever else is queued */
+		return;
+	}
+	if (kv_tx_run_part(sh, p))
+		part_answered(p);
+	else
+		part_parked(sh, p);
+}
+
+void
+kreq_launch(struct kreq *kr)
+{
+	struct kconn *kc = kr->kc;
+	struct kv_shard *sh = kc->sh;
+
+	while (kr->sent < kr->nparts) {
+		struct kpart *p = &kr->parts[kr->sent++];
+
+		prepare(sh, p);
+		if (p->on_answer == NULL)
+			p->on_answer = kreq_part_done;
+		if (p->shard != sh->index)
+			outq_push(sh, p);
+		else if (kv_tx_run_part(sh, p))
+			kr->left--; /* answered: counted here, completed below */
+		else
+			part_parked(sh, p);
+	}
+	if (kr->left == 0)
+		kreq_complete(kr); /* may free kr */
+	else if (!kc->in_input)
+		outq_arm(sh); /* kv_process_input() sends what it queued itself */
+}
+
+void
+kv_xshard_init(struct kv_shard *sh)
+{
+	unsigned t;
+
+	for (t = 0; t < CR_MAX_LCORES; t++)
+		sh->outq_tail[t] = &sh->outq_head[t];
+	cr_timer_init(&sh->outq_timer, outq_timer, sh);
+}
+
+void
+kv_xshard_fini(struct kv_shard *sh)
+{
+	cr_timer_stop(&sh->outq_timer);
+	while (sh->free_batches != NULL) {
+		struct kbatch *b = sh->free_batches;
+
+		sh->free_batches = b->next_free;
+		free(b);
+	}
+}
