@@ -115,9 +115,27 @@ conn_eof(struct cr_conn *c)
 	kc->close_after = true;
 }
 
+/*
+ * Asked on a closing lcore: closing now loses nothing when no command is half-read or
+ * parsed and not yet run, and every reply owed has been handed to lib/net (which sends
+ * what it holds before the EOF). A client blocked in BLPOP and its kind is at a boundary:
+ * its wait is cancelled as a Redis shutdown cancels it, rather than holding the lcore up
+ * for a timeout that may be forever.
+ */
+static bool
+conn_at_boundary(struct cr_conn *c)
+{
+	struct kconn *kc = cr_conn_data(c);
+
+	if (kc == NULL || kc->bpop != NULL)
+		return true;
+	return kc->head == NULL && !kc->have_cmd && kc->rp.reqtype == 0 && kc->qpos == kc->qlen;
+}
+
 const struct cr_conn_ops kv_conn_ops = {
     .on_open = conn_open,
     .on_data = conn_data,
     .on_eof = conn_eof,
     .on_close = conn_close,
+    .at_boundary = conn_at_boundary,
 };
