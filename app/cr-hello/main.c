@@ -197,11 +197,12 @@ configure(int argc, char **argv, void *arg)
 	return 0;
 }
 
+static struct cr_timer stop_timer; /* --run-for */
+
 /* On the main lcore, every lcore up: the token starts its first lap. */
 static int
 start(void *arg)
 {
-	static struct cr_timer stop_timer;
 	char cl[256];
 
 	(void)arg;
@@ -216,6 +217,18 @@ start(void *arg)
 	}
 	pass(&tok);
 	return 0;
+}
+
+/* The timers live on the main lcore: a stop cancels them there, so none is left armed. */
+static void
+shutdown(unsigned lcore, void *arg)
+{
+	(void)arg;
+	if (lcore != cr_lcore_main())
+		return;
+	(void)cr_timer_stop(&tok.pause);
+	if (run_for > 0)
+		(void)cr_timer_stop(&stop_timer);
 }
 
 static int
@@ -245,6 +258,7 @@ main(int argc, char **argv)
 		.n_opts = sizeof(opts) / sizeof(opts[0]),
 		.configure = configure,
 		.start = start,
+		.shutdown = shutdown,
 		.fini = fini,
 	};
 

@@ -63,6 +63,9 @@ class Started:
             raise Failure("%s did not stop on SIGINT" % self.argv[0])
         check(self.proc.returncode == 0,
               "%s exited %d: %r" % (self.argv[0], self.proc.returncode, err))
+        # An app cancels its own timers when it stops; the reactor's notice means one forgot.
+        check(b"still armed" not in err,
+              "%s left timers or pollers armed at its stop: %r" % (self.argv[0], err))
         return (self.out + out).decode(errors="replace"), err.decode(errors="replace")
 
 
