@@ -42,14 +42,17 @@ class Rates(unittest.TestCase):
         cls.top = crlive.load_tool(TOOL)
 
     def test_rates_from_two_samples(self):
-        prev = stats(1_000_000_000, [lc(0, turns=100, busy_ns=0, msgs_in=10, cqes=5),
+        prev = stats(1_000_000_000, [lc(0, turns=100, busy_ns=0, msgs_in=10, cqes=5,
+                                        spin_ns=100_000_000),
                                      lc(1, turns=0)])
-        cur = stats(3_000_000_000, [lc(0, turns=300, busy_ns=500_000_000, msgs_in=30, cqes=9),
+        cur = stats(3_000_000_000, [lc(0, turns=300, busy_ns=500_000_000, msgs_in=30, cqes=9,
+                                       spin_ns=300_000_000),
                                     lc(1, inc=2, turns=50, net_connections=7)])
         rows = self.top.compute_rows(prev, cur, [{"lcore": 0, "cpu": 4}, {"lcore": 1, "cpu": 5}])
         r0, r1 = rows
         self.assertEqual((r0["cpu"], r0["turns"], r0["msgs"], r0["cqes"]), (4, 100, 10, 2))
         self.assertAlmostEqual(r0["busy"], 25.0)
+        self.assertAlmostEqual(r0["spin"], 10.0)
         self.assertIsNone(r0["conns"])
         # Restarted (new incarnation): no rates until the next sample.
         self.assertIsNone(r1["turns"])
@@ -59,6 +62,7 @@ class Rates(unittest.TestCase):
         total = self.top.total_row(rows)
         self.assertEqual((total["turns"], total["conns"]), (100, 7))
         self.assertAlmostEqual(total["busy"], 25.0)
+        self.assertAlmostEqual(total["spin"], 10.0)
 
     def test_first_sample_has_no_rates(self):
         rows = self.top.compute_rows(None, stats(5, [lc(0, turns=9)]), [])
@@ -174,9 +178,9 @@ class Live(unittest.TestCase):
         lines = r.stdout.splitlines()
         for line in lines[2:2 + len(self.lcores)]:
             cells = line.split()
-            for col in (3, 4, 5):  # BUSY%, TURNS/s, MSGS/s
+            for col in (3, 4, 5, 6):  # BUSY%, SPIN%, TURNS/s, MSGS/s
                 self.assertNotEqual(cells[col], "-", line)
-            self.assertGreater(float(cells[4]), 0, line)
+            self.assertGreater(float(cells[5]), 0, line)
 
     def test_reader_gone(self):
         """`cr-top -b | head`: no traceback, exit 0."""
