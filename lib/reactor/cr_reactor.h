@@ -199,7 +199,49 @@ unsigned cr_lcore_next(unsigned prev);
  *         closed (offline, stopping); -EAGAIN the target's mailbox (or the sender's buffer
  *         for it) is full.
  */
-int cr_send(unsigned lcore, cr_msg_fn fn, void *arg);
+static inline int cr_send(unsigned lcore, cr_msg_fn fn, void *arg);
+
+/** @cond PRIVATE */
+/*
+ * cr_send()'s fast path, inline: on an lcore that already holds the target's mailbox
+ * admission this turn and has room in its buffer for it, a send is an append to that
+ * buffer, with no call. Everything else (the first send to a target in a turn, the send
+ * that fills the buffer, foreign threads, a stopping lcore) goes to cr__send(). The layout
+ * is the library's; apps use cr_send().
+ */
+struct cr__outbox {
+	struct cr_msg msgs[CR_SEND_FLUSH];
+	uint16_t n;
+	bool held;   /* the target's mailbox admission is ours until the end of the turn */
+	bool listed; /* in the sender's list of targets to flush */
+};
+int cr__send(unsigned lcore, cr_msg_fn fn, void *arg);
+#ifndef __cplusplus
+/* This thread's outboxes while it runs an lcore that may send, else NULL. */
+extern _Thread_local struct cr__outbox *cr__send_out __attribute__((tls_model("initial-exec")));
+
+static inline int
+cr_send(unsigned lcore, cr_msg_fn fn, void *arg)
+{
+	struct cr__outbox *out = cr__send_out;
+
+	if (out != NULL && lcore < CR_MAX_LCORES && fn != NULL && out[lcore].held &&
+	    out[lcore].n < CR_SEND_FLUSH - 1) {
+		out[lcore].msgs[out[lcore].n].fn = fn;
+		out[lcore].msgs[out[lcore].n].arg = arg;
+		out[lcore].n++;
+		return 0;
+	}
+	return cr__send(lcore, fn, arg);
+}
+#else
+static inline int
+cr_send(unsigned lcore, cr_msg_fn fn, void *arg)
+{
+	return cr__send(lcore, fn, arg);
+}
+#endif
+/** @endcond */
 
 /**
  * Send up to @p n messages to lcore @p lcore as one burst, straight into its mailbox ring:

@@ -48,13 +48,8 @@ struct lcore_counters {
 			      memory_order_relaxed)
 #define CR_STAT_SET(lc, field, v) atomic_store_explicit(&(lc)->stats.field, (v), memory_order_relaxed)
 
-/* A sender's buffer towards one target (rule 7: flush at CR_SEND_FLUSH or end of turn). */
-struct outbox {
-	struct cr_msg msgs[CR_SEND_FLUSH];
-	uint16_t n;
-	bool held;   /* we hold the target's mailbox admission while n > 0 */
-	bool listed; /* the target is in the sender's dirty list */
-};
+/* A sender's buffer towards one target (rule 7: flush at CR_SEND_FLUSH or end of turn) is
+ * struct cr__outbox, in cr_reactor.h for cr_send()'s inline append. */
 
 struct cr_poller {
 	cr_poller_fn fn;
@@ -107,7 +102,7 @@ struct cr_lcore {
 	/* Owner only from here on. */
 	_Alignas(64) uint64_t now; /* start of the current turn */
 	unsigned last_work;	   /* work done by the last turn, for busy/idle accounting */
-	struct outbox *out;		   /* [CR_MAX_LCORES], by target id */
+	struct cr__outbox *out;		   /* [CR_MAX_LCORES], by target id */
 	uint16_t dirty[CR_MAX_LCORES];	   /* targets with buffered messages */
 	unsigned n_dirty;
 	struct cr_call *backlog, **backlog_tail; /* hops waiting for mailbox room */
@@ -179,6 +174,14 @@ cr__lcore(unsigned id)
 			       atomic_load_explicit(&cr__lcores[id].exists, memory_order_acquire)
 		       ? &cr__lcores[id]
 		       : NULL;
+}
+
+/* This thread runs @p lc now (NULL: none); cr_send()'s inline path follows it. */
+static inline void
+cr__set_cur(struct cr_lcore *lc)
+{
+	cr__cur = lc;
+	cr__send_out = lc != NULL && lc->phase != LP_GONE ? lc->out : NULL;
 }
 
 /* reactor_lcore.c: per-lcore set-up and tear-down, shared with the harness. */

@@ -18,6 +18,7 @@ CR_LOG_COMPONENT(log_reactor, "lib.reactor");
 struct cr_lcore cr__lcores[CR_MAX_LCORES];
 struct cr_runtime cr__rt = {.clock = cr_clock_ns};
 _Thread_local struct cr_lcore *cr__cur;
+_Thread_local struct cr__outbox *cr__send_out __attribute__((tls_model("initial-exec")));
 static pthread_t main_thread;
 
 
@@ -207,6 +208,7 @@ lcore_leave(struct cr_lcore *lc)
 {
 	/* Nothing would flush or run what the hooks send or defer from here on. */
 	lc->phase = LP_GONE;
+	cr__send_out = NULL; /* cr_send() takes the slow path, which refuses */
 	if (cr__rt.hooks.on_lcore_stop != NULL)
 		cr__rt.hooks.on_lcore_stop(lc->id, cr__rt.hooks.arg);
 	cr__modules_stop(lc->id);
@@ -223,7 +225,7 @@ lcore_thread(void *arg)
 	void *done_arg;
 	int rc;
 
-	cr__cur = lc;
+	cr__set_cur(lc);
 	/* Log lines go through the log thread: an lcore never waits on a write (rule 2).
 	 * If that cannot be set up, the lcore writes its lines itself. */
 	(void)cr_log_attach(lc->id);
@@ -234,7 +236,7 @@ lcore_thread(void *arg)
 			cr__lcore_backend_stop(lc);
 	}
 	if (rc != 0) {
-		cr__cur = NULL;
+		cr__set_cur(NULL);
 		lc->start_err = rc;
 		cr_log_detach();
 		lc->start_failed = true;
@@ -245,7 +247,7 @@ lcore_thread(void *arg)
 	cr__lcore_loop(lc);
 	lcore_leave(lc);
 	cr_log_detach();
-	cr__cur = NULL;
+	cr__set_cur(NULL);
 	/* The request, if one made us retire (taken under the lifecycle lock). The callback
 	 * may make lifecycle requests of its own, this lcore's start included. */
 	if (cr__lifecycle_take_retire(lc, &done, &done_arg) && done != NULL)
@@ -367,7 +369,7 @@ teardown_all(void)
 	for (i = 0; i < CR_MAX_LCORES; i++)
 		cr__lcore_teardown(&cr__lcores[i]);
 	atomic_store(&cr__rt.up, false);
-	cr__cur = NULL;
+	cr__set_cur(NULL);
 }
 
 /* Set up every record of the table, without threads. Shared with the harness. */
@@ -425,14 +427,14 @@ cr__sim_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *table
 	for (i = 0; i < table->n; i++) {
 		struct cr_lcore *lc = &cr__lcores[table->lcores[i].lcore_id];
 
-		cr__cur = lc;
+		cr__set_cur(lc);
 		rc = cr__lcore_backend_start(lc);
 		if (rc == 0)
 			rc = lcore_enter(lc);
 		if (rc != 0)
 			break;
 	}
-	cr__cur = NULL;
+	cr__set_cur(NULL);
 	if (rc != 0)
 		cr__sim_fini();
 	return rc;
@@ -475,7 +477,7 @@ cr_reactor_init(const struct cr_eal_config *cfg, const struct cr_lcore_table *ta
 		       cr_strerror(rc));
 		goto out_teardown;
 	}
-	cr__cur = main_lc;
+	cr__set_cur(main_lc);
 	main_thread = pthread_self();
 	rc = cr__lcore_backend_start(main_lc);
 	if (rc != 0)

@@ -55,7 +55,7 @@ cr__wake_if_parked(struct cr_lcore *from, struct cr_lcore *target)
 static void
 outbox_flush(struct cr_lcore *lc, unsigned t)
 {
-	struct outbox *ob = &lc->out[t];
+	struct cr__outbox *ob = &lc->out[t];
 	struct cr_lcore *target = &cr__lcores[t];
 	unsigned n;
 
@@ -93,7 +93,7 @@ cr__release_outboxes(struct cr_lcore *lc)
 
 	for (i = 0; i < lc->n_dirty; i++) {
 		unsigned t = lc->dirty[i];
-		struct outbox *ob = &lc->out[t];
+		struct cr__outbox *ob = &lc->out[t];
 
 		if (ob->n != 0) {
 			lc->dirty[kept++] = (uint16_t)t;
@@ -113,7 +113,7 @@ cr__release_outboxes(struct cr_lcore *lc)
 static int
 outbox_hold(struct cr_lcore *lc, unsigned t)
 {
-	struct outbox *ob = &lc->out[t];
+	struct cr__outbox *ob = &lc->out[t];
 	int rc;
 
 	if (!ob->held) {
@@ -133,7 +133,7 @@ outbox_hold(struct cr_lcore *lc, unsigned t)
 static int
 send_from_lcore(struct cr_lcore *lc, unsigned t, cr_msg_fn fn, void *arg)
 {
-	struct outbox *ob = &lc->out[t];
+	struct cr__outbox *ob = &lc->out[t];
 	int rc;
 
 	if (lc->phase == LP_GONE)
@@ -175,8 +175,9 @@ send_foreign(struct cr_lcore *target, cr_msg_fn fn, void *arg)
 	return n != 0 ? 0 : -EAGAIN;
 }
 
+/* cr_send() when its inline append does not apply (cr_reactor.h). */
 int
-cr_send(unsigned lcore, cr_msg_fn fn, void *arg)
+cr__send(unsigned lcore, cr_msg_fn fn, void *arg)
 {
 	struct cr_lcore *target = cr__lcore(lcore);
 

@@ -167,17 +167,17 @@ ut_stop(void)
 	for (unsigned id = CR_MAX_LCORES; id-- > 0;) {
 		if (cr__lcore(id) == NULL)
 			continue;
-		cr__cur = cr__lcore(id);
+		cr__set_cur(cr__lcore(id));
 		cr__modules_stop(id);
 	}
-	cr__cur = prev;
+	cr__set_cur(prev);
 	cr__sim_fini();
 }
 
 void
 ut_set_current(unsigned id)
 {
-	cr__cur = id == CR_LCORE_NONE ? NULL : cr__lcore(id);
+	cr__set_cur(id == CR_LCORE_NONE ? NULL : cr__lcore(id));
 }
 
 unsigned
@@ -186,9 +186,9 @@ ut_turn(unsigned id)
 	struct cr_lcore *prev = cr__cur;
 	unsigned work;
 
-	cr__cur = cr__lcore(id);
+	cr__set_cur(cr__lcore(id));
 	work = cr__lcore_turn(cr__cur);
-	cr__cur = prev;
+	cr__set_cur(prev);
 	return work;
 }
 

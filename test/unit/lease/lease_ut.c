@@ -52,9 +52,9 @@ done(unsigned id)
 	struct cr_lcore *prev = cr__cur;
 	bool d;
 
-	cr__cur = ut_lcore(id);
+	cr__set_cur(ut_lcore(id));
 	d = cr__lcore_done(ut_lcore(id));
-	cr__cur = prev;
+	cr__set_cur(prev);
 	return d;
 }
 

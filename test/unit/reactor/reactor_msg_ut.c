@@ -100,6 +100,35 @@ test_send_flushes_at_16(void)
 		CU_ASSERT_EQUAL(order[i], i);
 }
 
+/*
+ * cr_send()'s inline append writes the outbox of the lcore this thread runs now: the first
+ * send to a target takes its admission in cr__send(), the next ones append inline, and a
+ * switch to another lcore (the simulator's, or a thread leaving its lcore) moves it along.
+ */
+static void
+test_send_inline_follows_current(void)
+{
+	fresh();
+	ut_set_current(0);
+	CU_ASSERT_PTR_EQUAL(cr__send_out, ut_lcore(0)->out);
+	CU_ASSERT_EQUAL(cr_send(2, record, (void *)(uintptr_t)1), 0);
+	CU_ASSERT(ut_lcore(0)->out[2].held);
+	CU_ASSERT_EQUAL(cr_send(2, record, (void *)(uintptr_t)2), 0);
+	CU_ASSERT_EQUAL(ut_lcore(0)->out[2].n, 2);
+	ut_set_current(1);
+	CU_ASSERT_PTR_EQUAL(cr__send_out, ut_lcore(1)->out);
+	CU_ASSERT_EQUAL(cr_send(2, record, (void *)(uintptr_t)3), 0);
+	CU_ASSERT_EQUAL(cr_send(2, record, (void *)(uintptr_t)4), 0);
+	CU_ASSERT_EQUAL(ut_lcore(0)->out[2].n, 2);
+	CU_ASSERT_EQUAL(ut_lcore(1)->out[2].n, 2);
+	CU_ASSERT_EQUAL(cr_send(2, NULL, NULL), -EINVAL); /* held or not, fn is checked */
+	ut_set_current(CR_LCORE_NONE);
+	CU_ASSERT_PTR_NULL(cr__send_out);
+	ut_poll_until_idle(10);
+	CU_ASSERT_EQUAL(n_order, 4);
+	CU_ASSERT_EQUAL(ran[2][1] + ran[2][2] + ran[2][3] + ran[2][4], 4);
+}
+
 /* Per sender and target, messages run in the order sent; every one exactly once. */
 static void
 test_send_order_and_exactly_once(void)
@@ -384,6 +413,7 @@ test_send_flood_many_targets(void)
 
 static const struct ut_case cases[] = {
 	UT_CASE(test_send_bad_lcore),
+	UT_CASE(test_send_inline_follows_current),
 	UT_CASE(test_send_flood_many_targets),
 	UT_CASE(test_send_flushes_at_end_of_turn),
 	UT_CASE(test_send_flushes_at_16),
