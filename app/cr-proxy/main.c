@@ -132,6 +132,16 @@ drain_tick(struct cr_timer *t, void *arg)
 	cr_timer_start(&app.drain_timer, DRAIN_POLL_NS);
 }
 
+/* The listener's every socket is closed: from here a new connection is refused. */
+static void
+drain_announce(void *arg)
+{
+	(void)arg;
+	printf("cr-proxy: draining: %" PRIu64 " live sessions, at most %.3g s\n",
+	       px_sessions_live(), app.shutdown_timeout);
+	fflush(stdout);
+}
+
 /* On the main lcore, at the first SIGINT/SIGTERM: stop accepting everywhere, then wait
  * for the live sessions; a second signal forces the stop (lib/app). */
 static void
@@ -141,12 +151,9 @@ drain_start(void *arg)
 	if (app.draining)
 		return;
 	app.draining = true;
-	cr_listener_close(app.listener, NULL, NULL);
+	cr_listener_close(app.listener, drain_announce, NULL);
 	app.listener = NULL;
 	px_checks_stop();
-	printf("cr-proxy: draining: %" PRIu64 " live sessions, at most %.3g s\n",
-	       px_sessions_live(), app.shutdown_timeout);
-	fflush(stdout);
 	app.drain_deadline = cr_now_ns() + (uint64_t)secs_ns(app.shutdown_timeout);
 	cr_timer_init(&app.drain_timer, drain_tick, NULL);
 	cr_timer_start(&app.drain_timer, 0);
