@@ -93,9 +93,21 @@ class Cli(unittest.TestCase):
         self.usage(["http", "--plot", "out.svg"], "--plot", "'out.svg'")
         self.usage(["http", "--json", "/nonexistent-dir/x.json"], "--json",
                    "/nonexistent-dir/x.json")
+        self.usage(["kv", "--modes", "set P1,plain"], "--modes", "'plain'", "get P16")
+        self.usage(["handoff", "--modes", "plain"], "--modes", "accepted: none")
         cpus = sorted(os.sched_getaffinity(0))
         self.usage(["http", "--server-cpu", str(cpus[0]), "--client-cpu", str(cpus[0])],
                    "--server-cpu and --client-cpu are both %d" % cpus[0])
+
+
+class Modes(unittest.TestCase):
+    def test_want(self):
+        ctx = core.Ctx(None, None, 1, 0, out=open(os.devnull, "w"))
+        self.assertTrue(ctx.want("plain") and ctx.want("get P1"))
+        ctx.modes = ["get P1"]
+        self.assertTrue(ctx.want("get P1"))
+        self.assertFalse(ctx.want("set P1"))
+        self.assertIn("get P16", pair_kv.MODE_NAMES)
 
 
 class Parse(unittest.TestCase):

@@ -116,11 +116,17 @@ class Ctx:
         self.duration = duration
         self.runs = runs
         self.connections = connections
+        # --modes: the only modes (rows) to run, or None for every one.
+        self.modes = None
         self.verbose = verbose
         self.out = out
         self._procs = []
         self._top = None
         atexit.register(self.close)
+
+    def want(self, mode):
+        """True when mode (a pairing's row name, e.g. 'plain' or 'get P1') is to run."""
+        return self.modes is None or mode in self.modes
 
     # ---- output ----
     def log(self, msg):

@@ -94,6 +94,10 @@ def wait(ctx, proc, port):
                               % (proc.argv[0], proc.popen.returncode, proc.output()))
 
 
+MODES = [("plain", None), ("pipeline%d" % DEPTH, os.path.join(HERE, "pipeline.lua"))]
+MODE_NAMES = [m for m, _ in MODES]
+
+
 def run(ctx):
     servers = {}  # name -> (proc, url path)
     try:
@@ -109,7 +113,7 @@ def run(ctx):
     proc, port = start_limit(ctx)
     servers["limit"] = (proc, "http://127.0.0.1:%d/plaintext" % port)
 
-    modes = [("plain", None), ("pipeline%d" % DEPTH, os.path.join(HERE, "pipeline.lua"))]
+    modes = [(m, s) for m, s in MODES if ctx.want(m)]
     cells = {}
     for mode, script in modes:
         raw = {name: [] for name in servers}

@@ -46,6 +46,7 @@ TESTS = [("set", "set"), ("get", "get"), ("hset", "hset"),
          ("lpush", "lpush"), ("lpop", "lpop"), ("sadd", "sadd"), ("zadd", "zadd"),
          ("zrange", ["zrange", "myzset", "0", "9"])]
 MODES = [(name, test, pipe) for pipe in (1, 16) for name, test in TESTS]
+MODE_NAMES = ["%s P%d" % (name, pipe) for name, _, pipe in MODES]
 
 
 def csv_name(test):
@@ -138,8 +139,10 @@ def run(ctx):
     else:
         ctx.log("one CPU only (or no taskset): no 2-lcore figure")
 
+    modes = [(label, test, pipe) for label, test, pipe in MODES
+             if ctx.want("%s P%d" % (label, pipe))]
     cells = {}
-    for label, test, pipe in MODES:
+    for label, test, pipe in modes:
         mode = "%s P%d" % (label, pipe)
         # Size the run for about ctx.duration seconds from a short one against redis.
         probe = benchmark(ctx, servers["redis"][1], test, pipe, 20000 * pipe)
@@ -159,12 +162,12 @@ def run(ctx):
             cells[(name, mode)] = ctx.median(raw[name])
 
     rows = []
-    for label, _, pipe in MODES:
+    for label, _, pipe in modes:
         mode = "%s P%d" % (label, pipe)
         rows.append(core.row(PAIRING, mode, "cr-kv", cells[("cr-kv", mode)], "redis",
                              cells[("redis", mode)]))
     if "cr-kv 2lc" in servers:
-        for label, _, pipe in MODES:
+        for label, _, pipe in modes:
             mode = "%s P%d" % (label, pipe)
             two = cells[("cr-kv 2lc", mode)]
             rows.append(core.row(PAIRING, mode, "cr-kv 2lc", two, "redis",

@@ -192,6 +192,12 @@ def bulk(ctx, port):
             "errors": 0, "non_2xx": 0}
 
 
+MODES = [("plain", "http", None),
+         ("pipeline%d" % DEPTH, "http", os.path.join(HERE, "pipeline.lua")),
+         ("bulk-MB", "bulk", None)]
+MODE_NAMES = [m for m, _, _ in MODES]
+
+
 def run(ctx):
     exe = ctx.app("cr-proxy")
     nginx, http_port = start_nginx(ctx)
@@ -202,9 +208,7 @@ def run(ctx):
     proxies["haproxy"] = {"http": start_haproxy(ctx, http_port),
                           "bulk": start_haproxy(ctx, sink_port)}
 
-    modes = [("plain", "http", None),
-             ("pipeline%d" % DEPTH, "http", os.path.join(HERE, "pipeline.lua")),
-             ("bulk-MB", "bulk", None)]
+    modes = [m for m in MODES if ctx.want(m[0])]
     cells = {}
     for mode, kind, script in modes:
         raw = {name: [] for name in proxies}
