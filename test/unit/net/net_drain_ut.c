@@ -136,11 +136,11 @@ client(void *arg)
 	return NULL;
 }
 
+/* ut_every's check: stop the runtime once the client thread set @p arg (its done). */
 static bool
-d_finished(void *arg)
+stop_when_done(void *arg)
 {
-	(void)arg;
-	if (!atomic_load(&T.done))
+	if (!atomic_load((_Atomic bool *)arg))
 		return false;
 	cr_reactor_stop();
 	return true;
@@ -178,7 +178,7 @@ d_start(void *arg)
 		CU_ASSERT_EQUAL(cr_for_each_lcore(&T.call, nop, NULL, block_other, NULL), 0);
 	}
 	CU_ASSERT_EQUAL(pthread_create(&T.client, NULL, client, NULL), 0);
-	ut_every(&every, 2, d_finished, NULL);
+	ut_every(&every, 2, stop_when_done, &T.done);
 }
 
 static void
@@ -294,23 +294,13 @@ out:
 	return NULL;
 }
 
-static bool
-h_finished(void *arg)
-{
-	(void)arg;
-	if (!atomic_load(&H.done))
-		return false;
-	cr_reactor_stop();
-	return true;
-}
-
 static void
 h_start(void *arg)
 {
 	(void)arg;
 	CU_ASSERT_EQUAL(cr_send(H.home, home_listen, NULL), 0);
 	CU_ASSERT_EQUAL(pthread_create(&H.client, NULL, home_client, NULL), 0);
-	ut_every(&every, 2, h_finished, NULL);
+	ut_every(&every, 2, stop_when_done, &H.done);
 }
 
 /*
@@ -432,16 +422,6 @@ c_client(void *arg)
 	return NULL;
 }
 
-static bool
-c_finished(void *arg)
-{
-	(void)arg;
-	if (!atomic_load(&C.done))
-		return false;
-	cr_reactor_stop();
-	return true;
-}
-
 static void
 c_start(void *arg)
 {
@@ -452,7 +432,7 @@ c_start(void *arg)
 	cr_listener_addr(C.l, &C.addr);
 	CU_ASSERT_EQUAL(cr_for_each_lcore(&C.call, nop, NULL, c_block_other, NULL), 0);
 	CU_ASSERT_EQUAL(pthread_create(&C.client, NULL, c_client, NULL), 0);
-	ut_every(&every, 2, c_finished, NULL);
+	ut_every(&every, 2, stop_when_done, &C.done);
 }
 
 /*
@@ -563,16 +543,6 @@ s_client(void *arg)
 	return NULL;
 }
 
-static bool
-s_finished(void *arg)
-{
-	(void)arg;
-	if (!atomic_load(&S.done))
-		return false;
-	cr_reactor_stop();
-	return true;
-}
-
 static void
 s_start(void *arg)
 {
@@ -583,7 +553,7 @@ s_start(void *arg)
 	cr_listener_addr(S.l, &S.addr);
 	CU_ASSERT_EQUAL(cr_for_each_lcore(&S.call, nop, NULL, s_ready, NULL), 0);
 	CU_ASSERT_EQUAL(pthread_create(&S.client, NULL, s_client, NULL), 0);
-	ut_every(&every, 2, s_finished, NULL);
+	ut_every(&every, 2, stop_when_done, &S.done);
 }
 
 static void
@@ -686,16 +656,6 @@ e_client(void *arg)
 	return NULL;
 }
 
-static bool
-e_finished(void *arg)
-{
-	(void)arg;
-	if (!atomic_load(&E.done))
-		return false;
-	cr_reactor_stop();
-	return true;
-}
-
 static void
 e_start(void *arg)
 {
@@ -706,7 +666,7 @@ e_start(void *arg)
 	cr_listener_addr(E.l, &E.addr);
 	CU_ASSERT_EQUAL(cr_for_each_lcore(&E.call, nop, NULL, e_block_other, NULL), 0);
 	CU_ASSERT_EQUAL(pthread_create(&E.client, NULL, e_client, NULL), 0);
-	ut_every(&every, 2, e_finished, NULL);
+	ut_every(&every, 2, stop_when_done, &E.done);
 }
 
 /*
@@ -787,16 +747,6 @@ a_client(void *arg)
 	return NULL;
 }
 
-static bool
-a_finished(void *arg)
-{
-	(void)arg;
-	if (!atomic_load(&A.done))
-		return false;
-	cr_reactor_stop();
-	return true;
-}
-
 static void
 a_start(void *arg)
 {
@@ -808,7 +758,7 @@ a_start(void *arg)
 	cr_listener_addr(A.l, &A.addr);
 	CU_ASSERT_EQUAL(cr_send(A.other_id, a_block, NULL), 0);
 	CU_ASSERT_EQUAL(pthread_create(&A.client, NULL, a_client, NULL), 0);
-	ut_every(&every, 2, a_finished, NULL);
+	ut_every(&every, 2, stop_when_done, &A.done);
 }
 
 /* Regression: such a hand-off was closed; it goes on to a RUNNING lcore instead. */

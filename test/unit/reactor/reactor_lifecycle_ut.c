@@ -147,11 +147,24 @@ ctl_retire_restart(void *arg)
 	return NULL;
 }
 
+
+/* Run the initialised runtime with @p ctl on a control thread, then fini; @p ctl's checks
+ * (CTL_CHECK) must all have held. */
 static void
-test_retire_start_resize(void)
+run_controlled(void *(*ctl)(void *))
 {
 	pthread_t t;
 
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, ctl, NULL), 0);
+	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
+	pthread_join(t, NULL);
+	cr_reactor_fini();
+	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+}
+
+static void
+test_retire_start_resize(void)
+{
 	if (table.n < 2)
 		return;
 	atomic_store(&retire_done_calls, 0);
@@ -159,11 +172,7 @@ test_retire_start_resize(void)
 	atomic_store(&pings, 0);
 	atomic_store(&ctl_failures, 0);
 	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
-	pthread_create(&t, NULL, ctl_retire_restart, NULL);
-	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
-	pthread_join(t, NULL);
-	cr_reactor_fini();
-	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	run_controlled(ctl_retire_restart);
 	CU_ASSERT_EQUAL(atomic_load(&hook_shutdown), table.n);
 }
 
@@ -204,8 +213,6 @@ ctl_lease_retire(void *arg)
 static void
 test_lease_holds_retirement(void)
 {
-	pthread_t t;
-
 	if (table.n < 2)
 		return;
 	memset(&lease, 0, sizeof(lease));
@@ -213,11 +220,7 @@ test_lease_holds_retirement(void)
 	atomic_store(&ctl_failures, 0);
 	atomic_store(&retire_done_calls, 0);
 	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
-	pthread_create(&t, NULL, ctl_lease_retire, NULL);
-	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
-	pthread_join(t, NULL);
-	cr_reactor_fini();
-	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	run_controlled(ctl_lease_retire);
 	CU_ASSERT_EQUAL(atomic_load(&retire_done_calls), 1);
 }
 
@@ -447,17 +450,11 @@ ctl_cycles(void *arg)
 static void
 test_cycles_keep_fds_flat(void)
 {
-	pthread_t t;
-
 	if (table.n < 2)
 		return;
 	atomic_store(&ctl_failures, 0);
 	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
-	pthread_create(&t, NULL, ctl_cycles, NULL);
-	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
-	pthread_join(t, NULL);
-	cr_reactor_fini();
-	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	run_controlled(ctl_cycles);
 	CU_ASSERT(atomic_load(&fds_before) > 0);
 	CU_ASSERT_EQUAL(atomic_load(&fds_after), atomic_load(&fds_before));
 }
@@ -506,7 +503,6 @@ static void
 test_wake_from_stop_hook_delivered(void)
 {
 	const struct cr_reactor_hooks h = {.on_lcore_stop = stop_hook_releases};
-	pthread_t t;
 
 	if (table.n < 2)
 		return;
@@ -514,11 +510,7 @@ test_wake_from_stop_hook_delivered(void)
 	atomic_store(&pings, 0);
 	atomic_store(&ctl_failures, 0);
 	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &h), 0);
-	pthread_create(&t, NULL, ctl_wake_from_stop, NULL);
-	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
-	pthread_join(t, NULL);
-	cr_reactor_fini();
-	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	run_controlled(ctl_wake_from_stop);
 }
 
 /* ---- a resize while an lcore is still RETIRING is carried out (issue 12 item 3) ---- */
@@ -571,18 +563,12 @@ ctl_resize_while_retiring(void *arg)
 static void
 test_resize_while_retiring_carried_out(void)
 {
-	pthread_t t;
-
 	if (table.n < 2)
 		return;
 	memset(&lease, 0, sizeof(lease));
 	atomic_store(&ctl_failures, 0);
 	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &hooks), 0);
-	pthread_create(&t, NULL, ctl_resize_while_retiring, NULL);
-	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
-	pthread_join(t, NULL);
-	cr_reactor_fini();
-	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	run_controlled(ctl_resize_while_retiring);
 }
 
 /* ---- two retire callbacks that start each other (issue 12 item 10) ---- */
@@ -625,7 +611,6 @@ ctl_cross_start(void *arg)
 static void
 test_retire_callbacks_start_each_other(void)
 {
-	pthread_t t;
 	unsigned i;
 
 	memset(&table3, 0, sizeof(table3));
@@ -641,11 +626,7 @@ test_retire_callbacks_start_each_other(void)
 	atomic_store(&cross_rc[2], 0);
 	atomic_store(&ctl_failures, 0);
 	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table3, &hooks), 0);
-	pthread_create(&t, NULL, ctl_cross_start, NULL);
-	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
-	pthread_join(t, NULL);
-	cr_reactor_fini();
-	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	run_controlled(ctl_cross_start);
 }
 
 /* ---- what a retiring lcore's app left armed is cancelled and reported (item 12) ---- */
@@ -735,17 +716,12 @@ test_retire_cancels_and_reports_leftovers(void)
 {
 	const struct cr_reactor_hooks h = {.on_timer_dropped = on_timer_dropped,
 					   .on_poller_dropped = on_poller_dropped};
-	pthread_t t;
 
 	if (table.n < 2)
 		return;
 	atomic_store(&ctl_failures, 0);
 	CU_ASSERT_EQUAL_FATAL(cr_reactor_init(&cfg, &table, &h), 0);
-	pthread_create(&t, NULL, ctl_leftovers, NULL);
-	CU_ASSERT_EQUAL(cr_reactor_run(), 0);
-	pthread_join(t, NULL);
-	cr_reactor_fini();
-	CU_ASSERT_EQUAL(atomic_load(&ctl_failures), 0);
+	run_controlled(ctl_leftovers);
 	CU_ASSERT_EQUAL(atomic_load(&dropped_wrong), 0);
 	CU_ASSERT_EQUAL(atomic_load(&timer_fired), 0);
 }
