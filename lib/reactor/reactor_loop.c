@@ -4,6 +4,8 @@
  * an lcore with nothing to do spins when spinning pays, else parks (rules 3, 8, 9).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -301,8 +303,9 @@ cpu_relax(void)
  */
 #define GAP_EWMA_SHIFT 3 /* each new idle spell weighs 1/8 */
 #define SPIN_SHARE_DIV 4 /* at most a quarter of busy time */
-#define CALIB_PARKS 3
-#define CALIB_SLEEP_NS (20ull * 1000)
+#define CALIB_PARKS 5
+#define CALIB_SLEEP_NS (50ull * 1000)		 /* the waker waits for the lcore to sleep */
+#define CALIB_TIMEOUT_NS (10ull * 1000 * 1000) /* a bound; the waker comes long before */
 #define PARK_COST_MIN_NS 500
 #define PARK_COST_MAX_NS (200ull * 1000)
 
@@ -336,27 +339,60 @@ cmp_u64(const void *a, const void *b)
 /* Measured once per process (the machine does not change), by the first lcore up. */
 static _Atomic uint64_t measured_park_cost_ns;
 
+/* The calibration's waker: another thread, as a completion or a sender would be. */
+struct calib {
+	struct cr_lcore *lc;
+	_Atomic unsigned parking; /* the lcore is about to park for the n-th time */
+};
+
+static void *
+calib_waker(void *arg)
+{
+	struct calib *c = arg;
+	struct timespec pause = {0, (long)CALIB_SLEEP_NS};
+	unsigned i, spins;
+
+	(void)cr_thread_unpin_self();
+	for (i = 1; i <= CALIB_PARKS; i++) {
+		/* Bounded: a lcore that never parks gets its wakes late, not never. */
+		for (spins = 0; atomic_load(&c->parking) < i && spins < 100000; spins++)
+			sched_yield();
+		nanosleep(&pause, NULL); /* let it fall asleep */
+		c->lc->ops->wake_from_foreign(&c->lc->wake);
+	}
+	return NULL;
+}
+
 /*
- * What a park costs a thread in CPU: a short timed park (sleep, timer wake, return) plus
- * a wake channel write (what a waker pays), a few times, the median. It differs by ten
- * times between bare metal and a VM that traps its halts.
+ * What a park costs the lcore's thread in CPU: going to sleep in the backend with a timer
+ * armed (as a park with timers pending does) and being woken by another thread's write to
+ * the wake channel, as completions and senders wake it; the median of a few. A park that a
+ * timer ends costs several times more in a VM (the timer's expiry traps), but that is not
+ * the park a spin saves. It differs by ten times between bare metal and a VM.
  */
 void
 cr__park_cost_measure(struct cr_lcore *lc)
 {
 	uint64_t s[CALIB_PARKS], t, wakes = 0;
+	struct calib c = {lc, 0};
+	pthread_t waker;
 	unsigned i;
 
 	t = atomic_load_explicit(&measured_park_cost_ns, memory_order_relaxed);
 	if (t == 0) {
+		if (pthread_create(&waker, NULL, calib_waker, &c) != 0) {
+			lc->park_cost_ns = CR_PARK_COST_DEFAULT_NS;
+			CR_STAT_SET(lc, park_cost_ns, lc->park_cost_ns);
+			return;
+		}
 		for (i = 0; i < CALIB_PARKS; i++) {
 			t = thread_cpu_ns();
-			lc->ops->park(lc->be_own, CALIB_SLEEP_NS);
-			lc->ops->wake_from_foreign(&lc->wake);
+			atomic_store(&c.parking, i + 1);
+			lc->ops->park(lc->be_own, CALIB_TIMEOUT_NS);
 			s[i] = thread_cpu_ns() - t;
-			/* reap the wake we sent ourselves */
-			lc->ops->poll(lc->be_own, 4, &wakes);
+			lc->ops->poll(lc->be_own, 4, &wakes); /* reap the wake */
 		}
+		pthread_join(waker, NULL);
 		qsort(s, CALIB_PARKS, sizeof(s[0]), cmp_u64);
 		t = s[CALIB_PARKS / 2];
 		t = t < PARK_COST_MIN_NS ? PARK_COST_MIN_NS : t > PARK_COST_MAX_NS ? PARK_COST_MAX_NS : t;
