@@ -311,8 +311,8 @@ static const struct common_opt common_opts[] = {
 	{
 		.o = {.name = "idle-spin",
 		      .metavar = "USEC|auto",
-		      .help = "spin this long before an idle lcore parks; 0 parks at once (least "
-			      "CPU per request), auto adapts (default)",
+		      .help = "spin this long before an idle lcore parks; 0 parks at once; auto "
+			      "(default) spins only when work is due sooner than a park costs",
 		      .accepted = "auto or 0..10000 microseconds"},
 		.apply = set_idle_spin,
 	},
