@@ -15,6 +15,7 @@
 #include <stdbool.h>
 
 #include "app_internal.h"
+#include "cr_log.h"
 #include "cr_reactor.h"
 
 /* What the thread waits for: all four, whatever the current run blocks elsewhere. */
@@ -78,6 +79,8 @@ signal_thread(void *arg)
 			if (app->reload != NULL)
 				app->reload(app->arg);
 		} else if (sig == SIGUSR1) {
+			/* logrotate's postrotate: our log file first, then the app's own */
+			(void)cr_log_reopen();
 			if (app->reopen_logs != NULL)
 				app->reopen_logs(app->arg);
 		} else {

@@ -124,7 +124,10 @@ struct cr_app {
 	void (*stop)(void *arg);
 	/** SIGHUP, on lib/app's signal thread (not an lcore). NULL: SIGHUP is not taken. */
 	void (*reload)(void *arg);
-	/** SIGUSR1, on the signal thread: reopen the app's log files (logrotate). */
+	/**
+	 * SIGUSR1, on the signal thread, after lib/app reopened the log sink (cr_log_reopen(),
+	 * for logrotate): reopen files of the app's own. NULL: the log sink only.
+	 */
 	void (*reopen_logs)(void *arg);
 	/**
 	 * On the calling thread after the runtime stopped and was freed (also after a failed

@@ -276,7 +276,8 @@ set_shutdown_timeout(struct cr_eal_config *cfg, const char *val, char *why, size
 
 static const struct common_opt common_opts[] = {
 	{
-		.o = {.short_name = 'l',
+		.o = {.name = "corelist",
+		      .short_name = 'l',
 		      .metavar = "CORELIST",
 		      .help = "CPUs to run lcores on (default: the first CPU of each core)",
 		      .accepted = "CPU ids and ranges like 0-3,6"},

@@ -181,7 +181,7 @@ def t_cli(exe, driver):
     r = run("--help")
     check(r.returncode == 0, "--help exit %d" % r.returncode)
     for opt in ("--listen", "--udp", "--max-connections", "--idle-timeout",
-                "--single-acceptor", "--sockperf", "--io-driver", "-l CORELIST"):
+                "--single-acceptor", "--sockperf", "--io-driver", "--corelist CORELIST"):
         check(opt in r.stdout, "--help lacks %s" % opt)
     bad = [
         (["--listen", "foo"], "--listen foo"),

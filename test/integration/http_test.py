@@ -220,7 +220,7 @@ def t_cli(exe, driver):
     check(r.returncode == 0, "--help exit %d" % r.returncode)
     for opt in ("--listen", "--root", "--max-connections", "--header-timeout",
                 "--keepalive-timeout", "--max-request-line", "--max-header-bytes",
-                "--max-header-fields", "--max-body", "--io-driver", "-l CORELIST"):
+                "--max-header-fields", "--max-body", "--io-driver", "--corelist CORELIST"):
         check(opt in r.stdout, "--help lacks %s" % opt)
     bad = [
         (["--listen", "foo"], "--listen foo"),

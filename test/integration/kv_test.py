@@ -1976,7 +1976,7 @@ def t_cli(o):
     out = p.stdout.decode()
     check(p.returncode == 0, "--help exit %d" % p.returncode)
     for opt in ("--listen", "--maxclients", "--maxmemory", "--proto-max-bulk-len",
-                "--client-query-buffer-limit", "--hash-seed", "-l CORELIST"):
+                "--client-query-buffer-limit", "--hash-seed", "--corelist CORELIST"):
         check(opt in out, "--help lacks %s" % opt)
     for args, word in ((["--maxclients", "0"], "--maxclients 0"),
                        (["--maxmemory", "12qb"], "--maxmemory 12qb"),

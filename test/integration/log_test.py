@@ -20,6 +20,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -103,8 +104,18 @@ def test_file(exe, driver, tmp):
           "/log/reopen: %r" % reply)
     app.echo_once()
     wait_for(log, "^" + STAMP + ENDS + "$")
+    # The same by SIGUSR1, as `systemctl kill -s USR1` in a postrotate does.
+    os.rename(log, log + ".2")
+    app.proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + WAIT
+    while not os.path.exists(log) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check(os.path.exists(log), "SIGUSR1 did not reopen %s" % log)
+    app.echo_once()
+    wait_for(log, "^" + STAMP + ENDS + "$")
     out, err = app.stop()
     check(len(re.findall(ENDS, read(log + ".1"))) == 2, "old file: %r" % read(log + ".1"))
+    check(len(re.findall(ENDS, read(log + ".2"))) == 1, "second file: %r" % read(log + ".2"))
     check(len(re.findall(ENDS, read(log))) == 1, "new file: %r" % read(log))
     check(not re.search(ENDS, err), "log lines on stderr with --log-file: %r" % err)
 
@@ -117,7 +128,8 @@ def test_file(exe, driver, tmp):
                              "writing to the old one"}, "/log/reopen: %r" % reply)
     app.stop()
     os.rmdir(log)
-    print("file: lines stamped, reopen after rename moves to the new file, error named")
+    print("file: lines stamped, reopen (telemetry or SIGUSR1) after rename moves to the new "
+          "file, error named")
 
 
 def test_nostamp(exe, driver, tmp):

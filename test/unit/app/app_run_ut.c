@@ -308,7 +308,7 @@ test_help(void)
 	CU_ASSERT_EQUAL(RUN("--help"), 0);
 	/* One help text: the common options, then the app's, --config and --metrics. */
 	CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "Usage: ut-app [OPTIONS]"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "-l CORELIST"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "--corelist CORELIST"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "--count N"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "-f, --flag"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "--config FILE"));
@@ -383,6 +383,13 @@ test_config(void)
 			    "--count", "4"),
 			0);
 	CU_ASSERT_EQUAL(st.count, 4);
+
+	/* -l has a long name, so the lcores can be set in a file too. */
+	write_file(path, "corelist 0\n");
+	reset();
+	CU_ASSERT_EQUAL(RUN("--config", path), 0);
+	CU_ASSERT_STRING_EQUAL(cr_app_eal_config()->corelist, "0");
+	CU_ASSERT_STRING_EQUAL(err_text, "");
 
 	/* Every bad line is a usage error naming FILE:LINE. */
 	static const struct {

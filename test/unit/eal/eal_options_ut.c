@@ -446,7 +446,7 @@ test_help(void)
 	static const char *const wanted[] = {
 		"Usage: cr-echo",
 		"Echo every byte back.",
-		"-l CORELIST",
+		"--corelist CORELIST",
 		"--main-lcore N",
 		"--smt",
 		"--io-driver DRIVER",
