@@ -375,16 +375,27 @@ several_start(struct kv_bpop *bp)
 /* ---- both ---- */
 
 static void
-bpop_timer(struct cr_timer *t, void *arg)
+time_out(struct kv_bpop *bp)
 {
-	struct kv_bpop *bp = arg;
-
-	(void)t;
 	bp->timed_out = true;
 	if (bp->several)
 		several_next(bp);
 	else
 		serve_cancel(bp);
+}
+
+static void
+bpop_timer(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	time_out(arg);
+}
+
+void
+kv_bpop_stop_waiting(struct kconn *kc)
+{
+	if (kc->bpop != NULL && !kc->bpop->timed_out)
+		time_out(kc->bpop);
 }
 
 void
@@ -419,6 +430,9 @@ kv_bpop_dispatch(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x, i
 		serve_start(bp, (unsigned)shard);
 	else if (several_start(bp) != 0)
 		finish(bp, NULL, "-OOM out of memory\r\n", 20);
+	/* On a closing lcore nothing waits: what the keys hold now, else the null reply. */
+	if (kc->sh->closing && kc->bpop == bp)
+		kv_bpop_stop_waiting(kc);
 }
 
 void

@@ -105,6 +105,9 @@ void kv_bp_fini(struct kv_shard *sh);
 void kv_bpop_dispatch(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x, int shard);
 /* The connection of a blocked client went away: cancel its wait. */
 void kv_bpop_gone(struct kconn *kc);
+/* @p kc's lcore is closing: end its wait as its timeout would (one answer: what was
+ * popped meanwhile, or the null reply), so the client is answered before it is closed. */
+void kv_bpop_stop_waiting(struct kconn *kc);
 /* Shard @p from saw a key that request @p id watches made. */
 void kv_bpop_notified(struct kv_shard *sh, unsigned from, uint64_t id);
 /* The timeout (argument checks before any key is touched, as Redis). */

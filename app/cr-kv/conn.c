@@ -118,18 +118,29 @@ conn_eof(struct cr_conn *c)
 /*
  * Asked on a closing lcore: closing now loses nothing when no command is half-read or
  * parsed and not yet run, and every reply owed has been handed to lib/net (which sends
- * what it holds before the EOF). A client blocked in BLPOP and its kind is at a boundary:
- * its wait is cancelled as a Redis shutdown cancels it, rather than holding the lcore up
- * for a timeout that may be forever.
+ * what it holds before the EOF). A client blocked in BLPOP or its kind is not at one: its
+ * wait was ended when the closing began (kv_clients_closing()), so its answer comes.
  */
 static bool
 conn_at_boundary(struct cr_conn *c)
 {
 	struct kconn *kc = cr_conn_data(c);
 
-	if (kc == NULL || kc->bpop != NULL)
+	if (kc == NULL)
 		return true;
 	return kc->head == NULL && !kc->have_cmd && kc->rp.reqtype == 0 && kc->qpos == kc->qlen;
+}
+
+void
+kv_clients_closing(struct kv_shard *sh)
+{
+	struct kconn *kc, *next;
+
+	sh->closing = true;
+	for (kc = sh->conns; kc != NULL; kc = next) {
+		next = kc->next;
+		kv_bpop_stop_waiting(kc);
+	}
 }
 
 const struct cr_conn_ops kv_conn_ops = {

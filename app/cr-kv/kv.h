@@ -405,6 +405,7 @@ struct kbatch;
 /* Per lcore, touched only by its lcore (rule 1) except the atomics noted. */
 struct kv_shard {
 	unsigned lcore, index;
+	bool closing; /* its lcore retires or shuts down: a blocking command does not wait */
 	struct kv_store *store;
 	uint64_t rng;
 	struct rbuf batch;   /* replies of the connection being served, sent in one go */
@@ -735,6 +736,8 @@ void kv_lazy_fini(struct kv_shard *sh);
 
 /* conn.c: lib/net events; shard.c: start and stop; kv.c */
 extern const struct cr_conn_ops kv_conn_ops;
+/* @p sh's lcore begins closing: no client of it waits in a blocking command from here. */
+void kv_clients_closing(struct kv_shard *sh);
 int kv_shard_start(unsigned lcore);
 void kv_shard_stop(unsigned lcore);
 

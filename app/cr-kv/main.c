@@ -43,10 +43,20 @@ lcore_stop(unsigned lcore, void *arg)
 		kv_shard_stop(lcore);
 }
 
+/* A shutdown: the clients blocked here get their answer (the null reply) before they
+ * are closed. */
+static void
+shutdown_hook(unsigned lcore, void *arg)
+{
+	(void)arg;
+	if (kv.shards[lcore] != NULL)
+		kv_clients_closing(kv.shards[lcore]);
+}
+
 static void
 retire_hook(unsigned lcore, void *arg)
 {
-	(void)arg;
+	shutdown_hook(lcore, arg);
 	/* The shard's keys stay with this lcore: while it is offline they cannot be
 	 * reached (requests for them fail). See doc/guides/kv.md. */
 	fprintf(stderr,
@@ -306,6 +316,7 @@ main(int argc, char **argv)
 	    .lcore_init = lcore_init,
 	    .start = start,
 	    .retire = retire_hook,
+	    .shutdown = shutdown_hook,
 	    .lcore_stop = lcore_stop,
 	    .fini = shards_destroy,
 	};

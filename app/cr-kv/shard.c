@@ -31,6 +31,7 @@ kv_shard_start(unsigned lcore)
 	struct kv_shard *sh = kv.shards[lcore];
 
 	kv_mem_bind(&sh->mem);
+	sh->closing = false;
 	kv_tx_shard_init(sh);
 	kv_xshard_init(sh);
 	kv_bw_init(sh);

@@ -21,6 +21,7 @@ import os
 import random
 import re
 import signal
+import socket
 import sys
 import threading
 import time
@@ -369,7 +370,83 @@ def t_shutdown(o):
         c.close()
 
 
-TESTS = {"scenarios": t_scenarios, "stress": t_stress, "shutdown": t_shutdown}
+def telemetry_cmd(path, cmd):
+    import json
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.settimeout(10)
+    u.connect(path)
+    u.sendall(cmd.encode() + b"\n")
+    data = b""
+    while not data.endswith(b"\n"):
+        d = u.recv(65536)
+        check(d, "telemetry closed: %r" % data)
+        data += d
+    u.close()
+    return json.loads(data)
+
+
+def t_retire(o):
+    """/lcore/retire,1 with clients blocked for ever on both lcores, each after a GET
+    of a key of each shard: every client of lcore 1 gets both GET replies and then its
+    BLPOP's answer (the null reply, as at a timeout) before the EOF; none is closed with
+    a reply owed. lcore 0's clients stay blocked, then are served by a push."""
+    if o.lcores < 2:
+        log("SKIP: one lcore: nothing to retire beside the main lcore")
+        return
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="kv-retire.")
+    o.tmpdirs.append(tmp)
+    path = os.path.join(tmp, "kv.sock")
+    o.restart(["--telemetry", path])
+    g = [on_shard("rg%d_" % i, i) for i in range(2)]
+    lists = [on_shard("rl%d_" % i, 0) for i in range(16)]  # every list on lcore 0's shard
+    setup = Conn(o.kv.port)
+    setup.send(resp("SET", g[0], "a") + resp("SET", g[1], "b"))
+    setup.replies(2)
+    conns = []
+    for i in range(16):
+        c = Conn(o.kv.port, timeout=20)
+        c.send(resp("GET", g[0]) + resp("GET", g[1]) + resp("BLPOP", lists[i], "0"))
+        conns.append(c)
+    for c in conns:
+        check(c.replies(2) == [b"$1\r\na\r\n", b"$1\r\nb\r\n"], "GET replies")
+    wait_blocked(o.kv.port, 16)
+    r = telemetry_cmd(path, "/lcore/retire,1")
+    check("error" not in r, "retire refused: %r" % r)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        states = {x["lcore"]: x["state"] for x in telemetry_cmd(path, "/lcores")["/lcores"]}
+        if states.get(1) == "OFFLINE":
+            break
+        time.sleep(0.05)
+    check(states.get(1) == "OFFLINE", "lcore 1 did not retire: %r" % states)
+    retired, kept = [], []
+    for i, c in enumerate(conns):
+        try:
+            got = c.replies(1, timeout=0.3)[0]
+        except (Failure, OSError) as e:
+            check("closed" not in str(e), "client %d closed without its answer: %s" % (i, e))
+            kept.append(i)  # still blocked: lcore 0's
+            continue
+        check(got == b"*-1\r\n", "client %d: %r instead of the null reply" % (i, got))
+        end = c.s.recv(16)
+        check(end == b"", "client %d: %r after its answer instead of EOF" % (i, end))
+        retired.append(i)
+    check(retired, "no client was on lcore 1 (16 connections: 1 in 65536)")
+    pusher = Conn(o.kv.port)
+    for i in kept:
+        pusher.send(resp("RPUSH", lists[i], "x"))
+        pusher.replies(1)
+        want = b"*2\r\n$%d\r\n%s\r\n$1\r\nx\r\n" % (len(lists[i]), lists[i].encode())
+        check(conns[i].replies(1) == [want], "client %d after the push" % i)
+    log("%d clients of lcore 1 answered then closed, %d of lcore 0 served by a push"
+        % (len(retired), len(kept)))
+    for c in conns:
+        c.close()
+
+
+TESTS = {"scenarios": t_scenarios, "stress": t_stress, "shutdown": t_shutdown,
+         "retire": t_retire}
 
 
 def main():
