@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "app_internal.h"
+#include "cr_net.h"
 #include "cr_telemetry.h"
 
 #define LINE_MAX_BYTES 1024
@@ -48,13 +49,24 @@ set_nothing(const char *val, void *ctx)
 	return 0;
 }
 
+/* --share-address: lib/net may listen where another socket listens already. */
+static int
+set_share_address(const char *val, void *ctx)
+{
+	struct cr_net_config *net = ctx;
+
+	(void)val;
+	net->share_addresses = true;
+	return 0;
+}
+
 static const struct cr_opt telemetry_opts[] = {CR_TELEMETRY_OPTS};
 #define N_TELEMETRY (sizeof(telemetry_opts) / sizeof(telemetry_opts[0]))
 
 static int
 build_table(const struct cr_app *app, struct app_opts *o)
 {
-	unsigned n = app->n_opts + 1 + N_TELEMETRY, i = 0;
+	unsigned n = app->n_opts + 1 + N_TELEMETRY + (app->net != NULL), i = 0;
 
 	memset(o, 0, sizeof(*o));
 	o->table = calloc(n, sizeof(*o->table));
@@ -72,6 +84,17 @@ build_table(const struct cr_app *app, struct app_opts *o)
 	    "a readable file of `KEY VALUE` lines",
 	    set_config,
 	    o};
+	if (app->net != NULL)
+		o->table[i++] = (struct cr_opt){
+		    "share-address",
+		    0,
+		    NULL,
+		    "listen even where another process listens already (the kernel splits new "
+		    "connections between them): start a new instance with it, then stop the old "
+		    "one, for a restart that refuses no connection",
+		    "--share-address without a value",
+		    set_share_address,
+		    app->net};
 	memcpy(o->table + i, telemetry_opts, sizeof(telemetry_opts));
 	o->n = n;
 	o->info = (struct cr_app_info){app->name, app->summary, o->table, n, app->args};

@@ -122,6 +122,14 @@ struct cr_net_config {
 	 * just before a retire or a shutdown is served, not dropped.
 	 */
 	uint32_t first_request_ms;
+	/**
+	 * Listen on a TCP address another socket already listens on (another process's,
+	 * another listener's of this one): the kernel then splits new connections between
+	 * them. Default false: cr_tcp_listen() refuses such an address with -EADDRINUSE. Set
+	 * it to start a new process beside the old one and stop the old one after, a restart
+	 * without refused connections.
+	 */
+	bool share_addresses;
 };
 
 /** Fill @p cfg with the defaults. Any thread. */
@@ -251,6 +259,9 @@ struct cr_tcp_listen_opts {
  * @param ops  not copied (see struct cr_conn_ops).
  * @param arg  given to every connection (cr_conn_arg()).
  * @param out  receives the listener, to pass to cr_listener_close().
+ * The address must be free: one that another socket listens on already, in this process
+ * or another, is refused with -EADDRINUSE unless struct cr_net_config.share_addresses is
+ * set (SO_REUSEPORT alone would let the kernel split connections between them).
  * @return 0; -EPERM off an lcore or where lib/net is not running; -EINVAL (NULL or
  *         unusable argument, watermarks inverted); -EADDRINUSE, -EACCES,
  *         -EADDRNOTAVAIL, -EMFILE, ... from socket/bind/listen; -ENOMEM; -ENOSPC (too

@@ -149,6 +149,7 @@ struct net_lcore {
 extern struct net_lcore cr__net_lcores[CR_MAX_LCORES];
 /* How long a retiring lcore's listening socket goes on accepting (cr_net_config). */
 extern uint64_t cr__net_drain_grace_ns;
+extern bool cr__net_share_addresses; /* struct cr_net_config.share_addresses */
 /* How long an ending connection that received nothing waits for its first request. */
 extern uint64_t cr__net_first_request_ns;
 extern struct cr_log_component cr__net_log;

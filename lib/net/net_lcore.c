@@ -34,6 +34,7 @@ static struct cr_net_config net_cfg = {DEFAULT_MAX_CONNS, DEFAULT_CHUNKS, DEFAUL
 				       DEFAULT_DRAIN_GRACE_MS, DEFAULT_FIRST_REQUEST_MS};
 uint64_t cr__net_drain_grace_ns = DEFAULT_DRAIN_GRACE_MS * 1000000ull;
 uint64_t cr__net_first_request_ns = DEFAULT_FIRST_REQUEST_MS * 1000000ull;
+bool cr__net_share_addresses;
 
 void
 cr_net_config_defaults(struct cr_net_config *cfg)
@@ -43,6 +44,7 @@ cr_net_config_defaults(struct cr_net_config *cfg)
 	cfg->chunk_size = DEFAULT_CHUNK_SIZE;
 	cfg->drain_grace_ms = DEFAULT_DRAIN_GRACE_MS;
 	cfg->first_request_ms = DEFAULT_FIRST_REQUEST_MS;
+	cfg->share_addresses = false;
 }
 
 int
@@ -59,6 +61,7 @@ cr_net_configure(const struct cr_net_config *cfg)
 	net_cfg = *cfg;
 	cr__net_drain_grace_ns = cfg->drain_grace_ms * 1000000ull;
 	cr__net_first_request_ns = cfg->first_request_ms * 1000000ull;
+	cr__net_share_addresses = cfg->share_addresses;
 	return 0;
 }
 

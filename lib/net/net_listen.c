@@ -363,6 +363,28 @@ listen_args_valid(const struct cr_tcp_listen_opts *o, const struct cr_conn_ops *
 	       c->low_watermark <= c->high_watermark;
 }
 
+/*
+ * One owner per address: does another socket listen on @p a already? A bind without
+ * SO_REUSEPORT fails with EADDRINUSE when one does (SO_REUSEADDR only passes over
+ * sockets that do not listen). The probe closes before our sockets bind, so two
+ * processes starting at the same instant can both pass: the window is the few
+ * microseconds between this close and the first bind. Port 0 is the kernel's choice of
+ * a free port: nothing to check.
+ */
+static int
+address_free(const struct cr_tcp_listen_opts *o)
+{
+	int fd;
+
+	if (cr__net_share_addresses || cr_net_addr_port(&o->addr) == 0)
+		return 0;
+	fd = cr__net_bind_socket(&o->addr, SOCK_STREAM, false, o->v6only);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
 int
 cr_tcp_listen(const struct cr_tcp_listen_opts *opts, const struct cr_conn_ops *ops,
 	      void *arg, struct cr_listener **out)
@@ -377,6 +399,9 @@ cr_tcp_listen(const struct cr_tcp_listen_opts *opts, const struct cr_conn_ops *o
 		return -EPERM;
 	if (!listen_args_valid(opts, ops, out))
 		return -EINVAL;
+	rc = address_free(opts);
+	if (rc != 0)
+		return rc;
 	if (opts->single_acceptor) {
 		ids[n++] = nl->lcore;
 	} else {

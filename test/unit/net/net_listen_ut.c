@@ -22,7 +22,7 @@ static struct {
 	_Atomic bool closed_listener;
 	int refused_after_close;
 	bool echo_after_close;
-	int listen_rc[4];
+	int listen_rc[5];
 	int fds[NCLIENTS];
 	bool single;
 	int opens_at_limit, opens_after;
@@ -247,6 +247,18 @@ errors(void *arg)
 	T.listen_rc[2] = cr_tcp_listen(&o, &t_ops, NULL, &l);
 	o = ut_listen_opts(true);
 	T.listen_rc[3] = cr_tcp_listen(&o, NULL, NULL, &l);
+	/* One held with SO_REUSEPORT, as another process of ours would: the kernel would let
+	 * us join its group and split the connections; one owner per address refuses it. */
+	o = ut_listen_opts(false);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_EQUAL(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &(int){1}, sizeof(int)), 0);
+	CU_ASSERT_EQUAL(bind(fd, &o.addr.u.sa, o.addr.len), 0);
+	CU_ASSERT_EQUAL(listen(fd, 1), 0);
+	a.len = sizeof(a.u);
+	getsockname(fd, &a.u.sa, &a.len);
+	o.addr = a;
+	T.listen_rc[4] = cr_tcp_listen(&o, &t_ops, NULL, &l);
+	close(fd);
 	cr_reactor_stop();
 }
 
@@ -259,6 +271,7 @@ test_errors(void)
 	CU_ASSERT_EQUAL(T.listen_rc[1], -EINVAL);
 	CU_ASSERT_EQUAL(T.listen_rc[2], -EINVAL);
 	CU_ASSERT_EQUAL(T.listen_rc[3], -EINVAL);
+	CU_ASSERT_EQUAL(T.listen_rc[4], -EADDRINUSE);
 }
 
 /* ---- the connection-slot limit: accepting pauses, then resumes ---- */

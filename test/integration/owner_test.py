@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""One owner per address (issue 19): a second instance of an app on the address the first
+listens on exits 1 with one line naming the address, and the first goes on serving;
+with --share-address the second starts beside it (the way to restart without refusing
+connections) and both serve.
+
+  owner_test.py EXE APP      APP: echo, http, kv or proxy (proxy gets a backend here)
+
+Loopback only; every wait is bounded. Exit 0 pass, 1 fail.
+"""
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from started import Failure, check  # noqa: E402
+
+WAIT = 10
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def backend():
+    """A one-shot HTTP responder for cr-proxy, on its own thread."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            with c:
+                c.settimeout(WAIT)
+                try:
+                    c.recv(65536)
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                except OSError:
+                    pass
+    threading.Thread(target=serve, daemon=True).start()
+    return srv, "127.0.0.1:%d" % srv.getsockname()[1]
+
+
+def ask(app, port):
+    """One request the app answers; @return True when an answer came."""
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
+        if app == "echo":
+            s.sendall(b"ping\n")
+            return s.recv(64) == b"ping\n"
+        if app == "kv":
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return s.recv(64) == b"+PONG\r\n"
+        s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        return s.recv(64).startswith(b"HTTP/1.1 200")
+
+
+def start(argv):
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return p
+
+
+def wait_listening(p, port):
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            raise Failure("%s exited %s: %r" % (p.args[0], p.returncode,
+                                                p.stderr.read().decode()[-500:]))
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise Failure("%s not listening on %d" % (p.args[0], port))
+
+
+def stop(p):
+    if p.poll() is None:
+        p.terminate()
+    try:
+        p.communicate(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise Failure("%s did not stop on SIGTERM" % p.args[0])
+
+
+def main():
+    exe, app = sys.argv[1], sys.argv[2]
+    port = free_port()
+    addr = "127.0.0.1:%d" % port
+    extra, srv = [], None
+    if app == "proxy":
+        srv, baddr = backend()
+        extra = ["--backend", baddr]
+    argv = [exe, "-l", "0", "--listen", addr, "--telemetry", "off"] + extra
+    procs = []
+    try:
+        first = start(argv)
+        procs.append(first)
+        wait_listening(first, port)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=WAIT)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1, "second instance exited %d: %r" % (r.returncode, r.stderr))
+        check(len(lines) == 1 and addr in lines[0] and "Address already in use" in lines[0],
+              "second instance's error: %r" % r.stderr)
+        check(ask(app, port), "the first instance stopped answering")
+        second = start(argv + ["--share-address"])
+        procs.append(second)
+        time.sleep(0.5)
+        if second.poll() is not None:
+            raise Failure("with --share-address the second exited %s: %r"
+                          % (second.returncode, second.stderr.read().decode()[-500:]))
+        # Both in the port's group now: stop the first, the second answers alone.
+        stop(first)
+        check(ask(app, port), "the instance started with --share-address does not answer")
+        stop(second)
+        print("PASS: %s: a second instance refused (%s); --share-address shares" % (app,
+              lines[0]))
+        return 0
+    except Failure as e:
+        print("FAIL: %s" % e)
+        return 1
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if srv is not None:
+            srv.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
