@@ -21,14 +21,14 @@ import os
 import random
 import re
 import signal
-import socket
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kv_test  # noqa: E402
-from kv_test import Conn, Failure, check, log, need, on_shard, parse_array, resp  # noqa: E402
+from kv_test import (Conn, Failure, check, log, need, on_shard, parse_array, resp,  # noqa: E402
+                     telemetry_cmd)
 
 
 def blocked(port):
@@ -368,21 +368,6 @@ def t_shutdown(o):
     check(time.monotonic() - t0 < 8, "took %.1f s" % (time.monotonic() - t0))
     for c in conns:
         c.close()
-
-
-def telemetry_cmd(path, cmd):
-    import json
-    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    u.settimeout(10)
-    u.connect(path)
-    u.sendall(cmd.encode() + b"\n")
-    data = b""
-    while not data.endswith(b"\n"):
-        d = u.recv(65536)
-        check(d, "telemetry closed: %r" % data)
-        data += d
-    u.close()
-    return json.loads(data)
 
 
 def t_retire(o):

@@ -284,20 +284,25 @@ def on_shard(prefix, shard, nshards=2, n=1):
     return out if n > 1 else out[0]
 
 
-def telemetry_app(path):
-    """The app counters of /stats from the telemetry socket at @path."""
+def telemetry_cmd(path, cmd):
+    """The reply to telemetry command @cmd on the socket at @path, parsed."""
     import json
     u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    u.settimeout(5)
+    u.settimeout(10)
     u.connect(path)
-    u.sendall(b"/stats\n")
+    u.sendall(cmd.encode() + b"\n")
     data = b""
     while not data.endswith(b"\n"):
         d = u.recv(65536)
         check(d, "telemetry closed: %r" % data)
         data += d
     u.close()
-    return json.loads(data)["/stats"]["total"]["app"]
+    return json.loads(data)
+
+
+def telemetry_app(path):
+    """The app counters of /stats from the telemetry socket at @path."""
+    return telemetry_cmd(path, "/stats")["/stats"]["total"]["app"]
 
 
 # ---- the command list compared with the oracle ----

@@ -220,22 +220,32 @@ test_close_listener(void)
 
 /* ---- errors ---- */
 
+/* A socket of our own listening on @p o's address (SO_REUSEPORT or not); @p o gets the
+ * port it was bound to. */
+static int
+hold_port(struct cr_tcp_listen_opts *o, bool reuseport)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (reuseport)
+		CU_ASSERT_EQUAL(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &(int){1}, sizeof(int)), 0);
+	CU_ASSERT_EQUAL(bind(fd, &o->addr.u.sa, o->addr.len), 0);
+	CU_ASSERT_EQUAL(listen(fd, 1), 0);
+	o->addr.len = sizeof(o->addr.u);
+	getsockname(fd, &o->addr.u.sa, &o->addr.len);
+	return fd;
+}
+
 static void
 errors(void *arg)
 {
 	struct cr_tcp_listen_opts o = ut_listen_opts(false);
 	struct cr_listener *l = NULL;
-	struct cr_net_addr a;
 	int fd;
 
 	(void)arg;
 	/* A port held by a socket without SO_REUSEPORT. */
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	CU_ASSERT_EQUAL(bind(fd, &o.addr.u.sa, o.addr.len), 0);
-	CU_ASSERT_EQUAL(listen(fd, 1), 0);
-	a.len = sizeof(a.u);
-	getsockname(fd, &a.u.sa, &a.len);
-	o.addr = a;
+	fd = hold_port(&o, false);
 	T.listen_rc[0] = cr_tcp_listen(&o, &t_ops, NULL, &l);
 	close(fd);
 	o = ut_listen_opts(false);
@@ -250,13 +260,7 @@ errors(void *arg)
 	/* One held with SO_REUSEPORT, as another process of ours would: the kernel would let
 	 * us join its group and split the connections; one owner per address refuses it. */
 	o = ut_listen_opts(false);
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	CU_ASSERT_EQUAL(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &(int){1}, sizeof(int)), 0);
-	CU_ASSERT_EQUAL(bind(fd, &o.addr.u.sa, o.addr.len), 0);
-	CU_ASSERT_EQUAL(listen(fd, 1), 0);
-	a.len = sizeof(a.u);
-	getsockname(fd, &a.u.sa, &a.len);
-	o.addr = a;
+	fd = hold_port(&o, true);
 	T.listen_rc[4] = cr_tcp_listen(&o, &t_ops, NULL, &l);
 	close(fd);
 	cr_reactor_stop();
