@@ -45,4 +45,7 @@ void cr__app_signals_detach(void);
 /* The lcore-locals' registry is closed while lcores run (app_local.c). */
 void cr__app_locals_reset(void);
 
+/* cr_sd_notify(@p state), a line on stderr if it fails (app_run.c). */
+void cr__app_notify(const struct cr_app *app, const char *state);
+
 #endif /* APP_INTERNAL_H */

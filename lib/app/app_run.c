@@ -109,6 +109,17 @@ hook_poller_dropped(unsigned lcore, int (*fn)(void *), void *poller_arg, void *a
 	app->poller_dropped(lcore, fn, poller_arg, app->arg);
 }
 
+/* Tell the service manager (a Type=notify unit's $NOTIFY_SOCKET; nothing without one). */
+void
+cr__app_notify(const struct cr_app *app, const char *state)
+{
+	int rc = cr_sd_notify(state);
+
+	if (rc != 0)
+		fprintf(stderr, "%s: cannot send %s to $NOTIFY_SOCKET: %s\n", app->name, state,
+			cr_strerror(rc));
+}
+
 static void
 start_on_main(void *arg)
 {
@@ -123,8 +134,12 @@ start_on_main(void *arg)
 	 * nothing to start, and nothing failed. */
 	if (cr_lcore_state(cr_lcore_id()) != CR_LCORE_RUNNING)
 		return;
-	if (app->start != NULL && app->start(app->arg) != 0)
+	if (app->start != NULL && app->start(app->arg) != 0) {
 		cr_app_fail();
+		return;
+	}
+	/* Listening (its sockets queue connections already): a Type=notify unit is up. */
+	cr__app_notify(app, "READY=1");
 }
 
 static void

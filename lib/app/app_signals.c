@@ -58,6 +58,7 @@ on_stop_signal(const struct cr_app *app)
 		cr_shutdown_force();
 		return;
 	}
+	cr__app_notify(app, "STOPPING=1");
 	/* A main lcore that no longer takes messages is stopping already. */
 	if (app->stop == NULL || cr_send(cr_lcore_main(), stop_on_main, (void *)app) != 0)
 		cr_reactor_stop();
