@@ -2,12 +2,15 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The documentation points only inside the tree: every relative Markdown link in README.md
 and doc/ names a file that exists (and, with #anchor, a heading that exists), and no file
-refers to a design document outside the repository (../shared), which a clone lacks."""
+refers to a design document kept outside the repository (a sibling directory of the
+checkout, or a design file that is not in it), which a clone lacks."""
 import os
 import re
 import subprocess
 import sys
 
+# What such a reference looks like, spelled in pieces so this file does not match itself.
+OUTSIDE = (os.path.join("..", "sha" + "red"), "sha" + "red/DESIGN", "DESIGN" + ".md")
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -43,7 +46,7 @@ def main():
     bad = []
     files = tracked_files()
     for rel in files:
-        if "/corpus/" in rel or rel == "test/doc/doc_links_test.py":
+        if "/corpus/" in rel:
             continue
         path = os.path.join(ROOT, rel)
         try:
@@ -52,7 +55,7 @@ def main():
         except (UnicodeDecodeError, OSError):
             continue
         for n, line in enumerate(text.splitlines(), 1):
-            if "../shared" in line or "shared/DESIGN" in line or "DESIGN.md" in line:
+            if any(p in line for p in OUTSIDE):
                 bad.append("%s:%d: points outside the tree: %s" % (rel, n, line.strip()))
         if not rel.endswith(".md"):
             continue
