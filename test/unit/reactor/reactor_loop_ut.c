@@ -299,6 +299,17 @@ test_stop_waits_for_own_calls(void)
 	ut_set_current(CR_LCORE_NONE);
 }
 
+/* One idle step of lcore 1, the clock advancing 1 us per read. */
+static void
+idle_once(struct cr_lcore *lc)
+{
+	ut_clock_step = 1000;
+	ut_set_current(1);
+	cr__lcore_idle(lc);
+	ut_set_current(CR_LCORE_NONE);
+	ut_clock_step = 0;
+}
+
 /*
  * The idle policy: with no history (or idle spells longer than a park costs) an idle
  * lcore parks at once, spending nothing on a spin.
@@ -311,11 +322,7 @@ test_idle_parks_when_spells_are_long(void)
 
 	fresh();
 	lc = ut_lcore(1);
-	ut_clock_step = 1000; /* 1 us per clock read */
-	ut_set_current(1);
-	cr__lcore_idle(lc);
-	ut_set_current(CR_LCORE_NONE);
-	ut_clock_step = 0;
+	idle_once(lc);
 	CU_ASSERT_EQUAL(ut_be(1)->parks, 1);
 	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
 	CU_ASSERT_EQUAL(st.spin_hits + st.spin_misses, 0);
@@ -364,11 +371,7 @@ test_idle_spins_for_a_reply(void)
 	lc->park_cost_ns = 3000;
 	lc->busy_recent_ns = 1000000;
 	lc->calls_out = 1;
-	ut_clock_step = 1000;
-	ut_set_current(1);
-	cr__lcore_idle(lc);
-	ut_set_current(CR_LCORE_NONE);
-	ut_clock_step = 0;
+	idle_once(lc);
 	lc->calls_out = 0;
 	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
 	CU_ASSERT_EQUAL(st.spin_misses, 1);
@@ -387,11 +390,7 @@ test_idle_spins_after_sending(void)
 	lc->park_cost_ns = 4000;
 	lc->busy_recent_ns = 1000000;
 	lc->sent_last_turn = true;
-	ut_clock_step = 1000;
-	ut_set_current(1);
-	cr__lcore_idle(lc);
-	ut_set_current(CR_LCORE_NONE);
-	ut_clock_step = 0;
+	idle_once(lc);
 	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
 	CU_ASSERT_EQUAL(st.spin_misses, 1);
 	CU_ASSERT_EQUAL(st.spin_budget_ns, 4000);
@@ -410,11 +409,7 @@ test_idle_spin_share_bounded(void)
 	lc->gap_ewma_ns = 1000;
 	lc->busy_recent_ns = 40000;
 	lc->spin_recent_ns = 10001; /* just over a quarter */
-	ut_clock_step = 1000;
-	ut_set_current(1);
-	cr__lcore_idle(lc);
-	ut_set_current(CR_LCORE_NONE);
-	ut_clock_step = 0;
+	idle_once(lc);
 	CU_ASSERT_EQUAL(cr_lcore_stats(1, &st), 0);
 	CU_ASSERT_EQUAL(st.spin_hits + st.spin_misses, 0);
 	CU_ASSERT_EQUAL(ut_be(1)->parks, 1);
@@ -432,11 +427,7 @@ test_idle_spin_zero_parks_at_once(void)
 	lc->calls_out = 1; /* even with a reply due */
 	cr__rt.cfg.idle_spin_fixed = true;
 	cr__rt.cfg.idle_spin_ns = 0;
-	ut_clock_step = 1000;
-	ut_set_current(1);
-	cr__lcore_idle(lc);
-	ut_set_current(CR_LCORE_NONE);
-	ut_clock_step = 0;
+	idle_once(lc);
 	cr__rt.cfg.idle_spin_fixed = false;
 	lc->calls_out = 0;
 	CU_ASSERT_EQUAL(ut_be(1)->parks, 1);
