@@ -7,6 +7,7 @@
 #ifndef CR_IO_DRIVER_H
 #define CR_IO_DRIVER_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -18,6 +19,31 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/**
+ * True for an accept(2) error @p err (positive errno) that concerns one connection, not
+ * the listener (see accept(2)): a multishot or repeated accept goes on after it. The
+ * others (EMFILE, ENFILE, ENOBUFS, ENOMEM, anything saying it is no listener) end the op.
+ */
+static inline bool
+cr_io_accept_error_transient(int err)
+{
+	switch (err) {
+	case ECONNABORTED:
+	case EPROTO:
+	case EPERM:
+	case EINTR:
+	case ENETDOWN:
+	case ENETUNREACH:
+	case ENOPROTOOPT:
+	case EHOSTDOWN:
+	case EHOSTUNREACH:
+	case ENONET:
+		return true;
+	default:
+		return false;
+	}
+}
 
 enum cr_op_kind {
 	CR_OP_ACCEPT = 1,

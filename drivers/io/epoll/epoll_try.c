@@ -57,29 +57,13 @@ try_accept(struct eio *io, struct cr_op *op, struct result *r)
 		r->res = fd;
 		return OUT_MORE;
 	}
-	switch (errno) {
-	case EAGAIN:
+	if (errno == EAGAIN)
 		return OUT_WAIT;
-	case ECONNABORTED:
-	case EPROTO:
-	case EPERM:
-	case EINTR:
-	case ENETDOWN:
-	case ENETUNREACH:
-	case ENOPROTOOPT:
-	case EHOSTDOWN:
-	case EHOSTUNREACH:
-	case ENONET:
-		/* One connection failed, not the listener (accept(2)); the op goes on, as the
-		 * io_uring driver's does. */
-		r->res = -errno;
-		return OUT_MORE;
-	default:
-		/* -EMFILE, -ENFILE, -ENOBUFS, -ENOMEM end the op (cr_io.h): the owner decides
-		 * when to accept again. So does anything that says it is no listener. */
-		r->res = -errno;
-		return OUT_FINAL;
-	}
+	r->res = -errno;
+	/* One connection failed, not the listener: the op goes on, as the io_uring driver's
+	 * does. -EMFILE, -ENFILE, -ENOBUFS, -ENOMEM end it (cr_io.h): the owner decides when
+	 * to accept again. So does anything that says it is no listener. */
+	return cr_io_accept_error_transient(errno) ? OUT_MORE : OUT_FINAL;
 }
 
 static enum outcome

@@ -450,33 +450,12 @@ recv_cqe(struct cr_backend *be, struct cr_op *op, int32_t res, uint32_t cflags)
 	finish(be, op, res == -ENOBUFS ? -ECANCELED : res);
 }
 
-/* accept(2) errors that concern one connection, not the listener (see its man page). */
-static bool
-accept_transient(int32_t res)
-{
-	switch (-res) {
-	case ECONNABORTED:
-	case EPROTO:
-	case EPERM:
-	case EINTR:
-	case ENETDOWN:
-	case ENETUNREACH:
-	case ENOPROTOOPT:
-	case EHOSTDOWN:
-	case EHOSTUNREACH:
-	case ENONET:
-		return true;
-	default:
-		return false;
-	}
-}
-
 static void
 accept_cqe(struct cr_backend *be, struct cr_op *op, int32_t res, uint32_t cflags)
 {
 	if (cflags & IORING_CQE_F_MORE)
 		report(op, res, false, NULL, 0);
-	else if (res >= 0 || accept_transient(res))
+	else if (res >= 0 || cr_io_accept_error_transient(-res))
 		shot_ended(be, op, res, false, NULL, 0);
 	else
 		finish(be, op, res); /* -EMFILE, -ENFILE, -ENOBUFS, -ENOMEM, -ECANCELED, ... */
