@@ -181,6 +181,8 @@ void http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *h
 		       const struct http_request *req, bool keep);
 /* The connection is going away: end its transfer (the read in flight is abandoned). */
 void http_static_abort(struct http_lcore *hl, struct http_conn *h);
+/* The open of @p h's file took --header-timeout: answer 503, close (the job ends alone). */
+void http_static_open_expired(struct http_lcore *hl, struct http_conn *h);
 /* Continue a transfer after the output queue drained. */
 void http_static_drained(struct http_lcore *hl, struct http_conn *h);
 

@@ -50,7 +50,12 @@ hdr_timeout(struct cr_timer *t, void *arg)
 	struct http_lcore *hl = http_lcore_cur();
 
 	(void)t;
-	if (!h->open || h->closing || h->file != NULL || h->phase == PH_BODY)
+	if (h->open && h->file != NULL) {
+		http_static_open_expired(hl, h);
+		conn_settle(hl, h);
+		return;
+	}
+	if (!h->open || h->closing || h->phase == PH_BODY)
 		return;
 	hl->cnt[CNT_HEADER_TIMEOUTS]++;
 	if (h->stage_len > 0) {

@@ -92,8 +92,10 @@ clean_path(const char *enc, size_t len, char *out, size_t cap)
 static int
 open_beneath(int dirfd, const char *rel)
 {
+	/* O_NONBLOCK: a FIFO or a device opens without waiting for its other end (and is
+	 * refused once fstat says what it is); it changes nothing for a regular file. */
 	struct open_how how = {
-	    .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
+	    .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
 	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
 	};
 	long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
@@ -113,6 +115,9 @@ errno_status(int err)
 	case -EACCES:
 	case -EPERM:
 	case -ELOOP:
+	case -ENXIO: /* a unix socket, a device without its driver */
+	case -ENODEV:
+	case -EOPNOTSUPP:
 		return 403;
 	default:
 		return 500;
@@ -304,6 +309,21 @@ http_static_abort(struct http_lcore *hl, struct http_conn *h)
 	file_put(hl, f);
 }
 
+void
+http_static_open_expired(struct http_lcore *hl, struct http_conn *h)
+{
+	static const char retry[] = "Retry-After: 1\r\n";
+	struct http_file *f = h->file;
+
+	(void)hl;
+	if (f == NULL || !f->opening)
+		return;
+	f->h = NULL; /* open_done() puts the slot back */
+	h->file = NULL;
+	http_reply_status(h, 503, false, retry, sizeof(retry) - 1);
+	http_request_done(h);
+}
+
 /*
  * The file is open (or not): answer. Either the whole answer is written and the slot put
  * back (h->file NULL), or the head is sent and the first read started (h->file set).
@@ -383,9 +403,10 @@ open_done(void *arg)
 
 	f->opening = false;
 	if (h == NULL) {
-		file_put(hl, f); /* the connection went away meanwhile */
+		file_put(hl, f); /* the connection went away, or gave up waiting */
 		return;
 	}
+	cr_timer_stop(&h->hdr_timer);
 	answer_file(hl, h, f);
 	if (h->file == NULL)
 		http_cfg.file_done(hl, h, h->failed ? -EPIPE : 0);
@@ -428,8 +449,12 @@ http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
 	 * connection waits (its further input is held) until open_done(). */
 	f->opening = true;
 	h->file = f;
-	if (cr_offload(open_job, f, open_done) == 0)
+	if (cr_offload(open_job, f, open_done) == 0) {
+		/* A file system that hangs holds the helper, not the client: after
+		 * --header-timeout the connection gets 503 (http_static_open_expired()). */
+		cr_timer_start(&h->hdr_timer, http_cfg.header_timeout_ns);
 		return;
+	}
 	/* No helper takes it (queue full, or this lcore is retiring): here, then. */
 	f->opening = false;
 	open_job(f);
