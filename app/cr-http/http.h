@@ -59,6 +59,8 @@ struct http_conn {
 	bool failed;  /* a send failed: destroy once back in the callback */
 	bool read_stopped;
 	bool peer_eof;	 /* the peer shut its side: ours shuts once the answers are out */
+	bool held_cut;	 /* input behind a transfer did not fit: refused after the rest */
+	bool replaying;	 /* the held input is being answered (it fits the stage again) */
 	bool pend_keep;	 /* the answer due once the body is read */
 	uint8_t pend_kind;
 	uint16_t pend_status;
@@ -167,6 +169,10 @@ void http_reply_hello(struct http_lcore *hl, struct http_conn *h, bool json, boo
 void http_process(struct http_lcore *hl, struct http_conn *h, const char *data, size_t len);
 /* Keep @p n bytes of input for later (a partial head, or input behind a transfer). */
 bool http_stash(struct http_lcore *hl, struct http_conn *h, const char *data, size_t n);
+/* Input behind a transfer: held while it fits, the rest refused later; false: no stage. */
+bool http_hold(struct http_lcore *hl, struct http_conn *h, const char *data, size_t n);
+/* After the held input was answered: 503 and close for what http_hold() had to drop. */
+void http_hold_refuse(struct http_lcore *hl, struct http_conn *h);
 void http_stage_put(struct http_lcore *hl, struct http_conn *h);
 void http_header_timer_arm(struct http_conn *h);
 /* A request is being read or answered (a staged head, a body, a transfer). */

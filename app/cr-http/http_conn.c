@@ -91,7 +91,7 @@ on_data(struct cr_conn *c, const void *data, size_t len)
 		return;
 	if (h->file != NULL) {
 		/* A transfer is going out: hold the input until it is done. */
-		if (!http_stash(hl, h, data, len))
+		if (!http_hold(hl, h, data, len))
 			h->failed = true;
 		else if (!h->read_stopped) {
 			h->read_stopped = true;
@@ -119,8 +119,11 @@ file_done(struct http_lcore *hl, struct http_conn *h, int err)
 
 		memcpy(hl->tmp, h->stage, n);
 		h->stage_len = 0;
+		h->replaying = true;
 		http_process(hl, h, hl->tmp, n);
+		h->replaying = false;
 	}
+	http_hold_refuse(hl, h);
 	if (h->read_stopped && h->file == NULL && !h->closing) {
 		h->read_stopped = false;
 		cr_conn_read_start(h->c);

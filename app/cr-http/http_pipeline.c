@@ -94,6 +94,44 @@ http_stash(struct http_lcore *hl, struct http_conn *h, const char *data, size_t 
 	return true;
 }
 
+/*
+ * Hold input that arrived behind a transfer: what fits in the stage (the reads stop, but
+ * a few receive buffers already under way still come). What does not fit is dropped, and
+ * the first request it cut is refused with 503 once the held ones are answered
+ * (http_hold_refuse()): requests are answered in order or refused, never lost silently.
+ */
+bool
+http_hold(struct http_lcore *hl, struct http_conn *h, const char *data, size_t n)
+{
+	size_t room;
+
+	if (h->held_cut && !h->replaying)
+		return true; /* behind the cut: dropped */
+	if (!http_stash(hl, h, data, 0))
+		return false;
+	room = http_cfg.stage_cap - h->stage_len;
+	if (n > room) {
+		h->held_cut = true;
+		n = room;
+	}
+	return http_stash(hl, h, data, n);
+}
+
+void
+http_hold_refuse(struct http_lcore *hl, struct http_conn *h)
+{
+	static const char retry[] = "Retry-After: 1\r\n";
+
+	if (!h->held_cut || h->file != NULL || h->closing || h->failed)
+		return;
+	/* The request the cut fell in, or the first after the held ones. */
+	h->p.req.method = HTTP_GET;
+	h->phase = PH_HEAD;
+	h->stage_len = 0;
+	hl->cnt[CNT_REQUESTS]++;
+	http_reply_status(h, 503, false, retry, sizeof(retry) - 1);
+}
+
 void
 http_stage_put(struct http_lcore *hl, struct http_conn *h)
 {
@@ -233,7 +271,7 @@ http_process(struct http_lcore *hl, struct http_conn *h, const char *data, size_
 		if (h->phase == PH_HEAD)
 			next_request_reset(h);
 	}
-	if (h->file != NULL && len > 0 && !http_stash(hl, h, data, len))
+	if (h->file != NULL && len > 0 && !http_hold(hl, h, data, len))
 		h->failed = true;
 	if (h->stage != NULL && h->stage_len == 0)
 		http_stage_put(hl, h);

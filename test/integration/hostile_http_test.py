@@ -144,9 +144,12 @@ def t_pipeflood(exe, driver):
     srv = Server(exe, driver, ["--root", root])
     try:
         before = proc_stats(srv)
-        for n in (100, 2000, 5000):
+        for n, path, body in ((100, b"/plaintext", b"Hello, World!"),
+                              (2000, b"/plaintext", b"Hello, World!"),
+                              (5000, b"/plaintext", b"Hello, World!"),
+                              (3000, b"/index.html", b"<h1>home</h1>\n")):
             s = srv.connect(timeout=20)
-            reqs = GET % b"/big.bin" + (GET % b"/plaintext") * n
+            reqs = GET % b"/big.bin" + (GET % path) * n
             # Everything is sent before a byte is read: the file's answer fills the
             # socket buffers while the pipelined requests wait behind it.
             sender = threading.Thread(target=s.sendall, args=(reqs,), daemon=True)
@@ -164,8 +167,7 @@ def t_pipeflood(exe, driver):
                     break
                 if r.status == 200:
                     check(refused == 0, "pipeflood %d: a 200 after a refusal" % n)
-                    check(r.body == b"Hello, World!", "pipeflood %d: answer %d"
-                          % (n, got))
+                    check(r.body == body, "pipeflood %d: answer %d" % (n, got))
                     got += 1
                 else:
                     check(r.status == 503, "pipeflood %d: status %d, want 200 or 503"
@@ -179,8 +181,8 @@ def t_pipeflood(exe, driver):
                   % (n, got))
             sender.join(10)
             s.close()
-            log("pipeflood: file + %d pipelined GETs: %d answered in order%s"
-                % (n, got, ", then 503 and close" if refused else ""))
+            log("pipeflood: a file + %d pipelined GET %s: %d answered in order%s"
+                % (n, path.decode(), got, ", then 503 and close" if refused else ""))
             probe(srv, b"/index.html", n=1)
         check_settled(srv, before, "pipeflood")
         srv.stop()
