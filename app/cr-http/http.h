@@ -24,6 +24,15 @@
  */
 #define HTTP_FILE_CHUNK (32u * 1024)
 #define HTTP_FILE_SLOTS 64u
+/*
+ * File descriptors the connection limit leaves to the rest: the process's (telemetry,
+ * logs, the root, helper threads' eventfds...), and each lcore's (its listening socket,
+ * io_uring or epoll, mailbox). The default connection limit per lcore is at most
+ * HTTP_MAX_CONNS_DEFAULT.
+ */
+#define HTTP_FD_RESERVE 64u
+#define HTTP_FD_PER_LCORE 8u
+#define HTTP_MAX_CONNS_DEFAULT 16384u
 /* Input a connection may stage beyond the head limits while a file goes out. */
 #define HTTP_STAGE_SLACK (32u * 1024)
 
@@ -40,6 +49,8 @@ enum {
 	CNT_PARSE_ERRORS,
 	CNT_HEADER_TIMEOUTS,
 	CNT_STATIC_BYTES,
+	CNT_BODY_TIMEOUTS,
+	CNT_RECLAIMED,
 	CNT_COUNT
 };
 
@@ -66,6 +77,11 @@ struct http_conn {
 	uint16_t pend_status;
 	struct http_file *file;
 	uint64_t req_start_ns; /* the head of the request being answered; 0 once counted */
+	/* The body being read: when it began, its last piece, its bytes (http_reclaim.c). */
+	uint64_t body_start_ns, body_last_ns, body_bytes;
+	/* The lcore's list of connections a new one may end (http_reclaim.c). */
+	uint32_t lru_prev, lru_next;
+	bool in_lru;
 };
 
 /* A static request: its file being opened (on a helper thread), then sent. */
@@ -108,6 +124,8 @@ struct http_lcore {
 	uint32_t json_len;
 	struct cr_timer date_timer;
 	bool shutting; /* closing (retire, shutdown): every answer says Connection: close */
+	uint32_t n_open;	     /* connections open */
+	uint32_t lru_head, lru_tail; /* oldest and newest reclaimable one (http_reclaim.c) */
 	uint64_t cnt[CNT_COUNT];
 };
 
@@ -118,7 +136,10 @@ struct http_cfg {
 	void (*file_done)(struct http_lcore *hl, struct http_conn *h, int err);
 	uint64_t header_timeout_ns;
 	uint64_t keepalive_ns;
+	uint64_t body_timeout_ns; /* 0: none */
+	uint64_t min_body_rate;	  /* bytes a second; 0: none */
 	uint32_t max_conns;
+	uint32_t reserve; /* slots kept free by ending the oldest idle or slow connection */
 	uint32_t stage_cap;
 	int root_fd; /* -1: no --root */
 	char root[4096];
@@ -177,6 +198,20 @@ void http_stage_put(struct http_lcore *hl, struct http_conn *h);
 void http_header_timer_arm(struct http_conn *h);
 /* A request is being read or answered (a staged head, a body, a transfer). */
 bool http_in_flight(const struct http_conn *h);
+
+/* http_reclaim.c: the slow-body deadline and the reserve of connection slots. */
+void http_lru_remove(struct http_lcore *hl, struct http_conn *h);
+/* To the newest end: a request began, or the connection opened. */
+void http_lru_touch(struct http_lcore *hl, struct http_conn *h);
+/* After a callback: on the list unless closing or sending a file. */
+void http_lru_settle(struct http_lcore *hl, struct http_conn *h);
+/* Above the reserve: the oldest idle or slow connection to end for @p fresh, else NULL. */
+struct cr_conn *http_reclaim_victim(struct http_lcore *hl, const struct http_conn *fresh);
+/* A body begins (arms the body deadline), @p n more of its bytes arrived. */
+void http_body_start(struct http_conn *h);
+void http_body_got(struct http_conn *h, size_t n);
+/* Time left before the body misses --body-timeout or --min-body-rate; 0: missed. */
+uint64_t http_body_left_ns(const struct http_conn *h);
 
 /* http_static.c */
 /*

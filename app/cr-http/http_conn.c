@@ -30,6 +30,7 @@ conn_settle(struct http_lcore *hl, struct http_conn *h)
 {
 	http_out_flush(h);
 	stats_flush(hl);
+	http_lru_settle(hl, h);
 	if (h->failed) {
 		struct cr_conn *c = h->c;
 
@@ -55,8 +56,23 @@ hdr_timeout(struct cr_timer *t, void *arg)
 		conn_settle(hl, h);
 		return;
 	}
-	if (!h->open || h->closing || h->phase == PH_BODY)
+	if (!h->open || h->closing)
 		return;
+	if (h->phase == PH_BODY) {
+		uint64_t left = http_body_left_ns(h);
+
+		if (left > 0) {
+			cr_timer_start(&h->hdr_timer, left);
+			return;
+		}
+		hl->cnt[CNT_BODY_TIMEOUTS]++;
+		h->p.req.method = HTTP_GET;
+		h->phase = PH_HEAD;
+		http_reply_status(h, 408, false, NULL, 0);
+		http_request_done(h);
+		conn_settle(hl, h);
+		return;
+	}
 	hl->cnt[CNT_HEADER_TIMEOUTS]++;
 	if (h->stage_len > 0) {
 		h->p.req.method = HTTP_GET;
@@ -71,10 +87,21 @@ on_open(struct cr_conn *c)
 {
 	struct http_lcore *hl = http_lcore_cur();
 	struct http_conn *h = &hl->conns[cr_conn_index(c)];
+	struct cr_conn *victim;
 
 	memset(h, 0, sizeof(*h));
 	h->c = c;
 	h->open = true;
+	hl->n_open++;
+	http_lru_touch(hl, h);
+	victim = http_reclaim_victim(hl, h);
+	if (victim != NULL) {
+		/* Its slot and socket now, not after a graceful close: it is the oldest idle
+		 * or slow connection, and this one needs the room. */
+		conn_release(hl, &hl->conns[cr_conn_index(victim)]);
+		cr_conn_destroy(victim);
+		stats_flush(hl);
+	}
 	cr_timer_init(&h->hdr_timer, hdr_timeout, h);
 	/* Also while shutting: it was queued before the stop, and its request is answered
 	 * (with Connection: close). */
@@ -180,6 +207,8 @@ conn_release(struct http_lcore *hl, struct http_conn *h)
 	if (h->file != NULL)
 		http_static_abort(hl, h);
 	http_stage_put(hl, h);
+	http_lru_remove(hl, h);
+	hl->n_open--;
 	h->open = false;
 	h->c = NULL;
 }

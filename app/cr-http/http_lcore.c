@@ -37,6 +37,8 @@ lcore_init(void *mem, unsigned lcore, void *arg)
 
 	(void)arg;
 	hl->out_cap = 64 * 1024;
+	hl->lru_head = UINT32_MAX;
+	hl->lru_tail = UINT32_MAX;
 	/* Address space for every connection's stage and every file slot, touched (and so
 	 * backed by memory) only as they are used; LIFO reuse keeps the used set small. */
 	hl->conns = cr_numa_zalloc(sizeof(struct http_conn) * n, node);

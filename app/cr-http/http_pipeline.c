@@ -156,6 +156,7 @@ handle_request(struct http_lcore *hl, struct http_conn *h, const char *head)
 	/* The turn's clock: when the bytes that completed the head were reaped. */
 	h->req_start_ns = cr_now_ns();
 	cr_timer_stop(&h->hdr_timer);
+	http_lru_touch(hl, h);
 	body = http_body_init(&h->body, r);
 	if (body && r->expect_continue && r->minor == 1) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -174,6 +175,7 @@ handle_request(struct http_lcore *hl, struct http_conn *h, const char *head)
 		h->pend_keep = keep;
 		h->phase = PH_BODY;
 		h->closing = false; /* not before the body is read */
+		http_body_start(h);
 		return;
 	}
 	h->phase = PH_HEAD;
@@ -209,6 +211,9 @@ http_process(struct http_lcore *hl, struct http_conn *h, const char *data, size_
 			rc = http_body_feed(&h->body, data, len, &used, &http_cfg.lim);
 			data += used;
 			len -= used;
+			http_body_got(h, used);
+			if (rc != 0)
+				cr_timer_stop(&h->hdr_timer);
 			if (rc < 0) {
 				reply_parse_error(hl, h, -rc);
 				break;

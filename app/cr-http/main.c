@@ -26,6 +26,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,13 +42,16 @@ static struct {
 	struct cr_listener *listener;
 	struct cr_net_addr bound;
 	unsigned long long max_conns;
-	double header_timeout, keepalive;
+	double header_timeout, keepalive, body_timeout;
+	unsigned long long min_body_rate;
 	unsigned long long max_line, max_header_bytes, max_fields, max_body;
 	const char *root;
 } app = {
-    .max_conns = 4096,
+    .max_conns = 0, /* from RLIMIT_NOFILE (conns_from_nofile) */
     .header_timeout = 10,
     .keepalive = 75,
+    .body_timeout = 60,
+    .min_body_rate = 500,
     .max_line = 8192,
     .max_header_bytes = 16384,
     .max_fields = 100,
@@ -65,6 +69,8 @@ static const struct cr_telemetry_prom ctr_prom[CNT_COUNT] = {
     [CNT_PARSE_ERRORS] = {"http_parse_errors"},
     [CNT_HEADER_TIMEOUTS] = {"http_header_timeouts"},
     [CNT_STATIC_BYTES] = {"http_static_sent_bytes"},
+    [CNT_BODY_TIMEOUTS] = {"http_body_timeouts"},
+    [CNT_RECLAIMED] = {"http_reclaimed_connections"},
 };
 
 int http_hist_request = -1;
@@ -89,6 +95,10 @@ static const char *const ctr_names[CNT_COUNT][2] = {
     [CNT_PARSE_ERRORS] = {"http_parse_errors", "requests refused as malformed (closed)"},
     [CNT_HEADER_TIMEOUTS] = {"http_header_timeouts", "connections closed at --header-timeout"},
     [CNT_STATIC_BYTES] = {"http_static_bytes", "file bytes sent from --root"},
+    [CNT_BODY_TIMEOUTS] = {"http_body_timeouts",
+			   "connections closed at --body-timeout or --min-body-rate"},
+    [CNT_RECLAIMED] = {"http_reclaimed",
+		       "idle or slow connections ended to keep the reserve of slots free"},
 };
 
 /* ---- start and stop ---- */
@@ -175,6 +185,9 @@ tel_http(const char *cmd, const char *params, struct cr_json *j)
 	cr_json_u64(j, "max_body", http_cfg.lim.max_body);
 	cr_json_double(j, "header_timeout_s", (double)http_cfg.header_timeout_ns / 1e9);
 	cr_json_double(j, "keepalive_timeout_s", (double)http_cfg.keepalive_ns / 1e9);
+	cr_json_double(j, "body_timeout_s", (double)http_cfg.body_timeout_ns / 1e9);
+	cr_json_u64(j, "min_body_rate", http_cfg.min_body_rate);
+	cr_json_u64(j, "reserved_connections_per_lcore", http_cfg.reserve);
 	cr_json_u64(j, "max_connections_per_lcore", http_cfg.max_conns);
 	cr_json_object_end(j);
 	cr_json_object_begin(j, "totals");
@@ -202,6 +215,12 @@ static int
 set_conns(const char *v, void *ctx)
 {
 	return set_uint(v, ctx, 1, 1u << 20);
+}
+
+static int
+set_rate(const char *v, void *ctx)
+{
+	return set_uint(v, ctx, 0, 1ull << 30);
 }
 
 static int
@@ -263,10 +282,35 @@ open_root(void)
 	return 0;
 }
 
+/*
+ * Connections per lcore that the process's file descriptors allow: RLIMIT_NOFILE (lib/app
+ * raises it to the hard limit at start), less what the runtime and every lcore's file
+ * transfers hold, shared by every lcore that may run. An lcore that ran out of descriptors
+ * before slots would never reach the reserve that lets a new client in.
+ */
+static unsigned long long
+conns_from_nofile(unsigned long long *nofile)
+{
+	const struct cr_lcore_table *lt = cr_app_lcore_table();
+	unsigned long long lcores = lt->n > 0 ? lt->n : 1, held, n;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		rl.rlim_cur = 1u << 20;
+	*nofile = rl.rlim_cur;
+	held = HTTP_FD_RESERVE + lcores * (HTTP_FD_PER_LCORE +
+					   (app.root != NULL ? HTTP_FILE_SLOTS : 0));
+	n = rl.rlim_cur > held ? (rl.rlim_cur - held) / lcores : 1;
+	if (n < 1)
+		n = 1;
+	return n > HTTP_MAX_CONNS_DEFAULT ? HTTP_MAX_CONNS_DEFAULT : n;
+}
+
 /* After the options: the limits, the counters and /http, lib/net's sizing, the lcores. */
 static int
 configure(int argc, char **argv, void *arg)
 {
+	unsigned long long fd_conns, nofile;
 	unsigned i;
 	int rc;
 
@@ -284,7 +328,20 @@ configure(int argc, char **argv, void *arg)
 	http_cfg.lim.max_body = app.max_body;
 	http_cfg.header_timeout_ns = (uint64_t)(app.header_timeout * 1e9);
 	http_cfg.keepalive_ns = (uint64_t)(app.keepalive * 1e9);
+	http_cfg.body_timeout_ns = (uint64_t)(app.body_timeout * 1e9);
+	http_cfg.min_body_rate = http_cfg.body_timeout_ns > 0 ? app.min_body_rate : 0;
+	fd_conns = conns_from_nofile(&nofile);
+	if (app.max_conns == 0) {
+		app.max_conns = fd_conns;
+	} else if (app.max_conns > fd_conns) {
+		fprintf(stderr,
+			"cr-http: --max-connections %llu: RLIMIT_NOFILE %llu allows %llu per "
+			"lcore; serving %llu\n",
+			app.max_conns, nofile, fd_conns, fd_conns);
+		app.max_conns = fd_conns;
+	}
 	http_cfg.max_conns = (uint32_t)app.max_conns;
+	http_cfg.reserve = http_cfg.max_conns / 32;
 	/* A head at its limits, plus input held behind a transfer. */
 	http_cfg.stage_cap =
 	    (uint32_t)((app.max_line + 2 + app.max_header_bytes + 2 + HTTP_STAGE_SLACK + 63) &
@@ -321,7 +378,10 @@ main(int argc, char **argv)
 	    CR_APP_OPT_LISTEN(&app.listen, "address to serve (default 127.0.0.1:8080)"),
 	    {"root", 0, "DIR", "serve the files under DIR (GET/HEAD; default: none)",
 	     "an existing directory", set_root, NULL},
-	    {"max-connections", 0, "N", "connections per lcore (default 4096)", "1-1048576",
+	    {"max-connections", 0, "N",
+	     "connections per lcore (default: what RLIMIT_NOFILE allows, at most 16384; never "
+	     "more); above all but 1/32 of them, a new one ends the oldest idle or slow one",
+	     "1-1048576",
 	     set_conns, &app.max_conns},
 	    {"header-timeout", 0, "SECONDS",
 	     "close a connection whose request head is not complete this long after it "
@@ -332,6 +392,14 @@ main(int argc, char **argv)
 	     "close a connection with no byte in or out this long, as between requests "
 	     "(default 75; 0: never)",
 	     "a number of seconds from 0 to 1000000", set_seconds, &app.keepalive},
+	    {"body-timeout", 0, "SECONDS",
+	     "close with 408 a request body with a gap this long between two of its pieces "
+	     "(default 60; 0: never, and no --min-body-rate)",
+	     "a number of seconds from 0 to 1000000", set_seconds, &app.body_timeout},
+	    {"min-body-rate", 0, "BYTES",
+	     "a body must average this many bytes a second once --body-timeout passed since "
+	     "it began, else 408 (default 500; 0: any rate)",
+	     "0-1073741824", set_rate, &app.min_body_rate},
 	    {"max-request-line", 0, "BYTES", "longest request line, else 414 (default 8192)",
 	     "64-1048576", set_line, &app.max_line},
 	    {"max-header-bytes", 0, "BYTES", "largest header section, else 431 (default 16384)",

@@ -220,7 +220,8 @@ def t_cli(exe, driver):
     check(r.returncode == 0, "--help exit %d" % r.returncode)
     for opt in ("--listen", "--root", "--max-connections", "--header-timeout",
                 "--keepalive-timeout", "--max-request-line", "--max-header-bytes",
-                "--max-header-fields", "--max-body", "--io-driver", "--corelist CORELIST"):
+                "--max-header-fields", "--max-body", "--body-timeout", "--min-body-rate",
+                "--io-driver", "--corelist CORELIST"):
         check(opt in r.stdout, "--help lacks %s" % opt)
     bad = [
         (["--listen", "foo"], "--listen foo"),
@@ -229,6 +230,8 @@ def t_cli(exe, driver):
         (["--header-timeout", "-1"], "--header-timeout -1"),
         (["--header-timeout", "0"], "--header-timeout 0"),
         (["--max-body", "x"], "--max-body x"),
+        (["--body-timeout", "-1"], "--body-timeout -1"),
+        (["--min-body-rate", "fast"], "--min-body-rate fast"),
         (["--max-request-line", "10"], "--max-request-line 10"),
         (["--root", "/nonexistent/dir"], "--root /nonexistent/dir"),
         (["--bogus"], "--bogus"),
