@@ -18,12 +18,14 @@
 #include "http_parse.h"
 
 /*
- * Bytes a static transfer reads at a time, and transfers per lcore at once. Each queues at
- * most the high watermark plus a chunk, so all of them together (6 MiB) stay well inside
- * lib/net's default chunk pool (16 MiB per lcore) and leave room for everything else.
+ * Bytes a static transfer reads at a time, and reads per lcore at once (each into one of
+ * HTTP_READ_BUFS buffers, held only while the read is in flight). A transfer is a file
+ * slot of its connection (one per connection: its fd and offsets); one that waits for its
+ * client to read holds no buffer, so clients that do not read take nothing from the
+ * others but the output their own watermark allows.
  */
 #define HTTP_FILE_CHUNK (32u * 1024)
-#define HTTP_FILE_SLOTS 64u
+#define HTTP_READ_BUFS 64u
 /*
  * File descriptors the connection limit leaves to the rest: the process's (telemetry,
  * logs, the root, helper threads' eventfds...), and each lcore's (its listening socket,
@@ -89,8 +91,10 @@ struct http_file {
 	struct http_conn *h; /* NULL once the connection went away */
 	int fd;		     /* or -status once the open failed */
 	uint64_t off, left;
-	char *buf;
+	char *buf; /* a read buffer while a read is in flight, else NULL */
 	cr_op_id op;
+	uint32_t wprev, wnext; /* on the lcore's list of transfers waiting for a buffer */
+	bool waiting;
 	bool wait_drain;
 	bool opening; /* the open job is out: its completion owns the slot */
 	/* What the answer needs from the head, which is gone by the time the open ends. */
@@ -112,10 +116,14 @@ struct http_lcore {
 	char *stage_mem;
 	uint32_t *stage_free;
 	uint32_t stage_nfree;
-	struct http_file *files;
-	char *file_mem;
+	struct http_file *files; /* one per connection slot */
 	uint32_t *file_free;
 	uint32_t file_nfree;
+	char *buf_mem; /* HTTP_READ_BUFS read buffers */
+	uint32_t *buf_free;
+	uint32_t buf_nfree;
+	uint32_t wait_head, wait_tail; /* transfers waiting for a buffer, oldest first */
+	struct cr_timer buf_timer;     /* hands freed buffers to the waiting transfers */
 	/* Date header, refreshed every second, and the canned responses that carry it. */
 	char date[30];
 	char plain[256];
@@ -224,6 +232,9 @@ void http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *h
 void http_static_abort(struct http_lcore *hl, struct http_conn *h);
 /* The open of @p h's file took --header-timeout: answer 503, close (the job ends alone). */
 void http_static_open_expired(struct http_lcore *hl, struct http_conn *h);
+/* lcore start / stop: the timer that hands read buffers out. */
+void http_static_start(struct http_lcore *hl);
+void http_static_stop(struct http_lcore *hl);
 /* Continue a transfer after the output queue drained. */
 void http_static_drained(struct http_lcore *hl, struct http_conn *h);
 

@@ -24,8 +24,9 @@ lcore_fini(void *mem, unsigned lcore, void *arg)
 	cr_numa_free(hl->stage_mem);
 	cr_numa_free(hl->stage_free);
 	cr_numa_free(hl->files);
-	cr_numa_free(hl->file_mem);
 	cr_numa_free(hl->file_free);
+	cr_numa_free(hl->buf_mem);
+	cr_numa_free(hl->buf_free);
 }
 
 static int
@@ -52,18 +53,23 @@ lcore_init(void *mem, unsigned lcore, void *arg)
 	for (i = 0; i < n; i++)
 		hl->stage_free[i] = n - 1 - i;
 	hl->stage_nfree = n;
+	hl->wait_head = UINT32_MAX;
+	hl->wait_tail = UINT32_MAX;
 	if (http_cfg.root_fd >= 0) {
-		hl->files = cr_numa_zalloc(sizeof(struct http_file) * HTTP_FILE_SLOTS, node);
-		hl->file_mem = cr_numa_zalloc((size_t)HTTP_FILE_CHUNK * HTTP_FILE_SLOTS, node);
-		hl->file_free = cr_numa_zalloc(sizeof(uint32_t) * HTTP_FILE_SLOTS, node);
-		if (hl->files == NULL || hl->file_mem == NULL || hl->file_free == NULL)
+		/* A slot per connection, each set up when taken (untouched until then). */
+		hl->files = cr_numa_zalloc(sizeof(struct http_file) * n, node);
+		hl->file_free = cr_numa_zalloc(sizeof(uint32_t) * n, node);
+		hl->buf_mem = cr_numa_zalloc((size_t)HTTP_FILE_CHUNK * HTTP_READ_BUFS, node);
+		hl->buf_free = cr_numa_zalloc(sizeof(uint32_t) * HTTP_READ_BUFS, node);
+		if (hl->files == NULL || hl->file_free == NULL || hl->buf_mem == NULL ||
+		    hl->buf_free == NULL)
 			goto out_free;
-		for (i = 0; i < HTTP_FILE_SLOTS; i++) {
-			hl->file_free[i] = HTTP_FILE_SLOTS - 1 - i;
-			hl->files[i].buf = hl->file_mem + (size_t)i * HTTP_FILE_CHUNK;
-			hl->files[i].fd = -1;
-		}
-		hl->file_nfree = HTTP_FILE_SLOTS;
+		for (i = 0; i < n; i++)
+			hl->file_free[i] = n - 1 - i;
+		hl->file_nfree = n;
+		for (i = 0; i < HTTP_READ_BUFS; i++)
+			hl->buf_free[i] = HTTP_READ_BUFS - 1 - i;
+		hl->buf_nfree = HTTP_READ_BUFS;
 	}
 	return 0;
 
@@ -86,6 +92,7 @@ http_lcore_start(unsigned lcore, void *arg)
 	(void)lcore;
 	(void)arg;
 	http_date_start(http_lcore_cur());
+	http_static_start(http_lcore_cur());
 	return 0;
 }
 
@@ -95,4 +102,5 @@ http_lcore_stop(unsigned lcore, void *arg)
 	(void)lcore;
 	(void)arg;
 	http_date_stop(http_lcore_cur());
+	http_static_stop(http_lcore_cur());
 }

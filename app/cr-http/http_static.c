@@ -4,7 +4,9 @@
  * If-Modified-Since, one byte range (Range: bytes=A-B, A-, -N), index.html for a
  * directory. The bytes are read through lib/io (cr_io_read) a chunk at a time and each
  * chunk is queued on the connection; the next read starts while the queue is below its
- * high watermark, or when it drains.
+ * high watermark, or when it drains. A read takes one of the lcore's read buffers for as
+ * long as it is in flight (none free: the transfer waits in line for one); a transfer
+ * waiting for its client holds none.
  *
  * No escape from the root: a path is %-decoded, a "." or ".." segment (literal or
  * encoded) is refused with 400, and the file is opened with openat2(RESOLVE_BENEATH |
@@ -210,11 +212,58 @@ parse_range(const char *v, size_t len, uint64_t size, uint64_t *first, uint64_t 
 
 static int file_read(struct http_file *f);
 
+#define WAIT_NONE UINT32_MAX
+
+static void
+wait_remove(struct http_lcore *hl, struct http_file *f)
+{
+	if (!f->waiting)
+		return;
+	if (f->wprev != WAIT_NONE)
+		hl->files[f->wprev].wnext = f->wnext;
+	else
+		hl->wait_head = f->wnext;
+	if (f->wnext != WAIT_NONE)
+		hl->files[f->wnext].wprev = f->wprev;
+	else
+		hl->wait_tail = f->wprev;
+	f->waiting = false;
+}
+
+static void
+wait_add(struct http_lcore *hl, struct http_file *f)
+{
+	uint32_t i = (uint32_t)(f - hl->files);
+
+	f->wprev = hl->wait_tail;
+	f->wnext = WAIT_NONE;
+	if (hl->wait_tail != WAIT_NONE)
+		hl->files[hl->wait_tail].wnext = i;
+	else
+		hl->wait_head = i;
+	hl->wait_tail = i;
+	f->waiting = true;
+}
+
+static void
+buf_put(struct http_lcore *hl, struct http_file *f)
+{
+	if (f->buf == NULL)
+		return;
+	hl->buf_free[hl->buf_nfree++] = (uint32_t)((size_t)(f->buf - hl->buf_mem) / HTTP_FILE_CHUNK);
+	f->buf = NULL;
+	/* The transfers in line get it from the timer, not from inside this caller. */
+	if (hl->wait_head != WAIT_NONE && !cr_timer_armed(&hl->buf_timer))
+		cr_timer_start(&hl->buf_timer, 1);
+}
+
 static void
 file_put(struct http_lcore *hl, struct http_file *f)
 {
 	if (f->fd >= 0)
 		close(f->fd);
+	wait_remove(hl, f);
+	buf_put(hl, f);
 	f->fd = -1;
 	f->h = NULL;
 	f->op = 0;
@@ -260,6 +309,7 @@ read_done(void *ctx, const struct cr_io_cqe *cqe)
 		file_end(hl, h, -ENOBUFS);
 		return;
 	}
+	buf_put(hl, f); /* copied into the connection's queue */
 	hl->cnt[CNT_STATIC_BYTES] += n;
 	f->off += n;
 	f->left -= n;
@@ -273,14 +323,53 @@ read_done(void *ctx, const struct cr_io_cqe *cqe)
 		file_end(hl, h, -ENOSPC);
 }
 
+/* Read the next chunk, or wait in line for a buffer (after those already waiting). */
 static int
 file_read(struct http_file *f)
 {
+	struct http_lcore *hl = http_lcore_cur();
 	size_t n = f->left < HTTP_FILE_CHUNK ? (size_t)f->left : HTTP_FILE_CHUNK;
 
 	f->wait_drain = false;
+	if (f->buf == NULL) {
+		if (hl->buf_nfree == 0 || (hl->wait_head != WAIT_NONE && !f->waiting)) {
+			if (!f->waiting)
+				wait_add(hl, f);
+			return 0;
+		}
+		wait_remove(hl, f);
+		f->buf = hl->buf_mem + (size_t)hl->buf_free[--hl->buf_nfree] * HTTP_FILE_CHUNK;
+	}
 	f->op = cr_io_read(f->fd, f->buf, n, f->off, read_done, f);
 	return f->op == 0 ? -errno : 0;
+}
+
+/* The buffer timer: the transfers waiting in line read, oldest first, while buffers last. */
+static void
+buf_tick(struct cr_timer *t, void *arg)
+{
+	struct http_lcore *hl = arg;
+
+	(void)t;
+	while (hl->buf_nfree > 0 && hl->wait_head != WAIT_NONE) {
+		struct http_file *f = &hl->files[hl->wait_head];
+		struct http_conn *h = f->h;
+
+		if (file_read(f) != 0)
+			file_end(hl, h, -ENOSPC);
+	}
+}
+
+void
+http_static_start(struct http_lcore *hl)
+{
+	cr_timer_init(&hl->buf_timer, buf_tick, hl);
+}
+
+void
+http_static_stop(struct http_lcore *hl)
+{
+	cr_timer_stop(&hl->buf_timer);
 }
 
 void
@@ -288,7 +377,7 @@ http_static_drained(struct http_lcore *hl, struct http_conn *h)
 {
 	struct http_file *f = h->file;
 
-	if (f != NULL && f->wait_drain && f->op == 0 && file_read(f) != 0)
+	if (f != NULL && f->wait_drain && f->op == 0 && !f->waiting && file_read(f) != 0)
 		file_end(hl, h, -ENOSPC);
 }
 
@@ -435,6 +524,8 @@ http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
 	f->h = h;
 	f->fd = -1;
 	f->op = 0;
+	f->buf = NULL;
+	f->waiting = false;
 	f->wait_drain = false;
 	f->head_only = req->method == HTTP_HEAD;
 	f->keep = keep;

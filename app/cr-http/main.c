@@ -284,8 +284,8 @@ open_root(void)
 
 /*
  * Connections per lcore that the process's file descriptors allow: RLIMIT_NOFILE (lib/app
- * raises it to the hard limit at start), less what the runtime and every lcore's file
- * transfers hold, shared by every lcore that may run. An lcore that ran out of descriptors
+ * raises it to the hard limit at start), less what the runtime holds, shared by every lcore
+ * that may run, two descriptors a connection with --root. An lcore that ran out of descriptors
  * before slots would never reach the reserve that lets a new client in.
  */
 static unsigned long long
@@ -298,9 +298,9 @@ conns_from_nofile(unsigned long long *nofile)
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
 		rl.rlim_cur = 1u << 20;
 	*nofile = rl.rlim_cur;
-	held = HTTP_FD_RESERVE + lcores * (HTTP_FD_PER_LCORE +
-					   (app.root != NULL ? HTTP_FILE_SLOTS : 0));
-	n = rl.rlim_cur > held ? (rl.rlim_cur - held) / lcores : 1;
+	held = HTTP_FD_RESERVE + lcores * HTTP_FD_PER_LCORE;
+	/* With --root, a connection may hold the file it sends besides its socket. */
+	n = rl.rlim_cur > held ? (rl.rlim_cur - held) / lcores / (app.root != NULL ? 2 : 1) : 1;
 	if (n < 1)
 		n = 1;
 	return n > HTTP_MAX_CONNS_DEFAULT ? HTTP_MAX_CONNS_DEFAULT : n;
