@@ -341,7 +341,10 @@ configure(int argc, char **argv, void *arg)
 		app.max_conns = fd_conns;
 	}
 	http_cfg.max_conns = (uint32_t)app.max_conns;
+	/* 1/32 of the slots, and one at least once there are two. */
 	http_cfg.reserve = http_cfg.max_conns / 32;
+	if (http_cfg.reserve == 0 && http_cfg.max_conns >= 2)
+		http_cfg.reserve = 1;
 	/* A head at its limits, plus input held behind a transfer. */
 	http_cfg.stage_cap =
 	    (uint32_t)((app.max_line + 2 + app.max_header_bytes + 2 + HTTP_STAGE_SLACK + 63) &
