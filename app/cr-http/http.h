@@ -7,6 +7,7 @@
 #define CR_HTTP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -40,6 +41,22 @@
 
 enum { PH_HEAD = 0, PH_BODY };
 
+/*
+ * A list of array elements by index, oldest first (http_reclaim.c): each element embeds a
+ * struct http_link; the list knows the array, the element size and the link's offset.
+ */
+#define HTTP_LINK_NONE UINT32_MAX
+struct http_link {
+	uint32_t prev, next;
+	bool on;
+};
+struct http_ilist {
+	uint32_t head, tail; /* HTTP_LINK_NONE: empty */
+};
+void http_ilist_init(struct http_ilist *l);
+void http_ilist_push(struct http_ilist *l, void *base, size_t size, size_t off, uint32_t i);
+void http_ilist_remove(struct http_ilist *l, void *base, size_t size, size_t off, uint32_t i);
+
 /* App counters, summed per lcore in struct http_lcore and pushed to telemetry. */
 enum {
 	CNT_REQUESTS = 0,
@@ -71,19 +88,18 @@ struct http_conn {
 	bool closing; /* the response written last says close: read no more */
 	bool failed;  /* a send failed: destroy once back in the callback */
 	bool read_stopped;
-	bool peer_eof;	 /* the peer shut its side: ours shuts once the answers are out */
-	bool held_cut;	 /* input behind a transfer did not fit: refused after the rest */
-	bool replaying;	 /* the held input is being answered (it fits the stage again) */
-	bool pend_keep;	 /* the answer due once the body is read */
+	bool peer_eof;	/* the peer shut its side: ours shuts once the answers are out */
+	bool held_cut;	/* input behind a transfer did not fit: refused after the rest */
+	bool replaying; /* the held input is being answered (it fits the stage again) */
+	bool pend_keep; /* the answer due once the body is read */
 	uint8_t pend_kind;
 	uint16_t pend_status;
 	struct http_file *file;
 	uint64_t req_start_ns; /* the head of the request being answered; 0 once counted */
 	/* The body being read: when it began, its last piece, its bytes (http_reclaim.c). */
 	uint64_t body_start_ns, body_last_ns, body_bytes;
-	/* The lcore's list of connections a new one may end (http_reclaim.c). */
-	uint32_t lru_prev, lru_next;
-	bool in_lru;
+	/* On the lcore's list of connections a new one may end (http_reclaim.c). */
+	struct http_link lru;
 };
 
 /* A static request: its file being opened (on a helper thread), then sent. */
@@ -93,8 +109,7 @@ struct http_file {
 	uint64_t off, left;
 	char *buf; /* a read buffer while a read is in flight, else NULL */
 	cr_op_id op;
-	uint32_t wprev, wnext; /* on the lcore's list of transfers waiting for a buffer */
-	bool waiting;
+	struct http_link wait; /* on the lcore's list of transfers waiting for a buffer */
 	bool wait_drain;
 	bool opening; /* the open job is out: its completion owns the slot */
 	/* What the answer needs from the head, which is gone by the time the open ends. */
@@ -122,8 +137,8 @@ struct http_lcore {
 	char *buf_mem; /* HTTP_READ_BUFS read buffers */
 	uint32_t *buf_free;
 	uint32_t buf_nfree;
-	uint32_t wait_head, wait_tail; /* transfers waiting for a buffer, oldest first */
-	struct cr_timer buf_timer;     /* hands freed buffers to the waiting transfers */
+	struct http_ilist wait;	   /* transfers waiting for a buffer, oldest first */
+	struct cr_timer buf_timer; /* hands freed buffers to the waiting transfers */
 	/* Date header, refreshed every second, and the canned responses that carry it. */
 	char date[30];
 	char plain[256];
@@ -133,7 +148,7 @@ struct http_lcore {
 	struct cr_timer date_timer;
 	bool shutting; /* closing (retire, shutdown): every answer says Connection: close */
 	uint32_t n_open;	     /* connections open */
-	uint32_t lru_head, lru_tail; /* oldest and newest reclaimable one (http_reclaim.c) */
+	struct http_ilist lru; /* reclaimable connections, oldest first (http_reclaim.c) */
 	uint64_t cnt[CNT_COUNT];
 };
 

@@ -38,8 +38,7 @@ lcore_init(void *mem, unsigned lcore, void *arg)
 
 	(void)arg;
 	hl->out_cap = 64 * 1024;
-	hl->lru_head = UINT32_MAX;
-	hl->lru_tail = UINT32_MAX;
+	http_ilist_init(&hl->lru);
 	/* Address space for every connection's stage and every file slot, touched (and so
 	 * backed by memory) only as they are used; LIFO reuse keeps the used set small. */
 	hl->conns = cr_numa_zalloc(sizeof(struct http_conn) * n, node);
@@ -53,8 +52,7 @@ lcore_init(void *mem, unsigned lcore, void *arg)
 	for (i = 0; i < n; i++)
 		hl->stage_free[i] = n - 1 - i;
 	hl->stage_nfree = n;
-	hl->wait_head = UINT32_MAX;
-	hl->wait_tail = UINT32_MAX;
+	http_ilist_init(&hl->wait);
 	if (http_cfg.root_fd >= 0) {
 		/* A slot per connection, each set up when taken (untouched until then). */
 		hl->files = cr_numa_zalloc(sizeof(struct http_file) * n, node);

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -212,37 +213,12 @@ parse_range(const char *v, size_t len, uint64_t size, uint64_t *first, uint64_t 
 
 static int file_read(struct http_file *f);
 
-#define WAIT_NONE UINT32_MAX
+#define WAIT_ARGS(hl) (hl)->files, sizeof(struct http_file), offsetof(struct http_file, wait)
 
 static void
 wait_remove(struct http_lcore *hl, struct http_file *f)
 {
-	if (!f->waiting)
-		return;
-	if (f->wprev != WAIT_NONE)
-		hl->files[f->wprev].wnext = f->wnext;
-	else
-		hl->wait_head = f->wnext;
-	if (f->wnext != WAIT_NONE)
-		hl->files[f->wnext].wprev = f->wprev;
-	else
-		hl->wait_tail = f->wprev;
-	f->waiting = false;
-}
-
-static void
-wait_add(struct http_lcore *hl, struct http_file *f)
-{
-	uint32_t i = (uint32_t)(f - hl->files);
-
-	f->wprev = hl->wait_tail;
-	f->wnext = WAIT_NONE;
-	if (hl->wait_tail != WAIT_NONE)
-		hl->files[hl->wait_tail].wnext = i;
-	else
-		hl->wait_head = i;
-	hl->wait_tail = i;
-	f->waiting = true;
+	http_ilist_remove(&hl->wait, WAIT_ARGS(hl), (uint32_t)(f - hl->files));
 }
 
 static void
@@ -250,10 +226,11 @@ buf_put(struct http_lcore *hl, struct http_file *f)
 {
 	if (f->buf == NULL)
 		return;
-	hl->buf_free[hl->buf_nfree++] = (uint32_t)((size_t)(f->buf - hl->buf_mem) / HTTP_FILE_CHUNK);
+	hl->buf_free[hl->buf_nfree++] =
+	    (uint32_t)((size_t)(f->buf - hl->buf_mem) / HTTP_FILE_CHUNK);
 	f->buf = NULL;
 	/* The transfers in line get it from the timer, not from inside this caller. */
-	if (hl->wait_head != WAIT_NONE && !cr_timer_armed(&hl->buf_timer))
+	if (hl->wait.head != HTTP_LINK_NONE && !cr_timer_armed(&hl->buf_timer))
 		cr_timer_start(&hl->buf_timer, 1);
 }
 
@@ -332,9 +309,10 @@ file_read(struct http_file *f)
 
 	f->wait_drain = false;
 	if (f->buf == NULL) {
-		if (hl->buf_nfree == 0 || (hl->wait_head != WAIT_NONE && !f->waiting)) {
-			if (!f->waiting)
-				wait_add(hl, f);
+		if (hl->buf_nfree == 0 || (hl->wait.head != HTTP_LINK_NONE && !f->wait.on)) {
+			if (!f->wait.on)
+				http_ilist_push(&hl->wait, WAIT_ARGS(hl),
+						(uint32_t)(f - hl->files));
 			return 0;
 		}
 		wait_remove(hl, f);
@@ -351,8 +329,8 @@ buf_tick(struct cr_timer *t, void *arg)
 	struct http_lcore *hl = arg;
 
 	(void)t;
-	while (hl->buf_nfree > 0 && hl->wait_head != WAIT_NONE) {
-		struct http_file *f = &hl->files[hl->wait_head];
+	while (hl->buf_nfree > 0 && hl->wait.head != HTTP_LINK_NONE) {
+		struct http_file *f = &hl->files[hl->wait.head];
 		struct http_conn *h = f->h;
 
 		if (file_read(f) != 0)
@@ -377,7 +355,7 @@ http_static_drained(struct http_lcore *hl, struct http_conn *h)
 {
 	struct http_file *f = h->file;
 
-	if (f != NULL && f->wait_drain && f->op == 0 && !f->waiting && file_read(f) != 0)
+	if (f != NULL && f->wait_drain && f->op == 0 && !f->wait.on && file_read(f) != 0)
 		file_end(hl, h, -ENOSPC);
 }
 
@@ -525,7 +503,7 @@ http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
 	f->fd = -1;
 	f->op = 0;
 	f->buf = NULL;
-	f->waiting = false;
+	f->wait.on = false;
 	f->wait_drain = false;
 	f->head_only = req->method == HTTP_HEAD;
 	f->keep = keep;

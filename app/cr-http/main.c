@@ -384,8 +384,7 @@ main(int argc, char **argv)
 	    {"max-connections", 0, "N",
 	     "connections per lcore (default: what RLIMIT_NOFILE allows, at most 16384; never "
 	     "more); above all but 1/32 of them, a new one ends the oldest idle or slow one",
-	     "1-1048576",
-	     set_conns, &app.max_conns},
+	     "1-1048576", set_conns, &app.max_conns},
 	    {"header-timeout", 0, "SECONDS",
 	     "close a connection whose request head is not complete this long after it "
 	     "began, or that sends nothing this long after opening (default 10)",

@@ -11,20 +11,17 @@ a file), slowbody (bodies dribbled a byte at a time), idle (more idle connection
 file-descriptor limit allows, under prlimit), nonreaders (file requests never read).
 The server, clients and helpers are those of http_test.py.
 """
-import argparse
 import os
 import shutil
-import signal
 import socket
 import sys
 import tempfile
 import threading
 import time
 
-import apptest
+import http_test
 from http_test import SKIP, Failure, Reader, Server, check, exchange, log
 
-TEST_TIMEOUT = 100  # seconds; meson's own timeout is above this
 GET = b"GET %s HTTP/1.1\r\nHost: t\r\n\r\n"
 
 
@@ -78,13 +75,19 @@ def check_settled(srv, before, what, fd_slack=16, rss_slack_kb=64 * 1024, limit=
           % (what, before[0], rss))
 
 
-def make_root():
+def make_root(big_size=0):
+    """(top, root, big): a temporary root with index.html and, with big_size, big.bin
+    of that many random bytes (big)."""
     top = tempfile.mkdtemp()
     root = os.path.join(top, "www")
     os.makedirs(root)
     with open(os.path.join(root, "index.html"), "w") as f:
         f.write("<h1>home</h1>\n")
-    return top, root
+    big = os.urandom(big_size)
+    if big_size > 0:
+        with open(os.path.join(root, "big.bin"), "wb") as f:
+            f.write(big)
+    return top, root, big
 
 
 def close_all(socks):
@@ -98,7 +101,7 @@ def close_all(socks):
 # ---- item 3: a FIFO (or any non-regular file) in the root ----
 
 def t_fifo(exe, driver):
-    top, root = make_root()
+    top, root, _ = make_root()
     os.mkfifo(os.path.join(root, "fifo"))
     sock_path = os.path.join(root, "sock")
     us = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -137,10 +140,7 @@ def t_fifo(exe, driver):
 # ---- item 4: pipelined requests behind a file ----
 
 def t_pipeflood(exe, driver):
-    top, root = make_root()
-    big = os.urandom(2 * 1024 * 1024)
-    with open(os.path.join(root, "big.bin"), "wb") as f:
-        f.write(big)
+    top, root, big = make_root(2 * 1024 * 1024)
     srv = Server(exe, driver, ["--root", root])
     try:
         before = proc_stats(srv)
@@ -322,10 +322,7 @@ def t_idle(exe, driver):
 # ---- item 2: file requests never read ----
 
 def t_nonreaders(exe, driver):
-    top, root = make_root()
-    big = os.urandom(4 * 1024 * 1024)
-    with open(os.path.join(root, "big.bin"), "wb") as f:
-        f.write(big)
+    top, root, big = make_root(4 * 1024 * 1024)
     srv = Server(exe, driver, ["--root", root])
     socks = []
     try:
@@ -368,31 +365,5 @@ TESTS = {
 }
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("exe", help="path of cr-http")
-    ap.add_argument("test", choices=sorted(TESTS))
-    ap.add_argument("--driver", default="uring", choices=["uring", "epoll"])
-    a = ap.parse_args()
-    if apptest.skip_if_refused(a.exe, a.driver, log):
-        return SKIP
-
-    def on_alarm(*_):
-        raise Failure("timed out")
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TEST_TIMEOUT)
-    try:
-        rc = TESTS[a.test](a.exe, a.driver)
-    except Failure as e:
-        log("FAIL: %s" % e)
-        return 1
-    finally:
-        signal.alarm(0)
-    if rc == SKIP:
-        return SKIP
-    log("PASS %s (%s)" % (a.test, a.driver))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(http_test.run(TESTS, __doc__))

@@ -892,10 +892,12 @@ TESTS = {
 }
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run(tests, doc):
+    """The command line of a cr-http test script: EXE TEST [--driver D], one of tests
+    (name -> function(exe, driver)) run within TEST_TIMEOUT. @return the exit status."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("exe", help="path of cr-http")
-    ap.add_argument("test", choices=sorted(TESTS))
+    ap.add_argument("test", choices=sorted(tests))
     ap.add_argument("--driver", default="uring", choices=["uring", "epoll"])
     a = ap.parse_args()
     if a.test != "cli" and apptest.skip_if_refused(a.exe, a.driver, log):
@@ -906,7 +908,7 @@ def main():
     signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(TEST_TIMEOUT)
     try:
-        rc = TESTS[a.test](a.exe, a.driver)
+        rc = tests[a.test](a.exe, a.driver)
     except Failure as e:
         log("FAIL: %s" % e)
         return 1
@@ -919,4 +921,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(TESTS, __doc__))
