@@ -27,15 +27,6 @@
  */
 #define HTTP_FILE_CHUNK (32u * 1024)
 #define HTTP_READ_BUFS 64u
-/*
- * File descriptors the connection limit leaves to the rest: the process's (telemetry,
- * logs, the root, helper threads' eventfds...), and each lcore's (its listening socket,
- * io_uring or epoll, mailbox). The default connection limit per lcore is at most
- * HTTP_MAX_CONNS_DEFAULT.
- */
-#define HTTP_FD_RESERVE 64u
-#define HTTP_FD_PER_LCORE 8u
-#define HTTP_MAX_CONNS_DEFAULT 16384u
 /* Input a connection may stage beyond the head limits while a file goes out. */
 #define HTTP_STAGE_SLACK (32u * 1024)
 

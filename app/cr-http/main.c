@@ -26,7 +26,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,7 +46,7 @@ static struct {
 	unsigned long long max_line, max_header_bytes, max_fields, max_body;
 	const char *root;
 } app = {
-    .max_conns = 0, /* from RLIMIT_NOFILE (conns_from_nofile) */
+    .max_conns = 0, /* conns_default() */
     .header_timeout = 10,
     .keepalive = 75,
     .body_timeout = 60,
@@ -115,6 +114,10 @@ start(void *arg)
 	(void)arg;
 	lo.addr = app.listen;
 	lo.conn.idle_timeout_ns = http_cfg.keepalive_ns;
+	/* Out of slots or descriptors, lib/net may end an idle keep-alive connection for a
+	 * new one (http_at_boundary() says which are idle); the reserve (http_reclaim.c)
+	 * usually made room before. */
+	lo.conn.reclaimable = true;
 	rc = cr_tcp_listen(&lo, &http_conn_ops, NULL, &app.listener);
 	if (rc != 0)
 		return cr_app_errorf(rc, "--listen %s: %s",
@@ -283,34 +286,24 @@ open_root(void)
 }
 
 /*
- * Connections per lcore that the process's file descriptors allow: RLIMIT_NOFILE (lib/app
- * raises it to the hard limit at start), less what the runtime holds, shared by every lcore
- * that may run, two descriptors a connection with --root. An lcore that ran out of descriptors
- * before slots would never reach the reserve that lets a new client in.
+ * The default --max-connections: the slots lib/app says fit the descriptor limit (which it
+ * raised to the hard one), halved with --root, where a connection may hold the file it
+ * sends besides its socket.
  */
 static unsigned long long
-conns_from_nofile(unsigned long long *nofile)
+conns_default(void)
 {
-	const struct cr_lcore_table *lt = cr_app_lcore_table();
-	unsigned long long lcores = lt->n > 0 ? lt->n : 1, held, n;
-	struct rlimit rl;
+	unsigned long long n = cr_app_conns_fit();
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-		rl.rlim_cur = 1u << 20;
-	*nofile = rl.rlim_cur;
-	held = HTTP_FD_RESERVE + lcores * HTTP_FD_PER_LCORE;
-	/* With --root, a connection may hold the file it sends besides its socket. */
-	n = rl.rlim_cur > held ? (rl.rlim_cur - held) / lcores / (app.root != NULL ? 2 : 1) : 1;
-	if (n < 1)
-		n = 1;
-	return n > HTTP_MAX_CONNS_DEFAULT ? HTTP_MAX_CONNS_DEFAULT : n;
+	if (app.root != NULL)
+		n /= 2;
+	return n > 0 ? n : 1;
 }
 
 /* After the options: the limits, the counters and /http, lib/net's sizing, the lcores. */
 static int
 configure(int argc, char **argv, void *arg)
 {
-	unsigned long long fd_conns, nofile;
 	unsigned i;
 	int rc;
 
@@ -330,16 +323,8 @@ configure(int argc, char **argv, void *arg)
 	http_cfg.keepalive_ns = (uint64_t)(app.keepalive * 1e9);
 	http_cfg.body_timeout_ns = (uint64_t)(app.body_timeout * 1e9);
 	http_cfg.min_body_rate = http_cfg.body_timeout_ns > 0 ? app.min_body_rate : 0;
-	fd_conns = conns_from_nofile(&nofile);
-	if (app.max_conns == 0) {
-		app.max_conns = fd_conns;
-	} else if (app.max_conns > fd_conns) {
-		fprintf(stderr,
-			"cr-http: --max-connections %llu: RLIMIT_NOFILE %llu allows %llu per "
-			"lcore; serving %llu\n",
-			app.max_conns, nofile, fd_conns, fd_conns);
-		app.max_conns = fd_conns;
-	}
+	if (app.max_conns == 0)
+		app.max_conns = conns_default();
 	http_cfg.max_conns = (uint32_t)app.max_conns;
 	/* 1/32 of the slots, and one at least once there are two. */
 	http_cfg.reserve = http_cfg.max_conns / 32;
@@ -382,8 +367,9 @@ main(int argc, char **argv)
 	    {"root", 0, "DIR", "serve the files under DIR (GET/HEAD; default: none)",
 	     "an existing directory", set_root, NULL},
 	    {"max-connections", 0, "N",
-	     "connections per lcore (default: what RLIMIT_NOFILE allows, at most 16384; never "
-	     "more); above all but 1/32 of them, a new one ends the oldest idle or slow one",
+	     "connections per lcore (default: what the descriptor limit allows, at most 4096, "
+	     "half that with --root); above all but 1/32 of them, a new one ends the oldest "
+	     "idle or slow one",
 	     "1-1048576", set_conns, &app.max_conns},
 	    {"header-timeout", 0, "SECONDS",
 	     "close a connection whose request head is not complete this long after it "
