@@ -130,6 +130,7 @@ struct http_lcore {
 	uint32_t buf_nfree;
 	struct http_ilist wait;	   /* transfers waiting for a buffer, oldest first */
 	struct cr_timer buf_timer; /* hands freed buffers to the waiting transfers */
+	bool buf_timer_on;	   /* from lcore start to lcore stop */
 	/* Date header, refreshed every second, and the canned responses that carry it. */
 	char date[30];
 	char plain[256];

@@ -230,7 +230,7 @@ buf_put(struct http_lcore *hl, struct http_file *f)
 	    (uint32_t)((size_t)(f->buf - hl->buf_mem) / HTTP_FILE_CHUNK);
 	f->buf = NULL;
 	/* The transfers in line get it from the timer, not from inside this caller. */
-	if (hl->wait.head != HTTP_LINK_NONE && !cr_timer_armed(&hl->buf_timer))
+	if (hl->wait.head != HTTP_LINK_NONE && hl->buf_timer_on && !cr_timer_armed(&hl->buf_timer))
 		cr_timer_start(&hl->buf_timer, 1);
 }
 
@@ -342,11 +342,14 @@ void
 http_static_start(struct http_lcore *hl)
 {
 	cr_timer_init(&hl->buf_timer, buf_tick, hl);
+	hl->buf_timer_on = true;
 }
 
 void
 http_static_stop(struct http_lcore *hl)
 {
+	/* What is still open is closed after this: no buffer is handed out any more. */
+	hl->buf_timer_on = false;
 	cr_timer_stop(&hl->buf_timer);
 }
 
