@@ -332,7 +332,9 @@ struct cr_conn *cr_tcp_connect(const struct cr_net_addr *to, uint64_t timeout_ns
  * All of it is queued or none. Sends happen in order; a short send is resumed where it
  * stopped. On the connection's lcore.
  * @return 0 (@p data may be reused at once); -ENOBUFS (this lcore's chunk pool cannot
- *         hold it; nothing queued); -EPIPE (the write side is shut or the connection is
+ *         hold it, or this connection is above its high watermark and the pool is down
+ *         to its last quarter, which is kept for the connections that are not; nothing
+ *         queued); -EPIPE (the write side is shut or the connection is
  *         closing or closed); -EINVAL (NULL).
  */
 int cr_conn_send(struct cr_conn *c, const void *data, size_t len);
