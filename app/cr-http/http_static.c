@@ -96,7 +96,7 @@ static int
 open_beneath(int dirfd, const char *rel)
 {
 	/* O_NONBLOCK: a FIFO or a device opens without waiting for its other end (and is
-	 * refused once fstat says what it is); it changes nothing for a regular file. */
+	 * refused once fstat says what it is); a regular file is set back to blocking. */
 	struct open_how how = {
 	    .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
 	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
@@ -165,6 +165,12 @@ open_file(const char *path, struct stat *st, const char **type)
 	if (!S_ISREG(st->st_mode)) {
 		close(fd);
 		return -403;
+	}
+	/* Back to blocking: io_uring hands -EAGAIN back for a read of an O_NONBLOCK file
+	 * whose pages are not cached, instead of reading it on its worker. */
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+		close(fd);
+		return -500;
 	}
 	return fd;
 }
