@@ -57,7 +57,7 @@ kc_flush(struct kconn *kc)
 
 	while ((kr = kc->head) != NULL && kr->done) {
 		if (kc->conn != NULL)
-			kc_send(kc, kr->final->p, kr->final->len);
+			kc_send_rbuf(kc, kr->final);
 		kc->head = kr->next;
 		if (kc->head == NULL)
 			kc->tail = NULL;
@@ -68,7 +68,7 @@ kc_flush(struct kconn *kc)
 		kc_maybe_free(kc);
 		return;
 	}
-	if (kc->close_after && kc->head == NULL) {
+	if (kc->close_after && kc->head == NULL && kc->oq_head == NULL) {
 		if (kc->close_hard)
 			kc_close_hard(kc);
 		else
