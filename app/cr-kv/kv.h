@@ -557,7 +557,6 @@ struct kv_global {
 	_Atomic unsigned long long obuf_hard, obuf_soft, obuf_soft_secs; /* "normal" class */
 	_Atomic uint64_t clients_mem; /* every client's memory, all lcores (climem.c) */
 	_Atomic uint64_t evicted_clients, obuf_closed;
-	unsigned out_reserve; /* output chunks kept for clients with nothing queued */
 	unsigned closing_grace_s; /* --retire-grace */
 	uint64_t start_ms;
 	unsigned port;

@@ -181,10 +181,9 @@ configure(int argc, char **argv, void *arg)
 	app.net.max_conns =
 	    (uint32_t)(kv.maxclients + 64 < (1u << 24) ? kv.maxclients + 64 : (1u << 24));
 	/* 64 MiB of output per lcore. A connection holds at most a slice of it (outq.c), its
-	 * big replies wait in its own memory; an eighth is kept for clients with nothing
-	 * queued, so that slow readers, however many, cannot take it all. */
+	 * big replies wait in its own memory; lib/net keeps the last quarter for connections
+	 * under their high watermark, so slow readers, however many, cannot take it all. */
 	app.net.chunks = 4096;
-	kv.out_reserve = app.net.chunks / 8;
 	rc = shards_create();
 	if (rc == 0)
 		rc = telemetry_counters();

@@ -5,11 +5,11 @@
  * "normal" client class (client-output-buffer-limit) close the client over them.
  *
  * lib/net's chunk pool is shared by the lcore's connections and sized at start (DESIGN
- * rule 4). Here a connection holds at most OQ_FEED of it, and one that already has bytes
- * queued (a slow reader) does not take the last kv.out_reserve chunks, which are kept for
- * clients with nothing queued: a client that does not read makes itself wait, never a
- * bystander. A connection refused chunks waits on the shard's starved list, retried
- * every millisecond; its replies are never dropped for want of chunks.
+ * rule 4). Here a connection holds at most about OQ_FEED of it, whatever the size of its
+ * replies, so one that does not read holds that much and no more: it cannot take the
+ * pool from the others unless about chunks x chunk_size / OQ_FEED such clients gather on
+ * one lcore. A connection refused chunks (-ENOBUFS) waits on the shard's starved list,
+ * retried every millisecond; its replies are never dropped for want of chunks.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -121,19 +121,6 @@ starve(struct kconn *kc)
 		cr_timer_start(&sh->starved_timer, STARVED_RETRY_NS);
 }
 
-/* May @p kc take chunks now? Those past the reserve go to clients with nothing queued. */
-static bool
-may_take_chunks(struct kconn *kc)
-{
-	struct cr_net_stats st;
-
-	if (cr_conn_queued(kc->conn) == 0 || kv.out_reserve == 0)
-		return true;
-	if (cr_net_stats(kc->sh->lcore, &st) != 0)
-		return true;
-	return st.chunks_free > kv.out_reserve;
-}
-
 /* Feed lib/net from the blocks; false when the connection went (-EPIPE: closing). */
 static void
 pump(struct kconn *kc)
@@ -146,10 +133,6 @@ pump(struct kconn *kc)
 
 		if (q >= OQ_FEED)
 			return; /* above the high watermark: on_drain calls again */
-		if (!may_take_chunks(kc)) {
-			starve(kc);
-			return;
-		}
 		if (n > OQ_FEED - q)
 			n = OQ_FEED - q;
 		rc = cr_conn_send(kc->conn, b->p + b->off, n);
@@ -241,7 +224,7 @@ kc_send(struct kconn *kc, const char *p, size_t n)
 {
 	if (kc->conn == NULL || n == 0)
 		return kc->conn != NULL;
-	if (kc->oq_head == NULL && cr_conn_queued(kc->conn) + n <= OQ_FEED && may_take_chunks(kc)) {
+	if (kc->oq_head == NULL && cr_conn_queued(kc->conn) + n <= OQ_FEED) {
 		int rc = cr_conn_send(kc->conn, p, n);
 
 		if (rc == 0 || rc == -EPIPE)
