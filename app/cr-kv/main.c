@@ -306,10 +306,11 @@ main(int argc, char **argv)
 	     "client eviction (default 0: no bound; N% is of --maxmemory)",
 	     "a byte count with an optional unit (64mb, 0), or a percentage 1%-100%",
 	     set_maxmemory_clients, NULL},
-	    {"client-output-buffer-limit", 0, "'normal HARD SOFT SECONDS'",
-	     "close a client whose replies waiting to be read reach HARD bytes, or stay over "
-	     "SOFT bytes for more than SECONDS (checked when a reply is added, as Redis does); "
-	     "0 turns a bound off (default 'normal 0 0 0': none, as Redis)",
+	    {"client-output-buffer-limit", 0, "LIMITS",
+	     "'normal HARD SOFT SECONDS': close a client whose replies waiting to be read reach "
+	     "HARD bytes, or stay over SOFT bytes for more than SECONDS (checked when a reply is "
+	     "added, as Redis does, and every 100 ms); 0 turns a bound off (default "
+	     "'normal 0 0 0': none, as Redis)",
 	     "the normal class with two byte counts and seconds, e.g. 'normal 256mb 64mb 60'",
 	     set_obuf_limit, NULL},
 	    {"proto-max-bulk-len", 0, "BYTES",
