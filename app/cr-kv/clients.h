@@ -25,6 +25,9 @@ bool kc_send(struct kconn *kc, const char *p, size_t n); /* false: it was aborte
  * then empty). */
 bool kc_send_rbuf(struct kconn *kc, struct rbuf *b);
 void kc_pump(struct kconn *kc); /* feed lib/net: its queue drained, or chunks freed */
+/* Are @p kc's replies not yet read over what its next command may wait behind? Then its
+ * parsing pauses (dispatch.c) until they are half gone. */
+bool kc_out_full(struct kconn *kc);
 void kc_oq_drop(struct kconn *kc); /* the socket is gone: free what waits */
 void kv_outq_tick(struct kv_shard *sh); /* the soft output limit, from the 100 ms tick */
 void kv_outq_init(struct kv_shard *sh);

@@ -544,7 +544,7 @@ kv_process_input(struct kconn *kc)
 	kc->in_input = true;
 	kc->sh->now_ms = kv_now_ms();
 	prefetch_batch(kc);
-	while (kc->conn != NULL && kc->blocked == 0 && !kc->close_after) {
+	while (kc->conn != NULL && kc->blocked == 0 && !kc->close_after && !kc_out_full(kc)) {
 		const char *err;
 		enum resp_result r;
 

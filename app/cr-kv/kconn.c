@@ -118,7 +118,8 @@ void
 kc_stop_reading_if_needed(struct kconn *kc)
 {
 	if (kc->conn != NULL && !kc->read_stopped &&
-	    (kc->queued >= KC_MAX_QUEUED || (kc->blocked != 0 && kc->qlen > KC_QBUF_SHRINK))) {
+	    (kc->queued >= KC_MAX_QUEUED ||
+	     ((kc->blocked != 0 || kc->out_paused) && kc->qlen > KC_QBUF_SHRINK))) {
 		kc->read_stopped = true;
 		cr_conn_read_stop(kc->conn);
 	}

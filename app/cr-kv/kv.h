@@ -483,6 +483,7 @@ struct kconn {
 	size_t oq_alloc;	    /* the memory they take */
 	struct kconn *starved_next; /* on the shard's list of those waiting for chunks */
 	bool starved;
+	bool out_paused; /* parsing waits: its unread replies are over kv_out_pause() */
 	int64_t obuf_soft_since; /* over the soft output limit since (ms), or 0 */
 	size_t mem;		 /* what it takes, as last counted (climem.c) */
 };

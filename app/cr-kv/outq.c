@@ -268,14 +268,56 @@ kc_send_rbuf(struct kconn *kc, struct rbuf *b)
 	return queued_out(kc);
 }
 
+/*
+ * How much unread output a client's next command waits behind. With a hard limit set,
+ * that limit (the client is closed past it, as in Redis); without one (Redis's default,
+ * where the output of a client that pipelines without reading grows without bound), 8 MiB:
+ * the commands it sent after run as it reads, so one client cannot make the lcore build
+ * hundreds of megabytes of replies for it in one go.
+ */
+#define OUT_PAUSE (8u << 20)
+
+static size_t
+out_pending(struct kconn *kc)
+{
+	size_t n = kc->oq_alloc;
+
+	if (kc->in_input)
+		n += kc->sh->batch.len; /* its replies made in this batch, not sent yet */
+	return n;
+}
+
+bool
+kc_out_full(struct kconn *kc)
+{
+	unsigned long long hard = atomic_load_explicit(&kv.obuf_hard, memory_order_relaxed);
+
+	if (out_pending(kc) < (hard != 0 ? hard : OUT_PAUSE))
+		return false;
+	kc->out_paused = true;
+	return true;
+}
+
 void
 kc_pump(struct kconn *kc)
 {
-	if (kc->conn == NULL || kc->oq_head == NULL)
+	unsigned long long hard;
+
+	if (kc->conn == NULL)
 		return;
-	pump(kc);
-	kc_mem_update(kc);
-	if (kc->oq_head == NULL && kc->close_after)
+	if (kc->oq_head != NULL) {
+		pump(kc);
+		kc_mem_update(kc);
+	}
+	hard = atomic_load_explicit(&kv.obuf_hard, memory_order_relaxed);
+	if (kc->out_paused && out_pending(kc) < (hard != 0 ? hard : OUT_PAUSE) / 2) {
+		kc->out_paused = false;
+		if (kc->blocked == 0 && !kc->in_input && !kc->close_after && kc->conn != NULL) {
+			kc->resume(kc); /* parse what waits; may free kc */
+			return;
+		}
+	}
+	if (kc->conn != NULL && kc->oq_head == NULL && kc->close_after)
 		kc_flush(kc); /* the last owed bytes went: the close waited for them */
 }
 

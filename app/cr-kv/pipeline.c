@@ -75,7 +75,8 @@ kc_flush(struct kconn *kc)
 			cr_conn_close(kc->conn);
 		return;
 	}
-	if (kc->read_stopped && kc->queued < KC_MAX_QUEUED / 4 && kc->blocked == 0) {
+	if (kc->read_stopped && kc->queued < KC_MAX_QUEUED / 4 && kc->blocked == 0 &&
+	    !kc->out_paused) {
 		kc->read_stopped = false;
 		cr_conn_read_start(kc->conn);
 	}
