@@ -184,6 +184,9 @@ configure(int argc, char **argv, void *arg)
 	 * big replies wait in its own memory; lib/net keeps the last quarter for connections
 	 * under their high watermark, so slow readers, however many, cannot take it all. */
 	app.net.chunks = 4096;
+	/* What the descriptors must hold is maxclients (and the refused ones), not that on
+	 * every lcore. */
+	cr_app_conns_limit(kv.maxclients + 64);
 	rc = shards_create();
 	if (rc == 0)
 		rc = telemetry_counters();
