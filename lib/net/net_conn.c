@@ -67,6 +67,9 @@ cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o)
 		c->low_wm = c->high_wm;
 	c->idle_ns = o != NULL ? o->idle_timeout_ns : 0;
 	c->keep_reading = o != NULL && o->keep_reading;
+	c->layer = o != NULL ? o->layer : NULL;
+	c->layer_arg = o != NULL ? o->layer_arg : NULL;
+	c->wire = c->layer != NULL ? c->layer->wire : c->ops;
 }
 
 void
@@ -90,6 +93,8 @@ conn_free(struct cr_conn *c)
 	struct net_lcore *nl = c->nl;
 	struct net_chunk *ch;
 
+	if (c->layer != NULL && c->layer->release != NULL)
+		c->layer->release(c);
 	while ((ch = c->head) != NULL) {
 		c->head = ch->next;
 		cr__net_chunk_put(nl, ch);
@@ -153,8 +158,8 @@ cr__conn_end(struct cr_conn *c, int err, bool notify)
 	NET_STAT_ADD(nl, closed, 1);
 	CR_LOG(L, DEBUG, "lcore %u: connection fd %d ends: %s", nl->lcore, c->fd,
 	       err != 0 ? cr_strerror(err) : "orderly");
-	if (notify && c->ops->on_close != NULL)
-		c->ops->on_close(c, err);
+	if (notify && c->wire->on_close != NULL)
+		c->wire->on_close(c, err);
 	cr__conn_unhold(c);
 }
 
@@ -215,7 +220,7 @@ ending_check(struct cr_conn *c)
 		return;
 	if (c->rx_bytes == 0 && !c->read_eof && cr_now_ns() < c->first_req_until)
 		return;
-	if (c->ops->at_boundary != NULL && !c->ops->at_boundary(c))
+	if (c->wire->at_boundary != NULL && !c->wire->at_boundary(c))
 		return;
 	cr_conn_close(c);
 }
@@ -427,8 +432,8 @@ send_done(void *ctx, const struct cr_io_cqe *cqe)
 		drained = true;
 	}
 	cr__conn_progress(c, true);
-	if (drained && c->state == CONN_OPEN && c->ops->on_drain != NULL)
-		c->ops->on_drain(c);
+	if (drained && c->state == CONN_OPEN && c->wire->on_drain != NULL)
+		c->wire->on_drain(c);
 	ending_check(c);
 	cr__conn_unhold(c);
 }
@@ -450,8 +455,8 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 			c->last_active = cr_now_ns();
 			c->rx_bytes += (uint64_t)cqe->res;
 			NET_STAT_ADD(c->nl, bytes_in, (uint64_t)cqe->res);
-			if (c->state == CONN_OPEN && c->ops->on_data != NULL)
-				c->ops->on_data(c, cqe->buf, (size_t)cqe->res);
+			if (c->state == CONN_OPEN && c->wire->on_data != NULL)
+				c->wire->on_data(c, cqe->buf, (size_t)cqe->res);
 		}
 		cr_io_buf_release(cqe->buf_id);
 	}
@@ -459,8 +464,8 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 		goto out;
 	if (cqe->res == 0) {
 		c->read_eof = true;
-		if (c->state == CONN_OPEN && c->ops->on_eof != NULL)
-			c->ops->on_eof(c);
+		if (c->state == CONN_OPEN && c->wire->on_eof != NULL)
+			c->wire->on_eof(c);
 		else
 			c->wr_shut_req = true;
 	} else if (cqe->res < 0 && cqe->res != -ECANCELED && cqe->res != -ENOBUFS &&
@@ -490,8 +495,8 @@ cr__conn_adopt(struct net_lcore *nl, int fd, const struct cr_conn_opts *o,
 		(void)cr__socket_opts_nodelay(fd, false);
 	NET_STAT_ADD(nl, accepted, 1);
 	cr__conn_hold(c);
-	if (ops->on_open != NULL)
-		ops->on_open(c);
+	if (c->wire->on_open != NULL)
+		c->wire->on_open(c);
 	cr__conn_progress(c, true);
 	/* Taken on a closing lcore (a backlog it serves itself): served, then closed. */
 	if (nl->draining)
@@ -511,8 +516,8 @@ cr__conn_connected(struct cr_conn *c, int res)
 		c->state = CONN_OPEN;
 		c->last_active = cr_now_ns();
 		NET_STAT_ADD(c->nl, connected, 1);
-		if (c->ops->on_open != NULL)
-			c->ops->on_open(c);
+		if (c->wire->on_open != NULL)
+			c->wire->on_open(c);
 		cr__conn_progress(c, true);
 		if (c->ending) {
 			/* Ending began while connecting: nothing was received before it. */
@@ -528,6 +533,14 @@ cr__conn_connected(struct cr_conn *c, int res)
 
 int
 cr_conn_send(struct cr_conn *c, const void *data, size_t len)
+{
+	if (c != NULL && c->layer != NULL && c->layer->send != NULL)
+		return c->layer->send(c, data, len);
+	return cr_conn_send_wire(c, data, len);
+}
+
+int
+cr_conn_send_wire(struct cr_conn *c, const void *data, size_t len)
 {
 	struct net_lcore *nl;
 	const uint8_t *p = data;
@@ -576,6 +589,24 @@ cr_conn_send(struct cr_conn *c, const void *data, size_t len)
 }
 
 size_t
+cr_conn_send_room(const struct cr_conn *c)
+{
+	const struct net_lcore *nl = c->nl;
+	size_t room = c->tail != NULL ? nl->chunk_cap - c->tail->len : 0;
+
+	return room + (size_t)nl->chunks_free * nl->chunk_cap;
+}
+
+/* The layer's last words, while the connection can still send them. */
+static void
+layer_shut(struct cr_conn *c)
+{
+	if (c->layer != NULL && c->layer->shut != NULL && c->state == CONN_OPEN &&
+	    !c->wr_shut_req)
+		c->layer->shut(c);
+}
+
+size_t
 cr_conn_queued(const struct cr_conn *c)
 {
 	return c->queued;
@@ -593,6 +624,7 @@ cr_conn_shutdown_write(struct cr_conn *c)
 	NET_ASSERT_OWNER(c->nl);
 	if (c->state != CONN_OPEN && c->state != CONN_CONNECTING)
 		return -ENOTCONN;
+	layer_shut(c);
 	c->wr_shut_req = true;
 	cr__conn_progress(c, false);
 	return 0;
@@ -608,6 +640,7 @@ cr_conn_close(struct cr_conn *c)
 	}
 	if (c->state != CONN_OPEN)
 		return;
+	layer_shut(c);
 	c->state = CONN_CLOSING;
 	c->wr_shut_req = true;
 	c->linger_until = cr_now_ns() + NET_LINGER_NS;
@@ -650,6 +683,42 @@ void
 cr_conn_set_data(struct cr_conn *c, void *data)
 {
 	c->data = data;
+}
+
+const struct cr_conn_ops *
+cr_conn_app_ops(const struct cr_conn *c)
+{
+	return c->ops;
+}
+
+const struct cr_conn_layer *
+cr_conn_layer(const struct cr_conn *c)
+{
+	return c->layer;
+}
+
+void *
+cr_conn_layer_arg(const struct cr_conn *c)
+{
+	return c->layer_arg;
+}
+
+void *
+cr_conn_layer_data(const struct cr_conn *c)
+{
+	return c->layer_data;
+}
+
+void
+cr_conn_set_layer_data(struct cr_conn *c, void *data)
+{
+	c->layer_data = data;
+}
+
+bool
+cr_conn_is_open(const struct cr_conn *c)
+{
+	return c->state == CONN_OPEN;
 }
 
 void *
