@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cr_eal.h"
 #include "cr_net.h"
 
 #ifdef __cplusplus
@@ -131,6 +132,48 @@ bool cr_tls_resumed(const struct cr_conn *c);
 /** True if the client sent a certificate that verified. Server, after on_open. */
 bool cr_tls_peer_verified(const struct cr_conn *c);
 
+/* ---- an app's command-line options ---- */
+
+/** What the TLS options of an app (cr_tls_app_opts_table()) set. Strings are borrowed
+ * from the command line (or the --config file's lines), which outlive the app. */
+struct cr_tls_app_opts {
+	struct cr_net_addr listen; /**< --tls-listen */
+	bool listen_set;
+	const char *certs[CR_TLS_MAX_CERTS]; /**< --tls-cert, in order */
+	const char *keys[CR_TLS_MAX_CERTS];  /**< --tls-key, in order */
+	unsigned n_certs, n_keys;
+	const char *ca_file;	       /**< --tls-ca */
+	enum cr_tls_verify verify;     /**< --tls-verify */
+	const char *protocols;	       /**< --tls-protocols */
+	const char *ciphers;	       /**< --tls-ciphers */
+	const char *ciphersuites;      /**< --tls-ciphersuites */
+	double handshake_timeout;      /**< --tls-handshake-timeout, seconds (default 10) */
+	double ticket_rotate;	       /**< --tls-ticket-rotate, seconds (default 3600) */
+};
+
+/** The defaults of struct cr_tls_app_opts. Any thread. */
+void cr_tls_app_opts_defaults(struct cr_tls_app_opts *o);
+
+/** The number of entries cr_tls_app_opts_table() writes. */
+#define CR_TLS_APP_N_OPTS 10
+
+/**
+ * Write the TLS options (--tls-listen, --tls-cert, --tls-key, --tls-ca, --tls-verify,
+ * --tls-protocols, --tls-ciphers, --tls-ciphersuites, --tls-handshake-timeout,
+ * --tls-ticket-rotate), which set @p o, into @p out (at most @p cap entries), for an app to
+ * append to its option table. @return the entries written.
+ */
+unsigned cr_tls_app_opts_table(struct cr_tls_app_opts *o, struct cr_opt *out, unsigned cap);
+
+/**
+ * The server context the options describe, with ALPN @p alpn (NULL: none): *@p out NULL
+ * and 0 when no TLS option was given. Control path.
+ * @return 0; -EINVAL with one line in @p err (options that do not go together, or
+ *         cr_tls_ctx_new()'s line naming the file or value); -ENOMEM.
+ */
+int cr_tls_app_ctx(const struct cr_tls_app_opts *o, const char *alpn, struct cr_tls_ctx **out,
+		   char *err, size_t len);
+
 /* ---- session tickets ---- */
 
 /**
@@ -176,6 +219,14 @@ struct cr_tls_stats {
 
 /** Snapshot lcore @p lcore's counters. Any thread. @return 0 or -EINVAL. */
 int cr_tls_stats(unsigned lcore, struct cr_tls_stats *out);
+
+/**
+ * Register the /tls telemetry command: the OpenSSL version, where records are made
+ * ("records": "user-space" or "kernel"), whether the kernel has kTLS, the ticket key
+ * rotations and the handshake totals over every lcore. Control path, once.
+ * @return 0 or cr_telemetry_register()'s error.
+ */
+int cr_tls_telemetry_register(void);
 
 #ifdef __cplusplus
 }
