@@ -35,6 +35,7 @@ struct tls_conn {
 	bool in_use;
 	bool app_open; /* the app's on_open ran (a server's, after the handshake) */
 	bool client;
+	int fail_err; /* a client's failed handshake: what its on_close gets */
 };
 
 /* Touched by its lcore only. */
@@ -57,13 +58,21 @@ app(const struct tls_conn *tc)
 	return cr_conn_app_ops(tc->c);
 }
 
-/* The handshake failed or timed out: a server closes it quietly (the app never saw it),
- * a client reports it. */
+/*
+ * The handshake failed or timed out: a server closes it quietly (the app never saw it),
+ * a client's app hears @p err in on_close. A failure closes gracefully, so the alert
+ * OpenSSL queued reaches the peer; a timeout has nothing to send and aborts.
+ */
 static void
-fail_handshake(struct tls_conn *tc, int err)
+fail_handshake(struct tls_conn *tc, int err, bool graceful)
 {
 	struct cr_conn *c = tc->c;
 
+	tc->fail_err = err;
+	if (graceful) {
+		cr_conn_close(c); /* wire_close() tells a client's app */
+		return;
+	}
 	if (tc->client && app(tc)->on_close != NULL)
 		app(tc)->on_close(c, err);
 	cr_conn_destroy(c);
@@ -77,7 +86,7 @@ hs_timeout(struct cr_timer *t, void *arg)
 	(void)t;
 	TLS_STAT_ADD(cr_conn_lcore(tc->c), timeouts);
 	CR_LOG(L, INFO, "lcore %u: TLS handshake timed out", cr_conn_lcore(tc->c));
-	fail_handshake(tc, -ETIMEDOUT);
+	fail_handshake(tc, -ETIMEDOUT, false);
 }
 
 /* ---- what the engine calls ---- */
@@ -185,7 +194,7 @@ wire_open(struct cr_conn *c)
 	if (rc == 0)
 		return;
 	if (conn_of(c) != NULL) {
-		fail_handshake(conn_of(c), rc);
+		fail_handshake(conn_of(c), rc, true);
 		return;
 	}
 	/* No state at all: nothing of ours to clean. */
@@ -219,7 +228,7 @@ wire_data(struct cr_conn *c, const void *data, size_t len)
 		return; /* the app closed or destroyed it meanwhile */
 	if (rc < 0 && !was_open && !tc->app_open) {
 		TLS_STAT_ADD(cr_conn_lcore(c), failures);
-		fail_handshake(tc, -EPROTO);
+		fail_handshake(tc, -EPROTO, true);
 	} else if (rc < 0) {
 		cr_conn_close(c); /* a broken record or an alert: what was queued still goes */
 	} else if (rc == 1) {
@@ -234,7 +243,7 @@ wire_eof(struct cr_conn *c)
 
 	if (tc == NULL || !tc->app_open) {
 		if (tc != NULL)
-			fail_handshake(tc, -ECONNRESET);
+			fail_handshake(tc, -ECONNRESET, false);
 		else
 			cr_conn_destroy(c);
 		return;
@@ -266,6 +275,8 @@ wire_close(struct cr_conn *c, int err)
 
 	if (tc != NULL)
 		cr_timer_stop(&tc->hs_timer);
+	if (tc != NULL && tc->fail_err != 0)
+		err = tc->fail_err;
 	if (tell && cr_conn_app_ops(c)->on_close != NULL)
 		cr_conn_app_ops(c)->on_close(c, err);
 }

@@ -79,16 +79,23 @@ tel_tls(const char *cmd, const char *params, struct cr_json *j)
 
 	(void)cmd;
 	(void)params;
+	cr_json_object_begin(j, NULL);
+	cr_json_array_begin(j, "lcores"); /* those that made a handshake */
 	for (i = 0; i < CR_MAX_LCORES; i++) {
-		if (cr_tls_stats(i, &s) != 0)
+		if (cr_tls_stats(i, &s) != 0 || s.handshakes + s.failures + s.timeouts == 0)
 			continue;
+		cr_json_object_begin(j, NULL);
+		cr_json_u64(j, "lcore", i);
+		cr_json_u64(j, "handshakes", s.handshakes);
+		cr_json_u64(j, "resumed", s.resumed);
+		cr_json_object_end(j);
 		t.handshakes += s.handshakes;
 		t.resumed += s.resumed;
 		t.failures += s.failures;
 		t.timeouts += s.timeouts;
 		t.closes_notified += s.closes_notified;
 	}
-	cr_json_object_begin(j, NULL);
+	cr_json_array_end(j);
 	cr_json_string(j, "library", OpenSSL_version(OPENSSL_VERSION));
 	cr_json_string(j, "records", cr_tls_record_mode());
 	cr_json_bool(j, "ktls_available", cr_tls_ktls_available());
