@@ -131,6 +131,7 @@ extern struct http_cfg http_cfg;
 unsigned http_tls_opts(struct cr_opt *out, unsigned cap);
 int http_tls_configure(void);
 int http_tls_start(const struct cr_conn_ops *ops, uint64_t idle_ns);
+void http_tls_ready_line(void);
 void http_tls_stop(void);
 void http_tls_reload(void *arg);
 void http_tls_fini(void);

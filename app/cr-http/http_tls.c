@@ -88,9 +88,18 @@ http_tls_start(const struct cr_conn_ops *ops, uint64_t idle_ns)
 	rc = cr_tls_tickets_rotate_every((uint64_t)(tls.o.ticket_rotate * 1000));
 	if (rc != 0)
 		return cr_app_errorf(rc, "--tls-ticket-rotate: %s", cr_strerror(rc));
-	printf("cr-http: listening on %s (https), TLS records in %s\n",
-	       cr_net_addr_format(&tls.bound, a, sizeof(a)), cr_tls_record_mode());
 	return 0;
+}
+
+/* After the plain listener's ready line, which stays the first. */
+void
+http_tls_ready_line(void)
+{
+	char a[CR_NET_ADDR_STRLEN];
+
+	if (tls.listener != NULL)
+		printf("cr-http: listening on %s (https), TLS records in %s\n",
+		       cr_net_addr_format(&tls.bound, a, sizeof(a)), cr_tls_record_mode());
 }
 
 void

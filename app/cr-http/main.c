@@ -124,6 +124,7 @@ start(void *arg)
 	       cr_net_addr_format(&app.bound, a, sizeof(a)), n, n == 1 ? "" : "s",
 	       cr_lcore_table_corelist(cr_app_lcore_table(), cl, sizeof(cl)), cr_reactor_driver(),
 	       app.root != NULL ? ", root " : "", app.root != NULL ? http_cfg.root : "");
+	http_tls_ready_line();
 	fflush(stdout);
 	return 0;
 }
