@@ -174,6 +174,45 @@ unsigned cr_tls_app_opts_table(struct cr_tls_app_opts *o, struct cr_opt *out, un
 int cr_tls_app_ctx(const struct cr_tls_app_opts *o, const char *alpn, struct cr_tls_ctx **out,
 		   char *err, size_t len);
 
+/**
+ * A server app's TLS listener, from its options: what cr-http, cr-kv and cr-proxy share.
+ * Zero it, then cr_tls_app_opts_defaults(&t->o) before the options are parsed.
+ */
+struct cr_tls_app {
+	struct cr_tls_app_opts o;
+	struct cr_tls_ctx *ctx;	     /**< NULL: no TLS option given */
+	struct cr_listener *listener; /**< after cr_tls_app_listen() */
+	struct cr_net_addr bound;     /**< its address, the kernel's port for 0 */
+};
+
+/**
+ * After the options (an app's configure()): make the context (cr_tls_app_ctx()) and
+ * register /tls. Nothing when no TLS option was given. @return 0 or -errno, with one line
+ * in @p err.
+ */
+int cr_tls_app_configure(struct cr_tls_app *t, const char *alpn, char *err, size_t len);
+
+/**
+ * On the main lcore (the app's start()): listen on --tls-listen with @p conn's options
+ * (copied; NULL: defaults) made TLS, serving @p ops / @p arg, and start the ticket key
+ * rotation (--tls-ticket-rotate). Nothing without a context. @return 0 or -errno, with
+ * one line in @p err.
+ */
+int cr_tls_app_listen(struct cr_tls_app *t, const struct cr_conn_opts *conn,
+		      const struct cr_conn_ops *ops, void *arg, char *err, size_t len);
+
+/** Print "PROG: listening on ADDR (PROTO), TLS records in MODE" if listening. */
+void cr_tls_app_ready_line(const struct cr_tls_app *t, const char *prog, const char *proto);
+
+/** On the main lcore at the app's stop: close the listener, stop the rotation. */
+void cr_tls_app_close(struct cr_tls_app *t);
+
+/** The app's reload (SIGHUP, signal thread): cr_tls_ctx_reload(), one line either way. */
+void cr_tls_app_reload(struct cr_tls_app *t, const char *prog);
+
+/** After the runtime stopped (the app's fini()): free the context. */
+void cr_tls_app_fini(struct cr_tls_app *t);
+
 /* ---- session tickets ---- */
 
 /**

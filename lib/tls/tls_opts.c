@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cr_reactor.h"
 #include "tls_internal.h"
 
 static int
@@ -188,4 +189,88 @@ cr_tls_app_ctx(const struct cr_tls_app_opts *o, const char *alpn, struct cr_tls_
 		cfg.handshake_timeout_ms = 1;
 	*out = cr_tls_ctx_new(&cfg, err, len);
 	return *out != NULL ? 0 : -errno;
+}
+
+/* ---- a server app's TLS listener ---- */
+
+int
+cr_tls_app_configure(struct cr_tls_app *t, const char *alpn, char *err, size_t len)
+{
+	int rc = cr_tls_app_ctx(&t->o, alpn, &t->ctx, err, len);
+
+	if (rc != 0 || t->ctx == NULL)
+		return rc;
+	rc = cr_tls_telemetry_register();
+	if (rc != 0)
+		snprintf(err, len, "telemetry command /tls: %s", cr_strerror(rc));
+	return rc;
+}
+
+int
+cr_tls_app_listen(struct cr_tls_app *t, const struct cr_conn_opts *conn,
+		  const struct cr_conn_ops *ops, void *arg, char *err, size_t len)
+{
+	struct cr_tcp_listen_opts lo = {0};
+	char a[CR_NET_ADDR_STRLEN];
+	int rc;
+
+	if (t->ctx == NULL)
+		return 0;
+	lo.addr = t->o.listen;
+	if (conn != NULL)
+		lo.conn = *conn;
+	cr_tls_conn_opts(&lo.conn, t->ctx);
+	rc = cr_tcp_listen(&lo, ops, arg, &t->listener);
+	if (rc != 0) {
+		snprintf(err, len, "--tls-listen %s: %s",
+			 cr_net_addr_format(&t->o.listen, a, sizeof(a)), cr_strerror(rc));
+		return rc;
+	}
+	cr_listener_addr(t->listener, &t->bound);
+	rc = cr_tls_tickets_rotate_every((uint64_t)(t->o.ticket_rotate * 1000));
+	if (rc != 0)
+		snprintf(err, len, "--tls-ticket-rotate: %s", cr_strerror(rc));
+	return rc;
+}
+
+void
+cr_tls_app_ready_line(const struct cr_tls_app *t, const char *prog, const char *proto)
+{
+	char a[CR_NET_ADDR_STRLEN];
+
+	if (t->listener != NULL)
+		printf("%s: listening on %s (%s), TLS records in %s\n", prog,
+		       cr_net_addr_format(&t->bound, a, sizeof(a)), proto, cr_tls_record_mode());
+}
+
+void
+cr_tls_app_close(struct cr_tls_app *t)
+{
+	if (t->listener != NULL)
+		cr_listener_close(t->listener, NULL, NULL);
+	t->listener = NULL;
+	if (t->ctx != NULL)
+		cr_tls_tickets_stop();
+}
+
+void
+cr_tls_app_reload(struct cr_tls_app *t, const char *prog)
+{
+	char err[512];
+
+	if (t->ctx == NULL)
+		return;
+	if (cr_tls_ctx_reload(t->ctx, err, sizeof(err)) != 0)
+		fprintf(stderr, "%s: SIGHUP: TLS reload failed, the old certificates stay: %s\n",
+			prog, err);
+	else
+		printf("%s: SIGHUP: TLS certificates and keys reloaded\n", prog);
+	fflush(stdout);
+}
+
+void
+cr_tls_app_fini(struct cr_tls_app *t)
+{
+	cr_tls_ctx_free(t->ctx);
+	t->ctx = NULL;
 }
