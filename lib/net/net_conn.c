@@ -269,6 +269,7 @@ conn_timer_fired(struct cr_timer *t, void *arg)
 
 static void send_done(void *ctx, const struct cr_io_cqe *cqe);
 static void recv_done(void *ctx, const struct cr_io_cqe *cqe);
+static void layer_shut(struct cr_conn *c);
 
 /*
  * A result that is no error of the connection. io_uring completes a send or receive with
@@ -464,10 +465,12 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 		goto out;
 	if (cqe->res == 0) {
 		c->read_eof = true;
-		if (c->state == CONN_OPEN && c->wire->on_eof != NULL)
+		if (c->state == CONN_OPEN && c->wire->on_eof != NULL) {
 			c->wire->on_eof(c);
-		else
+		} else {
+			layer_shut(c); /* the default shut of our side: the layer's words first */
 			c->wr_shut_req = true;
+		}
 	} else if (cqe->res < 0 && cqe->res != -ECANCELED && cqe->res != -ENOBUFS &&
 		   !(transient(cqe->res) && ++c->recv_again < NET_AGAIN_MAX)) {
 		cr__conn_end(c, cqe->res, true);
