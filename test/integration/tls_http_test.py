@@ -6,7 +6,7 @@ curl --cacert, openssl s_client, python's ssl.
   tls_http_test.py CR_HTTP TEST [--driver uring|epoll]
 
 TEST is one of: curl, pipeline, resume, alpn_sni, bad_client, old_protocol, reload,
-errors. Certificates are made for each run with `openssl req` in a temporary directory
+errors, hostile. Certificates are made for each run with `openssl req` in a temporary directory
 (a CA, a leaf for localhost and a.test, one for b.test). Each test starts its own cr-http
 on ephemeral ports, is bounded in time, and exits 0 (pass), 1 (fail) or 77 (skip: a
 client tool or the io driver is missing).
@@ -27,7 +27,7 @@ import time
 
 import apptest
 
-TEST_TIMEOUT = 100
+TEST_TIMEOUT = 170
 SKIP = 77
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -470,7 +470,121 @@ def t_errors(exe, driver, certs):
     return 0
 
 
-TESTS = {"curl": t_curl, "pipeline": t_pipeline, "resume": t_resume, "alpn_sni": t_alpn_sni,
+def proc_fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def proc_rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def hostile_one(srv, certs, kind, hello):
+    """One bad connection of @kind; returns nothing, raises nothing the server caused."""
+    try:
+        s = socket.create_connection(srv.https, timeout=5)
+    except OSError:
+        return
+    try:
+        if kind == 0:  # garbage instead of a ClientHello
+            s.sendall(b"\x16\x03\x01\xff\xffGARBAGE" * 8)
+            s.recv(100)
+        elif kind == 1:  # half a ClientHello, then gone
+            s.sendall(hello[:len(hello) // 2])
+        elif kind == 2:  # a full handshake, then gone without close_notify
+            t = client_ctx(certs).wrap_socket(s, server_hostname="localhost")
+            t.sendall(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n")
+            t.recv(1000)
+            s = t
+        else:  # a handshake, then a truncated record
+            inc, outb = ssl.MemoryBIO(), ssl.MemoryBIO()
+            o = client_ctx(certs).wrap_bio(inc, outb, server_hostname="localhost")
+            while True:
+                try:
+                    o.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    s.sendall(outb.read())
+                    inc.write(s.recv(65536))
+            s.sendall(outb.read())
+            o.write(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n")
+            rec = outb.read()
+            s.sendall(rec[:len(rec) - 5])
+    except (OSError, ssl.SSLError):
+        pass
+    finally:
+        s.close()
+
+
+def t_hostile(exe, driver, certs):
+    """10,000 bad connections (garbage, half a ClientHello, a handshake dropped without
+    close_notify, a truncated record): each is closed, the server keeps serving, and its
+    file descriptors and RSS are flat. Then 300 handshakes that never finish, open at
+    once: a good client is still served at once, and they are closed at the timeout."""
+    import concurrent.futures
+    srv = Server(exe, driver, certs, extra=["--tls-handshake-timeout", "1"])
+    inc, outb = ssl.MemoryBIO(), ssl.MemoryBIO()
+    try:
+        client_ctx(certs).wrap_bio(inc, outb, server_hostname="localhost").do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    hello = outb.read()
+    pid = srv.proc.pid
+
+    def burst(n):
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as ex:
+            list(ex.map(lambda i: hostile_one(srv, certs, i % 4, hello), range(n)))
+
+    def settle(want_fds, secs=15):
+        deadline = time.monotonic() + secs
+        while proc_fds(pid) > want_fds and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return proc_fds(pid)
+
+    try:
+        burst(400)  # warm-up: per-lcore arrays, OpenSSL's own caches
+        time.sleep(1.5)  # the warm-up's half ClientHellos time out
+        fds0, rss0 = proc_fds(pid), proc_rss_kb(pid)
+        burst(10000)
+        fds1 = settle(fds0)
+        rss1 = proc_rss_kb(pid)
+        log("fds %d -> %d, RSS %d -> %d KiB" % (fds0, fds1, rss0, rss1))
+        check(fds1 <= fds0, "file descriptors leaked: %d -> %d" % (fds0, fds1))
+        check(rss1 - rss0 < 16 * 1024, "RSS grew by %d KiB" % (rss1 - rss0))
+        s = tls_connect(srv, certs)
+        s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(read_responses(s, 1)[0][1] == b"Hello, World!", "served after the 10,000")
+        s.close()
+        # The flood.
+        stalled = [socket.create_connection(srv.https, timeout=10) for _ in range(300)]
+        for i, st in enumerate(stalled):
+            if i % 2:
+                st.sendall(hello[:40])
+        t0 = time.monotonic()
+        s = tls_connect(srv, certs)
+        s.sendall(b"GET /json HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(read_responses(s, 1)[0][0].startswith("HTTP/1.1 200"), "served in the flood")
+        check(time.monotonic() - t0 < 1.0, "a good client waited %.2f s in the flood"
+              % (time.monotonic() - t0))
+        s.close()
+        for st in stalled:
+            try:
+                check(st.recv(10) == b"", "data on a stalled handshake")
+            except ConnectionResetError:
+                pass
+            st.close()
+        check(settle(fds0) <= fds0, "fds after the flood: %d" % proc_fds(pid))
+        tot = srv.telemetry("/tls")
+        check(tot["handshake_timeouts"] >= 300, "/tls: %r" % tot)
+    finally:
+        srv.stop()
+    return 0
+
+
+TESTS = {"hostile": t_hostile, "curl": t_curl, "pipeline": t_pipeline, "resume": t_resume, "alpn_sni": t_alpn_sni,
          "bad_client": t_bad_client, "old_protocol": t_old_protocol, "reload": t_reload,
          "errors": t_errors}
 
