@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import socket
@@ -27,22 +26,15 @@ import time
 
 import apptest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 TEST_TIMEOUT = 170
 SKIP = 77
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-
-
-def log(msg):
-    print(msg, flush=True)
+from http_test import Failure, check, log  # noqa: E402
+import http_test  # noqa: E402
 
 
 def run(args, timeout=30, **kw):
@@ -85,77 +77,30 @@ class Certs:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class Server:
-    """cr-http with a plain and a TLS listener on ephemeral ports of 127.0.0.1."""
+class Server(http_test.Server):
+    """http_test's cr-http with a TLS listener too (its ready line follows the plain
+    one's), a telemetry socket of its own, and --tls-cert/--tls-key unless given."""
 
     def __init__(self, exe, driver, certs, extra=(), lcores=None):
-        if lcores is None:
-            lcores = str(min(os.sched_getaffinity(0)))
         self.tel = os.path.join(certs.dir, "tel.%d.sock" % time.monotonic_ns())
-        self.args = [exe, "-l", lcores, "--io-driver", driver, "--listen", "127.0.0.1:0",
-                     "--tls-listen", "127.0.0.1:0", "--telemetry", self.tel] + list(extra)
+        extra = ["--tls-listen", "127.0.0.1:0", "--telemetry", self.tel] + list(extra)
         if "--tls-cert" not in extra:
-            self.args += ["--tls-cert", certs.cert, "--tls-key", certs.key]
-        env = dict(os.environ)
-        env.setdefault("ASAN_OPTIONS", "exitcode=23")
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env)
-        self.out = b""
+            extra += ["--tls-cert", certs.cert, "--tls-key", certs.key]
+        super().__init__(exe, driver, extra=extra, lcores=lcores)
+        self.http = self.addr
         deadline = time.monotonic() + 10.0
-        self.http = self.https = None
-        while self.https is None:
-            line = self._line(deadline)
-            m = re.search(r"listening on (\S+):(\d+) \((https?)\)", line)
-            if m and m.group(3) == "http":
-                self.http = (m.group(1), int(m.group(2)))
-            elif m:
-                self.https = (m.group(1), int(m.group(2)))
-        check(self.http is not None, "no plain listener line before the https one")
+        m = None
+        while m is None:
+            m = re.search(r"listening on (\S+):(\d+) \(https\)", self._line(deadline))
+        self.https = (m.group(1), int(m.group(2)))
         self.port = self.https[1]
         self.url = "https://localhost:%d" % self.port
-
-    def _line(self, deadline):
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self.out:
-            left = deadline - time.monotonic()
-            if left <= 0 or self.proc.poll() is not None:
-                self.kill()
-                raise Failure("cr-http did not become ready: out=%r err=%r"
-                              % (self.out, self.proc.stderr.read()))
-            r, _, _ = select.select([fd], [], [], left)
-            if r:
-                chunk = os.read(fd, 4096)
-                if chunk:
-                    self.out += chunk
-        line, self.out = self.out.split(b"\n", 1)
-        return line.decode()
 
     def telemetry(self, cmd):
         tool = os.path.join(ROOT, "usertools", "cr-telemetry")
         r = run([sys.executable, tool, "-s", self.tel, "--json", "-c", cmd])
         check(r.returncode == 0, "cr-telemetry %s: %s" % (cmd, r.stderr))
         return json.loads(r.stdout.strip().splitlines()[0])[cmd]
-
-    def stop(self, timeout=20.0):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            out, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise Failure("cr-http did not stop within %.0f s" % timeout)
-        text = err.decode(errors="replace")
-        check("Sanitizer" not in text and "runtime error:" not in text,
-              "sanitizer report:\n" + text)
-        check(self.proc.returncode == 0, "cr-http exited with %d; stderr:\n%s"
-              % (self.proc.returncode, text))
-        self.err = text
-        return (self.out + out).decode()
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def client_ctx(certs, **kw):

@@ -24,45 +24,22 @@ import re
 import shutil
 import subprocess
 
-from . import core
+from . import core, pair_http
 
 PAIRING = "https"
 PACKAGES = ["wrk", "nginx-light", "openssl"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 CIPHER = "TLS_AES_128_GCM_SHA256"
 
-NGINX_CONF = """\
-daemon off;
-master_process off;
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-events {{
-    worker_connections 4096;
-}}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    keepalive_requests 1000000000;
-    keepalive_timeout 75s;
-    default_type text/plain;
-    server {{
-        listen 127.0.0.1:{port} ssl;
+# pair_http's nginx, its listener made TLS: the same process model, logs and limits.
+NGINX_CONF = pair_http.NGINX_CONF.replace("listen 127.0.0.1:{port};", """\
+listen 127.0.0.1:{port} ssl;
         ssl_certificate {cert};
         ssl_certificate_key {key};
         ssl_protocols TLSv1.3;
         ssl_conf_command Ciphersuites {cipher};
-        ssl_session_tickets on;
-        location / {{
-            return 200 "Hello, World!";
-        }}
-    }}
-}}
-"""
+        ssl_session_tickets on;""")
+assert NGINX_CONF != pair_http.NGINX_CONF
 
 
 def make_cert(ctx):
@@ -78,14 +55,6 @@ def make_cert(ctx):
     return cert, key
 
 
-def wait(ctx, proc, port):
-    try:
-        ctx.wait_port(port)
-    except core.BenchError as e:
-        raise core.BenchError("%s: %s; its output: %s"
-                              % (proc.argv[0], e, proc.output().strip() or "(none)")) from None
-
-
 def start_nginx(ctx, cert, key):
     exe = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.access(exe, os.X_OK):
@@ -97,7 +66,7 @@ def start_nginx(ctx, cert, key):
         f.write(NGINX_CONF.format(tmp=tmp, port=port, cert=cert, key=key, cipher=CIPHER))
     proc = ctx.spawn([exe, "-p", tmp, "-e", os.path.join(tmp, "error.log"), "-c", conf],
                      ctx.server_cpu, cwd=tmp)
-    wait(ctx, proc, port)
+    pair_http.wait(ctx, proc, port)
     return proc, port
 
 
@@ -107,7 +76,7 @@ def start_cr_http(ctx, exe, cert, key):
                       "--tls-listen", "127.0.0.1:%d" % port, "--tls-cert", cert,
                       "--tls-key", key, "--tls-protocols", "TLSv1.3",
                       "--tls-ciphersuites", CIPHER] + ctx.ours_args, ctx.server_cpu)
-    wait(ctx, proc, port)
+    pair_http.wait(ctx, proc, port)
     return proc, port
 
 
