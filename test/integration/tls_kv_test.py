@@ -24,18 +24,8 @@ import apptest
 
 SKIP = 77
 
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-
-
-def log(msg):
-    print(msg, flush=True)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_test import Failure, check, log  # noqa: E402
 
 
 def make_cert(d):

@@ -140,6 +140,23 @@ cli_fini(struct cli *k)
 	SSL_CTX_free(k->ctx);
 }
 
+/* Our server session of @p ctx and a client: how most cases begin and end. */
+static void
+pair_init(struct srv *v, struct cli *k, struct cr_tls_ctx *ctx, int max_proto, const char *ca,
+	  const char *sni)
+{
+	srv_init(v, ctx);
+	cli_init(k, max_proto, ca, sni);
+}
+
+static void
+pair_fini(struct srv *v, struct cli *k, struct cr_tls_ctx *ctx)
+{
+	cli_fini(k);
+	srv_fini(v);
+	cr_tls_ctx_free(ctx);
+}
+
 /* Carry the client's bytes to the server in pieces of @p piece; returns the last input
  * result (0, 1 or -errno). */
 static int
@@ -226,8 +243,7 @@ check_handshake(int max_proto, const char *want)
 	struct cli k;
 	int rc;
 
-	srv_init(&v, ctx);
-	cli_init(&k, max_proto, ut_ca, "localhost");
+	pair_init(&v, &k, ctx, max_proto, ut_ca, "localhost");
 	CU_ASSERT_EQUAL(handshake(&k, &v, 1 << 20, &rc), 1);
 	CU_ASSERT_EQUAL(v.established, 1);
 	CU_ASSERT_STRING_EQUAL(SSL_get_version(v.s.ssl), want);
@@ -241,9 +257,7 @@ check_handshake(int max_proto, const char *want)
 	to_client(&v, &k);
 	CU_ASSERT_EQUAL(cli_read(&k, buf, sizeof(buf)), 5);
 	CU_ASSERT_NSTRING_EQUAL(buf, "pong!", 5);
-	cli_fini(&k);
-	srv_fini(&v);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&v, &k, ctx);
 }
 
 static void
@@ -272,16 +286,13 @@ test_partial_records(void)
 
 	for (i = 0; i < sizeof(msg); i++)
 		msg[i] = (uint8_t)(i * 7 + 3);
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_3_VERSION, NULL, NULL);
+	pair_init(&v, &k, ctx, TLS1_3_VERSION, NULL, NULL);
 	CU_ASSERT_EQUAL(handshake(&k, &v, 1, &rc), 1);
 	CU_ASSERT_EQUAL(SSL_write(k.ssl, msg, sizeof(msg)), (int)sizeof(msg));
 	CU_ASSERT_EQUAL(to_server(&k, &v, 1), 0);
 	CU_ASSERT_EQUAL(v.plain_len, sizeof(msg));
 	CU_ASSERT_EQUAL(memcmp(v.plain, msg, sizeof(msg)), 0);
-	cli_fini(&k);
-	srv_fini(&v);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&v, &k, ctx);
 }
 
 /* One record cut at each byte in turn: nothing is delivered before its last byte, and
@@ -296,8 +307,7 @@ test_record_split_every_byte(void)
 	char *p;
 	int rc, bad = 0;
 
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_3_VERSION, NULL, NULL);
+	pair_init(&v, &k, ctx, TLS1_3_VERSION, NULL, NULL);
 	CU_ASSERT_EQUAL_FATAL(handshake(&k, &v, 1 << 20, &rc), 1);
 	for (cut = 1;; cut++) {
 		size_t before = v.plain_len;
@@ -315,9 +325,7 @@ test_record_split_every_byte(void)
 	}
 	CU_ASSERT(n > 16 + 16); /* header, tag: the record was cut everywhere in it */
 	CU_ASSERT_EQUAL(bad, 0);
-	cli_fini(&k);
-	srv_fini(&v);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&v, &k, ctx);
 }
 
 /* A TLS 1.2 client asks to renegotiate: no second handshake happens. */
@@ -329,8 +337,7 @@ test_renegotiation_refused(void)
 	struct cli k;
 	int rc, i, r = 0;
 
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_2_VERSION, NULL, NULL);
+	pair_init(&v, &k, ctx, TLS1_2_VERSION, NULL, NULL);
 	CU_ASSERT_EQUAL_FATAL(handshake(&k, &v, 1 << 20, &rc), 1);
 	CU_ASSERT_EQUAL_FATAL(SSL_renegotiate(k.ssl), 1);
 	for (i = 0; i < 5 && r != 1; i++) {
@@ -344,9 +351,7 @@ test_renegotiation_refused(void)
 	CU_ASSERT_EQUAL(SSL_num_renegotiations(k.ssl) > 0 && SSL_is_init_finished(k.ssl) &&
 				!SSL_renegotiate_pending(k.ssl), 0);
 	CU_ASSERT_EQUAL(v.established, 1);
-	cli_fini(&k);
-	srv_fini(&v);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&v, &k, ctx);
 }
 
 /* A client that trusts another CA refuses our certificate; the server's session fails
@@ -359,8 +364,7 @@ test_bad_certificate(void)
 	struct cli k;
 	int rc;
 
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_3_VERSION, ut_other_ca, "localhost");
+	pair_init(&v, &k, ctx, TLS1_3_VERSION, ut_other_ca, "localhost");
 	CU_ASSERT_EQUAL(handshake(&k, &v, 1 << 20, &rc), 0);
 	CU_ASSERT_NOT_EQUAL(SSL_get_verify_result(k.ssl), X509_V_OK);
 	/* The client's alert reaches the server (in the handshake's last carry, or now). */
@@ -368,9 +372,7 @@ test_bad_certificate(void)
 	CU_ASSERT(v.s.failed);
 	CU_ASSERT_EQUAL(v.plain_len, 0);
 	ERR_clear_error();
-	cli_fini(&k);
-	srv_fini(&v);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&v, &k, ctx);
 }
 
 static void
@@ -382,8 +384,7 @@ client_cert_case(enum cr_tls_verify verify, bool send_cert, int want_ok)
 	int rc, ok, i;
 	uint8_t b[8];
 
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_3_VERSION, ut_ca, "localhost");
+	pair_init(&v, &k, ctx, TLS1_3_VERSION, ut_ca, "localhost");
 	if (send_cert) {
 		CU_ASSERT_EQUAL(SSL_use_certificate_file(k.ssl, ut_ccert, SSL_FILETYPE_PEM), 1);
 		CU_ASSERT_EQUAL(SSL_use_PrivateKey_file(k.ssl, ut_ckey, SSL_FILETYPE_PEM), 1);
@@ -405,9 +406,7 @@ client_cert_case(enum cr_tls_verify verify, bool send_cert, int want_ok)
 		X509_free(x);
 	}
 	ERR_clear_error();
-	cli_fini(&k);
-	srv_fini(&v);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&v, &k, ctx);
 }
 
 static void
@@ -433,17 +432,14 @@ test_old_protocol_refused(void)
 	struct cli k;
 	int rc;
 
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_1_VERSION, NULL, NULL);
+	pair_init(&v, &k, ctx, TLS1_1_VERSION, NULL, NULL);
 	SSL_set_min_proto_version(k.ssl, TLS1_VERSION);
 	SSL_set_cipher_list(k.ssl, "DEFAULT:@SECLEVEL=0");
 	CU_ASSERT_EQUAL(handshake(&k, &v, 1 << 20, &rc), 0);
 	CU_ASSERT_EQUAL(rc, -EPROTO);
 	CU_ASSERT_EQUAL(v.established, 0);
 	ERR_clear_error();
-	cli_fini(&k);
-	srv_fini(&v);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&v, &k, ctx);
 }
 
 /* Bytes that are no TLS at all: the session fails at once, nothing is delivered. */
@@ -475,8 +471,7 @@ test_close_notify(void)
 	int rc;
 
 	/* Ours: the client reads a clean end. */
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_3_VERSION, NULL, NULL);
+	pair_init(&v, &k, ctx, TLS1_3_VERSION, NULL, NULL);
 	CU_ASSERT_EQUAL_FATAL(handshake(&k, &v, 1 << 20, &rc), 1);
 	cr__tls_session_shutdown(&v.s);
 	cr__tls_session_shutdown(&v.s); /* once */
@@ -488,17 +483,14 @@ test_close_notify(void)
 	cli_fini(&k);
 	srv_fini(&v);
 	/* Theirs: the server's input says so, after the data before it. */
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_3_VERSION, NULL, NULL);
+	pair_init(&v, &k, ctx, TLS1_3_VERSION, NULL, NULL);
 	CU_ASSERT_EQUAL_FATAL(handshake(&k, &v, 1 << 20, &rc), 1);
 	CU_ASSERT_EQUAL(SSL_write(k.ssl, "last", 4), 4);
 	CU_ASSERT_EQUAL(SSL_shutdown(k.ssl), 0);
 	CU_ASSERT_EQUAL(to_server(&k, &v, 1 << 20), 1);
 	CU_ASSERT_EQUAL(v.plain_len, 4);
 	CU_ASSERT(v.s.peer_closed);
-	cli_fini(&k);
-	srv_fini(&v);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&v, &k, ctx);
 }
 
 /* The wire refuses (lib/net's pool is full): the session fails, nothing half-sent. */
@@ -510,16 +502,13 @@ test_out_refused(void)
 	struct cli k;
 	int rc;
 
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_3_VERSION, NULL, NULL);
+	pair_init(&v, &k, ctx, TLS1_3_VERSION, NULL, NULL);
 	CU_ASSERT_EQUAL_FATAL(handshake(&k, &v, 1 << 20, &rc), 1);
 	v.out_fail = -ENOBUFS;
 	CU_ASSERT_EQUAL(cr__tls_session_write(&v.s, "abc", 3), -ENOBUFS);
 	CU_ASSERT(v.s.failed);
 	CU_ASSERT_EQUAL(v.out_len, 0);
-	cli_fini(&k);
-	srv_fini(&v);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&v, &k, ctx);
 }
 
 static const char *
@@ -543,15 +532,12 @@ sni_case(const char *name, const char *want_cn)
 	struct cli k;
 	int rc;
 
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_3_VERSION, ut_ca, name);
+	pair_init(&v, &k, ctx, TLS1_3_VERSION, ut_ca, name);
 	if (name != NULL && strcmp(name, want_cn) == 0)
 		SSL_set1_host(k.ssl, name); /* and the certificate is checked for it */
 	CU_ASSERT_EQUAL(handshake(&k, &v, 1 << 20, &rc), 1);
 	CU_ASSERT_STRING_EQUAL(served_cn(&v), want_cn);
-	cli_fini(&k);
-	srv_fini(&v);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&v, &k, ctx);
 }
 
 static void
@@ -573,8 +559,7 @@ alpn_case(const unsigned char *offer, unsigned len, const char *want)
 	struct cli k;
 	int rc;
 
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_3_VERSION, NULL, NULL);
+	pair_init(&v, &k, ctx, TLS1_3_VERSION, NULL, NULL);
 	if (offer != NULL)
 		SSL_set_alpn_protos(k.ssl, offer, len);
 	CU_ASSERT_EQUAL(handshake(&k, &v, 1 << 20, &rc), 1);
@@ -584,9 +569,7 @@ alpn_case(const unsigned char *offer, unsigned len, const char *want)
 	} else {
 		CU_ASSERT(n == strlen(want) && memcmp(p, want, n) == 0);
 	}
-	cli_fini(&k);
-	srv_fini(&v);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&v, &k, ctx);
 }
 
 static void
@@ -751,8 +734,7 @@ test_reload(void)
 	int rc;
 
 	/* A connection up before the reload goes on after it. */
-	srv_init(&live, ctx);
-	cli_init(&kl, TLS1_3_VERSION, NULL, NULL);
+	pair_init(&live, &kl, ctx, TLS1_3_VERSION, NULL, NULL);
 	CU_ASSERT_EQUAL_FATAL(handshake(&kl, &live, 1 << 20, &rc), 1);
 	CU_ASSERT_STRING_EQUAL(served_cn(&live), "localhost");
 	/* Replace server.pem/key by b's: the default certificate is now b.test. */
@@ -761,8 +743,7 @@ test_reload(void)
 	CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
 	CU_ASSERT_EQUAL(cr_tls_ctx_reload(ctx, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(cr_tls_ctx_reloads(ctx), 1);
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_3_VERSION, NULL, NULL);
+	pair_init(&v, &k, ctx, TLS1_3_VERSION, NULL, NULL);
 	CU_ASSERT_EQUAL(handshake(&k, &v, 1 << 20, &rc), 1);
 	CU_ASSERT_STRING_EQUAL(served_cn(&v), "b.test");
 	cli_fini(&k);
@@ -773,8 +754,7 @@ test_reload(void)
 	CU_ASSERT_EQUAL(cr_tls_ctx_reload(ctx, err, sizeof(err)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, ut_key));
 	CU_ASSERT_EQUAL(cr_tls_ctx_reloads(ctx), 1);
-	srv_init(&v, ctx);
-	cli_init(&k, TLS1_3_VERSION, NULL, NULL);
+	pair_init(&v, &k, ctx, TLS1_3_VERSION, NULL, NULL);
 	CU_ASSERT_EQUAL(handshake(&k, &v, 1 << 20, &rc), 1);
 	CU_ASSERT_STRING_EQUAL(served_cn(&v), "b.test");
 	cli_fini(&k);
@@ -786,9 +766,7 @@ test_reload(void)
 	CU_ASSERT_EQUAL(cr__tls_session_write(&live.s, "ok", 2), 0);
 	to_client(&live, &kl);
 	CU_ASSERT_EQUAL(cli_read(&kl, b, sizeof(b)), 2);
-	cli_fini(&kl);
-	srv_fini(&live);
-	cr_tls_ctx_free(ctx);
+	pair_fini(&live, &kl, ctx);
 	snprintf(cmd, sizeof(cmd), "mv %s.orig %s && mv %s.orig %s", ut_cert, ut_cert, ut_key,
 		 ut_key);
 	CU_ASSERT_EQUAL(system(cmd), 0);
