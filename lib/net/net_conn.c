@@ -67,6 +67,7 @@ cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o)
 		c->low_wm = c->high_wm;
 	c->idle_ns = o != NULL ? o->idle_timeout_ns : 0;
 	c->keep_reading = o != NULL && o->keep_reading;
+	c->reclaimable = o != NULL && o->reclaimable;
 	c->layer = o != NULL ? o->layer : NULL;
 	c->layer_arg = o != NULL ? o->layer_arg : NULL;
 	c->wire = c->layer != NULL ? c->layer->wire : c->ops;
@@ -559,7 +560,11 @@ cr_conn_send_wire(struct cr_conn *c, const void *data, size_t len)
 		return 0;
 	room = c->tail != NULL ? nl->chunk_cap - c->tail->len : 0;
 	need = len > room ? (len - room + nl->chunk_cap - 1) / nl->chunk_cap : 0;
-	if (need > nl->chunks_free) {
+	/* A connection already above its high watermark (it was fed faster than its peer
+	 * reads) may not take the last quarter of the pool: that share is kept for the
+	 * others, so it is the greedy one that is refused, never a bystander. */
+	if (need > nl->chunks_free ||
+	    (c->queued > c->high_wm && nl->chunks_free - need < nl->chunk_reserve)) {
 		NET_STAT_ADD(nl, send_nobufs, 1);
 		return -ENOBUFS;
 	}
