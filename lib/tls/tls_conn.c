@@ -35,7 +35,7 @@ struct tls_conn {
 	bool in_use;
 	bool app_open; /* the app's on_open ran (a server's, after the handshake) */
 	bool client;
-	int fail_err; /* a client's failed handshake: what its on_close gets */
+	int fail_err; /* a failed handshake (a client's) or a broken record: for on_close */
 };
 
 /* Touched by its lcore only. */
@@ -230,7 +230,9 @@ wire_data(struct cr_conn *c, const void *data, size_t len)
 		TLS_STAT_ADD(cr_conn_lcore(c), failures);
 		fail_handshake(tc, -EPROTO, true);
 	} else if (rc < 0) {
-		cr_conn_close(c); /* a broken record or an alert: what was queued still goes */
+		/* A broken record or an alert: what was queued still goes; on_close says so. */
+		tc->fail_err = -EPROTO;
+		cr_conn_close(c);
 	} else if (rc == 1) {
 		peer_done(tc);
 	}
