@@ -492,7 +492,12 @@ struct cr_udp_opts {
 	uint32_t max_datagram; /**< bytes per receive / send buffer (default 65536) */
 	uint32_t recv_depth;   /**< receives kept posted (default 8) */
 	uint32_t send_depth;   /**< sends in flight at most (default 32) */
-	bool reuseport;	       /**< SO_REUSEPORT, to bind one socket per lcore */
+	/**
+	 * SO_REUSEPORT, to bind one socket per lcore. The first of this process's sockets
+	 * on an address is refused (-EADDRINUSE) when another process holds it, unless
+	 * cr_net_config.share_addresses: the kernel would split its datagrams with them.
+	 */
+	bool reuseport;
 	bool v6only;	       /**< IPV6_V6ONLY on an IPv6 address */
 };
 

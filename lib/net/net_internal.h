@@ -190,6 +190,11 @@ void cr__conn_connected(struct cr_conn *c, int res);
 void cr__conn_end(struct cr_conn *c, int err, bool notify);
 /* The lcore is closing: serve @p c to its next boundary, then close it gracefully. */
 void cr__conn_begin_ending(struct cr_conn *c);
+/* A UDP socket bound to @p a; with @p reuseport, refused (-EADDRINUSE) when another
+ * process holds the address, unless cr_net_config.share_addresses. *slot receives what
+ * cr__udp_release_owned() takes once the socket is closed (-1: nothing). */
+int cr__udp_bind_owned(const struct cr_net_addr *a, bool reuseport, bool v6only, int *slot);
+void cr__udp_release_owned(int slot);
 /* Bytes the kernel has received on TCP socket @p fd so far (tcpi_bytes_received). */
 int cr__socket_bytes_received(int fd, uint64_t *out);
 void cr__conn_hold(struct cr_conn *c);
