@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Server and connection commands: PING ECHO SELECT QUIT INFO COMMAND CLIENT HELLO CONFIG
- * TIME. They run on the client's lcore; INFO gathers its keyspace and memory figures from
+ * Server and connection commands: PING ECHO SELECT QUIT INFO COMMAND CLIENT HELLO TIME
+ * (CONFIG: cmd_config.c). They run on the client's lcore; INFO gathers its keyspace and memory figures from
  * every shard first (KV_MERGE_INFO).
  */
 #include <ctype.h>
@@ -126,8 +126,8 @@ KV_CMD(client_info)
 	rb_bulk(x->out, b, (size_t)n);
 }
 
-static void
-help(struct kv_ctx *x, const char *const *lines)
+void
+kv_reply_help(struct kv_ctx *x, const char *const *lines)
 {
 	size_t n = 0, i;
 
@@ -154,7 +154,7 @@ KV_CMD(client_help)
 	    "    Print this help.",
 	    NULL};
 
-	help(x, l);
+	kv_reply_help(x, l);
 }
 
 /* ---- HELLO ---- */
@@ -220,84 +220,6 @@ KV_CMD(hello)
 	rb_bulkstr(x->out, "modules");
 	rb_array(x->out, 0);
 	(void)b;
-}
-
-/* ---- CONFIG GET ---- */
-
-static void
-config_value(const char *name, char *b, size_t n)
-{
-	if (strcmp(name, "maxclients") == 0)
-		snprintf(b, n, "%llu", kv.maxclients);
-	else if (strcmp(name, "maxmemory") == 0)
-		snprintf(b, n, "%llu", kv.maxmemory);
-	else if (strcmp(name, "proto-max-bulk-len") == 0)
-		snprintf(b, n, "%lld", kv.max_bulk);
-	else if (strcmp(name, "client-query-buffer-limit") == 0)
-		snprintf(b, n, "%llu", kv.qbuf_limit);
-	else if (strcmp(name, "port") == 0)
-		snprintf(b, n, "%u", kv.port);
-	else if (strcmp(name, "databases") == 0)
-		snprintf(b, n, "1");
-	else if (strcmp(name, "maxmemory-policy") == 0)
-		snprintf(b, n, "noeviction");
-	else if (strcmp(name, "appendonly") == 0)
-		snprintf(b, n, "no");
-	else if (strcmp(name, "save") == 0)
-		b[0] = '\0';
-	else
-		b[0] = '\0';
-}
-
-KV_CMD(config_get)
-{
-	static const char *const params[] = {
-	    "maxclients", "maxmemory", "proto-max-bulk-len", "client-query-buffer-limit",
-	    "port",	  "databases", "maxmemory-policy",   "appendonly",
-	    "save",	  NULL};
-	bool seen[sizeof(params) / sizeof(params[0])] = {false};
-	size_t start, i;
-	uint32_t j;
-	long long n = 0;
-	char b[64];
-
-	rb_reserve(x->out, 32);
-	start = x->out->len;
-	for (j = 2; j < x->argc; j++) {
-		for (i = 0; params[i] != NULL; i++) {
-			if (seen[i] || !kv_stringmatch(x->argv[j].p, x->argv[j].len, params[i],
-						       strlen(params[i]), true))
-				continue;
-			seen[i] = true;
-			config_value(params[i], b, sizeof(b));
-			rb_bulkstr(x->out, params[i]);
-			rb_bulkstr(x->out, b);
-			n += 2;
-		}
-	}
-	{
-		char hdr[24];
-		int h = snprintf(hdr, sizeof(hdr), "*%lld\r\n", n);
-
-		if (rb_reserve(x->out, (size_t)h)) {
-			memmove(x->out->p + start + h, x->out->p + start, x->out->len - start);
-			memcpy(x->out->p + start, hdr, (size_t)h);
-			x->out->len += (size_t)h;
-		}
-	}
-}
-
-KV_CMD(config_help)
-{
-	static const char *const l[] = {
-	    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	    "GET <pattern>",
-	    "    Return parameters matching the glob-like <pattern> and their values.",
-	    "HELP",
-	    "    Print this help.",
-	    NULL};
-
-	help(x, l);
 }
 
 /* ---- COMMAND ---- */
@@ -476,7 +398,7 @@ KV_CMD(command_help)
 	    "    Print this help.",
 	    NULL};
 
-	help(x, l);
+	kv_reply_help(x, l);
 }
 
 /* ---- INFO ---- */
@@ -617,6 +539,10 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("connected_clients:%llu",
 		     (unsigned long long)atomic_load_explicit(&kv.nclients, memory_order_relaxed));
 		LINE("maxclients:%llu", kv.maxclients);
+		LINE("client_recent_max_input_buffer:%llu",
+		     (unsigned long long)kv_recent_max_input());
+		LINE("client_recent_max_output_buffer:%llu",
+		     (unsigned long long)kv_recent_max_output());
 		LINE("blocked_clients:%llu", (unsigned long long)atomic_load_explicit(
 						 &kv.blocked_clients, memory_order_relaxed));
 	}
@@ -639,6 +565,9 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("maxmemory:%llu", kv.maxmemory);
 		LINE("maxmemory_human:%s", h2);
 		LINE("maxmemory_policy:noeviction");
+		LINE("mem_clients_slaves:0");
+		LINE("mem_clients_normal:%llu", (unsigned long long)atomic_load_explicit(
+						    &kv.clients_mem, memory_order_relaxed));
 		LINE("lazyfree_pending_objects:%lld", t[9]);
 	}
 	if (want & SEC_STATS) {
@@ -651,10 +580,15 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		     (unsigned long long)atomic_load_explicit(&kv.rejected, memory_order_relaxed));
 		LINE("expired_keys:%lld", t[6]);
 		LINE("evicted_keys:0");
+		LINE("evicted_clients:%llu", (unsigned long long)atomic_load_explicit(
+						 &kv.evicted_clients, memory_order_relaxed));
 		LINE("keyspace_hits:%lld", t[4]);
 		LINE("keyspace_misses:%lld", t[5]);
 		LINE("client_query_buffer_limit_disconnections:%llu",
 		     (unsigned long long)atomic_load_explicit(&kv.qbuf_closed,
+							      memory_order_relaxed));
+		LINE("client_output_buffer_limit_disconnections:%llu",
+		     (unsigned long long)atomic_load_explicit(&kv.obuf_closed,
 							      memory_order_relaxed));
 		LINE("protocol_errors:%llu", (unsigned long long)atomic_load_explicit(
 						 &kv.proto_errors, memory_order_relaxed));

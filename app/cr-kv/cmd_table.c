@@ -70,6 +70,8 @@ static const struct kv_cmd object_subs[] = {
 static const struct kv_cmd config_subs[] = {
     CMD("config|get", -3, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_get, NULL,
 	"server", "Get the values of configuration parameters"),
+    CMD("config|set", -4, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_set, NULL,
+	"server", "Set configuration parameters to the given values"),
     CMD("config|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_help, NULL, "server",
 	"Show helpful text about the different subcommands"),
     {NULL},

@@ -45,6 +45,7 @@ conn_data(struct cr_conn *c, const void *data, size_t len)
 		kc_abort(kc);
 		return;
 	}
+	kc_mem_update(kc); /* over --maxmemory-clients: an eviction pass is deferred */
 	if (kc->qlen > kv.qbuf_limit) {
 		atomic_fetch_add_explicit(&kv.qbuf_closed, 1, memory_order_relaxed);
 		cr_telemetry_add(kv.tel_qbuf, 1);
@@ -87,6 +88,7 @@ conn_open(struct cr_conn *c)
 		return;
 	}
 	cr_conn_set_data(c, kc);
+	kc_mem_update(kc);
 }
 
 static void
@@ -107,7 +109,7 @@ conn_eof(struct cr_conn *c)
 	/* Redis closes a client whose peer shut its side, replies owed or not. */
 	struct kconn *kc = cr_conn_data(c);
 
-	if (kc == NULL || kc->head == NULL || kc->bpop != NULL) {
+	if (kc == NULL || (kc->head == NULL && kc->oq_head == NULL) || kc->bpop != NULL) {
 		cr_conn_close(c); /* a blocked client too: its wait is cancelled (kc_gone()) */
 		return;
 	}
@@ -128,7 +130,43 @@ conn_at_boundary(struct cr_conn *c)
 
 	if (kc == NULL)
 		return true;
-	return kc->head == NULL && !kc->have_cmd && kc->rp.reqtype == 0 && kc->qpos == kc->qlen;
+	return kc->head == NULL && kc->oq_head == NULL && !kc->have_cmd && kc->rp.reqtype == 0 &&
+	       kc->qpos == kc->qlen;
+}
+
+/* lib/net's queue fell to its low watermark: feed it what waits. */
+static void
+conn_drain(struct cr_conn *c)
+{
+	struct kconn *kc = cr_conn_data(c);
+
+	if (kc != NULL)
+		kc_pump(kc);
+}
+
+/*
+ * The grace after the closing began: a client still not at a boundary (half a command
+ * sent and then nothing, or replies it does not read) would keep a retiring lcore
+ * RETIRING for ever. It is closed, and said so.
+ */
+static void
+closing_grace_over(struct cr_timer *t, void *arg)
+{
+	struct kv_shard *sh = arg;
+	struct kconn *kc, *next;
+
+	(void)t;
+	for (kc = sh->conns; kc != NULL; kc = next) {
+		next = kc->next;
+		if (kc->conn == NULL || conn_at_boundary(kc->conn))
+			continue;
+		CR_LOG(conn_log, WARNING,
+		       "client %llu not at a request boundary %u s after lcore %u began closing "
+		       "(%zu bytes of a request read, %zu of replies unsent): closing it",
+		       (unsigned long long)kc->id, kv.closing_grace_s, sh->lcore,
+		       kc->qlen - kc->qpos, kc->oq_bytes);
+		kc_abort(kc); /* may free kc */
+	}
 }
 
 void
@@ -141,12 +179,17 @@ kv_clients_closing(struct kv_shard *sh)
 		next = kc->next;
 		kv_bpop_stop_waiting(kc);
 	}
+	if (kv.closing_grace_s != 0 && !cr_timer_armed(&sh->closing_timer)) {
+		cr_timer_init(&sh->closing_timer, closing_grace_over, sh);
+		cr_timer_start(&sh->closing_timer, kv.closing_grace_s * 1000000000ull);
+	}
 }
 
 const struct cr_conn_ops kv_conn_ops = {
     .on_open = conn_open,
     .on_data = conn_data,
     .on_eof = conn_eof,
+    .on_drain = conn_drain,
     .on_close = conn_close,
     .at_boundary = conn_at_boundary,
 };

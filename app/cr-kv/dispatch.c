@@ -452,6 +452,7 @@ compact(struct kconn *kc)
 		if (n != NULL) {
 			kc->qbuf = n;
 			kc->qcap = KC_QBUF_INITIAL;
+			kc_mem_update(kc);
 		}
 	}
 }
@@ -462,7 +463,7 @@ send_batch(struct kconn *kc)
 	struct rbuf *b = &kc->sh->batch;
 
 	if (b->len > 0) {
-		kc_send(kc, b->p, b->len);
+		kc_send_rbuf(kc, b); /* a big reply's buffer is taken, not copied */
 		b->len = 0;
 	}
 	if (b->cap > 1024 * 1024) {
@@ -543,7 +544,7 @@ kv_process_input(struct kconn *kc)
 	kc->in_input = true;
 	kc->sh->now_ms = kv_now_ms();
 	prefetch_batch(kc);
-	while (kc->conn != NULL && kc->blocked == 0 && !kc->close_after) {
+	while (kc->conn != NULL && kc->blocked == 0 && !kc->close_after && !kc_out_full(kc)) {
 		const char *err;
 		enum resp_result r;
 

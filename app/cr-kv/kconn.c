@@ -10,10 +10,7 @@
 #include <string.h>
 #include <stdatomic.h>
 
-#include "cr_log.h"
 #include "kv.h"
-
-CR_LOG_COMPONENT(kconn_log, "app.kv")
 
 struct kconn *
 kconn_new(struct kv_shard *sh, struct cr_conn *c, kconn_resume_fn resume)
@@ -44,6 +41,7 @@ kconn_new(struct kv_shard *sh, struct cr_conn *c, kconn_resume_fn resume)
 void
 kconn_free(struct kconn *kc)
 {
+	kc_oq_drop(kc);
 	resp_parser_fini(&kc->rp);
 	free(kc->qbuf);
 	free(kc->name);
@@ -71,6 +69,8 @@ kc_gone(struct kconn *kc)
 	if (kc->next != NULL)
 		kc->next->pprev = kc->pprev;
 	*kc->pprev = kc->next;
+	kc_oq_drop(kc);
+	kc_mem_update(kc); /* to nothing: it is gone */
 	/* relaxed: a count, read for admission and INFO */
 	atomic_fetch_sub_explicit(&kv.nclients, 1, memory_order_relaxed);
 }
@@ -83,23 +83,6 @@ kc_abort(struct kconn *kc)
 	kc_gone(kc);
 	cr_conn_destroy(c);
 	kc_maybe_free(kc);
-}
-
-bool
-kc_send(struct kconn *kc, const char *p, size_t n)
-{
-	int rc;
-
-	if (kc->conn == NULL || n == 0)
-		return kc->conn != NULL;
-	rc = cr_conn_send(kc->conn, p, n);
-	if (rc == 0 || rc == -EPIPE)
-		return true;
-	/* -ENOBUFS: the lcore's output pool cannot hold this reply. */
-	CR_LOG(kconn_log, WARNING, "client %llu: reply of %zu bytes: %s; closing it",
-	       (unsigned long long)kc->id, n, cr_strerror(rc));
-	kc_abort(kc);
-	return false;
 }
 
 static void
@@ -135,7 +118,8 @@ void
 kc_stop_reading_if_needed(struct kconn *kc)
 {
 	if (kc->conn != NULL && !kc->read_stopped &&
-	    (kc->queued >= KC_MAX_QUEUED || (kc->blocked != 0 && kc->qlen > KC_QBUF_SHRINK))) {
+	    (kc->queued >= KC_MAX_QUEUED ||
+	     ((kc->blocked != 0 || kc->out_paused) && kc->qlen > KC_QBUF_SHRINK))) {
 		kc->read_stopped = true;
 		cr_conn_read_stop(kc->conn);
 	}

@@ -42,6 +42,7 @@
 #include "resp.h"
 #include "store.h"
 #include "txn.h"
+#include "clients.h"
 
 #define KV_VERSION "7.0.15"
 
@@ -307,6 +308,7 @@ KV_CMD(client_getname);
 KV_CMD(client_id);
 KV_CMD(hello);
 KV_CMD(config_get);
+KV_CMD(config_set);
 KV_CMD(time);
 KV_CMD(command_list);
 KV_CMD(client_info);
@@ -321,6 +323,8 @@ bool precheck_keys_scan(struct kv_ctx *x);
 /* Shared by the command files (cmd_util.c). */
 extern const char kv_err_int[], kv_err_syntax[], kv_err_float[], kv_err_wrongtype[], kv_err_oom[];
 void kv_reply_wrong_arity(struct rbuf *out, const char *fullname);
+/* A HELP subcommand's reply: @p lines, NULL-terminated (cmd_server.c). */
+void kv_reply_help(struct kv_ctx *x, const char *const *lines);
 /* Parse an argument, replying Redis's error text if it is not one. */
 bool kv_arg_ll(struct kv_ctx *x, const struct kv_arg *a, long long *out);
 /* ... and within [min, max]: Redis's getRangeLongFromObjectOrReply(), whose @p msg (when
@@ -406,6 +410,7 @@ struct kbatch;
 struct kv_shard {
 	unsigned lcore, index;
 	bool closing; /* its lcore retires or shuts down: a blocking command does not wait */
+	struct cr_timer closing_timer; /* then: clients not at a boundary after the grace go */
 	struct kv_store *store;
 	uint64_t rng;
 	struct rbuf batch;   /* replies of the connection being served, sent in one go */
@@ -427,6 +432,17 @@ struct kv_shard {
 	struct kv_bpshard bp;	    /* this lcore's clients blocked on several shards */
 	bool lazy_armed;	    /* a lazy-free step is deferred (lazyfree.c) */
 	struct cr_timer lazy_timer; /* its fallback when cr_defer() is full */
+	/* Connections waiting for lib/net's output chunks, retried on a timer (outq.c). */
+	struct kconn *starved;
+	struct cr_timer starved_timer;
+	/* Client memory (climem.c): this shard's clients' total, the biggest one's (read
+	 * by other lcores choosing whom to evict: relaxed), the peaks INFO reports. */
+	uint64_t clients_mem;
+	_Atomic uint64_t biggest_client;
+	_Atomic uint64_t recent_in[2], recent_out[2];
+	unsigned recent_cur, recent_ticks;
+	_Atomic bool evict_pending; /* an eviction pass is deferred or sent here */
+	struct cr_timer evict_timer; /* its fallback when cr_defer() is full */
 	/* Counters read by INFO from the lcore where it runs: relaxed. */
 	uint64_t hits, misses, expired_active;
 	int64_t now_ms; /* the clock when the batch being parsed arrived */
@@ -461,6 +477,15 @@ struct kconn {
 	uint64_t id;
 	char *name;
 	struct kv_bpop *bpop; /* the blocking command it waits in (bpop.h), or NULL */
+	/* Replies handed over but not yet in lib/net's queue, oldest first (outq.c). */
+	struct kv_oblk *oq_head, *oq_tail;
+	size_t oq_bytes;	    /* unsent bytes in them */
+	size_t oq_alloc;	    /* the memory they take */
+	struct kconn *starved_next; /* on the shard's list of those waiting for chunks */
+	bool starved;
+	bool out_paused; /* parsing waits: its unread replies are over kv_out_pause() */
+	int64_t obuf_soft_since; /* over the soft output limit since (ms), or 0 */
+	size_t mem;		 /* what it takes, as last counted (climem.c) */
 };
 
 /* One shard's share of a request. */
@@ -528,6 +553,12 @@ struct kv_global {
 	_Atomic uint64_t conns_total, rejected, qbuf_closed, proto_errors;
 	_Atomic uint64_t mem_peak;
 	_Atomic uint64_t blocked_clients; /* waiting in a blocking command (INFO) */
+	/* Set by options and CONFIG SET on any lcore, read on every lcore: relaxed. */
+	_Atomic long long maxmemory_clients; /* > 0 bytes, < 0 percent of maxmemory, 0 off */
+	_Atomic unsigned long long obuf_hard, obuf_soft, obuf_soft_secs; /* "normal" class */
+	_Atomic uint64_t clients_mem; /* every client's memory, all lcores (climem.c) */
+	_Atomic uint64_t evicted_clients, obuf_closed;
+	unsigned closing_grace_s; /* --retire-grace */
 	uint64_t start_ms;
 	unsigned port;
 	int tel_cmds, tel_remote, tel_proto, tel_qbuf, tel_rejected, tel_expired;
@@ -575,7 +606,7 @@ void kconn_free(struct kconn *kc);
 void kc_maybe_free(struct kconn *kc); /* free it if nothing refers to it any more */
 void kc_gone(struct kconn *kc);	      /* its socket is gone (closed or destroyed) */
 void kc_abort(struct kconn *kc);      /* destroy the socket now, free if possible */
-bool kc_send(struct kconn *kc, const char *p, size_t n); /* false: it was aborted */
+/* kc_send() and the output: clients.h */
 void kc_close_hard(struct kconn *kc);
 void kc_stop_reading_if_needed(struct kconn *kc);
 /* Release a hold on the connection's parsing (a multi-phase command is done); the last

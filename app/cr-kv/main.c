@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 
 #include "cr_app.h"
 #include "cr_net.h"
@@ -212,7 +213,13 @@ configure(int argc, char **argv, void *arg)
 	 * refused with an error (they hold a slot until closed). */
 	app.net.max_conns =
 	    (uint32_t)(kv.maxclients + 64 < (1u << 24) ? kv.maxclients + 64 : (1u << 24));
-	app.net.chunks = 4096; /* 64 MiB of output per lcore: room for big replies */
+	/* 64 MiB of output per lcore. A connection holds at most a slice of it (outq.c), its
+	 * big replies wait in its own memory; lib/net keeps the last quarter for connections
+	 * under their high watermark, so slow readers, however many, cannot take it all. */
+	app.net.chunks = 4096;
+	/* What the descriptors must hold is maxclients (and the refused ones), not that on
+	 * every lcore. */
+	cr_app_conns_limit(kv.maxclients + 64);
 	rc = shards_create();
 	if (rc == 0)
 		rc = telemetry_counters();
@@ -225,44 +232,6 @@ configure(int argc, char **argv, void *arg)
 
 /* ---- options ---- */
 
-/* A byte count: digits with an optional k/kb/m/mb/g/gb suffix (Redis's memtoull units:
- * k = 1000, kb = 1024, ...). */
-static int
-parse_bytes(const char *v, unsigned long long min, unsigned long long max, unsigned long long *out)
-{
-	static const struct {
-		const char *s;
-		unsigned long long mul;
-	} units[] = {{"", 1},
-		     {"b", 1},
-		     {"k", 1000},
-		     {"kb", 1024},
-		     {"m", 1000 * 1000},
-		     {"mb", 1024 * 1024},
-		     {"g", 1000000000ULL},
-		     {"gb", 1024ULL * 1024 * 1024}};
-	char digits[32];
-	size_t n = strspn(v, "0123456789"), i;
-	unsigned long long num;
-
-	if (n == 0 || n >= sizeof(digits))
-		return -EINVAL;
-	memcpy(digits, v, n);
-	digits[n] = '\0';
-	if (cr_parse_uint(digits, 0, ~0ULL / (1024ULL * 1024 * 1024), &num) != 0)
-		return -EINVAL;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcasecmp(v + n, units[i].s) == 0) {
-			num *= units[i].mul;
-			if (num < min || num > max)
-				return -EINVAL;
-			*out = num;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
 static int
 set_maxclients(const char *v, void *ctx)
 {
@@ -274,7 +243,7 @@ static int
 set_maxmemory(const char *v, void *ctx)
 {
 	(void)ctx;
-	return parse_bytes(v, 0, ~0ULL, &kv.maxmemory);
+	return kv_parse_bytes(v, 0, ~0ULL, &kv.maxmemory);
 }
 
 static int
@@ -283,9 +252,48 @@ set_max_bulk(const char *v, void *ctx)
 	unsigned long long n;
 
 	(void)ctx;
-	if (parse_bytes(v, 1024 * 1024, (unsigned long long)INT64_MAX, &n) != 0)
+	if (kv_parse_bytes(v, 1024 * 1024, (unsigned long long)INT64_MAX, &n) != 0)
 		return -EINVAL;
 	kv.max_bulk = (long long)n;
+	return 0;
+}
+
+static int
+set_maxmemory_clients(const char *v, void *ctx)
+{
+	long long n;
+
+	(void)ctx;
+	if (kv_parse_maxmemory_clients(v, &n) != 0)
+		return -EINVAL;
+	atomic_store_explicit(&kv.maxmemory_clients, n, memory_order_relaxed);
+	return 0;
+}
+
+static int
+set_obuf_limit(const char *v, void *ctx)
+{
+	unsigned long long l[3];
+	const char *msg;
+
+	(void)ctx;
+	if (kv_parse_obuf_limit(v, l, &msg) != 0)
+		return -EINVAL;
+	atomic_store_explicit(&kv.obuf_hard, l[0], memory_order_relaxed);
+	atomic_store_explicit(&kv.obuf_soft, l[1], memory_order_relaxed);
+	atomic_store_explicit(&kv.obuf_soft_secs, l[2], memory_order_relaxed);
+	return 0;
+}
+
+static int
+set_retire_grace(const char *v, void *ctx)
+{
+	unsigned long long n;
+
+	(void)ctx;
+	if (cr_parse_uint(v, 0, 3600, &n) != 0)
+		return -EINVAL;
+	kv.closing_grace_s = (unsigned)n;
 	return 0;
 }
 
@@ -293,7 +301,7 @@ static int
 set_qbuf_limit(const char *v, void *ctx)
 {
 	(void)ctx;
-	return parse_bytes(v, 1024 * 1024, 1ULL << 40, &kv.qbuf_limit);
+	return kv_parse_bytes(v, 1024 * 1024, 1ULL << 40, &kv.qbuf_limit);
 }
 
 /* 32 hex digits: the key of the keyed hash, for reproducing a layout (tests). */
@@ -328,12 +336,30 @@ main(int argc, char **argv)
 	     "refuse writes with -OOM while the keyspace uses more (default 0: no limit; "
 	     "no eviction)",
 	     "a byte count with an optional unit: 100mb, 2gb, 0", set_maxmemory, NULL},
+	    {"maxmemory-clients", 0, "BYTES|N%",
+	     "bound on the memory of every client together (query buffers, replies waiting to "
+	     "be read): over it, the client taking the most is closed first, as Redis 7.0's "
+	     "client eviction (default 0: no bound; N% is of --maxmemory)",
+	     "a byte count with an optional unit (64mb, 0), or a percentage 1%-100%",
+	     set_maxmemory_clients, NULL},
+	    {"client-output-buffer-limit", 0, "LIMITS",
+	     "'normal HARD SOFT SECONDS': close a client whose replies waiting to be read reach "
+	     "HARD bytes, or stay over SOFT bytes for more than SECONDS (checked when a reply is "
+	     "added, as Redis does, and every 100 ms); 0 turns a bound off (default "
+	     "'normal 0 0 0': none, as Redis)",
+	     "the normal class with two byte counts and seconds, e.g. 'normal 256mb 64mb 60'",
+	     set_obuf_limit, NULL},
 	    {"proto-max-bulk-len", 0, "BYTES",
 	     "longest bulk string in a request, and longest value (default 512mb)",
 	     "a byte count of at least 1mb, e.g. 512mb", set_max_bulk, NULL},
 	    {"client-query-buffer-limit", 0, "BYTES",
 	     "close a client whose unprocessed input exceeds this (default 1gb)",
 	     "a byte count from 1mb to 1024gb, e.g. 1gb", set_qbuf_limit, NULL},
+	    {"retire-grace", 0, "SECONDS",
+	     "when an lcore retires or shuts down, close its clients still in the middle of a "
+	     "request (or not reading their replies) after this long, logged (default 10; 0: "
+	     "wait for them)",
+	     "0-3600", set_retire_grace, NULL},
 	    {"hash-seed", 0, "HEX",
 	     "key of the keyed hash that places keys in tables and on shards (default: random "
 	     "per process; a fixed one only to reproduce a layout, as tests do)",
@@ -362,6 +388,7 @@ main(int argc, char **argv)
 	kv_app.n_opts = n + cr_tls_app_opts_table(&app.tls.o, all + n, CR_TLS_APP_N_OPTS);
 
 	kv.maxclients = 10000;
+	kv.closing_grace_s = 10;
 	kv.max_bulk = 512LL * 1024 * 1024;
 	kv.qbuf_limit = 1024ULL * 1024 * 1024;
 	kv.start_ms = (uint64_t)kv_now_ms();

@@ -57,7 +57,7 @@ kc_flush(struct kconn *kc)
 
 	while ((kr = kc->head) != NULL && kr->done) {
 		if (kc->conn != NULL)
-			kc_send(kc, kr->final->p, kr->final->len);
+			kc_send_rbuf(kc, kr->final);
 		kc->head = kr->next;
 		if (kc->head == NULL)
 			kc->tail = NULL;
@@ -68,14 +68,15 @@ kc_flush(struct kconn *kc)
 		kc_maybe_free(kc);
 		return;
 	}
-	if (kc->close_after && kc->head == NULL) {
+	if (kc->close_after && kc->head == NULL && kc->oq_head == NULL) {
 		if (kc->close_hard)
 			kc_close_hard(kc);
 		else
 			cr_conn_close(kc->conn);
 		return;
 	}
-	if (kc->read_stopped && kc->queued < KC_MAX_QUEUED / 4 && kc->blocked == 0) {
+	if (kc->read_stopped && kc->queued < KC_MAX_QUEUED / 4 && kc->blocked == 0 &&
+	    !kc->out_paused) {
 		kc->read_stopped = false;
 		cr_conn_read_start(kc->conn);
 	}

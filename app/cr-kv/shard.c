@@ -21,6 +21,8 @@ shard_tick(struct cr_timer *t, void *arg)
 		cr_telemetry_add(kv.tel_expired, n);
 	kv_store_rehash_for(sh->store, 1000 * 1000ull);
 	kv_lazy_kick(sh);
+	kv_climem_tick(sh);
+	kv_outq_tick(sh);
 	(void)kv_mem_peak(kv_used_memory()); /* INFO's used_memory_peak, as Redis's cron */
 	cr_timer_start(t, 100 * 1000 * 1000ull);
 }
@@ -32,11 +34,14 @@ kv_shard_start(unsigned lcore)
 
 	kv_mem_bind(&sh->mem);
 	sh->closing = false;
+	cr_timer_init(&sh->closing_timer, NULL, NULL);
 	kv_tx_shard_init(sh);
 	kv_xshard_init(sh);
 	kv_bw_init(sh);
 	kv_bp_init(sh);
 	kv_lazy_init(sh);
+	kv_outq_init(sh);
+	kv_climem_init(sh);
 	cr_timer_init(&sh->expire_timer, shard_tick, sh);
 	cr_timer_start(&sh->expire_timer, 100 * 1000 * 1000ull);
 	return 0;
@@ -49,7 +54,11 @@ kv_shard_stop(unsigned lcore)
 	struct kconn *kc;
 
 	cr_timer_stop(&sh->expire_timer);
+	if (cr_timer_armed(&sh->closing_timer))
+		cr_timer_stop(&sh->closing_timer);
 	kv_lazy_fini(sh);
+	kv_outq_fini(sh);
+	kv_climem_fini(sh);
 	/* Connections lib/net closed without on_close (the lcore stopped): free their
 	 * state. Every call was answered before this hook runs. */
 	while ((kc = sh->conns) != NULL) {

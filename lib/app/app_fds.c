@@ -20,6 +20,13 @@
 #define FIT_MIN 64
 
 static uint64_t nofile; /* the soft limit after the raise; 0 = unknown or unlimited */
+static uint64_t conns_limit; /* cr_app_conns_limit(); 0 = none */
+
+void
+cr_app_conns_limit(uint64_t n)
+{
+	conns_limit = n;
+}
 
 void
 cr__app_fds_raise(void)
@@ -27,6 +34,7 @@ cr__app_fds_raise(void)
 	struct rlimit rl;
 
 	nofile = 0;
+	conns_limit = 0;
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return;
 	if (rl.rlim_cur < rl.rlim_max) {
@@ -62,13 +70,16 @@ cr__app_fds_check(const struct cr_app *app)
 	if (app->net == NULL || nofile == 0)
 		return;
 	slots = (uint64_t)app->net->max_conns * lcores;
+	if (conns_limit != 0 && conns_limit < slots)
+		slots = conns_limit; /* the app's own bound over all lcores is lower */
 	if (slots + FDS_RESERVE <= nofile)
 		return;
 	fprintf(stderr,
-		"%s: %llu connection slots (%u per lcore x %u) but a descriptor limit of %llu "
-		"(RLIMIT_NOFILE): past about %llu connections new ones wait; raise the limit "
-		"(ulimit -n, LimitNOFILE=) or lower the connection limit\n",
+		"%s: room for %llu connections (%u slots per lcore x %u lcores%s) but a "
+		"descriptor limit of %llu (RLIMIT_NOFILE): past about %llu connections new ones "
+		"wait; raise the limit (ulimit -n, LimitNOFILE=) or lower the connection limit\n",
 		app->name, (unsigned long long)slots, app->net->max_conns, lcores,
+		slots == conns_limit ? ", bounded by the app's own limit" : "",
 		(unsigned long long)nofile,
 		(unsigned long long)(nofile > FDS_RESERVE ? nofile - FDS_RESERVE : 0));
 	fflush(stderr);

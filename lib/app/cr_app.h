@@ -178,6 +178,13 @@ const struct cr_lcore_table *cr_app_lcore_table(void);
  */
 uint32_t cr_app_conns_fit(void);
 
+/**
+ * The app admits at most @p n connections over all its lcores (as cr-kv's maxclients),
+ * fewer than its lib/net slots: the descriptor check after configure() counts these
+ * instead. 0: no such bound. From configure().
+ */
+void cr_app_conns_limit(uint64_t n);
+
 /** The --config file's path, or NULL without one; from configure() on. */
 const char *cr_app_config_path(void);
 

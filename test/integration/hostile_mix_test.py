@@ -39,7 +39,8 @@ import apptest  # noqa: E402
 from started import Failure, Started, check  # noqa: E402
 
 SKIP = 77
-BIG = 4 << 20  # the big file / value the non-readers ask for
+BIG = 4 << 20  # the big file the non-readers ask for (HTTP), or echo
+KV_BIG = 512 << 10  # the big value, GET 16 times by each non-reader: 8 MiB of replies
 
 
 def log(msg):
@@ -118,7 +119,7 @@ class Kv:
         return b"*3\r\n$3\r\nSET\r\n$4\r\nslow\r\n$100000\r\n" + b"s" * 100000
 
     def nonread(self):
-        return resp(b"GET", b"big") * 64
+        return resp(b"GET", b"big") * 16
 
     def flood(self):
         return resp(b"INCR", b"flood") * 500
@@ -315,7 +316,7 @@ def main():
         addr = ("127.0.0.1", srv.port)
         if a.app == "kv":
             with socket.create_connection(addr, timeout=10) as s:
-                s.sendall(resp(b"SET", b"big", b"v" * BIG))
+                s.sendall(resp(b"SET", b"big", b"v" * KV_BIG))
                 check(s.recv(16) == b"+OK\r\n", "SET big")
         pid = srv.proc.pid
         rss0, fds0 = rss_kb(pid), open_fds(pid)
