@@ -72,7 +72,10 @@ struct cr_conn {
 	/* The lcore's live list, or the free list (next only). */
 	struct cr_conn *next, *prev;
 	struct net_lcore *nl;
-	const struct cr_conn_ops *ops;
+	const struct cr_conn_ops *ops;	  /* the app's */
+	const struct cr_conn_ops *wire;	  /* what lib/net calls: the layer's, else ops */
+	const struct cr_conn_layer *layer; /* NULL: none */
+	void *layer_arg, *layer_data;
 	void *arg;
 	void *data;
 	int fd;

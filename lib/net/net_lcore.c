@@ -77,6 +77,14 @@ cr__net_cur(void)
 	return &cr__net_lcores[id];
 }
 
+unsigned
+cr_net_conn_slots(void)
+{
+	struct net_lcore *nl = cr__net_cur();
+
+	return nl != NULL ? nl->max_conns : 0;
+}
+
 bool
 cr__net_may_start(const struct net_lcore *nl)
 {
