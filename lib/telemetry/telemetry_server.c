@@ -491,6 +491,7 @@ release_all(void)
 	if (srv.own_path && lstat(srv.path, &st) == 0 && st.st_dev == srv.dev &&
 	    st.st_ino == srv.ino)
 		unlink(srv.path);
+	cr__tel_release_dir();
 	srv.own_path = false;
 	srv.path[0] = '\0';
 	memset(&cr__tel_info, 0, sizeof(cr__tel_info));

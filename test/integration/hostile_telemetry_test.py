@@ -228,7 +228,9 @@ class Decoy:
 
 
 def tool(tools, uid, env, *args):
-    return subprocess.run([sys.executable, os.path.join(tools, "cr-telemetry")] + list(args),
+    # The system's python: one under /root (pyenv) is closed to the uid the tool runs as.
+    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    return subprocess.run([py, os.path.join(tools, "cr-telemetry")] + list(args),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           timeout=WAIT, env=env, preexec_fn=as_uid(uid))
 
@@ -246,8 +248,8 @@ def t_squat(exe, driver, tools):
         return apptest.SKIP
     uid = free_uid()
     squat = "/tmp/coreact-%d" % uid
-    planted = "/tmp/coreact-%d-planted" % uid  # the fallback's shape, but nobody's
-    open_ours = "/tmp/coreact-%d-open" % uid   # ours, but open to others
+    planted = "/tmp/coreact-%d-plant0" % uid  # the fallback's shape, but nobody's
+    open_ours = "/tmp/coreact-%d-open00" % uid  # ours, but open to others
     run_user = "/run/user/%d" % uid
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
     env["HOME"] = "/"
