@@ -136,6 +136,9 @@ struct net_lcore {
 	size_t chunk_stride;
 	uint32_t chunk_cap; /* data bytes per chunk */
 	uint32_t chunks_free;
+	/* Chunks [carved, chunks) were never used: taken in order when the free list is
+	 * empty, so a pool sized for the worst case costs memory only as it is used. */
+	uint32_t chunks, carved;
 	struct net_chunk *free_chunks;
 
 	struct net_shard *shards;     /* listening sockets served here */
