@@ -47,7 +47,8 @@ struct echo {
 	int local_udp, local_sp;
 };
 
-static struct echo app = {.max_conns = 4096, .local_udp = -1, .local_sp = -1};
+/* max_conns 0: what fits the descriptor limit (cr_app_conns_fit()). */
+static struct echo app = {.idle_timeout = 60, .local_udp = -1, .local_sp = -1};
 
 /* ---- TCP ---- */
 
@@ -267,6 +268,8 @@ start(void *arg)
 	lo.addr = app.listen;
 	lo.single_acceptor = app.single_acceptor;
 	lo.conn.idle_timeout_ns = (uint64_t)(app.idle_timeout * 1e9);
+	/* A full lcore closes its least recently active idle clients for new ones. */
+	lo.conn.reclaimable = true;
 	rc = cr_tcp_listen(&lo, app.sockperf ? &sp_tcp_ops : &tcp_ops, NULL, &app.listener);
 	if (rc != 0)
 		return cr_app_errorf(rc, "--listen %s: %s",
@@ -302,6 +305,7 @@ print_totals(bool failed, void *arg)
 		sum.accepted += s.accepted;
 		sum.refused += s.refused;
 		sum.accept_backoffs += s.accept_backoffs;
+		sum.reclaimed += s.reclaimed;
 		sum.bytes_in += s.bytes_in;
 		sum.bytes_out += s.bytes_out;
 		sum.short_sends += s.short_sends;
@@ -310,10 +314,11 @@ print_totals(bool failed, void *arg)
 		sum.udp_drops += s.udp_drops;
 	}
 	printf("cr-echo: stopped: %" PRIu64 " connections (%" PRIu64 " refused, %" PRIu64
-	       " accept back-offs), %" PRIu64 " bytes in, %" PRIu64 " out (%" PRIu64
-	       " short sends); %" PRIu64 " datagrams in, %" PRIu64 " out, %" PRIu64
-	       " dropped\n",
-	       sum.accepted, sum.refused, sum.accept_backoffs, sum.bytes_in, sum.bytes_out,
+	       " accept back-offs, %" PRIu64 " closed to make room), %" PRIu64
+	       " bytes in, %" PRIu64 " out (%" PRIu64 " short sends); %" PRIu64
+	       " datagrams in, %" PRIu64 " out, %" PRIu64 " dropped\n",
+	       sum.accepted, sum.refused, sum.accept_backoffs, sum.reclaimed, sum.bytes_in,
+	       sum.bytes_out,
 	       sum.short_sends, sum.udp_in, sum.udp_out, sum.udp_drops);
 	fflush(stdout);
 	return 0;
@@ -354,6 +359,8 @@ configure(int argc, char **argv, void *arg)
 	if (app.listen.len == 0)
 		return cr_app_errorf(-EINVAL, "--listen: missing; accepted: HOST:PORT, e.g. "
 					      "127.0.0.1:7000 or [::1]:7000");
+	if (app.max_conns == 0)
+		app.max_conns = cr_app_conns_fit();
 	app.net.max_conns = (uint32_t)app.max_conns;
 	if (app.udp) {
 		app.local_udp = cr_lcore_local_register(sizeof(struct cr_udp *), NULL, NULL, NULL);
@@ -376,10 +383,13 @@ main(int argc, char **argv)
 		CR_APP_OPT_LISTEN(&app.listen, "address to serve (required), e.g. 127.0.0.1:7000"),
 		{"udp", 0, NULL, "echo UDP datagrams on the same address and port too",
 		 "--udp without a value", set_flag, &app.udp},
-		{"max-connections", 0, "N", "TCP connections per lcore (default 4096)",
+		{"max-connections", 0, "N",
+		 "TCP connections per lcore (default: 4096, or fewer to fit the descriptor "
+		 "limit); a full lcore closes its least recently active idle connection for a "
+		 "new one",
 		 "1-16777216", set_max_conns, NULL},
 		{"idle-timeout", 0, "SECONDS",
-		 "close a TCP connection idle this long (default 0: never)",
+		 "close a TCP connection idle this long (default 60; 0: never)",
 		 "a number of seconds from 0 to 1000000, e.g. 0.5 or 30", set_idle, NULL},
 		{"single-acceptor", 0, NULL,
 		 "accept on one lcore and hand connections out round robin (default: every lcore "

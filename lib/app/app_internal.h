@@ -45,6 +45,11 @@ void cr__app_signals_detach(void);
 /* The lcore-locals' registry is closed while lcores run (app_local.c). */
 void cr__app_locals_reset(void);
 
+/* The descriptor limit (app_fds.c): raise the soft one to the hard one, before the
+ * options; after configure(), one line on stderr when app->net's slots do not fit it. */
+void cr__app_fds_raise(void);
+void cr__app_fds_check(const struct cr_app *app);
+
 /* cr_sd_notify(@p state), a line on stderr if it fails (app_run.c). */
 void cr__app_notify(const struct cr_app *app, const char *state);
 

@@ -231,8 +231,10 @@ configure(const struct cr_app *app, int argc, char **argv)
 	rc = cr__app_options_parse(app, &run.opts, argc, argv, &run.cfg, &run.table, &first);
 	if (rc == 0 && app->configure != NULL)
 		rc = app->configure(argc - first, argv + first, app->arg);
-	if (rc == 0)
+	if (rc == 0) {
+		cr__app_fds_check(app);
 		return -1;
+	}
 	return rc == 1 ? EXIT_OK : rc == -EINVAL ? EXIT_USAGE : EXIT_FAIL;
 }
 
@@ -315,6 +317,7 @@ cr_app_run(const struct cr_app *app, int argc, char **argv)
 	atomic_store(&run.failed, false);
 	atomic_store(&run.started, false);
 	cr_eal_config_defaults(&run.cfg);
+	cr__app_fds_raise();
 	status = configure(app, argc, argv);
 	if (status >= 0)
 		goto out_options; /* configure() cleaned up after itself */

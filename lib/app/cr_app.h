@@ -11,10 +11,13 @@
  * see doc/examples/upper/main.c and doc/guides/getting-started.md.
  *
  * Order of events in cr_app_run():
- *  1. options: defaults, then the --config file's lines, then the command line (which
- *     overrides the file); --help / --version print and return 0;
- *  2. configure(): the app checks what depends on several options, sizes app->net,
- *     registers lcore-locals, telemetry counters and commands;
+ *  1. the soft descriptor limit is raised to the hard one (RLIMIT_NOFILE); options:
+ *     defaults, then the --config file's lines, then the command line (which overrides
+ *     the file); --help / --version print and return 0;
+ *  2. configure(): the app checks what depends on several options, sizes app->net
+ *     (cr_app_conns_fit() gives a connection limit that fits the descriptors),
+ *     registers lcore-locals, telemetry counters and commands; one line on stderr when
+ *     app->net's connection slots do not fit the descriptor limit;
  *  3. lib/net is sized from app->net; SIGINT, SIGTERM, SIGUSR1 (and SIGHUP with a
  *     reload callback) are blocked in every thread but lib/app's signal thread;
  *  4. the runtime starts (cr_reactor_init()): on each lcore the modules start (lib/app's
@@ -37,6 +40,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cr_eal.h"
 
@@ -165,6 +169,14 @@ const struct cr_eal_config *cr_app_eal_config(void);
 
 /** The lcores the options chose; from configure() on. */
 const struct cr_lcore_table *cr_app_lcore_table(void);
+
+/**
+ * Connection slots per lcore that fit the descriptor limit: (RLIMIT_NOFILE - 64) / the
+ * number of lcores, at most 4096 and at least 64. cr_app_run() raised the soft limit to
+ * the hard one before the options, so this is the limit the process runs with. For the
+ * default of an app's connection limit; from configure() on.
+ */
+uint32_t cr_app_conns_fit(void);
 
 /** The --config file's path, or NULL without one; from configure() on. */
 const char *cr_app_config_path(void);

@@ -179,14 +179,16 @@ struct cr_conn_ops {
 	 * orderly end (both sides shut, or cr_conn_close() finished), else -errno:
 	 * -ECONNRESET / -EPIPE (peer reset), -ETIMEDOUT (idle timeout or connect timeout),
 	 * -ECONNREFUSED and other connect errors, -ENOSPC (no lib/io op slot), -ESHUTDOWN
-	 * (the lcore stopped). The pointer is dead once this returns.
+	 * (the lcore stopped), -EUSERS (closed idle to make room for a new connection:
+	 * cr_conn_opts.reclaimable). The pointer is dead once this returns.
 	 */
 	void (*on_close)(struct cr_conn *c, int err);
 	/**
-	 * Asked on a closing lcore (and by nothing else): true when the connection is at a
-	 * boundary of the app's protocol — no request half-read, none unanswered — so that
-	 * closing it now loses nothing. NULL: every point between two on_data calls is one
-	 * (an echo). lib/net asks after each delivery and send, and every few tens of ms.
+	 * Asked on a closing lcore, and of a reclaimable connection when its lcore needs
+	 * room: true when the connection is at a boundary of the app's protocol — no request
+	 * half-read, none unanswered — so that closing it now loses nothing. NULL: every
+	 * point between two on_data calls is one (an echo). On a closing lcore lib/net asks
+	 * after each delivery and send, and every few tens of ms.
 	 */
 	bool (*at_boundary)(struct cr_conn *c);
 };
@@ -209,6 +211,17 @@ struct cr_conn_opts {
 	 * waits for its own sends before reading (an echo) would then never drain it.
 	 */
 	bool keep_reading;
+	/**
+	 * When the lcore is out of connection slots or of descriptors (EMFILE, ENFILE) and
+	 * a new connection waits, this one may be closed to make room: if it is idle at a
+	 * boundary (nothing queued or being sent, at_boundary true) and among the least
+	 * recently active such ones. Its on_close gets -EUSERS. Up to 16 are closed at a
+	 * time, so a full lcore keeps taking new clients instead of leaving them in the
+	 * kernel's backlog behind connections that say nothing (nginx reuses its keep-alive
+	 * connections the same way). For protocols where an idle client is fine to drop
+	 * (HTTP keep-alive, an echo); not for one whose clients expect to stay (Redis).
+	 */
+	bool reclaimable;
 };
 
 /** Default high watermark of the output queue, in bytes. */
@@ -468,6 +481,7 @@ struct cr_net_stats {
 	uint64_t udp_drops;   /**< cr_udp_send() refused, or a send failed */
 	uint64_t chunks_free; /**< a gauge: output chunks free */
 	uint64_t handed_off;  /**< connections a draining listener passed to another lcore */
+	uint64_t reclaimed;   /**< idle connections closed to make room (reclaimable) */
 };
 
 /** Snapshot lcore @p lcore's counters. Any thread. @return 0 or -EINVAL. */

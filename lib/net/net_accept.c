@@ -2,8 +2,10 @@
 /*
  * One listening shard on its lcore. A shard keeps one multishot accept armed while it
  * wants connections: not while its lcore has no free connection slot (the kernel's
- * backlog holds them meanwhile), and not during a back-off after the accept ended with
- * EMFILE/ENFILE/ENOBUFS/ENOMEM, so an lcore out of descriptors sleeps instead of spinning.
+ * backlog holds them meanwhile) unless its connections are reclaimable (then a new one
+ * that finds no slot closes idle ones to make room, net_reclaim.c), and not during a
+ * back-off after the accept ended with EMFILE/ENFILE/ENOBUFS/ENOMEM, so an lcore out of
+ * descriptors sleeps instead of spinning.
  *
  * Retirement drains a shard instead of dropping its backlog: steered away (net_steer.c),
  * it goes on accepting for a grace period (connections whose handshake began before the
@@ -46,6 +48,34 @@ cr__shard_list_del(struct net_lcore *nl, struct net_shard *sh)
 	sh->next = sh->prev = NULL;
 }
 
+/* The stash, a FIFO ring. */
+static bool
+stash_push(struct net_shard *sh, int fd)
+{
+	if (sh->stash == NULL || sh->n_stash == NET_STASH)
+		return false;
+	sh->stash[(sh->stash_head + sh->n_stash++) % NET_STASH] = fd;
+	return true;
+}
+
+static int
+stash_pop(struct net_shard *sh)
+{
+	int fd = sh->stash[sh->stash_head];
+
+	sh->stash_head = (sh->stash_head + 1) % NET_STASH;
+	sh->n_stash--;
+	return fd;
+}
+
+void
+cr__shard_stash_init(struct net_shard *sh)
+{
+	if (sh->stash == NULL)
+		sh->stash = malloc(NET_STASH * sizeof(*sh->stash)); /* NULL: none, refused */
+	sh->stash_head = sh->n_stash = 0;
+}
+
 void
 cr__shard_backoff(struct net_shard *sh)
 {
@@ -82,13 +112,8 @@ cr__shard_timer_fired(struct cr_timer *t, void *arg)
 		cr__drain_tick(nl, sh);
 		return;
 	}
-	while (sh->n_stash > 0 && nl->free_conns != NULL) {
-		int fd = sh->stash[0];
-
-		sh->n_stash--;
-		memmove(sh->stash, sh->stash + 1, sh->n_stash * sizeof(sh->stash[0]));
-		cr__conn_adopt(nl, fd, &l->opts.conn, l->ops, l->arg);
-	}
+	while (sh->n_stash > 0 && nl->free_conns != NULL)
+		cr__conn_adopt(nl, stash_pop(sh), &l->opts.conn, l->ops, l->arg);
 	cr__shard_sync(sh);
 }
 
@@ -114,9 +139,11 @@ accept_done(void *ctx, const struct cr_io_cqe *cqe)
 		} else if (l->opts.single_acceptor) {
 			cr__hand_off(l, nl, cqe->res);
 		} else if (cr__conn_adopt(nl, cqe->res, &l->opts.conn, l->ops, l->arg) == NULL) {
-			/* Raced past the pause: the multishot had this one already. */
-			if (sh->n_stash < NET_STASH) {
-				sh->stash[sh->n_stash++] = cqe->res;
+			/* No slot: it waits for one (a reclaimable listener accepts at the limit
+			 * on purpose, to learn that someone waits), or raced past the pause. */
+			if (stash_push(sh, cqe->res)) {
+				if (l->opts.conn.reclaimable)
+					(void)cr__net_reclaim(nl, sh->n_stash);
 			} else {
 				close(cqe->res);
 				NET_STAT_ADD(nl, refused, 1);
@@ -124,7 +151,14 @@ accept_done(void *ctx, const struct cr_io_cqe *cqe)
 		}
 	} else if (final && cr__accept_error_is_resource(-cqe->res)) {
 		NET_STAT_ADD(nl, accept_backoffs, 1);
-		cr__shard_backoff(sh);
+		if (l->opts.conn.reclaimable && sh->state == SH_RUN &&
+		    cr__net_reclaim(nl, NET_RECLAIM_BATCH) > 0) {
+			/* Descriptors are being given back: try again soon, no doubling. */
+			sh->backing_off = true;
+			cr_timer_start(&sh->timer, NET_RECLAIM_RETRY_NS);
+		} else {
+			cr__shard_backoff(sh);
+		}
 	} else if (final && cqe->res != -ECANCELED) {
 		CR_LOG(L, WARNING, "lcore %u: accept on fd %d ended: %s", sh->owner, sh->fd,
 		       cr_strerror(cqe->res));
@@ -163,11 +197,18 @@ cr__shard_sync(struct net_shard *sh)
 		}
 		return;
 	}
+	/* Out of slots, a reclaimable listener goes on accepting: a connection that then
+	 * finds no slot makes room by closing an idle one (cr__net_reclaim). */
 	want = !sh->backing_off &&
-	       (sh->l->opts.single_acceptor || (nl->free_conns != NULL && sh->n_stash == 0));
+	       (sh->l->opts.single_acceptor ||
+		(sh->n_stash == 0 && (nl->free_conns != NULL || sh->l->opts.conn.reclaimable)));
 	if (!want && !sh->backing_off) {
 		sh->waiting_slot = true;
 		nl->accept_paused = true;
+		/* A slot freed before the pause was noted (a reclaimed connection's can come
+		 * back at once): adopt what waits from the timer. */
+		if (sh->n_stash > 0 && nl->free_conns != NULL)
+			cr_timer_start(&sh->timer, 0);
 	}
 	if (want && sh->op == 0 && cr__net_may_start(nl)) {
 		sh->op = cr_io_accept(sh->fd, accept_done, sh);
@@ -206,6 +247,7 @@ cr__shard_run(struct net_lcore *nl, struct net_shard *sh)
 {
 	sh->state = SH_RUN;
 	sh->backoff_ns = NET_BACKOFF_MIN_NS;
+	cr__shard_stash_init(sh);
 	cr__shard_list_add(nl, sh);
 	cr__shard_sync(sh);
 }
@@ -233,7 +275,9 @@ cr__shard_close(struct net_lcore *nl, struct net_shard *sh)
 	sh->backing_off = false;
 	sh->waiting_slot = false;
 	while (sh->n_stash > 0)
-		close(sh->stash[--sh->n_stash]);
+		close(stash_pop(sh));
+	free(sh->stash);
+	sh->stash = NULL;
 	cr__pend_drop(nl, sh);
 	/* The socket stays open until the accept's final completion. */
 	if (sh->op != 0 && cr_io_abandon(sh->op, shard_released, sh) == 0) {
@@ -366,9 +410,12 @@ cr__shard_drain(struct net_lcore *nl, struct net_shard *sh, bool quench)
 	cr_timer_stop(&sh->timer);
 	sh->backing_off = false;
 	/* What the stash holds is ours already: placed at the first tick. */
-	while (sh->n_stash > 0)
-		if (!cr__pend_push(sh, sh->stash[--sh->n_stash]))
-			cr__listen_refuse(nl, sh->stash[sh->n_stash]);
+	while (sh->n_stash > 0) {
+		int fd = stash_pop(sh);
+
+		if (!cr__pend_push(sh, fd))
+			cr__listen_refuse(nl, fd);
+	}
 	cr__shard_sync(sh);
 	cr_timer_start(&sh->timer, sh->n_pend > 0 ? 0 : cr__net_drain_grace_ns);
 }

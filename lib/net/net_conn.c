@@ -67,6 +67,7 @@ cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o)
 		c->low_wm = c->high_wm;
 	c->idle_ns = o != NULL ? o->idle_timeout_ns : 0;
 	c->keep_reading = o != NULL && o->keep_reading;
+	c->reclaimable = o != NULL && o->reclaimable;
 }
 
 void

@@ -34,7 +34,11 @@
 #define NET_BACKOFF_MAX_NS (160ull * 1000 * 1000)
 #define NET_MAX_LISTENERS 64
 /* Accepted sockets a listening socket holds while its lcore has no free slot. */
-#define NET_STASH 16
+#define NET_STASH 256
+/* At most this many idle connections closed at a time to make room (cr__net_reclaim). */
+#define NET_RECLAIM_BATCH 16
+/* Out of descriptors with idle connections just closed: the next accept, this soon. */
+#define NET_RECLAIM_RETRY_NS (1ull * 1000 * 1000)
 /* A draining socket's last non-blocking accepts: per tick, and in all on a listener's
  * home for a socket whose lcore never started accepting. */
 #define NET_DRAIN_BATCH 64
@@ -74,6 +78,8 @@ struct cr_conn {
 	bool read_eof;
 	bool read_stopped; /* by the app */
 	bool keep_reading; /* cr_conn_opts.keep_reading */
+	bool reclaimable;  /* cr_conn_opts.reclaimable */
+	bool reclaimed;	   /* ended to make room: its slot is on the way back */
 	bool above_high;
 	bool recv_cancel; /* cr_io_cancel sent to recv_op */
 	bool wr_shut_req;
@@ -107,7 +113,7 @@ struct cr_udp;
 struct net_counters {
 	_Atomic uint64_t accepted, refused, accept_backoffs, connected, closed, conns;
 	_Atomic uint64_t bytes_in, bytes_out, send_nobufs, short_sends, udp_in, udp_out, udp_drops;
-	_Atomic uint64_t chunks_free, handed_off;
+	_Atomic uint64_t chunks_free, handed_off, reclaimed;
 };
 
 #define NET_STAT_ADD(nl, field, v)                                                         \
@@ -145,6 +151,8 @@ struct net_lcore {
 	struct cr_listener *homed;    /* listeners whose home is here */
 	struct cr_udp *udps;
 	bool accept_paused;	      /* a shard waits for a free connection slot */
+	uint32_t reclaiming;	      /* slots of reclaimed connections not yet free */
+	uint64_t reclaim_logged_ns;   /* last "closed idle connections" line (1 per second) */
 
 	struct net_counters stats;
 };
@@ -186,6 +194,11 @@ void cr__conn_unhold(struct cr_conn *c);
 /* Start reading, sending or ending as the state asks; @p may_notify: callbacks allowed. */
 void cr__conn_progress(struct cr_conn *c, bool may_notify);
 void cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o);
+/* Out of room with @p want connections waiting: end up to that many (at most
+ * NET_RECLAIM_BATCH, less those already on the way) reclaimable idle connections, least
+ * recently active first (net_reclaim.c). From a completion or a timer only.
+ * @return how many ended. */
+unsigned cr__net_reclaim(struct net_lcore *nl, unsigned want);
 int cr__socket_opts_nodelay(int fd, bool nagle);
 
 /* Listeners (net_listen.c). */

@@ -101,6 +101,9 @@ static void net_free_memory(struct net_lcore *nl);
 void
 cr__net_conn_put(struct net_lcore *nl, struct cr_conn *c)
 {
+	if (c->reclaimed)
+		nl->reclaiming--;
+	c->reclaimed = false;
 	c->state = CONN_FREE;
 	c->next = nl->free_conns;
 	nl->free_conns = c;
@@ -282,6 +285,7 @@ READER(accept_backoffs)
 READER(bytes_in)
 READER(bytes_out)
 READER(handed_off)
+READER(reclaimed)
 
 __attribute__((constructor)) static void
 net_register(void)
@@ -310,6 +314,10 @@ net_register(void)
 	    "net_handed_off", CR_TELEMETRY_COUNTER,
 	    "Connections a draining listener passed to another lcore.",
 	    &(struct cr_telemetry_prom){"net_handed_off_connections"}, read_handed_off, NULL);
+	cr_telemetry_reader_register_prom(
+	    "net_reclaimed", CR_TELEMETRY_COUNTER,
+	    "Idle connections closed to make room for new ones (out of slots or descriptors).",
+	    &(struct cr_telemetry_prom){"net_reclaimed_connections"}, read_reclaimed, NULL);
 }
 
 #define LOAD(f) atomic_load_explicit(&nl->stats.f, memory_order_relaxed)
@@ -337,5 +345,6 @@ cr_net_stats(unsigned lcore, struct cr_net_stats *out)
 	out->udp_drops = LOAD(udp_drops);
 	out->chunks_free = LOAD(chunks_free);
 	out->handed_off = LOAD(handed_off);
+	out->reclaimed = LOAD(reclaimed);
 	return 0;
 }

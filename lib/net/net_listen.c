@@ -510,6 +510,7 @@ cr__listen_lcore_rejoin(struct net_lcore *nl)
 		sh->made = sh->visited = sh->started = sh->rejoined = true;
 		sh->state = SH_RUN;
 		sh->backoff_ns = NET_BACKOFF_MIN_NS;
+		cr__shard_stash_init(sh);
 		cr__shard_list_add(nl, sh);
 		cr_timer_start(&sh->timer, 0); /* first turn: phase check, then accept */
 	}

@@ -53,10 +53,13 @@ struct net_shard {
 	unsigned n_pend, cap_pend;
 	uint64_t backoff_ns;
 	struct cr_timer timer;
-	/* Accepted while the slab was full (the multishot raced the pause): adopted as
-	 * slots free, so a burst at the limit is delayed rather than reset. */
-	unsigned n_stash;
-	int stash[NET_STASH];
+	/* Accepted while the slab was full (the multishot raced the pause, or a
+	 * reclaimable listener accepts at the limit): adopted as slots free, oldest first,
+	 * so a burst at the limit is delayed rather than reset. A ring of NET_STASH,
+	 * allocated when the shard starts running (none: no stash, such sockets are
+	 * refused). */
+	int *stash;
+	unsigned stash_head, n_stash;
 };
 
 struct cr_listener {
@@ -122,6 +125,8 @@ unsigned cr__group_staying(struct cr_listener *l, unsigned *ids);
 void cr__shard_list_add(struct net_lcore *nl, struct net_shard *sh);
 void cr__shard_list_del(struct net_lcore *nl, struct net_shard *sh);
 void cr__shard_backoff(struct net_shard *sh);
+/* The stash's memory, when the shard starts running (on its lcore). */
+void cr__shard_stash_init(struct net_shard *sh);
 void cr__shard_timer_fired(struct cr_timer *t, void *arg);
 void cr__shard_sync(struct net_shard *sh);
 void cr__shard_run(struct net_lcore *nl, struct net_shard *sh);

@@ -4,8 +4,8 @@
 
   echo_test.py CR_ECHO TEST [--driver uring|epoll]
 
-TEST is one of: cli, config, restart, basic, socat, sockperf, payload, emfile, faults,
-storm. Each starts its own
+TEST is one of: cli, config, restart, basic, socat, sockperf, payload, emfile, idlefull,
+faults, storm. Each starts its own
 cr-echo on an ephemeral port of 127.0.0.1 / ::1, is bounded in time, kills the server on
 the way out, and exits 0 (pass), 1 (fail) or 77 (skip: a client tool is missing).
 """
@@ -162,11 +162,12 @@ def echo_once(srv, payload):
 
 
 def stats_of(totals):
-    m = re.search(r"stopped: (\d+) connections \((\d+) refused, (\d+) accept back-offs\)"
+    m = re.search(r"stopped: (\d+) connections \((\d+) refused, (\d+) accept back-offs, "
+                  r"(\d+) closed to make room\)"
                   r", (\d+) bytes in, (\d+) out \((\d+) short sends\); (\d+) datagrams in, "
                   r"(\d+) out, (\d+) dropped", totals)
     check(m is not None, "no totals line in %r" % totals)
-    keys = ["accepted", "refused", "backoffs", "bytes_in", "bytes_out", "short_sends",
+    keys = ["accepted", "refused", "backoffs", "reclaimed", "bytes_in", "bytes_out", "short_sends",
             "dgram_in", "dgram_out", "dgram_drops"]
     return dict(zip(keys, map(int, m.groups())))
 
@@ -479,6 +480,84 @@ def t_emfile(exe, driver):
         srv.kill()
 
 
+def idle_clients(srv, n):
+    """n connections that connect and then say nothing (the kernel completes each
+    handshake, accepted or not)."""
+    out = []
+    for _ in range(n):
+        c = socket.socket(srv.family, socket.SOCK_STREAM)
+        c.setblocking(False)
+        c.connect_ex(srv.addr)
+        out.append(c)
+    return out
+
+
+def closed_by_server(conns):
+    """How many of conns the server has closed (EOF or reset readable), without blocking."""
+    n = 0
+    for c in conns:
+        try:
+            if c.recv(1, socket.MSG_DONTWAIT) == b"":
+                n += 1
+        except BlockingIOError:
+            pass
+        except OSError:
+            n += 1
+    return n
+
+
+def full_of_idle(exe, driver, extra):
+    """More idle clients than the server has room for (slots or descriptors), then fresh
+    clients: each is served, because the least recently active idle connections are closed
+    to make room; a connection that keeps talking is not among them."""
+    nofile = 400
+    srv = Server(exe, driver, extra=list(extra), nofile=nofile)
+    old, flood = [], []
+    try:
+        old = idle_clients(srv, 300)
+        time.sleep(1.0)  # accepted, and now the least recently active
+        live = srv.connect()
+        live.sendall(b"live")
+        check(recv_exact(live, 4) == b"live", "live connection")
+        flood = idle_clients(srv, 300)
+        time.sleep(0.5)
+        for i in range(5):
+            t0 = time.monotonic()
+            try:
+                echo_once(srv, b"probe %d" % i)
+            except OSError as e:
+                raise Failure("probe %d: %s after %.1f s (every slot held by idle "
+                              "clients?)" % (i, e, time.monotonic() - t0))
+            log("probe %d served in %.0f ms" % (i, (time.monotonic() - t0) * 1000))
+            live.sendall(b"still")
+            check(recv_exact(live, 5) == b"still", "the live connection was closed")
+        fds = open_fds(srv.pid)
+        check(fds <= nofile, "%d descriptors open, limit %d" % (fds, nofile))
+        gone_old, gone_new = closed_by_server(old), closed_by_server(flood)
+        log("closed to make room: %d of the 300 oldest, %d of the 300 newer; %d fds open"
+            % (gone_old, gone_new, fds))
+        check(gone_old > 0, "no idle connection was closed")
+        live.close()
+        st = stats_of(srv.stop())
+        check(st["reclaimed"] >= gone_old + gone_new,
+              "reclaimed %d, but %d closed" % (st["reclaimed"], gone_old + gone_new))
+        return st
+    finally:
+        for c in old + flood:
+            c.close()
+        srv.kill()
+
+
+def t_idlefull(exe, driver):
+    # The default slot count fits the descriptor limit: the slots run out first (the
+    # sockets accepted while full wait with descriptors of their own, so accept(2) may
+    # also meet EMFILE; either way idle connections make room).
+    full_of_idle(exe, driver, ["--idle-timeout", "0"])
+    # More slots than descriptors: accept(2) fails with EMFILE first.
+    st = full_of_idle(exe, driver, ["--idle-timeout", "0", "--max-connections", "4096"])
+    check(st["backoffs"] > 0, "never out of descriptors: %r" % st)
+
+
 # ---- faults: peer reset mid-send, EPIPE, short sends ----
 
 def t_faults(exe, driver):
@@ -777,6 +856,7 @@ TESTS = {
     "sockperf": t_sockperf,
     "payload": t_payload,
     "emfile": t_emfile,
+    "idlefull": t_idlefull,
     "faults": t_faults,
     "storm": t_storm,
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Listeners (net_listen.c): one SO_REUSEPORT socket per lcore, the single-acceptor
- * hand-off, closing a listener, errors, and the pause at max_conns that resumes when a
- * slot frees. (Out-of-descriptor back-off is driven by test/integration, with a low
+ * hand-off, closing a listener, errors, the pause at max_conns that resumes when a slot
+ * frees, and reclaimable connections closed, least recently active first, for new ones. (Out-of-descriptor back-off is driven by test/integration, with a low
  * ulimit -n and a connect flood, for both drivers.)
  */
 #include <stddef.h>
@@ -346,12 +346,166 @@ test_slot_limit_pauses_accept(void)
 	CU_ASSERT_EQUAL(T.opens_after, OVER);
 }
 
+/* ---- reclaimable connections: a full lcore closes its least recently active idle one ---- */
+
+#define RC_LIMIT 4
+#define RC_CLIENTS 6
+
+static struct {
+	_Atomic int next;		  /* on_open order = connect order (one lcore) */
+	_Atomic int close_err[RC_CLIENTS]; /* 1: still open */
+	_Atomic bool busy[RC_CLIENTS];	  /* sent "B": a request half-read */
+	_Atomic bool done;
+	int fds[RC_CLIENTS];
+} R;
+
+static void
+r_open(struct cr_conn *c)
+{
+	cr_conn_set_data(c, (void *)(intptr_t)atomic_fetch_add(&R.next, 1));
+}
+
+static void
+r_data(struct cr_conn *c, const void *d, size_t n)
+{
+	int i = (int)(intptr_t)cr_conn_data(c);
+
+	if (((const char *)d)[0] == 'B')
+		atomic_store(&R.busy[i], true); /* never answered: not at a boundary */
+	else
+		CU_ASSERT_EQUAL(cr_conn_send(c, d, n), 0);
+}
+
+static void
+r_close(struct cr_conn *c, int err)
+{
+	atomic_store(&R.close_err[(intptr_t)cr_conn_data(c)], err);
+}
+
+static bool
+r_boundary(struct cr_conn *c)
+{
+	return !atomic_load(&R.busy[(intptr_t)cr_conn_data(c)]);
+}
+
+static const struct cr_conn_ops r_ops = {r_open, r_data, NULL, NULL, r_close, r_boundary};
+
+static void
+r_echo(int i, char ch)
+{
+	char b[1] = {ch};
+
+	CU_ASSERT_TRUE(ut_write_all(R.fds[i], b, 1) && ut_read_n(R.fds[i], b, 1) == 1);
+	CU_ASSERT_EQUAL(b[0], ch);
+}
+
+static void
+r_connect(int i)
+{
+	uint64_t t0 = ut_ms();
+
+	R.fds[i] = ut_connect(&T.addr, 0);
+	CU_ASSERT(R.fds[i] >= 0);
+	while (atomic_load(&R.next) <= i && ut_ms() - t0 < 3000)
+		ut_sleep_ms(1);
+	CU_ASSERT_EQUAL(atomic_load(&R.next), i + 1);
+	ut_sleep_ms(30); /* so that each is active at a time of its own */
+}
+
+static void *
+client_reclaim(void *arg)
+{
+	int i;
+
+	(void)arg;
+	r_connect(0); /* half a request: never closed to make room */
+	CU_ASSERT_TRUE(ut_write_all(R.fds[0], "B", 1));
+	ut_sleep_ms(30);
+	r_connect(1); /* idle: the first to go */
+	r_connect(2); /* active */
+	r_echo(2, 'x');
+	r_connect(3); /* idle: the next to go */
+	ut_sleep_ms(30);
+	r_echo(2, 'y'); /* the most recently active now: full, and nobody has left */
+	for (i = 0; i < RC_LIMIT; i++)
+		CU_ASSERT_EQUAL(atomic_load(&R.close_err[i]), 1);
+	r_connect(4); /* makes room: 1 goes */
+	r_echo(4, 'z');
+	CU_ASSERT_EQUAL(atomic_load(&R.close_err[1]), -EUSERS);
+	CU_ASSERT_EQUAL(atomic_load(&R.close_err[3]), 1);
+	r_connect(5); /* makes room: 3 goes (0 is busy, 2 and 4 more recent) */
+	r_echo(5, 'w');
+	r_echo(2, 'v');
+	CU_ASSERT_EQUAL(atomic_load(&R.close_err[3]), -EUSERS);
+	CU_ASSERT_EQUAL(atomic_load(&R.close_err[0]), 1);
+	CU_ASSERT_EQUAL(atomic_load(&R.close_err[2]), 1);
+	for (i = 0; i < RC_CLIENTS; i++)
+		close(R.fds[i]);
+	atomic_store(&R.done, true);
+	return NULL;
+}
+
+static bool
+r_finished(void *arg)
+{
+	int i;
+
+	(void)arg;
+	if (!atomic_load(&R.done))
+		return false;
+	for (i = 0; i < RC_CLIENTS; i++)
+		if (atomic_load(&R.close_err[i]) == 1)
+			return false;
+	cr_reactor_stop();
+	return true;
+}
+
+static void
+start_reclaim(void *arg)
+{
+	struct cr_tcp_listen_opts o = ut_listen_opts(false);
+
+	(void)arg;
+	o.conn.reclaimable = true;
+	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &r_ops, NULL, &T.l), 0);
+	cr_listener_addr(T.l, &T.addr);
+	CU_ASSERT_EQUAL(pthread_create(&T.client, NULL, client_reclaim, NULL), 0);
+	ut_every(&every, 2, r_finished, NULL);
+}
+
+static void
+test_reclaim_idle(void)
+{
+	struct cr_lcore_table full = ut_table;
+	struct cr_net_config c, def;
+	int i;
+
+	ut_table.n = 1;
+	ut_table.lcores[0] = full.lcores[0];
+	ut_table.main_lcore = full.lcores[0].lcore_id;
+	cr_net_config_defaults(&def);
+	c = def;
+	c.max_conns = RC_LIMIT;
+	CU_ASSERT_EQUAL_FATAL(cr_net_configure(&c), 0);
+	memset(&T, 0, sizeof(T));
+	memset(&R, 0, sizeof(R));
+	for (i = 0; i < RC_CLIENTS; i++)
+		atomic_store(&R.close_err[i], 1);
+	ut_net_run(start_reclaim, NULL, 20000);
+	pthread_join(T.client, NULL);
+	CU_ASSERT_EQUAL(UT_STAT(reclaimed), 2);
+	CU_ASSERT_EQUAL(UT_STAT(refused), 0);
+	ut_table = full;
+	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_socket_per_lcore),
 	UT_CASE(test_single_acceptor_round_robin),
 	UT_CASE(test_close_listener),
 	UT_CASE(test_errors),
 	UT_CASE(test_slot_limit_pauses_accept),
+	UT_CASE(test_reclaim_idle),
 };
 
 UT_MAIN("net_listen", cases, ut_rt_setup, NULL)
