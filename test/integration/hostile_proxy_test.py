@@ -11,19 +11,16 @@ nonreaders: a backend floods every connection it gets; 500 clients (4 KiB receiv
   they were once everybody left, and its RSS stays within the pool it sized at start.
 Exit 0 pass, 1 fail, 77 skip (driver refused).
 """
-import argparse
-import os
 import selectors
-import signal
 import socket
 import sys
 import threading
 import time
 
-import apptest
-from proxy_test import Env, Failure, LOOP, Proxy, check, log, wait_for
+import proxy_test
+from apptest import fds_of, rss_kib
+from proxy_test import Env, LOOP, Proxy, check, log, wait_for
 
-TEST_TIMEOUT = 100  # seconds; meson's own timeout is above this
 BLOCK = b"x" * 65536
 
 
@@ -74,18 +71,6 @@ class Flood:
         self.t.join()
         for key in list(self.sel.get_map().values()):
             key.fileobj.close()
-
-
-def fds_of(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def nonreader(addr):
@@ -182,26 +167,5 @@ def t_nonreaders(exe, driver):
 TESTS = {"nonreaders": t_nonreaders}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("exe", help="path of cr-proxy")
-    ap.add_argument("test", choices=sorted(TESTS))
-    ap.add_argument("--driver", default="uring", choices=["uring", "epoll"])
-    a = ap.parse_args()
-    if apptest.skip_if_refused(a.exe, a.driver, log):
-        return apptest.SKIP
-    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure("timed out")))
-    signal.alarm(TEST_TIMEOUT)
-    try:
-        TESTS[a.test](a.exe, a.driver)
-    except Failure as e:
-        log("FAIL: %s" % e)
-        return 1
-    finally:
-        signal.alarm(0)
-    log("PASS %s (%s)" % (a.test, a.driver))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(proxy_test.main(TESTS, __doc__))

@@ -28,37 +28,17 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import apptest
-from started import Failure, Started, WAIT, check, round_trip
+from apptest import fds_of, rss_kib
+from started import Failure, Started, WAIT, check, round_trip, wait_for
 
 NOBODY = 65534
 
 
 def log(msg):
     print(msg, flush=True)
-
-
-def fds_of(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def wait_for(cond, timeout, what, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(step)
-    raise Failure("timed out after %.1f s waiting for %s" % (timeout, what))
 
 
 def unix_request(path, cmd, timeout):
@@ -75,17 +55,11 @@ def unix_request(path, cmd, timeout):
     return json.loads(buf)
 
 
-def http_get(hostport, timeout):
-    host, port = hostport.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        s.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        buf = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            buf += d
-    return buf
+def scrape(hostport, timeout):
+    """GET /metrics: the body, or raise."""
+    with urllib.request.urlopen("http://%s/metrics" % hostport, timeout=timeout) as r:
+        check(r.status == 200, "GET /metrics: %d" % r.status)
+        return r.read()
 
 
 # ---- item 6: the metrics port never takes the unix socket's slots ----
@@ -103,7 +77,7 @@ def t_metrics_slots(exe, driver, tools):
         check(m, "no metrics address in %r" % app.out)
         metrics = m.group(1).decode()
         pid = app.proc.pid
-        check(b"HTTP/1.0 200" in http_get(metrics, WAIT), "no /metrics before the attack")
+        scrape(metrics, WAIT)
         unix_request(tel, "/info", WAIT)
         fds0, rss0 = fds_of(pid), rss_kib(pid)
         host, port = metrics.rsplit(":", 1)
@@ -125,8 +99,8 @@ def t_metrics_slots(exe, driver, tools):
         for i in range(4):
             t0 = time.monotonic()
             try:
-                got = http_get(metrics, 3.0)
-                check(b"HTTP/1.0 200" in got and b"coreact_" in got, "reply %r" % got[:80])
+                got = scrape(metrics, 3.0)
+                check(b"coreact_" in got, "reply %r" % got[:80])
             except (OSError, Failure) as e:
                 fails.append("/metrics %d: %s" % (i, e))
             worst = max(worst, time.monotonic() - t0)

@@ -22,6 +22,18 @@ def check(cond, what):
         raise Failure(what)
 
 
+def wait_for(cond, timeout, what, step=0.01):
+    """Poll @p cond until it returns something true (returned), else Failure after
+    @p timeout seconds naming @p what."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    raise Failure("timed out after %.1f s waiting for %s" % (timeout, what))
+
+
 class Started:
     """@p argv started with stdout and stderr on pipes; returns once every pattern of
     @p ready (bytes regexes) is in its stdout. .out holds what it printed so far, .port
