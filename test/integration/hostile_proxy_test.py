@@ -9,6 +9,10 @@ nonreaders: a backend floods every connection it gets; 500 clients (4 KiB receiv
   none may be reset or stall, whatever proxy_nobufs says, and a probe that starts while
   the non-readers hold their buffers is still served. The proxy's fds come back to what
   they were once everybody left, and its RSS stays within the pool it sized at start.
+blackhole_retire: a backend that never answers a SYN, and lcore 1 retired while 8 clients
+  wait on connects to it: with the default --connect-timeout (2 s) the connects give up,
+  the clients get an EOF, and the lcore is OFFLINE within a few seconds, not the kernel's
+  two minutes of SYN retries.
 Exit 0 pass, 1 fail, 77 skip (driver refused).
 """
 import selectors
@@ -19,7 +23,7 @@ import time
 
 import proxy_test
 from apptest import fds_of, rss_kib
-from proxy_test import Env, LOOP, Proxy, check, log, wait_for
+from proxy_test import Env, LOOP, Proxy, blackhole, check, log, recv_all, wait_for
 
 BLOCK = b"x" * 65536
 
@@ -164,7 +168,42 @@ def t_nonreaders(exe, driver):
         env.close()
 
 
-TESTS = {"nonreaders": t_nonreaders}
+def t_blackhole_retire(exe, driver):
+    env = Env()
+    clients = []
+    try:
+        keep, hole = blackhole()
+        env.add(keep[0])
+        for f in keep[1]:
+            env.add(f)
+        p = env.add(Proxy(exe, driver, ["--backend", hole, "--check-interval", "0",
+                                        "--retries", "0"], lcores="0-1"))
+        on1 = lambda: {l["lcore"]: l for l in p.telemetry("/stats")["/stats"]["lcores"]}[1]
+        while len(clients) < 64 and on1()["net_connections"] < 8:
+            clients.append(p.connect())
+            time.sleep(0.01)
+        check(on1()["net_connections"] >= 8, "no session landed on lcore 1")
+        t0 = time.monotonic()
+        p.telemetry("/lcore/retire,1")
+        state = lambda: {l["lcore"]: l["state"] for l in p.telemetry("/lcores")["/lcores"]}[1]
+        wait_for(lambda: state() == "OFFLINE", 20, "lcore 1 OFFLINE (is %s)" % state(),
+                 step=0.05)
+        took = time.monotonic() - t0
+        check(took < 2 + 8, "the retire took %.1f s" % took)
+        for s in clients:
+            s.settimeout(10)
+            data, how = recv_all(s)
+            check(data == b"" and how == "eof", "a client got %r %s" % (data, how))
+        log("lcore 1 retired %.1f s after the request, with connects to a blackhole "
+            "(default --connect-timeout 2 s); %d clients got an EOF" % (took, len(clients)))
+        p.stop()
+    finally:
+        for s in clients:
+            s.close()
+        env.close()
+
+
+TESTS = {"nonreaders": t_nonreaders, "blackhole_retire": t_blackhole_retire}
 
 
 if __name__ == "__main__":
