@@ -174,7 +174,7 @@ set_buffers(const char *v, void *ctx)
 		*(unsigned long long *)ctx = 0;
 		return 0;
 	}
-	return cr_parse_uint(v, PX_RESERVE_CHUNKS + PX_SESSION_CHUNKS, PX_BUFFERS_MAX, ctx);
+	return cr_parse_uint(v, PX_BUFFERS_MIN, PX_BUFFERS_MAX, ctx);
 }
 
 const struct cr_opt px_options[PX_N_OPTIONS] = {
@@ -219,8 +219,9 @@ const struct cr_opt px_options[PX_N_OPTIONS] = {
      "1-1048576", set_maxconn, &px_conf.maxconn},
     {"buffers", 0, "N|auto",
      "16 KiB output chunks per lcore for queued bytes (default auto: 4 per --maxconn "
-     "session and 256 more, at most 1048576; taken from memory as they are used)",
-     "auto or 260-4194304", set_buffers, &px_conf.chunks},
+     "session and 256 more, plus a third for lib/net's reserve, at most 1048576; taken "
+     "from memory as they are used)",
+     "auto or 347-4194304", set_buffers, &px_conf.chunks},
 };
 _Static_assert(sizeof(px_options) / sizeof(px_options[0]) == PX_N_OPTIONS, "PX_N_OPTIONS");
 

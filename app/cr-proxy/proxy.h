@@ -30,18 +30,21 @@
 #define PX_BUFFERS_MAX (1ull << 22)
 /*
  * The output-chunk pool of an lcore (doc/guides/proxy.md, "Memory"). Every session is
- * owed a share of it in each direction: the pool less a reserve, split over the lcore's
+ * owed a share of it in each direction: the pool less its reserve, split over the lcore's
  * sessions, at most PX_QUEUE_MAX and at least PX_QUEUE_MIN bytes. A direction over its
- * share stops reading its source; bytes that still land on a session over its share when
- * the pool is down to the reserve reset that session, never one within its share. Sized
- * by default (--buffers auto) so that every --maxconn session gets PX_QUEUE_MIN each way
- * on one lcore: PX_SESSION_CHUNKS per session plus the reserve.
+ * share stops reading its source. The reserve is lib/net's (a quarter of the pool, which
+ * a connection above its high watermark may not take) plus PX_RESERVE_CHUNKS: when the
+ * pool is down to it, the biggest session that waits for its reader is reset, so that
+ * lib/net never has to refuse one that reads. Sized by default (--buffers auto) so that
+ * every --maxconn session gets PX_QUEUE_MIN each way on one lcore.
  */
 #define PX_QUEUE_MAX	      (64u * 1024)
 #define PX_QUEUE_MIN	      (16u * 1024)
 #define PX_RESERVE_CHUNKS     256u
 #define PX_SESSION_CHUNKS     4u /* two directions of PX_QUEUE_MIN and a partly sent chunk */
 #define PX_BUFFERS_AUTO_MAX   (1ull << 20)
+/* The reserve and one session's share: (256 + 4) * 4 / 3 + 1. */
+#define PX_BUFFERS_MIN 347u
 /* A session that has waited this long for its reader may be reset to refill the reserve. */
 #define PX_STALL_NS (200ull * 1000 * 1000)
 

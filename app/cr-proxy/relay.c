@@ -359,10 +359,18 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 
 /* ---- the output pool: each session's share ---- */
 
+/* lib/net keeps a quarter of the pool from connections above their high watermark. */
+static uint64_t
+reserve(uint64_t chunks)
+{
+	return chunks / 4 + PX_RESERVE_CHUNKS;
+}
+
 uint64_t
 px_buffers_auto(uint64_t maxconn)
 {
-	uint64_t n = PX_RESERVE_CHUNKS + PX_SESSION_CHUNKS * maxconn;
+	/* The shares, PX_SESSION_CHUNKS per session, are the three quarters less ours. */
+	uint64_t n = (PX_RESERVE_CHUNKS + PX_SESSION_CHUNKS * maxconn) * 4 / 3 + 1;
 
 	return n < PX_BUFFERS_AUTO_MAX ? n : PX_BUFFERS_AUTO_MAX;
 }
@@ -387,8 +395,8 @@ px_conn_opts(struct cr_conn_opts *o, uint64_t idle_ns)
 static size_t
 share(const struct px_lcore *pl)
 {
-	uint64_t avail = px_relay.chunks > PX_RESERVE_CHUNKS ? px_relay.chunks - PX_RESERVE_CHUNKS
-							     : 0;
+	uint64_t r = reserve(px_relay.chunks);
+	uint64_t avail = px_relay.chunks > r ? px_relay.chunks - r : 0;
 	uint64_t per = avail / (2 * (uint64_t)(pl->live != 0 ? pl->live : 1));
 	uint64_t bytes = per > 1 ? (per - 1) * px_relay.chunk_size : 0;
 
@@ -406,7 +414,7 @@ down_to_reserve(const struct px_lcore *pl, size_t n)
 
 	if (cr_net_stats(cr_lcore_id(), &st) != 0)
 		return true;
-	return st.chunks_free + pl->credit < PX_RESERVE_CHUNKS + n / px_relay.chunk_size + 2;
+	return st.chunks_free + pl->credit < reserve(px_relay.chunks) + n / px_relay.chunk_size + 2;
 }
 
 static void

@@ -12,12 +12,36 @@
 #include "cr_app.h"
 #include "cr_eal.h"
 
+/* "FILE:LINE" of a config file line, the path included. */
+#define WHERE_MAX 4200
+
+/* A config file's settings: one entry per key, its values in file order joined by '\n',
+ * where its first line is (app_reload.c). */
+struct app_settings {
+	unsigned n, cap;
+	struct {
+		char *key, *vals;
+		char where[WHERE_MAX];
+	} *e;
+};
+
+int cr__settings_add(struct app_settings *s, const char *key, const char *val,
+		     const char *where);
+void cr__settings_free(struct app_settings *s);
+/* One line on stderr per key of @p now that differs from @p then (changed, added), and
+ * per key of @p then that @p now lacks unless @p taken(key) (the reload applies it):
+ * each takes effect at a restart. @return how many lines. */
+unsigned cr__settings_report(const char *app, const char *path, const struct app_settings *then,
+			     const struct app_settings *now,
+			     bool (*taken)(const char *key, void *arg), void *arg);
+
 /* The options of a run: the app's, then --config and the telemetry ones. */
 struct app_opts {
 	struct cr_opt *table;
 	unsigned n;
 	struct cr_app_info info;
 	const char *config_path; /* --config FILE, or NULL */
+	struct app_settings start; /* the file's settings as the run started with them */
 };
 
 /*

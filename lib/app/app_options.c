@@ -18,7 +18,6 @@
 #include "cr_telemetry.h"
 
 #define LINE_MAX_BYTES 1024
-#define WHERE_MAX      4200
 
 /* "FILE:LINE" while a setter runs for a config file line (cr_app_opt_where()). */
 static _Thread_local const char *opt_where;
@@ -105,6 +104,7 @@ void
 cr__app_options_free(struct app_opts *o)
 {
 	free(o->table);
+	cr__settings_free(&o->start);
 	memset(o, 0, sizeof(*o));
 }
 
@@ -173,6 +173,7 @@ refuse_config_key(const char *app_name, const char *where)
 struct start_ctx {
 	const struct app_opts *o;
 	struct cr_eal_config *cfg;
+	struct app_settings *start;
 };
 
 static int
@@ -186,6 +187,9 @@ apply_start_line(void *arg, const char *key, const char *val, const char *where)
 	opt_where = where;
 	rc = cr_eal_apply_opt(&c->o->info, c->cfg, key, val, where);
 	opt_where = NULL;
+	/* Remembered, so that a reload can say which keys it does not apply. */
+	if (rc == 0)
+		rc = cr__settings_add(c->start, key, val, where);
 	return rc;
 }
 
@@ -217,7 +221,7 @@ int
 cr__app_options_parse(const struct cr_app *app, struct app_opts *o, int argc, char **argv,
 		      struct cr_eal_config *cfg, struct cr_lcore_table *table, int *first)
 {
-	struct start_ctx c = {o, cfg};
+	struct start_ctx c = {o, cfg, &o->start};
 	int rc = build_table(app, o);
 
 	if (rc == 0)
@@ -244,7 +248,18 @@ cr__app_options_parse(const struct cr_app *app, struct app_opts *o, int argc, ch
 struct reload_ctx {
 	const struct app_opts *all;
 	struct cr_app_info only;
+	struct app_settings now; /* the keys the reload does not take, as the file has them */
 };
+
+/* Does the reload apply @p key (one of the app's reload options)? */
+static bool
+taken_by_reload(const char *key, void *arg)
+{
+	const struct reload_ctx *c = arg;
+	const struct cr_opt *f = cr_eal_find_opt(&c->only, key);
+
+	return f != NULL && f >= c->only.opts && f < c->only.opts + c->only.n_opts;
+}
 
 static int
 apply_reload_line(void *arg, const char *key, const char *val, const char *where)
@@ -259,9 +274,10 @@ apply_reload_line(void *arg, const char *key, const char *val, const char *where
 	cr_eal_config_defaults(&scratch);
 	if (f == NULL || f < c->only.opts || f >= c->only.opts + c->only.n_opts) {
 		/* Not one the reload takes (a common option is found first): it takes effect at
-		 * the next start. An unknown key is reported as at start-up. */
+		 * the next start, which the report after the walk says if it changed. An
+		 * unknown key is reported as at start-up. */
 		if (cr_eal_find_opt(&c->all->info, key) != NULL)
-			return 0;
+			return cr__settings_add(&c->now, key, val, where);
 		return cr_eal_apply_opt(&c->all->info, &scratch, key, val, where);
 	}
 	opt_where = where;
@@ -273,11 +289,17 @@ apply_reload_line(void *arg, const char *key, const char *val, const char *where
 int
 cr__app_config_reload(const struct app_opts *o, const struct cr_opt *opts, unsigned n_opts)
 {
-	struct reload_ctx c = {o, o->info};
+	struct reload_ctx c = {o, o->info, {0}};
+	int rc;
 
 	if (o->config_path == NULL)
 		return -ENOENT;
 	c.only.opts = opts;
 	c.only.n_opts = n_opts;
-	return config_walk(o->info.name, o->config_path, apply_reload_line, &c);
+	rc = config_walk(o->info.name, o->config_path, apply_reload_line, &c);
+	if (rc == 0)
+		(void)cr__settings_report(o->info.name, o->config_path, &o->start, &c.now,
+					  taken_by_reload, &c);
+	cr__settings_free(&c.now);
+	return rc;
 }

@@ -13,6 +13,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <time.h>
 
 #include "app_internal.h"
 #include "cr_log.h"
@@ -64,6 +66,20 @@ on_stop_signal(const struct cr_app *app)
 		cr_reactor_stop();
 }
 
+/* systemd's reload protocol: RELOADING=1 with the time it began (Type=notify-reload
+ * wants MONOTONIC_USEC), READY=1 once done. */
+static void
+notify_reloading(const struct cr_app *app)
+{
+	struct timespec ts;
+	char msg[64];
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu",
+		 (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
+	cr__app_notify(app, msg);
+}
+
 static void *
 signal_thread(void *arg)
 {
@@ -77,8 +93,12 @@ signal_thread(void *arg)
 		if (app == NULL)
 			continue;
 		if (sig == SIGHUP) {
-			if (app->reload != NULL)
+			if (app->reload != NULL) {
+				notify_reloading(app);
 				app->reload(app->arg);
+				/* Serving again, with what the reload could apply. */
+				cr__app_notify(app, "READY=1");
+			}
 		} else if (sig == SIGUSR1) {
 			/* logrotate's postrotate: our log file first, then the app's own */
 			(void)cr_log_reopen();

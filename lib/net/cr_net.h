@@ -332,7 +332,9 @@ struct cr_conn *cr_tcp_connect(const struct cr_net_addr *to, uint64_t timeout_ns
  * All of it is queued or none. Sends happen in order; a short send is resumed where it
  * stopped. On the connection's lcore.
  * @return 0 (@p data may be reused at once); -ENOBUFS (this lcore's chunk pool cannot
- *         hold it; nothing queued); -EPIPE (the write side is shut or the connection is
+ *         hold it, or this connection is above its high watermark and the pool is down
+ *         to its last quarter, which is kept for the connections that are not; nothing
+ *         queued); -EPIPE (the write side is shut or the connection is
  *         closing or closed); -EINVAL (NULL).
  */
 int cr_conn_send(struct cr_conn *c, const void *data, size_t len);
@@ -423,7 +425,12 @@ struct cr_udp_opts {
 	uint32_t max_datagram; /**< bytes per receive / send buffer (default 65536) */
 	uint32_t recv_depth;   /**< receives kept posted (default 8) */
 	uint32_t send_depth;   /**< sends in flight at most (default 32) */
-	bool reuseport;	       /**< SO_REUSEPORT, to bind one socket per lcore */
+	/**
+	 * SO_REUSEPORT, to bind one socket per lcore. The first of this process's sockets
+	 * on an address is refused (-EADDRINUSE) when another process holds it, unless
+	 * cr_net_config.share_addresses: the kernel would split its datagrams with them.
+	 */
+	bool reuseport;
 	bool v6only;	       /**< IPV6_V6ONLY on an IPv6 address */
 };
 

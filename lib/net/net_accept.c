@@ -48,6 +48,25 @@ cr__shard_list_del(struct net_lcore *nl, struct net_shard *sh)
 	sh->next = sh->prev = NULL;
 }
 
+/* Sockets waiting in the stashes of every shard of @p nl. */
+static unsigned
+lcore_stashed(const struct net_lcore *nl)
+{
+	const struct net_shard *sh;
+	unsigned n = 0;
+
+	for (sh = nl->shards; sh != NULL; sh = sh->next)
+		n += sh->n_stash;
+	return n;
+}
+
+/* Reclaimable, with the memory to hold what waits. */
+static bool
+may_reclaim(const struct net_shard *sh)
+{
+	return sh->l->opts.conn.reclaimable && sh->stash != NULL && !sh->l->opts.single_acceptor;
+}
+
 /* The stash, a FIFO ring. */
 static bool
 stash_push(struct net_shard *sh, int fd)
@@ -114,6 +133,9 @@ cr__shard_timer_fired(struct cr_timer *t, void *arg)
 	}
 	while (sh->n_stash > 0 && nl->free_conns != NULL)
 		cr__conn_adopt(nl, stash_pop(sh), &l->opts.conn, l->ops, l->arg);
+	/* Still waiting: connections that were busy when it was last tried may be idle now. */
+	if (sh->n_stash > 0 && nl->free_conns == NULL && may_reclaim(sh))
+		(void)cr__net_reclaim(nl, lcore_stashed(nl), false);
 	cr__shard_sync(sh);
 }
 
@@ -142,8 +164,8 @@ accept_done(void *ctx, const struct cr_io_cqe *cqe)
 			/* No slot: it waits for one (a reclaimable listener accepts at the limit
 			 * on purpose, to learn that someone waits), or raced past the pause. */
 			if (stash_push(sh, cqe->res)) {
-				if (l->opts.conn.reclaimable)
-					(void)cr__net_reclaim(nl, sh->n_stash);
+				if (may_reclaim(sh))
+					(void)cr__net_reclaim(nl, lcore_stashed(nl), false);
 			} else {
 				close(cqe->res);
 				NET_STAT_ADD(nl, refused, 1);
@@ -151,8 +173,11 @@ accept_done(void *ctx, const struct cr_io_cqe *cqe)
 		}
 	} else if (final && cr__accept_error_is_resource(-cqe->res)) {
 		NET_STAT_ADD(nl, accept_backoffs, 1);
-		if (l->opts.conn.reclaimable && sh->state == SH_RUN &&
-		    cr__net_reclaim(nl, NET_RECLAIM_BATCH) > 0) {
+		/* Out of this process's descriptors (not the system's: ENFILE), with idle
+		 * connections to give back, or some on their way back already. */
+		if (cqe->res == -EMFILE && may_reclaim(sh) && sh->state == SH_RUN &&
+		    (cr__net_reclaim(nl, 1 + nl->conns_used / 256, true) > 0 ||
+		     nl->reclaiming > 0)) {
 			/* Descriptors are being given back: try again soon, no doubling. */
 			sh->backing_off = true;
 			cr_timer_start(&sh->timer, NET_RECLAIM_RETRY_NS);
@@ -201,7 +226,7 @@ cr__shard_sync(struct net_shard *sh)
 	 * finds no slot makes room by closing an idle one (cr__net_reclaim). */
 	want = !sh->backing_off &&
 	       (sh->l->opts.single_acceptor ||
-		(sh->n_stash == 0 && (nl->free_conns != NULL || sh->l->opts.conn.reclaimable)));
+		(sh->n_stash == 0 && (nl->free_conns != NULL || may_reclaim(sh))));
 	if (!want && !sh->backing_off) {
 		sh->waiting_slot = true;
 		nl->accept_paused = true;
@@ -209,6 +234,10 @@ cr__shard_sync(struct net_shard *sh)
 		 * back at once): adopt what waits from the timer. */
 		if (sh->n_stash > 0 && nl->free_conns != NULL)
 			cr_timer_start(&sh->timer, 0);
+		/* Waiting with nothing idle to close and no slot on its way back: look again
+		 * later (a freed slot starts the timer sooner, cr__listen_slot_freed()). */
+		else if (sh->n_stash > 0 && may_reclaim(sh) && nl->reclaiming == 0)
+			cr_timer_start(&sh->timer, NET_RECLAIM_POLL_NS);
 	}
 	if (want && sh->op == 0 && cr__net_may_start(nl)) {
 		sh->op = cr_io_accept(sh->fd, accept_done, sh);

@@ -544,7 +544,11 @@ cr_conn_send(struct cr_conn *c, const void *data, size_t len)
 		return 0;
 	room = c->tail != NULL ? nl->chunk_cap - c->tail->len : 0;
 	need = len > room ? (len - room + nl->chunk_cap - 1) / nl->chunk_cap : 0;
-	if (need > nl->chunks_free) {
+	/* A connection already above its high watermark (it was fed faster than its peer
+	 * reads) may not take the last quarter of the pool: that share is kept for the
+	 * others, so it is the greedy one that is refused, never a bystander. */
+	if (need > nl->chunks_free ||
+	    (c->queued > c->high_wm && nl->chunks_free - need < nl->chunk_reserve)) {
 		NET_STAT_ADD(nl, send_nobufs, 1);
 		return -ENOBUFS;
 	}

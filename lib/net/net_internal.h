@@ -39,6 +39,8 @@
 #define NET_RECLAIM_BATCH 16
 /* Out of descriptors with idle connections just closed: the next accept, this soon. */
 #define NET_RECLAIM_RETRY_NS (1ull * 1000 * 1000)
+/* Connections wait for a slot and none was idle: look again this often. */
+#define NET_RECLAIM_POLL_NS (50ull * 1000 * 1000)
 /* A draining socket's last non-blocking accepts: per tick, and in all on a listener's
  * home for a socket whose lcore never started accepting. */
 #define NET_DRAIN_BATCH 64
@@ -145,6 +147,7 @@ struct net_lcore {
 	/* Chunks [carved, chunks) were never used: taken in order when the free list is
 	 * empty, so a pool sized for the worst case costs memory only as it is used. */
 	uint32_t chunks, carved;
+	uint32_t chunk_reserve; /* kept for connections at or below their high watermark */
 	struct net_chunk *free_chunks;
 
 	struct net_shard *shards;     /* listening sockets served here */
@@ -187,6 +190,11 @@ void cr__conn_connected(struct cr_conn *c, int res);
 void cr__conn_end(struct cr_conn *c, int err, bool notify);
 /* The lcore is closing: serve @p c to its next boundary, then close it gracefully. */
 void cr__conn_begin_ending(struct cr_conn *c);
+/* A UDP socket bound to @p a; with @p reuseport, refused (-EADDRINUSE) when another
+ * process holds the address, unless cr_net_config.share_addresses. *slot receives what
+ * cr__udp_release_owned() takes once the socket is closed (-1: nothing). */
+int cr__udp_bind_owned(const struct cr_net_addr *a, bool reuseport, bool v6only, int *slot);
+void cr__udp_release_owned(int slot);
 /* Bytes the kernel has received on TCP socket @p fd so far (tcpi_bytes_received). */
 int cr__socket_bytes_received(int fd, uint64_t *out);
 void cr__conn_hold(struct cr_conn *c);
@@ -196,9 +204,9 @@ void cr__conn_progress(struct cr_conn *c, bool may_notify);
 void cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o);
 /* Out of room with @p want connections waiting: end up to that many (at most
  * NET_RECLAIM_BATCH, less those already on the way) reclaimable idle connections, least
- * recently active first (net_reclaim.c). From a completion or a timer only.
- * @return how many ended. */
-unsigned cr__net_reclaim(struct net_lcore *nl, unsigned want);
+ * recently active first (net_reclaim.c); @p for_fds: out of descriptors rather than of
+ * slots (for the log line). From a completion or a timer only. @return how many ended. */
+unsigned cr__net_reclaim(struct net_lcore *nl, unsigned want, bool for_fds);
 int cr__socket_opts_nodelay(int fd, bool nagle);
 
 /* Listeners (net_listen.c). */

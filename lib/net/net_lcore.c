@@ -173,6 +173,7 @@ net_lcore_start(unsigned lcore)
 	nl->numa = cr_lcore_numa(lcore);
 	nl->max_conns = net_cfg.max_conns;
 	nl->chunk_cap = net_cfg.chunk_size;
+	nl->chunk_reserve = net_cfg.chunks / 4;
 	nl->chunk_stride = (sizeof(struct net_chunk) + net_cfg.chunk_size + 63) & ~(size_t)63;
 	nl->conns = cr_numa_zalloc(sizeof(*nl->conns) * nl->max_conns, nl->numa);
 	nl->chunk_mem = cr_numa_zalloc(nl->chunk_stride * net_cfg.chunks, nl->numa);

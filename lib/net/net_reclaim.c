@@ -13,19 +13,29 @@
 
 #define L cr__net_log
 
-/* Idle at a boundary: open, nothing queued or in flight, and the app agrees (at_boundary
- * is asked last: it is the app's call). */
+/* Idle at a boundary as far as lib/net can tell: open, nothing queued or in flight (queued
+ * counts the bytes of a send in flight too). The app's at_boundary is asked after. */
 static bool
-idle_now(struct cr_conn *c)
+idle_now(const struct cr_conn *c)
 {
 	return c->reclaimable && c->state == CONN_OPEN && !c->ending && !c->finish_pending &&
-	       c->queued == 0 && c->sending == 0;
+	       c->queued == 0 && c->send_op == 0;
+}
+
+/* Nothing the kernel received is still on its way to on_data (a request that arrived as
+ * we chose would be lost, and closing over unread bytes sends a reset). */
+static bool
+nothing_unread(const struct cr_conn *c)
+{
+	uint64_t got;
+
+	return cr__socket_bytes_received(c->fd, &got) != 0 || got <= c->rx_bytes;
 }
 
 unsigned
-cr__net_reclaim(struct net_lcore *nl, unsigned want)
+cr__net_reclaim(struct net_lcore *nl, unsigned want, bool for_fds)
 {
-	struct cr_conn *pick[NET_RECLAIM_BATCH], *c;
+	struct cr_conn *pick[NET_RECLAIM_BATCH], *c, *next;
 	unsigned n = 0, ended = 0, i, j;
 	uint64_t now;
 
@@ -35,28 +45,36 @@ cr__net_reclaim(struct net_lcore *nl, unsigned want)
 		want = NET_RECLAIM_BATCH;
 	if (want == 0)
 		return 0;
-	/* The @p want least recently active, oldest first: one pass over the live list. */
-	for (c = nl->live; c != NULL; c = c->next) {
-		if (!idle_now(c) || (n == want && c->last_active >= pick[n - 1]->last_active))
+	/* The @p want least recently active, oldest first, in one pass over the live list;
+	 * each picked one is held while it is in pick[] (at_boundary is the app's call). */
+	for (c = nl->live; c != NULL; c = next) {
+		bool ok;
+
+		if (!idle_now(c) || (n == want && c->last_active >= pick[n - 1]->last_active)) {
+			next = c->next;
 			continue;
-		if (c->ops->at_boundary != NULL && !c->ops->at_boundary(c))
-			continue;
-		j = n < want ? n++ : n - 1;
-		while (j > 0 && pick[j - 1]->last_active > c->last_active) {
-			pick[j] = pick[j - 1];
-			j--;
 		}
+		cr__conn_hold(c);
+		ok = c->ops->at_boundary == NULL || c->ops->at_boundary(c);
+		next = c->next;
+		if (!ok || c->state != CONN_OPEN) {
+			cr__conn_unhold(c);
+			continue;
+		}
+		if (n == want)
+			cr__conn_unhold(pick[--n]); /* the most recent of them makes way */
+		for (j = n++; j > 0 && pick[j - 1]->last_active > c->last_active; j--)
+			pick[j] = pick[j - 1];
 		pick[j] = c;
 	}
-	/* Held first: an on_close may end another of them, and a slot freed must not be
-	 * taken again under us by a connect that on_close starts. */
-	for (i = 0; i < n; i++)
-		cr__conn_hold(pick[i]);
+	/* An on_close may touch another of them (send to it, end it): each is looked at
+	 * again just before it goes. */
 	for (i = 0; i < n; i++) {
-		if (pick[i]->state == CONN_OPEN) {
-			pick[i]->reclaimed = true;
+		c = pick[i];
+		if (idle_now(c) && nothing_unread(c)) {
+			c->reclaimed = true;
 			nl->reclaiming++;
-			cr__conn_end(pick[i], -EUSERS, true);
+			cr__conn_end(c, -EUSERS, true);
 			ended++;
 		}
 	}
@@ -68,11 +86,16 @@ cr__net_reclaim(struct net_lcore *nl, unsigned want)
 	now = cr_now_ns();
 	if (now - nl->reclaim_logged_ns >= 1000000000ull || nl->reclaim_logged_ns == 0) {
 		nl->reclaim_logged_ns = now;
-		CR_LOG(L, NOTICE,
-		       "lcore %u: full (%u of %u connection slots in use): closed %u idle "
-		       "connections to make room; raise the connection limit or the descriptor "
-		       "limit (ulimit -n)",
-		       nl->lcore, nl->conns_used, nl->max_conns, ended);
+		if (for_fds)
+			CR_LOG(L, NOTICE,
+			       "lcore %u: out of descriptors (EMFILE): closed %u idle connections "
+			       "to make room; raise the descriptor limit (ulimit -n, LimitNOFILE=)",
+			       nl->lcore, ended);
+		else
+			CR_LOG(L, NOTICE,
+			       "lcore %u: all %u connection slots in use: closed %u idle "
+			       "connections to make room; raise the connection limit",
+			       nl->lcore, nl->max_conns, ended);
 	}
 	return ended;
 }

@@ -3,6 +3,7 @@
  * lib/net asks of a connected TCP socket. */
 #include <errno.h>
 #include <linux/tcp.h> /* the kernel's struct tcp_info: glibc's lacks tcpi_bytes_received */
+#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 #include <unistd.h>
@@ -53,4 +54,98 @@ cr__socket_bytes_received(int fd, uint64_t *out)
 		return -ENOTSUP;
 	*out = ti.tcpi_bytes_received;
 	return 0;
+}
+
+/*
+ * One owner per UDP address. Each lcore binds its own SO_REUSEPORT socket, and a socket
+ * of another process (same uid) that set SO_REUSEPORT too would be joined just the same,
+ * the kernel then splitting datagrams between the two. So the addresses this process
+ * holds are counted here: the first bind of one probes it without SO_REUSEPORT
+ * (EADDRINUSE: another holds it), the next ones are ours. Binds and releases are control
+ * path, under the lock; the window left is the one of cr_tcp_listen()'s probe.
+ */
+#define UDP_OWNED_MAX 64
+
+static pthread_mutex_t udp_owned_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	struct cr_net_addr a;
+	unsigned n;
+} udp_owned[UDP_OWNED_MAX];
+
+static bool
+same_addr(const struct cr_net_addr *x, const struct cr_net_addr *y)
+{
+	if (x->u.sa.sa_family != y->u.sa.sa_family)
+		return false;
+	if (x->u.sa.sa_family == AF_INET)
+		return x->u.in4.sin_port == y->u.in4.sin_port &&
+		       x->u.in4.sin_addr.s_addr == y->u.in4.sin_addr.s_addr;
+	return x->u.in6.sin6_port == y->u.in6.sin6_port &&
+	       memcmp(&x->u.in6.sin6_addr, &y->u.in6.sin6_addr, sizeof(struct in6_addr)) == 0 &&
+	       x->u.in6.sin6_scope_id == y->u.in6.sin6_scope_id;
+}
+
+static int
+udp_owned_find(const struct cr_net_addr *a)
+{
+	int i;
+
+	for (i = 0; i < UDP_OWNED_MAX; i++)
+		if (udp_owned[i].n > 0 && same_addr(&udp_owned[i].a, a))
+			return i;
+	return -1;
+}
+
+int
+cr__udp_bind_owned(const struct cr_net_addr *a, bool reuseport, bool v6only, int *slot)
+{
+	struct cr_net_addr bound;
+	int i, fd;
+
+	*slot = -1;
+	if (!reuseport || cr__net_share_addresses)
+		return cr__net_bind_socket(a, SOCK_DGRAM, reuseport, v6only);
+	pthread_mutex_lock(&udp_owned_lock);
+	i = cr_net_addr_port(a) != 0 ? udp_owned_find(a) : -1;
+	if (i < 0) {
+		for (i = 0; i < UDP_OWNED_MAX && udp_owned[i].n > 0; i++)
+			;
+		/* Port 0 is the kernel's choice of a free port: nothing to probe. */
+		fd = i == UDP_OWNED_MAX ? -ENOSPC : 0;
+		if (fd == 0 && cr_net_addr_port(a) != 0) {
+			fd = cr__net_bind_socket(a, SOCK_DGRAM, false, v6only);
+			if (fd >= 0)
+				close(fd);
+		}
+		if (fd < 0) {
+			pthread_mutex_unlock(&udp_owned_lock);
+			return fd;
+		}
+	}
+	fd = cr__net_bind_socket(a, SOCK_DGRAM, true, v6only);
+	bound.len = sizeof(bound.u);
+	if (fd >= 0 && udp_owned[i].n == 0 && getsockname(fd, &bound.u.sa, &bound.len) != 0) {
+		int err = errno;
+
+		close(fd);
+		fd = -err;
+	}
+	if (fd >= 0) {
+		if (udp_owned[i].n == 0)
+			udp_owned[i].a = bound; /* with the port the kernel chose */
+		udp_owned[i].n++;
+		*slot = i;
+	}
+	pthread_mutex_unlock(&udp_owned_lock);
+	return fd;
+}
+
+void
+cr__udp_release_owned(int slot)
+{
+	if (slot < 0)
+		return;
+	pthread_mutex_lock(&udp_owned_lock);
+	udp_owned[slot].n--;
+	pthread_mutex_unlock(&udp_owned_lock);
 }

@@ -37,6 +37,7 @@ struct cr_udp {
 	const struct cr_udp_ops *ops;
 	void *arg;
 	int fd;
+	int owned; /* the address's slot in net_socket.c's table, or -1 */
 	bool stopped; /* no receives posted, sends refused (drained or closed) */
 	bool closed;  /* the app's handle is gone: freed at holds == 0 */
 	unsigned holds; /* ops in flight plus callbacks on the stack */
@@ -49,6 +50,7 @@ static void
 udp_free(struct cr_udp *u)
 {
 	close(u->fd);
+	cr__udp_release_owned(u->owned);
 	cr_numa_free(u);
 }
 
@@ -286,8 +288,8 @@ cr_udp_bind(const struct cr_net_addr *addr, const struct cr_udp_opts *opts,
 		return NULL;
 	u->ops = ops;
 	u->arg = arg;
-	u->fd = cr__net_bind_socket(addr, SOCK_DGRAM, opts != NULL && opts->reuseport,
-				    opts != NULL && opts->v6only);
+	u->fd = cr__udp_bind_owned(addr, opts != NULL && opts->reuseport,
+				   opts != NULL && opts->v6only, &u->owned);
 	if (u->fd < 0) {
 		rc = u->fd;
 		goto out_free;

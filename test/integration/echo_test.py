@@ -5,7 +5,7 @@
   echo_test.py CR_ECHO TEST [--driver uring|epoll]
 
 TEST is one of: cli, config, restart, basic, socat, sockperf, payload, emfile, idlefull,
-faults, storm. Each starts its own
+greedy, faults, storm. Each starts its own
 cr-echo on an ephemeral port of 127.0.0.1 / ::1, is bounded in time, kills the server on
 the way out, and exits 0 (pass), 1 (fail) or 77 (skip: a client tool is missing).
 """
@@ -444,6 +444,13 @@ def t_emfile(exe, driver):
         live = srv.connect()
         live.sendall(b"before")
         check(recv_exact(live, 6) == b"before", "live connection")
+        # Busy while the flood comes: its echo is queued (it does not read yet; 32 MiB is
+        # more than the kernel's socket buffers hold), so it is not idle and never closed
+        # to make room; the flood's idle ones are.
+        payload = os.urandom(32 << 20)
+        sender = threading.Thread(target=live.sendall, args=(payload,), daemon=True)
+        sender.start()
+        time.sleep(0.3)
         for _ in range(200):
             c = socket.socket()
             c.setblocking(False)
@@ -455,6 +462,10 @@ def t_emfile(exe, driver):
         cpu = (srv.cpu_seconds() - cpu0) / (time.monotonic() - t0)
         log("CPU while out of descriptors: %.1f%% of one CPU" % (cpu * 100))
         check(cpu < 0.25, "busy loop while out of descriptors: %.0f%% CPU" % (cpu * 100))
+        got = recv_exact(live, len(payload))
+        sender.join(10)
+        check(got == payload, "live connection hurt by EMFILE: %d of %d bytes back"
+              % (len(got), len(payload)))
         live.sendall(b"during")
         check(recv_exact(live, 6) == b"during", "live connection hurt by EMFILE")
         log("live connection unaffected")
@@ -556,6 +567,43 @@ def t_idlefull(exe, driver):
     # More slots than descriptors: accept(2) fails with EMFILE first.
     st = full_of_idle(exe, driver, ["--idle-timeout", "0", "--max-connections", "4096"])
     check(st["backoffs"] > 0, "never out of descriptors: %r" % st)
+
+
+def t_greedy(exe, driver):
+    """Clients that send far more than they read (slow readers: whenever their echo
+    drains, the kernel hands the server all they sent meanwhile) take the output pool
+    down to the share kept for the others: they are the ones refused (and reset), never
+    a client that reads its echo."""
+    srv = Server(exe, driver, lcores="0")
+    greedy = []
+    try:
+        blob = b"g" * (1 << 20)
+        for _ in range(60):
+            g = socket.socket(srv.family, socket.SOCK_STREAM)
+            g.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            g.connect(srv.addr)
+            g.setblocking(False)
+            greedy.append(g)
+        deadline = time.monotonic() + 8
+        served = 0
+        while time.monotonic() < deadline:
+            for g in greedy:  # write all they can, read a little: slow readers
+                try:
+                    g.send(blob)
+                except (BlockingIOError, OSError):
+                    pass
+                try:
+                    g.recv(4096)
+                except (BlockingIOError, OSError):
+                    pass
+            echo_once(srv, b"innocent %d" % served)
+            served += 1
+        log("%d innocent echoes served while 60 clients sent without reading" % served)
+        check(served > 20, "only %d innocent echoes" % served)
+    finally:
+        for g in greedy:
+            g.close()
+        srv.kill()
 
 
 # ---- faults: peer reset mid-send, EPIPE, short sends ----
@@ -857,6 +905,7 @@ TESTS = {
     "payload": t_payload,
     "emfile": t_emfile,
     "idlefull": t_idlefull,
+    "greedy": t_greedy,
     "faults": t_faults,
     "storm": t_storm,
 }

@@ -158,9 +158,9 @@ def t_nonreaders(exe, driver):
                  % (fds0, fds_of(pid)))
         log("proxy fds %d before, %d after; RSS %d KiB before, %d under the attack"
             % (fds0, fds_of(pid), rss0, rss1))
-        # The pool sized from --maxconn 600 (4 chunks of 16 KiB per session and 256 more)
-        # is about 42 MiB; the rest of the process is a few MiB.
-        check(rss1 < rss0 + 64 * 1024, "RSS grew from %d to %d KiB" % (rss0, rss1))
+        # The pool sized from --maxconn 600 (4 chunks of 16 KiB per session and 256 more,
+        # and a third more for lib/net's reserve) is about 55 MiB; the rest is a few MiB.
+        check(rss1 < rss0 + 72 * 1024, "RSS grew from %d to %d KiB" % (rss0, rss1))
         p.stop()
     finally:
         for s in held:

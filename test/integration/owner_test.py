@@ -5,7 +5,8 @@ listens on exits 1 with one line naming the address, and the first goes on servi
 with --share-address the second starts beside it (the way to restart without refusing
 connections) and both serve.
 
-  owner_test.py EXE APP      APP: echo, http, kv or proxy (proxy gets a backend here)
+  owner_test.py EXE APP      APP: echo, http, kv or proxy (proxy gets a backend here), or
+                             echo-udp (cr-echo --udp, the UDP side held by another process)
 
 Loopback only; every wait is bounded. Exit 0 pass, 1 fail.
 """
@@ -95,8 +96,55 @@ def stop(p):
         raise Failure("%s did not stop on SIGTERM" % p.args[0])
 
 
+def udp_owner(exe):
+    """cr-echo --udp on a port whose UDP side another process holds with SO_REUSEPORT
+    (which would let ours join its group, and the kernel split datagrams between the
+    two): refused with one line, exit 1; with --share-address it starts."""
+    other = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    other.bind(("127.0.0.1", 0))
+    port = other.getsockname()[1]
+    addr = "127.0.0.1:%d" % port
+    argv = [exe, "--udp", "--listen", addr, "--telemetry", "off"]
+    try:
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            raise Failure("UDP: cr-echo started on a UDP port another process holds")
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1, "UDP: a second owner exited %d: %r" % (r.returncode, r.stderr))
+        check(len(lines) == 1 and addr in lines[0] and "UDP" in lines[0]
+              and "Address already in use" in lines[0], "UDP: the error: %r" % r.stderr)
+        p = start(argv + ["--share-address"])
+        try:
+            wait_listening(p, port)
+            got = 0
+            for i in range(40):  # the kernel splits them by source port between the owners
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as c:
+                    c.settimeout(0.2)
+                    c.sendto(b"d%d" % i, ("127.0.0.1", port))
+                    try:
+                        got += c.recvfrom(64)[0] == b"d%d" % i
+                    except socket.timeout:
+                        pass
+            check(got > 0, "UDP with --share-address: no datagram echoed")
+        finally:
+            stop(p)
+        return lines[0]
+    finally:
+        other.close()
+
+
 def main():
     exe, app = sys.argv[1], sys.argv[2]
+    if app == "echo-udp":
+        try:
+            line = udp_owner(exe)
+        except Failure as e:
+            print("FAIL: %s" % e)
+            return 1
+        print("PASS: echo --udp: a second owner of the UDP port refused (%s)" % line)
+        return 0
     port = free_port()
     addr = "127.0.0.1:%d" % port
     extra, srv = [], None

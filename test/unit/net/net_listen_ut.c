@@ -370,10 +370,13 @@ r_data(struct cr_conn *c, const void *d, size_t n)
 {
 	int i = (int)(intptr_t)cr_conn_data(c);
 
-	if (((const char *)d)[0] == 'B')
-		atomic_store(&R.busy[i], true); /* never answered: not at a boundary */
-	else
-		CU_ASSERT_EQUAL(cr_conn_send(c, d, n), 0);
+	if (((const char *)d)[0] == 'B') {
+		atomic_store(&R.busy[i], true); /* unanswered: not at a boundary */
+		return;
+	}
+	if (((const char *)d)[0] == 'F')
+		atomic_store(&R.busy[i], false); /* the rest of it: answered */
+	CU_ASSERT_EQUAL(cr_conn_send(c, d, n), 0);
 }
 
 static void
@@ -421,7 +424,8 @@ client_reclaim(void *arg)
 	r_connect(0); /* half a request: never closed to make room */
 	CU_ASSERT_TRUE(ut_write_all(R.fds[0], "B", 1));
 	ut_sleep_ms(30);
-	r_connect(1); /* idle: the first to go */
+	r_connect(1); /* talked once, idle since: the first to go */
+	r_echo(1, 'a');
 	r_connect(2); /* active */
 	r_echo(2, 'x');
 	r_connect(3); /* idle: the next to go */
@@ -460,24 +464,58 @@ r_finished(void *arg)
 	return true;
 }
 
+/* Every slot busy when the newcomer arrives: it waits, and is served once one of them
+ * has finished its request and gone idle. */
+static void *
+client_reclaim_later(void *arg)
+{
+	uint64_t t0;
+	int i;
+
+	(void)arg;
+	for (i = 0; i < 2; i++) {
+		r_connect(i);
+		CU_ASSERT_TRUE(ut_write_all(R.fds[i], "B", 1));
+	}
+	ut_sleep_ms(30);
+	R.fds[2] = ut_connect(&T.addr, 0);
+	ut_sleep_ms(200);
+	CU_ASSERT_EQUAL(atomic_load(&R.next), 2); /* nobody idle: it waits */
+	r_echo(0, 'F');				   /* 0 is done and idle now */
+	t0 = ut_ms();
+	while (atomic_load(&R.next) < 3 && ut_ms() - t0 < 3000)
+		ut_sleep_ms(1);
+	CU_ASSERT_EQUAL(atomic_load(&R.next), 3);
+	r_echo(2, 'z');
+	CU_ASSERT_EQUAL(atomic_load(&R.close_err[0]), -EUSERS);
+	CU_ASSERT_EQUAL(atomic_load(&R.close_err[1]), 1);
+	for (i = 0; i < 3; i++)
+		close(R.fds[i]);
+	for (i = 3; i < RC_CLIENTS; i++)
+		atomic_store(&R.close_err[i], 0); /* never connected */
+	atomic_store(&R.done, true);
+	return NULL;
+}
+
 static void
 start_reclaim(void *arg)
 {
 	struct cr_tcp_listen_opts o = ut_listen_opts(false);
 
-	(void)arg;
 	o.conn.reclaimable = true;
 	CU_ASSERT_EQUAL_FATAL(cr_tcp_listen(&o, &r_ops, NULL, &T.l), 0);
 	cr_listener_addr(T.l, &T.addr);
-	CU_ASSERT_EQUAL(pthread_create(&T.client, NULL, client_reclaim, NULL), 0);
+	CU_ASSERT_EQUAL(pthread_create(&T.client, NULL, arg, NULL), 0);
 	ut_every(&every, 2, r_finished, NULL);
 }
 
-static void
-test_reclaim_idle(void)
+/* One lcore with @p limit slots, @p client driving it; @return the reclaimed count. */
+static uint64_t
+reclaim_run(uint32_t limit, void *(*client)(void *))
 {
 	struct cr_lcore_table full = ut_table;
 	struct cr_net_config c, def;
+	uint64_t reclaimed;
 	int i;
 
 	ut_table.n = 1;
@@ -485,18 +523,31 @@ test_reclaim_idle(void)
 	ut_table.main_lcore = full.lcores[0].lcore_id;
 	cr_net_config_defaults(&def);
 	c = def;
-	c.max_conns = RC_LIMIT;
+	c.max_conns = limit;
 	CU_ASSERT_EQUAL_FATAL(cr_net_configure(&c), 0);
 	memset(&T, 0, sizeof(T));
 	memset(&R, 0, sizeof(R));
 	for (i = 0; i < RC_CLIENTS; i++)
 		atomic_store(&R.close_err[i], 1);
-	ut_net_run(start_reclaim, NULL, 20000);
+	ut_net_run(start_reclaim, (void *)client, 20000);
 	pthread_join(T.client, NULL);
-	CU_ASSERT_EQUAL(UT_STAT(reclaimed), 2);
+	reclaimed = UT_STAT(reclaimed);
 	CU_ASSERT_EQUAL(UT_STAT(refused), 0);
 	ut_table = full;
 	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
+	return reclaimed;
+}
+
+static void
+test_reclaim_idle(void)
+{
+	CU_ASSERT_EQUAL(reclaim_run(RC_LIMIT, client_reclaim), 2);
+}
+
+static void
+test_reclaim_when_idle_later(void)
+{
+	CU_ASSERT_EQUAL(reclaim_run(2, client_reclaim_later), 1);
 }
 
 static const struct ut_case cases[] = {
@@ -506,6 +557,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_errors),
 	UT_CASE(test_slot_limit_pauses_accept),
 	UT_CASE(test_reclaim_idle),
+	UT_CASE(test_reclaim_when_idle_later),
 };
 
 UT_MAIN("net_listen", cases, ut_rt_setup, NULL)

@@ -264,7 +264,7 @@ test_config_keys(void)
 	CU_ASSERT_EQUAL(line("server-timeout", "8"), 0);
 	CU_ASSERT_EQUAL(line("maxconn", "10"), 0);
 	CU_ASSERT_EQUAL(c->chunks, 0); /* auto: from --maxconn */
-	CU_ASSERT_EQUAL(line("buffers", "300"), 0);
+	CU_ASSERT_EQUAL(line("buffers", "400"), 0);
 	CU_ASSERT_EQUAL(px_conf_finish(), 0);
 	CU_ASSERT_EQUAL(cr_net_addr_port(&c->listen), 8080);
 	CU_ASSERT_EQUAL(c->balance, PX_SOURCE);
@@ -279,9 +279,10 @@ test_config_keys(void)
 	CU_ASSERT_EQUAL(c->fall, 4);
 	CU_ASSERT_DOUBLE_EQUAL(c->server_timeout, 8, 1e-9);
 	CU_ASSERT_EQUAL(c->maxconn, 10);
-	CU_ASSERT_EQUAL(c->chunks, 300);
+	CU_ASSERT_EQUAL(c->chunks, 400);
 	/* At least the reserve and one session's share; "auto" again. */
-	CU_ASSERT_EQUAL(line("buffers", "259"), -EINVAL);
+	CU_ASSERT_EQUAL(line("buffers", "346"), -EINVAL);
+	CU_ASSERT_EQUAL(line("buffers", "347"), 0);
 	CU_ASSERT_EQUAL(line("buffers", "4194305"), -EINVAL);
 	CU_ASSERT_EQUAL(line("buffers", "auto"), 0);
 	CU_ASSERT_EQUAL(c->chunks, 0);
