@@ -92,8 +92,7 @@ start(void *arg)
 
 	(void)arg;
 	lo.addr = c->listen;
-	lo.conn.idle_timeout_ns = (uint64_t)secs_ns(c->client_timeout);
-	lo.conn.keep_reading = true;
+	px_conn_opts(&lo.conn, (uint64_t)secs_ns(c->client_timeout));
 	rc = cr_tcp_listen(&lo, &px_client_ops, NULL, &app.listener);
 	if (rc != 0)
 		return cr_app_errorf(rc, "--listen %s: %s",
@@ -211,7 +210,8 @@ telemetry_setup(void)
 	    "clients closed: no backend up, retries spent, or no local resources");
 	px_ctr_nobufs =
 	    cr_telemetry_counter_register("proxy_nobufs", CR_TELEMETRY_COUNTER,
-					  "sessions reset: the lcore's output chunks ran out");
+					  "sessions reset for the lcore's output pool: the biggest that "
+					  "waited for its reader, when the pool was down to its reserve");
 	px_ctr_maxconn_waits = cr_telemetry_counter_register(
 	    "proxy_maxconn_waits", CR_TELEMETRY_COUNTER, "clients that waited for --maxconn");
 	return px_telemetry_register();
@@ -253,7 +253,9 @@ configure(int argc, char **argv, void *arg)
 	/* Every session may land on one lcore: two connections each, plus the checks. */
 	slots = 2 * c->maxconn + PX_MAX_BACKENDS + 16;
 	app.net.max_conns = (uint32_t)(slots < (1u << 24) ? slots : (1u << 24));
-	app.net.chunks = (uint32_t)c->chunks;
+	app.net.chunks = (uint32_t)(c->chunks != 0 ? c->chunks : px_buffers_auto(c->maxconn));
+	px_relay.chunks = app.net.chunks;
+	px_relay.chunk_size = app.net.chunk_size;
 	px_n_lcores = t->n;
 	for (i = 0; i < t->n; i++)
 		px_lcore_ids[i] = t->lcores[i].lcore_id;

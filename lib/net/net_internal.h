@@ -147,6 +147,9 @@ struct net_lcore {
 	size_t chunk_stride;
 	uint32_t chunk_cap; /* data bytes per chunk */
 	uint32_t chunks_free;
+	/* Chunks [carved, chunks) were never used: taken in order when the free list is
+	 * empty, so a pool sized for the worst case costs memory only as it is used. */
+	uint32_t chunks, carved;
 	uint32_t chunk_reserve; /* kept for connections at or below their high watermark */
 	struct net_chunk *free_chunks;
 
