@@ -446,8 +446,20 @@ struct cr_conn_layer {
 int cr_conn_send_wire(struct cr_conn *c, const void *data, size_t len);
 
 /**
- * Bytes cr_conn_send_wire() can queue now without -ENOBUFS (this lcore's free chunks plus
- * the room left in the connection's last one). On the connection's lcore.
+ * As cr_conn_send_wire(), but past the pool's reserve (refused only when the pool itself
+ * is out): for a layer's records of a send that cr_conn_send_room() admitted whole (the
+ * first record may lift the queue above the high watermark; the rest must not then be
+ * refused), and for its last words of at most a chunk (close_notify, a KeyUpdate reply),
+ * without which the peer would see a cut stream. On the connection's lcore.
+ */
+int cr_conn_send_wire_past_reserve(struct cr_conn *c, const void *data, size_t len);
+
+/**
+ * Bytes cr_conn_send_wire() can queue now without -ENOBUFS: the room left in the
+ * connection's last chunk plus this lcore's free chunks, less the pool's reserve when the
+ * connection is above its high watermark (the rule cr_conn_send_wire() applies). A layer
+ * that checks a send against it, then queues it with cr_conn_send_wire_past_reserve(),
+ * is all or nothing as cr_conn_send() is without a layer. On the connection's lcore.
  */
 size_t cr_conn_send_room(const struct cr_conn *c);
 

@@ -464,6 +464,94 @@ test_backpressure(void)
 	CU_ASSERT(atomic_load(&S.max_queued) < CR_NET_HIGH_WATERMARK + 512 * 1024);
 }
 
+/* ---- a layer send near the pool's reserve: all or nothing ---- */
+
+#define FILL (4u * 16384u)
+#define BIG_SEND (40u * 1024u)
+
+static int reserve_rc, reserve_small_rc;
+static size_t reserve_queued_before, reserve_queued_after;
+
+/*
+ * 8 chunks of 16 KiB, 2 of them the reserve. The filler (4 records) takes 5 chunks and
+ * leaves the connection at its high watermark; 3 are free, reserve + 1. The 40 KiB send
+ * (3 records) passes the watermark with its first record: it is queued whole (0), or
+ * refused whole (-ENOBUFS, nothing queued, the session still usable), never half.
+ */
+static void
+on_open_reserve(struct cr_conn *c)
+{
+	on_open(c);
+	CU_ASSERT_EQUAL(cr_conn_send(c, payload, FILL), 0);
+	reserve_queued_before = cr_conn_queued(c);
+	reserve_rc = cr_conn_send(c, payload + FILL, BIG_SEND);
+	reserve_queued_after = cr_conn_queued(c);
+	reserve_small_rc = reserve_rc == 0 ? 0 : cr_conn_send(c, payload + FILL, 100);
+	cr_conn_close(c);
+}
+
+static void *
+client_read_all(void *arg)
+{
+	static uint8_t back[FILL + BIG_SEND + 1];
+	int fd = ut_connect(&S.addr, 0);
+	SSL *ssl = fd >= 0 ? tls_connect(fd, NULL) : NULL;
+	size_t got = 0, k;
+
+	(void)arg;
+	if (ssl != NULL) {
+		while (got < sizeof(back) && SSL_read_ex(ssl, back + got, sizeof(back) - got, &k) == 1)
+			got += k;
+		/* The server's close_notify ended the reads: a clean end, not a cut. */
+		S.clean_end = SSL_get_error(ssl, 0) == SSL_ERROR_ZERO_RETURN;
+		S.ok = memcmp(back, payload, got) == 0;
+		S.got = got;
+		SSL_free(ssl);
+	}
+	if (fd >= 0)
+		close(fd);
+	atomic_store(&S.client_done, true);
+	return NULL;
+}
+
+static void
+test_send_at_reserve(void)
+{
+	static const struct cr_conn_ops ops = {on_open_reserve, NULL, NULL, NULL, on_close};
+	struct cr_net_config nc, def;
+
+	cr_net_config_defaults(&def);
+	nc = def;
+	nc.chunks = 8;
+	nc.chunk_size = 16384;
+	CU_ASSERT_EQUAL_FATAL(cr_net_configure(&nc), 0);
+	memset(&S, 0, sizeof(S));
+	S.ctx = make_ctx(0);
+	S.ops = &ops;
+	S.client_fn = client_read_all;
+	sc_cond = all_closed;
+	/* The filler's ciphertext (and any ticket) is at most this: at the watermark. */
+	S.copts.high_watermark = FILL + 4096;
+	ut_net_run(sc_start, NULL, 30000);
+	if (S.client_started)
+		pthread_join(S.client, NULL);
+	cr_tls_ctx_free(S.ctx);
+	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
+	CU_ASSERT(reserve_queued_before <= FILL + 4096);
+	CU_ASSERT(reserve_rc == 0 || reserve_rc == -ENOBUFS);
+	if (reserve_rc == 0) {
+		CU_ASSERT(reserve_queued_after >= reserve_queued_before + BIG_SEND);
+		CU_ASSERT_EQUAL(S.got, FILL + BIG_SEND);
+	} else {
+		CU_ASSERT_EQUAL(reserve_queued_after, reserve_queued_before);
+		CU_ASSERT_EQUAL(reserve_small_rc, 0);
+		CU_ASSERT_EQUAL(S.got, FILL + 100);
+	}
+	CU_ASSERT_EQUAL(S.ok, 1);
+	CU_ASSERT_EQUAL(S.clean_end, 1);
+	CU_ASSERT_EQUAL(atomic_load(&S.opens), 1);
+}
+
 static int
 suite_init(void)
 {
@@ -489,6 +577,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_handshake_timeout),
 	UT_CASE(test_garbage_closed),
 	UT_CASE(test_backpressure),
+	UT_CASE(test_send_at_reserve),
 };
 
 UT_MAIN("tls_conn", cases, suite_init, suite_fini)
