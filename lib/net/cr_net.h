@@ -427,7 +427,10 @@ int cr_conn_peer(const struct cr_conn *c, struct cr_net_addr *out);
  * the app. cr_conn_send() on a layered connection is @c send, which puts what the layer
  * makes of the bytes on the wire with cr_conn_send_wire(); cr_conn_close() and
  * cr_conn_shutdown_write() first call @c shut, so the layer may queue its last words
- * (a close_notify) before the write side is shut. @c release runs when the slot is freed
+ * (a close_notify) before the write side is shut. @c end runs when the connection ends,
+ * before on_close and whether or not on_close runs (cr_conn_destroy()): the layer stops
+ * its own timers there, so nothing of its reaches an app that destroyed the connection.
+ * @c release runs when the slot is freed
  * (after the last final completion, whether on_close ran or cr_conn_destroy() came
  * first), so the layer frees its per-connection state then. Every member but @c wire may
  * be NULL. All of them run on the connection's lcore.
@@ -436,6 +439,7 @@ struct cr_conn_layer {
 	const struct cr_conn_ops *wire;
 	int (*send)(struct cr_conn *c, const void *data, size_t len);
 	void (*shut)(struct cr_conn *c);
+	void (*end)(struct cr_conn *c);
 	void (*release)(struct cr_conn *c);
 };
 

@@ -156,6 +156,8 @@ cr__conn_end(struct cr_conn *c, int err, bool notify)
 	abandon(c, &c->recv_op);
 	abandon(c, &c->send_op);
 	abandon(c, &c->connect_op);
+	if (c->layer != NULL && c->layer->end != NULL)
+		c->layer->end(c);
 	NET_STAT_ADD(nl, closed, 1);
 	CR_LOG(L, DEBUG, "lcore %u: connection fd %d ends: %s", nl->lcore, c->fd,
 	       err != 0 ? cr_strerror(err) : "orderly");

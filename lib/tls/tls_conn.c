@@ -347,6 +347,16 @@ layer_shut(struct cr_conn *c)
 	TLS_STAT_ADD(cr_conn_lcore(c), closes_notified);
 }
 
+/* Ended, told or not (cr_conn_destroy()): no handshake timeout may reach the app now. */
+static void
+layer_end(struct cr_conn *c)
+{
+	struct tls_conn *tc = conn_of(c);
+
+	if (tc != NULL)
+		cr_timer_stop(&tc->hs_timer);
+}
+
 static void
 layer_release(struct cr_conn *c)
 {
@@ -366,6 +376,7 @@ static const struct cr_conn_layer tls_layer = {
 	.wire = &wire_ops,
 	.send = layer_send,
 	.shut = layer_shut,
+	.end = layer_end,
 	.release = layer_release,
 };
 

@@ -7,7 +7,9 @@
  * the server goes on serving), and backpressure (the output queue, ciphertext, stays near
  * the high watermark while a client that reads slowly gets every byte).
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stddef.h>
 
@@ -464,6 +466,89 @@ test_backpressure(void)
 	CU_ASSERT(atomic_load(&S.max_queued) < CR_NET_HIGH_WATERMARK + 512 * 1024);
 }
 
+/* ---- destroyed during the handshake, in the turn its deadline passes ---- */
+
+static struct {
+	int lfd;
+	struct cr_tls_ctx *ctx;
+	struct cr_conn *c;
+	struct cr_timer kill, stop;
+	_Atomic int closes;
+} D;
+
+static void
+d_on_close(struct cr_conn *c, int err)
+{
+	(void)c;
+	(void)err;
+	atomic_fetch_add(&D.closes, 1);
+}
+
+static void
+d_stop(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	cr_reactor_stop();
+}
+
+/* The ClientHello went unanswered; destroy, and let the handshake deadline pass first. */
+static void
+d_kill(struct cr_timer *t, void *arg)
+{
+	uint64_t t0 = ut_ms();
+
+	(void)t;
+	(void)arg;
+	cr_conn_destroy(D.c);
+	while (ut_ms() - t0 < 150)
+		;
+	cr_timer_start(&D.stop, 300000000ull);
+}
+
+static void
+d_start(void *arg)
+{
+	static const struct cr_conn_ops ops = {.on_close = d_on_close};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	struct cr_conn_opts o = {0};
+	struct cr_net_addr to;
+	char txt[64];
+
+	(void)arg;
+	/* A listener that never accepts: the kernel completes the connect, nobody answers. */
+	D.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(D.lfd >= 0 && bind(D.lfd, (struct sockaddr *)&sa, sl) == 0 &&
+			listen(D.lfd, 4) == 0 &&
+			getsockname(D.lfd, (struct sockaddr *)&sa, &sl) == 0);
+	snprintf(txt, sizeof(txt), "127.0.0.1:%u", ntohs(sa.sin_port));
+	CU_ASSERT_EQUAL_FATAL(cr_net_addr_parse(txt, &to), 0);
+	cr_tls_conn_opts(&o, D.ctx);
+	D.c = cr_tcp_connect(&to, 0, &o, &ops, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(D.c);
+	cr_timer_init(&D.kill, d_kill, NULL);
+	cr_timer_init(&D.stop, d_stop, NULL);
+	cr_timer_start(&D.kill, 50000000ull);
+}
+
+static void
+test_destroy_at_handshake_deadline(void)
+{
+	struct cr_tls_config cfg = {.client = true, .handshake_timeout_ms = 100};
+	char err[256];
+
+	memset(&D, 0, sizeof(D));
+	D.ctx = cr_tls_ctx_new(&cfg, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(D.ctx);
+	ut_net_run(d_start, NULL, 30000);
+	/* The app destroyed it: no on_close, from the timeout or anything else. */
+	CU_ASSERT_EQUAL(atomic_load(&D.closes), 0);
+	CU_ASSERT_EQUAL(UT_STAT(conns), 0);
+	close(D.lfd);
+	cr_tls_ctx_free(D.ctx);
+}
+
 /* ---- a layer send near the pool's reserve: all or nothing ---- */
 
 #define FILL (4u * 16384u)
@@ -578,6 +663,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_garbage_closed),
 	UT_CASE(test_backpressure),
 	UT_CASE(test_send_at_reserve),
+	UT_CASE(test_destroy_at_handshake_deadline),
 };
 
 UT_MAIN("tls_conn", cases, suite_init, suite_fini)
