@@ -147,11 +147,14 @@ make_ctx(uint32_t handshake_ms)
 	return ctx;
 }
 
+/* As sc_run(), with the accepted connections' options @p copts (watermarks). */
 static void
-sc_run(const struct cr_conn_ops *ops, void *(*client)(void *), bool (*cond)(void),
-       uint32_t handshake_ms)
+sc_run_opts(const struct cr_conn_ops *ops, void *(*client)(void *), bool (*cond)(void),
+	    uint32_t handshake_ms, const struct cr_conn_opts *copts)
 {
 	memset(&S, 0, sizeof(S));
+	if (copts != NULL)
+		S.copts = *copts;
 	S.ctx = make_ctx(handshake_ms);
 	S.ops = ops;
 	S.client_fn = client;
@@ -160,6 +163,13 @@ sc_run(const struct cr_conn_ops *ops, void *(*client)(void *), bool (*cond)(void
 	if (S.client_started)
 		pthread_join(S.client, NULL);
 	cr_tls_ctx_free(S.ctx);
+}
+
+static void
+sc_run(const struct cr_conn_ops *ops, void *(*client)(void *), bool (*cond)(void),
+       uint32_t handshake_ms)
+{
+	sc_run_opts(ops, client, cond, handshake_ms, NULL);
 }
 
 static bool
@@ -603,6 +613,7 @@ static void
 test_send_at_reserve(void)
 {
 	static const struct cr_conn_ops ops = {on_open_reserve, NULL, NULL, NULL, on_close};
+	struct cr_conn_opts copts = {0};
 	struct cr_net_config nc, def;
 
 	cr_net_config_defaults(&def);
@@ -610,17 +621,9 @@ test_send_at_reserve(void)
 	nc.chunks = 8;
 	nc.chunk_size = 16384;
 	CU_ASSERT_EQUAL_FATAL(cr_net_configure(&nc), 0);
-	memset(&S, 0, sizeof(S));
-	S.ctx = make_ctx(0);
-	S.ops = &ops;
-	S.client_fn = client_read_all;
-	sc_cond = all_closed;
 	/* The filler's ciphertext (and any ticket) is at most this: at the watermark. */
-	S.copts.high_watermark = FILL + 4096;
-	ut_net_run(sc_start, NULL, 30000);
-	if (S.client_started)
-		pthread_join(S.client, NULL);
-	cr_tls_ctx_free(S.ctx);
+	copts.high_watermark = FILL + 4096;
+	sc_run_opts(&ops, client_read_all, all_closed, 0, &copts);
 	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
 	CU_ASSERT(reserve_queued_before <= FILL + 4096);
 	CU_ASSERT(reserve_rc == 0 || reserve_rc == -ENOBUFS);
