@@ -91,6 +91,10 @@ struct http_conn {
 	uint64_t body_start_ns, body_last_ns, body_bytes;
 	/* On the lcore's list of connections a new one may end (http_reclaim.c). */
 	struct http_link lru;
+	/* The access line of the request being answered, in its slot (http_access.c). */
+	uint16_t acc_pre, acc_len; /* 0: none begun */
+	bool acc_head_only;
+	char peer[48]; /* the peer's address for the access log, once known */
 };
 
 /* A static request: its file being opened (on a helper thread), then sent. */
@@ -139,6 +143,7 @@ struct http_lcore {
 	uint32_t json_len;
 	struct cr_timer date_timer;
 	bool shutting; /* closing (retire, shutdown): every answer says Connection: close */
+	char *acc_mem;		     /* --access-log: HTTP_ACC_SLOT bytes per connection */
 	uint32_t n_open;	     /* connections open */
 	struct http_ilist lru; /* reclaimable connections, oldest first (http_reclaim.c) */
 	uint64_t cnt[CNT_COUNT];
@@ -178,6 +183,19 @@ http_lcore_cur(void)
 /* The request-time histogram (telemetry id) and its observation (http_lcore.c). */
 extern int http_hist_request;
 void http_request_done(struct http_conn *h);
+
+/* http_access.c: --access-log. */
+#define HTTP_ACC_SLOT 2048u
+bool http_access_on(void);
+int http_access_open(const char *path);
+/* cr_app.reopen_logs (SIGUSR1, the signal thread). */
+void http_access_reopen(void *arg);
+void http_access_close(void);
+uint64_t http_access_dropped(void);
+/* A head was parsed: its access fields go into the connection's slot. */
+void http_access_begin(struct http_conn *h, const char *head, size_t head_len, bool head_only);
+/* The response head is written: the line goes out, with @p status and the body's bytes. */
+void http_access_end(struct http_conn *h, int status, uint64_t body_bytes);
 
 /* http_date.c */
 void http_date_start(struct http_lcore *hl);

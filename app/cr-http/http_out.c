@@ -170,6 +170,7 @@ http_out_head(struct http_conn *h, int status, const char *ctype, uint64_t clen,
 		 format_head(buf, hl->date, status, ctype, clen, extra, extra_len, keep,
 			     keep && h->p.req.minor == 0));
 	http_count_status(hl, status);
+	http_access_end(h, status, clen == UINT64_MAX ? 0 : clen);
 }
 
 void
@@ -222,6 +223,8 @@ http_reply_hello(struct http_lcore *hl, struct http_conn *h, bool json, bool kee
 		else
 			http_out(h, hl->json, hl->json_len);
 		hl->cnt[CNT_RESP_2XX]++;
+		if (h->acc_len != 0)
+			http_access_end(h, 200, json ? sizeof(JSON_BODY) - 1 : sizeof(PLAIN_BODY) - 1);
 	} else if (!json) {
 		reply_body(h, 200, "text/plain", PLAIN_BODY, sizeof(PLAIN_BODY) - 1, keep);
 	} else {

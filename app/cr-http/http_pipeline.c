@@ -157,6 +157,7 @@ handle_request(struct http_lcore *hl, struct http_conn *h, const char *head)
 	h->req_start_ns = cr_now_ns();
 	cr_timer_stop(&h->hdr_timer);
 	http_lru_touch(hl, h);
+	http_access_begin(h, head, r->head_len, r->method == HTTP_HEAD);
 	body = http_body_init(&h->body, r);
 	if (body && r->expect_continue && r->minor == 1) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";

@@ -26,6 +26,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,6 +46,7 @@ static struct {
 	unsigned long long min_body_rate;
 	unsigned long long max_line, max_header_bytes, max_fields, max_body;
 	const char *root;
+	const char *access_log; /* NULL: off */
 } app = {
     .max_conns = 0, /* conns_default() */
     .header_timeout = 10,
@@ -163,6 +165,7 @@ fini(bool failed, void *arg)
 	fflush(stdout);
 	if (http_cfg.root_fd >= 0)
 		close(http_cfg.root_fd);
+	http_access_close();
 	return 0;
 }
 
@@ -271,6 +274,16 @@ set_root(const char *v, void *ctx)
 }
 
 static int
+set_access_log(const char *v, void *ctx)
+{
+	(void)ctx;
+	if (v[0] == '\0')
+		return -EINVAL;
+	app.access_log = strcmp(v, "off") == 0 ? NULL : v;
+	return 0;
+}
+
+static int
 open_root(void)
 {
 	struct stat st;
@@ -315,6 +328,10 @@ configure(int argc, char **argv, void *arg)
 					      "number of seconds above 0, e.g. 10");
 	if (app.root != NULL && open_root() != 0)
 		return -EINVAL;
+	rc = app.access_log != NULL ? http_access_open(app.access_log) : 0;
+	if (rc != 0)
+		return cr_app_errorf(rc, "--access-log %s: %s; accepted: a file path, or off",
+				     app.access_log, cr_strerror(rc));
 	http_cfg.lim.max_line = (uint32_t)app.max_line;
 	http_cfg.lim.max_header_bytes = (uint32_t)app.max_header_bytes;
 	http_cfg.lim.max_fields = (uint32_t)app.max_fields;
@@ -366,6 +383,10 @@ main(int argc, char **argv)
 	    CR_APP_OPT_LISTEN(&app.listen, "address to serve (default 127.0.0.1:8080)"),
 	    {"root", 0, "DIR", "serve the files under DIR (GET/HEAD; default: none)",
 	     "an existing directory", set_root, NULL},
+	    {"access-log", 0, "PATH|off",
+	     "append one line per response to PATH, in nginx's combined format; reopened on "
+	     "SIGUSR1 (default off)",
+	     "a file path, or off", set_access_log, NULL},
 	    {"max-connections", 0, "N",
 	     "connections per lcore (default: what the descriptor limit allows, at most 4096, "
 	     "half that with --root); above all but 1/32 of them, a new one ends the oldest "
@@ -411,6 +432,7 @@ main(int argc, char **argv)
 	    .lcore_stop = http_lcore_stop,
 	    .stop = stop,
 	    .fini = fini,
+	    .reopen_logs = http_access_reopen,
 	};
 
 	cr_net_addr_parse("127.0.0.1:8080", &app.listen);
