@@ -112,6 +112,13 @@ struct http_file {
 	int64_t ims;
 	uint8_t range_len;
 	char range[64];
+	bool gzip_ok;  /* the client takes gzip: a .gz sibling is served (gzip_static) */
+	bool gzipped;  /* the .gz sibling was opened */
+	bool want_dir; /* the path ends with '/' (a directory without it: 301) */
+	uint16_t host_len, args_len, inm_len;
+	char host[256];	 /* Host, without its port: the 301's Location */
+	char args[1024]; /* the query, after '?' */
+	char inm[256];	 /* If-None-Match */
 	const char *type;
 	struct stat st;
 	char path[4096]; /* %-decoded */
@@ -161,6 +168,10 @@ struct http_cfg {
 	uint32_t max_conns;
 	uint32_t reserve; /* slots kept free by ending the oldest idle or slow connection */
 	uint32_t stage_cap;
+	/* --plaintext-path, --json-path: the built-in routes; length 0: off. */
+	const char *plain_path, *json_path;
+	size_t plain_path_len, json_path_len;
+	uint16_t port; /* the listening port, for an absolute Location */
 	int root_fd; /* -1: no --root */
 	char root[4096];
 };
@@ -203,6 +214,8 @@ void http_date_stop(struct http_lcore *hl);
 
 /* http_out.c: the response writer, into the lcore's output buffer. */
 void http_out(struct http_conn *h, const void *p, size_t n);
+/* The most header bytes http_out_head() takes in @p extra (more are left out). */
+#define HTTP_EXTRA_MAX 6144u
 void http_out_head(struct http_conn *h, int status, const char *ctype, uint64_t clen,
 		   const char *extra, size_t extra_len, bool keep);
 void http_out_flush(struct http_conn *h);
@@ -212,6 +225,9 @@ void http_canned_rebuild(struct http_lcore *hl);
 /* An error answer, body "STATUS Reason"; without @p keep the connection closes after it. */
 void http_reply_status(struct http_conn *h, int status, bool keep, const char *extra,
 		       size_t extra_len);
+/* The same for a request whose head is gone: @p head_only says whether it was HEAD. */
+void http_reply_status_to(struct http_conn *h, int status, bool keep, bool head_only,
+			  const char *extra, size_t extra_len);
 /* The built-in routes' answer: /plaintext, or /json with @p json. */
 void http_reply_hello(struct http_lcore *hl, struct http_conn *h, bool json, bool keep);
 

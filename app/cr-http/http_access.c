@@ -101,32 +101,6 @@ put_field(char *d, const char *end, const char *s, size_t n)
 	return d;
 }
 
-/* The value of header field @p name (lower case) in @p head (the first one), or length 0. */
-static size_t
-header_value(const char *head, size_t len, const char *name, const char **out)
-{
-	size_t nl = strlen(name);
-	const char *p = memchr(head, '\n', len), *end = head + len;
-
-	while (p != NULL && ++p < end) {
-		const char *eol = memchr(p, '\n', (size_t)(end - p)), *v;
-
-		if (eol == NULL)
-			break;
-		if ((size_t)(eol - p) > nl && p[nl] == ':' && http_ieq(p, nl, name)) {
-			v = p + nl + 1;
-			while (v < eol && (*v == ' ' || *v == '\t'))
-				v++;
-			while (eol > v && (eol[-1] == '\r' || eol[-1] == ' ' || eol[-1] == '\t'))
-				eol--;
-			*out = v;
-			return (size_t)(eol - v);
-		}
-		p = eol;
-	}
-	return 0;
-}
-
 /* The peer's address, without its port, once per connection. */
 static const char *
 peer(struct http_conn *h)
@@ -175,8 +149,8 @@ begin(struct http_lcore *hl, struct http_conn *h, const char *head, size_t head_
 		line = eol != NULL ? (size_t)(eol - head) : head_len;
 		if (line > 0 && head[line - 1] == '\r')
 			line--;
-		nref = header_value(head, head_len, "referer", &ref);
-		nua = header_value(head, head_len, "user-agent", &ua);
+		nref = http_header_value(head, head_len, "referer", &ref);
+		nua = http_header_value(head, head_len, "user-agent", &ua);
 	}
 	/* "Wed, 02 Dec 2026 03:41:06 GMT" -> "02/Dec/2026:03:41:06 +0000" */
 	d += snprintf(d, (size_t)(end - d), "%s - - [%.2s/%.3s/%.4s:%.8s +0000] ", peer(h),

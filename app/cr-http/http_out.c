@@ -31,6 +31,8 @@ reason(int status)
 		return "OK";
 	case 206:
 		return "Partial Content";
+	case 301:
+		return "Moved Permanently";
 	case 304:
 		return "Not Modified";
 	case 400:
@@ -162,9 +164,9 @@ http_out_head(struct http_conn *h, int status, const char *ctype, uint64_t clen,
 	      size_t extra_len, bool keep)
 {
 	struct http_lcore *hl = http_lcore_cur();
-	char buf[HEAD_MAX + 512];
+	char buf[HEAD_MAX + HTTP_EXTRA_MAX];
 
-	if (extra_len > 512)
+	if (extra_len > HTTP_EXTRA_MAX)
 		extra_len = 0;
 	http_out(h, buf,
 		 format_head(buf, hl->date, status, ctype, clen, extra, extra_len, keep,
@@ -189,17 +191,24 @@ http_canned_rebuild(struct http_lcore *hl)
 }
 
 void
-http_reply_status(struct http_conn *h, int status, bool keep, const char *extra, size_t extra_len)
+http_reply_status_to(struct http_conn *h, int status, bool keep, bool head_only,
+		     const char *extra, size_t extra_len)
 {
 	char body[64];
 	const char *r = reason(status);
 	int n = snprintf(body, sizeof(body), "%d %s\n", status, r);
 
 	http_out_head(h, status, "text/plain", (uint64_t)n, extra, extra_len, keep);
-	if (h->p.req.method != HTTP_HEAD)
+	if (!head_only)
 		http_out(h, body, (size_t)n);
 	if (!keep)
 		h->closing = true;
+}
+
+void
+http_reply_status(struct http_conn *h, int status, bool keep, const char *extra, size_t extra_len)
+{
+	http_reply_status_to(h, status, keep, h->p.req.method == HTTP_HEAD, extra, extra_len);
 }
 
 static void

@@ -31,9 +31,11 @@ route(const char *head, const struct http_request *r, int *status)
 {
 	bool get = r->method == HTTP_GET || r->method == HTTP_HEAD;
 
-	if (path_is(head, r, "/plaintext", 10))
+	if (http_cfg.plain_path_len > 0 &&
+	    path_is(head, r, http_cfg.plain_path, http_cfg.plain_path_len))
 		return get ? ANS_PLAIN : ANS_ALLOW;
-	if (path_is(head, r, "/json", 5))
+	if (http_cfg.json_path_len > 0 &&
+	    path_is(head, r, http_cfg.json_path, http_cfg.json_path_len))
 		return get ? ANS_JSON : ANS_ALLOW;
 	if (http_cfg.root_fd < 0) {
 		*status = 404;

@@ -34,7 +34,13 @@
 #include "cr_telemetry.h"
 #include "http.h"
 
-struct http_cfg http_cfg = {.root_fd = -1};
+struct http_cfg http_cfg = {
+    .plain_path = "/plaintext",
+    .plain_path_len = 10,
+    .json_path = "/json",
+    .json_path_len = 5,
+    .root_fd = -1,
+};
 
 static struct {
 	struct cr_net_addr listen;
@@ -126,6 +132,7 @@ start(void *arg)
 				     cr_net_addr_format(&app.listen, a, sizeof(a)),
 				     cr_strerror(rc));
 	cr_listener_addr(app.listener, &app.bound);
+	http_cfg.port = cr_net_addr_port(&app.bound);
 	n = cr_lcore_count();
 	printf("cr-http: listening on %s (http), %u lcore%s (%s), io driver %s%s%s\n",
 	       cr_net_addr_format(&app.bound, a, sizeof(a)), n, n == 1 ? "" : "s",
@@ -283,6 +290,21 @@ set_access_log(const char *v, void *ctx)
 	return 0;
 }
 
+/* --plaintext-path / --json-path: an absolute path, or off. */
+static int
+set_route(const char *v, void *ctx)
+{
+	bool json = ctx != NULL;
+
+	if (strcmp(v, "off") == 0)
+		v = "";
+	else if (v[0] != '/' || strpbrk(v, "?# \t") != NULL)
+		return -EINVAL;
+	*(json ? &http_cfg.json_path : &http_cfg.plain_path) = v;
+	*(json ? &http_cfg.json_path_len : &http_cfg.plain_path_len) = strlen(v);
+	return 0;
+}
+
 static int
 open_root(void)
 {
@@ -387,6 +409,14 @@ main(int argc, char **argv)
 	     "append one line per response to PATH, in nginx's combined format; reopened on "
 	     "SIGUSR1 (default off)",
 	     "a file path, or off", set_access_log, NULL},
+	    {"plaintext-path", 0, "PATH|off",
+	     "where the built-in Hello, World! answers (default /plaintext; off: none, the "
+	     "path goes to --root)",
+	     "a path starting with /, without ?, # or blanks, or off", set_route, NULL},
+	    {"json-path", 0, "PATH|off",
+	     "where the built-in {\"message\":\"Hello, World!\"} answers (default /json; off: "
+	     "none)",
+	     "a path starting with /, without ?, # or blanks, or off", set_route, (void *)1},
 	    {"max-connections", 0, "N",
 	     "connections per lcore (default: what the descriptor limit allows, at most 4096, "
 	     "half that with --root); above all but 1/32 of them, a new one ends the oldest "

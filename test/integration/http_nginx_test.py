@@ -5,9 +5,12 @@
   http_nginx_test.py CR_HTTP TEST [--driver uring|epoll]
 
 TEST is one of: access_log (the combined line, field by field, odd characters escaped,
-and the reopen on SIGUSR1). nginx runs as its own child on a free port of 127.0.0.1 with
+and the reopen on SIGUSR1), basics (a directory without its slash -> 301, ETag and
+If-None-Match -> 304, gzip_static, a body on error statuses, the built-in routes moved
+or off under --root). nginx runs as its own child on a free port of 127.0.0.1 with
 a private prefix; without /usr/sbin/nginx the test skips (77).
 """
+import gzip
 import os
 import re
 import shutil
@@ -36,7 +39,7 @@ def free_port():
 class Nginx:
     """nginx with its own prefix; /plaintext as cr-http answers it."""
 
-    def __init__(self, d, root=None, extra=""):
+    def __init__(self, d, root=None, extra="", plain="/plaintext"):
         self.d = d
         for attempt in range(5):
             self.port = free_port()
@@ -54,11 +57,12 @@ http {
   server {
     listen 127.0.0.1:%(port)d;
     root %(root)s;
-    location = /plaintext { default_type text/plain; return 200 "Hello, World!"; }
+    location = %(plain)s { default_type text/plain; return 200 "Hello, World!"; }
     %(extra)s
   }
 }
-""" % {"d": d, "temps": temps, "port": self.port, "root": root or d, "extra": extra})
+""" % {"d": d, "temps": temps, "port": self.port, "root": root or d, "extra": extra,
+                                  "plain": plain})
             self.proc = subprocess.Popen([NGINX, "-p", d, "-c", conf],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             deadline = time.monotonic() + 10
@@ -190,7 +194,137 @@ def t_access_log(exe, driver):
     return 0
 
 
-TESTS = {"access_log": t_access_log}
+def make_www(www):
+    os.makedirs(os.path.join(www, "dir"))
+    with open(os.path.join(www, "dir", "index.html"), "w") as f:
+        f.write("<p>dir</p>\n")
+    with open(os.path.join(www, "a.txt"), "w") as f:
+        f.write("plain text, " * 50)
+    with open(os.path.join(www, "a.txt.gz"), "wb") as f:
+        f.write(gzip.compress(b"compressed text, " * 50))
+    with open(os.path.join(www, "only.txt.gz"), "wb") as f:
+        f.write(gzip.compress(b"only the gz"))
+    with open(os.path.join(www, "plaintext"), "w") as f:
+        f.write("the file named plaintext\n")
+    t = time.time() - 3600
+    for dp, dn, fn in os.walk(www):
+        for n in fn:
+            os.utime(os.path.join(dp, n), (t, t))
+
+
+def both(ng, srv, raw, head_only=False):
+    return ask(ng, raw, head_only), ask(srv, raw, head_only)
+
+
+def req(path, *fields, method="GET", version="1.1", host="x"):
+    lines = ["%s %s HTTP/%s" % (method, path, version)]
+    if host is not None:
+        lines.append("Host: " + host)
+    lines += list(fields) + ["Connection: close", "", ""]
+    return "\r\n".join(lines).encode()
+
+
+def t_basics(exe, driver):
+    if not os.path.exists(NGINX):
+        log("SKIP: no %s" % NGINX)
+        return SKIP
+    d = tempfile.mkdtemp(prefix="cr-http-ng-")
+    www = os.path.join(d, "www")
+    make_www(www)
+    ng = Nginx(d, root=www, plain="/hello", extra="gzip_static on;")
+    srv = Server(exe, driver, extra=["--root", www, "--plaintext-path", "/hello",
+                                     "--json-path", "off"])
+    ports = {ng.port: "PORT", srv.addr[1]: "PORT"}
+
+    def loc(r):
+        v = r.h("location") or ""
+        for p, name in ports.items():
+            v = v.replace(":%d/" % p, ":%s/" % name)
+        return v
+
+    try:
+        # A directory named without its slash: 301 to it with the slash.
+        for raw, head_only in [(req("/dir"), False), (req("/dir?a=1&b=%20"), False),
+                               (req("/dir", host="x:1234"), False),
+                               (req("/dir", method="HEAD"), True)]:
+            a, b = both(ng, srv, raw, head_only)
+            check(a.status == b.status == 301, "%r: nginx %d, ours %d" % (raw, a.status, b.status))
+            check(loc(a) == loc(b), "%r: Location nginx %r, ours %r" % (raw, loc(a), loc(b)))
+            if not head_only:
+                check(b.body and b"301" in b.body and a.body, "%r: no 301 body" % raw)
+            log("basics: %r -> 301 %s, as nginx" % (raw.split(b"\r\n")[0], loc(b)))
+        a, b = both(ng, srv, req("/dir/"))
+        check(a.status == b.status == 200 and a.body == b.body, "/dir/: %d %d" % (a.status, b.status))
+
+        # ETag, as nginx computes it, and If-None-Match.
+        a, b = both(ng, srv, req("/a.txt"))
+        check(a.status == b.status == 200 and a.h("etag") and a.h("etag") == b.h("etag"),
+              "ETag: nginx %r, ours %r" % (a.h("etag"), b.h("etag")))
+        etag = a.h("etag")
+        for inm, want in [(etag, 304), ("W/" + etag, 304), ('"nope", ' + etag, 304),
+                          ('"nope"', 200), ("*", 304)]:
+            a, b = both(ng, srv, req("/a.txt", "If-None-Match: " + inm))
+            check(a.status == b.status == want, "If-None-Match %s: nginx %d, ours %d (want %d)"
+                  % (inm, a.status, b.status, want))
+            if want == 304:
+                check(b.h("etag") == etag and b.body == b"", "304: %r" % b.headers)
+        log("basics: ETag %s and If-None-Match as nginx" % etag)
+
+        # gzip_static: the .gz sibling for a client that takes gzip.
+        gz = open(os.path.join(www, "a.txt.gz"), "rb").read()
+        for ae, version, coded in [("gzip", "1.1", True), ("gzip, deflate, br", "1.1", True),
+                                   ("deflate;q=1, GZIP;q=0.5", "1.1", True),
+                                   ("gzip;q=0", "1.1", False), ("deflate", "1.1", False),
+                                   ("gzip", "1.0", False), (None, "1.1", False)]:
+            fields = ["Accept-Encoding: " + ae] if ae is not None else []
+            a, b = both(ng, srv, req("/a.txt", *fields, version=version))
+            what = "Accept-Encoding %r HTTP/%s" % (ae, version)
+            check(a.status == b.status == 200, "%s: %d %d" % (what, a.status, b.status))
+            check(a.h("content-encoding") == b.h("content-encoding"),
+                  "%s: Content-Encoding nginx %r, ours %r"
+                  % (what, a.h("content-encoding"), b.h("content-encoding")))
+            check(a.body == b.body and (b.body == gz) == coded, "%s: bodies differ" % what)
+            check(a.h("etag") == b.h("etag"), "%s: ETag %r %r" % (what, a.h("etag"), b.h("etag")))
+        for fields, want in [(["Accept-Encoding: gzip"], 200), ([], 404)]:
+            a, b = both(ng, srv, req("/only.txt", *fields))
+            check(a.status == b.status == want and (want != 200 or a.body == b.body),
+                  "/only.txt %r: nginx %d, ours %d" % (fields, a.status, b.status))
+        log("basics: gzip_static as nginx")
+
+        # A body on error statuses.
+        for raw in [req("/missing"), req("/a.txt", method="POST", host="x"),
+                    req("/a.txt", "Range: bytes=9999-")]:
+            a, b = both(ng, srv, raw)
+            check(a.status == b.status, "%r: nginx %d, ours %d" % (raw, a.status, b.status))
+            check(a.body and b.body and str(b.status).encode() in b.body
+                  and int(b.h("content-length")) == len(b.body),
+                  "%r: body nginx %r, ours %r" % (raw, a.body[:60], b.body))
+        a, b = both(ng, srv, req("/missing", method="HEAD"), head_only=True)
+        check(a.status == b.status == 404, "HEAD /missing: %d %d" % (a.status, b.status))
+        log("basics: a body on 404, 405, 416")
+
+        # The built-in routes moved (/hello) or off (/json): their paths go to --root.
+        a, b = both(ng, srv, req("/hello"))
+        check(a.body == b.body == b"Hello, World!", "/hello: %r %r" % (a.body, b.body))
+        a, b = both(ng, srv, req("/plaintext"))
+        check(a.status == b.status == 200 and a.body == b.body == b"the file named plaintext\n",
+              "/plaintext under --root: %r %r" % (a.body, b.body))
+        a, b = both(ng, srv, req("/json"))
+        check(a.status == b.status == 404, "/json off: %d %d" % (a.status, b.status))
+        srv.stop()
+    finally:
+        srv.kill()
+        ng.stop()
+        shutil.rmtree(d, ignore_errors=True)
+    for bad in ["plain", "/a?b", ""]:
+        r = subprocess.run([exe, "--plaintext-path", bad], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=20)
+        check(r.returncode == 2 and b"--plaintext-path" in r.stderr,
+              "--plaintext-path %r: exit %d %r" % (bad, r.returncode, r.stderr))
+    return 0
+
+
+TESTS = {"access_log": t_access_log, "basics": t_basics}
 
 if __name__ == "__main__":
     sys.exit(http_test.run(TESTS, __doc__))
