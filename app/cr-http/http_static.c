@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cr_offload.h"
+#include "cr_tls.h"
 #include "http.h"
 
 static const struct {
@@ -466,20 +467,24 @@ etag_matches(const char *v, size_t len, const char *etag)
 
 /*
  * A directory named without its slash: 301 to the same path with it, the query kept, as
- * an absolute URL with the Host the client sent and our port (left out when 80), the way
+ * an absolute URL with the Host the client sent and the port it came to (left out when
+ * 80 for http, 443 for https), the way
  * nginx writes it (absolute_redirect, port_in_redirect); the path %-decoded, as nginx.
  */
 static void
 redirect_dir(struct http_conn *h, struct http_file *f)
 {
 	char extra[HTTP_EXTRA_MAX], port[8] = "";
+	bool tls = cr_tls_conn(h->c);
+	unsigned p = tls ? http_tls_port() : http_cfg.port;
 	int n;
 
-	if (http_cfg.port != 80)
-		snprintf(port, sizeof(port), ":%u", (unsigned)http_cfg.port);
+	if (p != (tls ? 443u : 80u))
+		snprintf(port, sizeof(port), ":%u", p);
 	/* HTTP/1.0 without Host: a relative Location, which RFC 9110 10.2.2 allows. */
 	n = snprintf(extra, sizeof(extra), "Location: %s%s%s%s/%s%.*s\r\n",
-		     f->host_len > 0 ? "http://" : "", f->host, f->host_len > 0 ? port : "",
+		     f->host_len == 0 ? "" : tls ? "https://" : "http://", f->host,
+		     f->host_len > 0 ? port : "",
 		     f->path, f->args_len > 0 ? "?" : "", (int)f->args_len, f->args);
 	if (n < 0 || (size_t)n >= sizeof(extra))
 		n = 0;

@@ -7,7 +7,7 @@
 TEST is one of: access_log (the combined line, field by field, odd characters escaped,
 and the reopen on SIGUSR1), basics (a directory without its slash -> 301, ETag and
 If-None-Match -> 304, gzip_static, a body on error statuses, the built-in routes moved
-or off under --root). nginx runs as its own child on a free port of 127.0.0.1 with
+or off under --root), https_redirect (the 301's Location over HTTPS). nginx runs as its own child on a free port of 127.0.0.1 with
 a private prefix; without /usr/sbin/nginx the test skips (77).
 """
 import gzip
@@ -324,7 +324,57 @@ def t_basics(exe, driver):
     return 0
 
 
-TESTS = {"access_log": t_access_log, "basics": t_basics}
+class TlsPeer:
+    """Something to connect to over TLS (an address), for ask()."""
+
+    def __init__(self, addr, ctx):
+        self.addr, self.ctx = addr, ctx
+
+    def connect(self, timeout=5.0):
+        raw = socket.create_connection(self.addr, timeout=timeout)
+        return self.ctx.wrap_socket(raw, server_hostname="localhost")
+
+
+def t_https_redirect(exe, driver):
+    if not os.path.exists(NGINX) or shutil.which("openssl") is None:
+        log("SKIP: no %s or openssl" % NGINX)
+        return SKIP
+    import ssl
+    import tls_http_test
+    certs = tls_http_test.Certs()
+    d = tempfile.mkdtemp(prefix="cr-http-ngs-")
+    www = os.path.join(d, "www")
+    make_www(www)
+    tport = free_port()
+    ng = Nginx(d, root=www, extra="""}
+  server {
+    listen 127.0.0.1:%d ssl;
+    ssl_certificate %s; ssl_certificate_key %s;
+    root %s;""" % (tport, certs.cert, certs.key, www))
+    srv = tls_http_test.Server(exe, driver, certs, extra=["--root", www])
+    ctx = ssl.create_default_context(cafile=certs.ca)
+    try:
+        ours, theirs = TlsPeer(srv.https, ctx), TlsPeer(("127.0.0.1", tport), ctx)
+        for raw in [req("/dir"), req("/dir?x=1", host="localhost:1")]:
+            a, b = ask(theirs, raw), ask(ours, raw)
+            la = (a.h("location") or "").replace(":%d/" % tport, ":PORT/")
+            lb = (b.h("location") or "").replace(":%d/" % srv.https[1], ":PORT/")
+            check(a.status == b.status == 301 and la == lb and la.startswith("https://"),
+                  "%r over https: nginx %d %r, ours %d %r" % (raw, a.status, la, b.status, lb))
+            log("https_redirect: %r -> %s, as nginx" % (raw.split(b"\r\n")[0], lb))
+        # The plain listener of the same server still says http.
+        b = ask(srv, req("/dir"))
+        check(b.h("location") == "http://x:%d/dir/" % srv.http[1], "http: %r" % b.h("location"))
+        srv.stop()
+    finally:
+        srv.kill()
+        ng.stop()
+        certs.remove()
+        shutil.rmtree(d, ignore_errors=True)
+    return 0
+
+
+TESTS = {"access_log": t_access_log, "basics": t_basics, "https_redirect": t_https_redirect}
 
 if __name__ == "__main__":
     sys.exit(http_test.run(TESTS, __doc__))
