@@ -21,19 +21,12 @@ import sys
 import tempfile
 import time
 
+import apptest
 import http_test
 from http_test import Failure, Reader, Server, check, log
 
 SKIP = 77
 NGINX = "/usr/sbin/nginx"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Nginx:
@@ -42,7 +35,7 @@ class Nginx:
     def __init__(self, d, root=None, extra="", plain="/plaintext"):
         self.d = d
         for attempt in range(5):
-            self.port = free_port()
+            self.port = apptest.free_port()
             conf = os.path.join(d, "nginx.conf")
             temps = "".join("%s_temp_path %s/%s;\n" % (t, d, t)
                             for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
@@ -98,6 +91,15 @@ def ask(srv, raw, head_only=False):
         s.close()
 
 
+def nginx_dirs(prefix):
+    """A private directory for nginx and its www/ path; (None, None) without nginx."""
+    if not os.path.exists(NGINX):
+        log("SKIP: no %s" % NGINX)
+        return None, None
+    d = tempfile.mkdtemp(prefix=prefix)
+    return d, os.path.join(d, "www")
+
+
 def wait_lines(path, n, what):
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -136,11 +138,9 @@ REQUESTS = [
 
 
 def t_access_log(exe, driver):
-    if not os.path.exists(NGINX):
-        log("SKIP: no %s" % NGINX)
+    d, www = nginx_dirs("cr-http-acc-")
+    if d is None:
         return SKIP
-    d = tempfile.mkdtemp(prefix="cr-http-acc-")
-    www = os.path.join(d, "www")
     os.mkdir(www)
     ours = os.path.join(d, "ours.log")
     ng = Nginx(d, root=www)
@@ -225,11 +225,9 @@ def req(path, *fields, method="GET", version="1.1", host="x"):
 
 
 def t_basics(exe, driver):
-    if not os.path.exists(NGINX):
-        log("SKIP: no %s" % NGINX)
+    d, www = nginx_dirs("cr-http-ng-")
+    if d is None:
         return SKIP
-    d = tempfile.mkdtemp(prefix="cr-http-ng-")
-    www = os.path.join(d, "www")
     make_www(www)
     ng = Nginx(d, root=www, plain="/hello", extra="gzip_static on;")
     srv = Server(exe, driver, extra=["--root", www, "--plaintext-path", "/hello",
@@ -345,7 +343,7 @@ def t_https_redirect(exe, driver):
     d = tempfile.mkdtemp(prefix="cr-http-ngs-")
     www = os.path.join(d, "www")
     make_www(www)
-    tport = free_port()
+    tport = apptest.free_port()
     ng = Nginx(d, root=www, extra="""}
   server {
     listen 127.0.0.1:%d ssl;
