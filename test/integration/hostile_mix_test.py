@@ -238,6 +238,7 @@ class Valid(threading.Thread):
         self.addr, self.proto, self.until = addr, proto, until
         self.rng = random.Random(seed)
         self.lat = []
+        self.when = []  # when each request began (monotonic)
         self.errors = []
 
     def _reply(self, s, want_len, ok):
@@ -278,6 +279,7 @@ class Valid(threading.Thread):
                     s.close()
                 s = None
             self.lat.append(time.monotonic() - t0)
+            self.when.append(t0)
             n += 1
             time.sleep(0.005)
         if s is not None:
@@ -320,6 +322,9 @@ def mix(a, addr, pid, proto, roles, name):
     error, roles_played, closed = hostile.results.get(timeout=15)
     hostile.join(15)
     check(error is None, "hostile clients: %s" % error)
+    t_start = until - a.seconds
+    slow = sorted(((x, t - t_start) for v in valid for x, t in zip(v.lat, v.when)),
+                  reverse=True)[:5]
     lat = sorted(x for v in valid for x in v.lat)
     errors = [e for v in valid for e in v.errors]
     check(lat, "no valid request was made")
@@ -331,6 +336,7 @@ def mix(a, addr, pid, proto, roles, name):
         "max %d KiB" % (name, a.app, a.driver, a.seed, a.seconds, r["n"], len(errors),
                         r["p50"] * 1e3, r["p99"] * 1e3, r["max"] * 1e3, roles_played, closed,
                         rss0, rss_max))
+    log("  slowest: %s" % ", ".join("%.0f ms at %.1f s" % (x * 1e3, t) for x, t in slow))
     return r
 
 
