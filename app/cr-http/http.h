@@ -158,9 +158,23 @@ struct http_cfg {
 	uint32_t stage_cap;
 	int root_fd; /* -1: no --root */
 	char root[4096];
+	/* --hsts: the header line HTTPS answers carry (hsts_len 0: none). */
+	char hsts[64];
+	uint32_t hsts_len;
 };
 
 extern struct http_cfg http_cfg;
+
+/* http_tls.c: HTTPS beside the plain listener. */
+unsigned http_tls_opts(struct cr_opt *out, unsigned cap);
+int http_tls_configure(void);
+int http_tls_start(const struct cr_conn_ops *ops, uint64_t idle_ns);
+void http_tls_ready_line(void);
+void http_tls_stop(void);
+void http_tls_reload(void *arg);
+void http_tls_fini(void);
+/* The answers on @p c carry the HSTS line. */
+bool http_hsts(const struct cr_conn *c);
 
 /* http_lcore.c: the per-lcore state, an lcore-local. */
 extern int http_local;

@@ -162,10 +162,17 @@ http_out_head(struct http_conn *h, int status, const char *ctype, uint64_t clen,
 	      size_t extra_len, bool keep)
 {
 	struct http_lcore *hl = http_lcore_cur();
-	char buf[HEAD_MAX + 512];
+	char more[512 + sizeof(http_cfg.hsts)], buf[HEAD_MAX + sizeof(more)];
 
 	if (extra_len > 512)
 		extra_len = 0;
+	if (http_hsts(h->c)) {
+		if (extra_len > 0)
+			memcpy(more, extra, extra_len);
+		memcpy(more + extra_len, http_cfg.hsts, http_cfg.hsts_len);
+		extra = more;
+		extra_len += http_cfg.hsts_len;
+	}
 	http_out(h, buf,
 		 format_head(buf, hl->date, status, ctype, clen, extra, extra_len, keep,
 			     keep && h->p.req.minor == 0));
@@ -215,7 +222,7 @@ http_reply_hello(struct http_lcore *hl, struct http_conn *h, bool json, bool kee
 {
 	const struct http_request *r = &h->p.req;
 
-	if (keep && r->minor == 1 && r->method == HTTP_GET) {
+	if (keep && r->minor == 1 && r->method == HTTP_GET && !http_hsts(h->c)) {
 		/* The common case: a canned answer with this second's Date. */
 		if (!json)
 			http_out(h, hl->plain, hl->plain_len);

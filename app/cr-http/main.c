@@ -15,6 +15,9 @@
  * in flight finish (its response says Connection: close), bounded by --shutdown-timeout;
  * a second signal forces it.
  *
+ * With --tls-listen (http_tls.c), HTTPS on a second listener: the same callbacks, lib/tls
+ * in between; ALPN http/1.1; --hsts.
+ *
  * Files, each one concern, calling downward only: main.c (options, start, totals) ->
  * http_conn.c (connection callbacks) -> http_pipeline.c (requests on a connection) ->
  * http_static.c (files under --root) -> http_out.c (the response writer);
@@ -26,11 +29,13 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cr_app.h"
 #include "cr_telemetry.h"
+#include "cr_tls.h"
 #include "http.h"
 
 struct http_cfg http_cfg = {.root_fd = -1};
@@ -124,11 +129,15 @@ start(void *arg)
 				     cr_net_addr_format(&app.listen, a, sizeof(a)),
 				     cr_strerror(rc));
 	cr_listener_addr(app.listener, &app.bound);
+	rc = http_tls_start(&http_conn_ops, http_cfg.keepalive_ns);
+	if (rc != 0)
+		return rc;
 	n = cr_lcore_count();
 	printf("cr-http: listening on %s (http), %u lcore%s (%s), io driver %s%s%s\n",
 	       cr_net_addr_format(&app.bound, a, sizeof(a)), n, n == 1 ? "" : "s",
 	       cr_lcore_table_corelist(cr_app_lcore_table(), cl, sizeof(cl)), cr_reactor_driver(),
 	       app.root != NULL ? ", root " : "", app.root != NULL ? http_cfg.root : "");
+	http_tls_ready_line();
 	fflush(stdout);
 	return 0;
 }
@@ -138,6 +147,7 @@ static void
 stop(void *arg)
 {
 	(void)arg;
+	http_tls_stop(); /* its listener's close goes round before http_stop()'s visit */
 	http_stop(&app.listener);
 }
 
@@ -163,6 +173,7 @@ fini(bool failed, void *arg)
 	fflush(stdout);
 	if (http_cfg.root_fd >= 0)
 		close(http_cfg.root_fd);
+	http_tls_fini();
 	return 0;
 }
 
@@ -315,6 +326,9 @@ configure(int argc, char **argv, void *arg)
 					      "number of seconds above 0, e.g. 10");
 	if (app.root != NULL && open_root() != 0)
 		return -EINVAL;
+	rc = http_tls_configure();
+	if (rc != 0)
+		return rc;
 	http_cfg.lim.max_line = (uint32_t)app.max_line;
 	http_cfg.lim.max_header_bytes = (uint32_t)app.max_header_bytes;
 	http_cfg.lim.max_fields = (uint32_t)app.max_fields;
@@ -397,11 +411,11 @@ main(int argc, char **argv)
 	    {"max-body", 0, "BYTES", "largest request body, else 413 (default 1048576)",
 	     "0-1099511627776", set_body, &app.max_body},
 	};
-	static const struct cr_app http = {
+	static struct cr_opt all[sizeof(opts) / sizeof(opts[0]) + CR_TLS_APP_N_OPTS + 1];
+	static struct cr_app http = {
 	    .name = "cr-http",
 	    .summary = "HTTP/1.1 server on every lcore",
-	    .opts = opts,
-	    .n_opts = sizeof(opts) / sizeof(opts[0]),
+	    .opts = all,
 	    .net = &app.net,
 	    .configure = configure,
 	    .lcore_init = http_lcore_start,
@@ -410,9 +424,13 @@ main(int argc, char **argv)
 	    .shutdown = http_drain_hook,
 	    .lcore_stop = http_lcore_stop,
 	    .stop = stop,
+	    .reload = http_tls_reload,
 	    .fini = fini,
 	};
+	unsigned n = sizeof(opts) / sizeof(opts[0]);
 
+	memcpy(all, opts, sizeof(opts));
+	http.n_opts = n + http_tls_opts(all + n, sizeof(all) / sizeof(all[0]) - n);
 	cr_net_addr_parse("127.0.0.1:8080", &app.listen);
 	return cr_app_run(&http, argc, argv);
 }

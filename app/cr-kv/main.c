@@ -18,6 +18,7 @@
 #include "cr_net.h"
 #include "cr_reactor.h"
 #include "cr_telemetry.h"
+#include "cr_tls.h"
 #include "kv.h"
 
 static struct {
@@ -25,6 +26,7 @@ static struct {
 	struct cr_net_config net;
 	struct cr_listener *listener;
 	struct cr_net_addr bound;
+	struct cr_tls_app tls; /* --tls-listen: RESP over TLS (redis-cli --tls) */
 } app;
 
 /* ---- lcores ---- */
@@ -135,13 +137,40 @@ start(void *arg)
 				     cr_net_addr_format(&app.listen, a, sizeof(a)), cr_strerror(rc));
 	cr_listener_addr(app.listener, &app.bound);
 	kv.port = cr_net_addr_port(&app.bound);
+	rc = cr_tls_app_listen(&app.tls, NULL, &kv_conn_ops, NULL, cl, sizeof(cl));
+	if (rc != 0)
+		return cr_app_errorf(rc, "%s", cl);
 	n = cr_lcore_count();
 	printf("cr-kv: listening on %s (resp), %u lcore%s (%s), %u shard%s, io driver %s\n",
 	       cr_net_addr_format(&app.bound, a, sizeof(a)), n, n == 1 ? "" : "s",
 	       cr_lcore_table_corelist(cr_app_lcore_table(), cl, sizeof(cl)), kv.nshards,
 	       kv.nshards == 1 ? "" : "s", cr_reactor_driver());
+	cr_tls_app_ready_line(&app.tls, "cr-kv", "resp over tls");
 	fflush(stdout);
 	return 0;
+}
+
+/* The first SIGINT/SIGTERM, on the main lcore: the TLS key rotation timer goes first. */
+static void
+stop(void *arg)
+{
+	(void)arg;
+	cr_tls_app_close(&app.tls);
+	cr_reactor_stop();
+}
+
+static void
+tls_reload(void *arg)
+{
+	(void)arg;
+	cr_tls_app_reload(&app.tls, "cr-kv");
+}
+
+static int
+fini(bool failed, void *arg)
+{
+	cr_tls_app_fini(&app.tls);
+	return shards_destroy(failed, arg);
 }
 
 static int
@@ -171,11 +200,15 @@ telemetry_counters(void)
 static int
 configure(int argc, char **argv, void *arg)
 {
+	char err[512];
 	int rc;
 
 	(void)argc;
 	(void)argv;
 	(void)arg;
+	rc = cr_tls_app_configure(&app.tls, NULL, err, sizeof(err));
+	if (rc != 0)
+		return cr_app_errorf(rc, "%s", err);
 	/* Connection slots per lcore: enough for every client on one lcore, plus the ones
 	 * refused with an error (they hold a slot until closed). */
 	app.net.max_conns =
@@ -332,11 +365,11 @@ main(int argc, char **argv)
 	     "per process; a fixed one only to reproduce a layout, as tests do)",
 	     "32 hex digits (16 bytes)", set_hash_seed, NULL},
 	};
-	static const struct cr_app kv_app = {
+	static struct cr_opt all[sizeof(opts) / sizeof(opts[0]) + CR_TLS_APP_N_OPTS];
+	static struct cr_app kv_app = {
 	    .name = "cr-kv",
 	    .summary = "an in-memory key-value server speaking RESP, sharded across lcores",
-	    .opts = opts,
-	    .n_opts = sizeof(opts) / sizeof(opts[0]),
+	    .opts = all,
 	    .net = &app.net,
 	    .configure = configure,
 	    .lcore_init = lcore_init,
@@ -344,8 +377,15 @@ main(int argc, char **argv)
 	    .retire = retire_hook,
 	    .shutdown = shutdown_hook,
 	    .lcore_stop = lcore_stop,
-	    .fini = shards_destroy,
+	    .stop = stop,
+	    .reload = tls_reload,
+	    .fini = fini,
 	};
+	unsigned n = sizeof(opts) / sizeof(opts[0]);
+
+	memcpy(all, opts, sizeof(opts));
+	cr_tls_app_opts_defaults(&app.tls.o);
+	kv_app.n_opts = n + cr_tls_app_opts_table(&app.tls.o, all + n, CR_TLS_APP_N_OPTS);
 
 	kv.maxclients = 10000;
 	kv.closing_grace_s = 10;

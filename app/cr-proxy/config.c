@@ -37,7 +37,7 @@ px_conf_defaults(struct px_conf *c)
 	c->client_timeout = 60.0;
 	c->server_timeout = 60.0;
 	c->maxconn = 4096;
-	c->chunks = 2048;
+	c->chunks = 0; /* auto: from --maxconn */
 }
 
 int
@@ -170,7 +170,11 @@ set_maxconn(const char *v, void *ctx)
 static int
 set_buffers(const char *v, void *ctx)
 {
-	return cr_parse_uint(v, 1, PX_BUFFERS_MAX, ctx);
+	if (strcmp(v, "auto") == 0) {
+		*(unsigned long long *)ctx = 0;
+		return 0;
+	}
+	return cr_parse_uint(v, PX_BUFFERS_MIN, PX_BUFFERS_MAX, ctx);
 }
 
 const struct cr_opt px_options[PX_N_OPTIONS] = {
@@ -213,8 +217,11 @@ const struct cr_opt px_options[PX_N_OPTIONS] = {
      "client sessions at once over all lcores; more wait unread (default 4096; each lcore "
      "reserves about 1.2 KiB per session)",
      "1-1048576", set_maxconn, &px_conf.maxconn},
-    {"buffers", 0, "N", "16 KiB output chunks per lcore for queued bytes (default 2048)",
-     "1-4194304", set_buffers, &px_conf.chunks},
+    {"buffers", 0, "N|auto",
+     "16 KiB output chunks per lcore for queued bytes (default auto: 4 per --maxconn "
+     "session and 256 more, plus a third for lib/net's reserve, at most 1048576; taken "
+     "from memory as they are used)",
+     "auto or 347-4194304", set_buffers, &px_conf.chunks},
 };
 _Static_assert(sizeof(px_options) / sizeof(px_options[0]) == PX_N_OPTIONS, "PX_N_OPTIONS");
 

@@ -19,10 +19,14 @@
 #include "cr_net.h"
 #include "cr_reactor.h"
 #include "cr_telemetry.h"
+#include "cr_tls.h"
 #include "proxy.h"
 
 #define DRAIN_POLL_NS (20ull * 1000 * 1000)
 #define DRAIN_LAST_NS (500ull * 1000 * 1000)
+
+/* --tls-listen: TLS from the clients, terminated here (plain to the backends). */
+static struct cr_tls_app px_tls;
 
 static struct {
 	double shutdown_timeout;
@@ -88,13 +92,16 @@ start(void *arg)
 
 	(void)arg;
 	lo.addr = c->listen;
-	lo.conn.idle_timeout_ns = (uint64_t)secs_ns(c->client_timeout);
-	lo.conn.keep_reading = true;
+	px_conn_opts(&lo.conn, (uint64_t)secs_ns(c->client_timeout));
 	rc = cr_tcp_listen(&lo, &px_client_ops, NULL, &app.listener);
 	if (rc != 0)
 		return cr_app_errorf(rc, "--listen %s: %s",
 				     cr_net_addr_format(&c->listen, a, sizeof(a)), cr_strerror(rc));
 	cr_listener_addr(app.listener, &app.bound);
+	/* TLS termination: the same client callbacks, plaintext to the backends. */
+	rc = cr_tls_app_listen(&px_tls, &lo.conn, &px_client_ops, NULL, cl, sizeof(cl));
+	if (rc != 0)
+		return cr_app_errorf(rc, "%s", cl);
 	if (c->check_interval > 0) {
 		double t = c->check_timeout > 0			    ? c->check_timeout
 			   : c->connect_timeout < c->check_interval ? c->connect_timeout
@@ -108,6 +115,7 @@ start(void *arg)
 	       cr_net_addr_format(&app.bound, a, sizeof(a)), c->n_backends,
 	       c->n_backends == 1 ? "" : "s", px_balance_name(c->balance), n, n == 1 ? "" : "s",
 	       cr_lcore_table_corelist(cr_app_lcore_table(), cl, sizeof(cl)), cr_reactor_driver());
+	cr_tls_app_ready_line(&px_tls, "cr-proxy", "tls, plain to the backends");
 	fflush(stdout);
 	return 0;
 }
@@ -151,6 +159,7 @@ drain_start(void *arg)
 	if (app.draining)
 		return;
 	app.draining = true;
+	cr_tls_app_close(&px_tls); /* its close goes round before the plain one's */
 	cr_listener_close(app.listener, drain_announce, NULL);
 	app.listener = NULL;
 	px_checks_stop();
@@ -170,6 +179,7 @@ reload(void *arg)
 	int rc;
 
 	(void)arg;
+	cr_tls_app_reload(&px_tls, "cr-proxy");
 	if (path == NULL) {
 		printf("cr-proxy: SIGHUP: no --config to reload\n");
 		fflush(stdout);
@@ -200,7 +210,8 @@ telemetry_setup(void)
 	    "clients closed: no backend up, retries spent, or no local resources");
 	px_ctr_nobufs =
 	    cr_telemetry_counter_register("proxy_nobufs", CR_TELEMETRY_COUNTER,
-					  "sessions reset: the lcore's output chunks ran out");
+					  "sessions reset for the lcore's output pool: the biggest that "
+					  "waited for its reader, when the pool was down to its reserve");
 	px_ctr_maxconn_waits = cr_telemetry_counter_register(
 	    "proxy_maxconn_waits", CR_TELEMETRY_COUNTER, "clients that waited for --maxconn");
 	return px_telemetry_register();
@@ -212,6 +223,7 @@ configure(int argc, char **argv, void *arg)
 	const struct cr_lcore_table *t = cr_app_lcore_table();
 	struct px_conf *c = &px_conf;
 	unsigned long long slots;
+	char err[512];
 	unsigned i;
 	int rc;
 
@@ -221,6 +233,9 @@ configure(int argc, char **argv, void *arg)
 	rc = px_conf_finish();
 	if (rc != 0)
 		return rc;
+	rc = cr_tls_app_configure(&px_tls, NULL, err, sizeof(err));
+	if (rc != 0)
+		return cr_app_errorf(rc, "%s", err);
 	app.shutdown_timeout = cr_app_eal_config()->shutdown_timeout;
 	px_balance_mode = c->balance;
 	px_rise = c->rise;
@@ -238,7 +253,9 @@ configure(int argc, char **argv, void *arg)
 	/* Every session may land on one lcore: two connections each, plus the checks. */
 	slots = 2 * c->maxconn + PX_MAX_BACKENDS + 16;
 	app.net.max_conns = (uint32_t)(slots < (1u << 24) ? slots : (1u << 24));
-	app.net.chunks = (uint32_t)c->chunks;
+	app.net.chunks = (uint32_t)(c->chunks != 0 ? c->chunks : px_buffers_auto(c->maxconn));
+	px_relay.chunks = app.net.chunks;
+	px_relay.chunk_size = app.net.chunk_size;
 	px_n_lcores = t->n;
 	for (i = 0; i < t->n; i++)
 		px_lcore_ids[i] = t->lcores[i].lcore_id;
@@ -250,14 +267,23 @@ configure(int argc, char **argv, void *arg)
 	return 0;
 }
 
+static int
+fini(bool failed, void *arg)
+{
+	(void)failed;
+	(void)arg;
+	cr_tls_app_fini(&px_tls);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
-	static const struct cr_app proxy = {
+	static struct cr_opt all[PX_N_OPTIONS + CR_TLS_APP_N_OPTS];
+	static struct cr_app proxy = {
 	    .name = "cr-proxy",
 	    .summary = "L4 TCP load balancer",
-	    .opts = px_options,
-	    .n_opts = PX_N_OPTIONS,
+	    .opts = all,
 	    .net = &app.net,
 	    .configure = configure,
 	    .lcore_init = lcore_init_hook,
@@ -267,8 +293,13 @@ main(int argc, char **argv)
 	    .lcore_stop = lcore_stop_hook,
 	    .stop = drain_start,
 	    .reload = reload,
+	    .fini = fini,
 	};
 
 	px_conf_defaults(&px_conf);
+	memcpy(all, px_options, sizeof(px_options));
+	cr_tls_app_opts_defaults(&px_tls.o);
+	proxy.n_opts = PX_N_OPTIONS + cr_tls_app_opts_table(&px_tls.o, all + PX_N_OPTIONS,
+							    CR_TLS_APP_N_OPTS);
 	return cr_app_run(&proxy, argc, argv);
 }

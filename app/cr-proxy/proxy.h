@@ -28,6 +28,25 @@
 /* Each lcore sizes 2 x maxconn connection slots at start (about 1.2 KiB per maxconn). */
 #define PX_MAXCONN_MAX (1ull << 20)
 #define PX_BUFFERS_MAX (1ull << 22)
+/*
+ * The output-chunk pool of an lcore (doc/guides/proxy.md, "Memory"). Every session is
+ * owed a share of it in each direction: the pool less its reserve, split over the lcore's
+ * sessions, at most PX_QUEUE_MAX and at least PX_QUEUE_MIN bytes. A direction over its
+ * share stops reading its source. The reserve is lib/net's (a quarter of the pool, which
+ * a connection above its high watermark may not take) plus PX_RESERVE_CHUNKS: when the
+ * pool is down to it, the biggest session that waits for its reader is reset, so that
+ * lib/net never has to refuse one that reads. Sized by default (--buffers auto) so that
+ * every --maxconn session gets PX_QUEUE_MIN each way on one lcore.
+ */
+#define PX_QUEUE_MAX	      (64u * 1024)
+#define PX_QUEUE_MIN	      (16u * 1024)
+#define PX_RESERVE_CHUNKS     256u
+#define PX_SESSION_CHUNKS     4u /* two directions of PX_QUEUE_MIN and a partly sent chunk */
+#define PX_BUFFERS_AUTO_MAX   (1ull << 20)
+/* The reserve and one session's share: (256 + 4) * 4 / 3 + 1. */
+#define PX_BUFFERS_MIN 347u
+/* A session that has waited this long for its reader may be reset to refill the reserve. */
+#define PX_STALL_NS (200ull * 1000 * 1000)
 
 enum px_balance {
 	PX_ROUNDROBIN = 0,
@@ -54,7 +73,7 @@ struct px_conf {
 	unsigned rise, fall;
 	double client_timeout, server_timeout; /* idle; 0 = never */
 	unsigned long long maxconn;
-	unsigned long long chunks; /* lib/net output chunks per lcore */
+	unsigned long long chunks; /* lib/net output chunks per lcore; 0: auto */
 };
 
 /* The settings, written by the options' setters (config.c), read by main.c. */
@@ -178,7 +197,13 @@ struct px_relay_conf {
 	uint64_t client_idle_ns, server_idle_ns;
 	uint64_t maxconn;
 	uint64_t retire_timeout_ns; /* how long a retiring lcore waits for its sessions */
+	uint64_t chunks;	    /* output chunks per lcore */
+	uint32_t chunk_size;	    /* bytes each */
 };
+/* --buffers auto: the chunks per lcore for @p maxconn sessions. */
+uint64_t px_buffers_auto(uint64_t maxconn);
+/* The connection options of both sides of a session (watermarks: see PX_QUEUE_MIN). */
+void px_conn_opts(struct cr_conn_opts *o, uint64_t idle_ns);
 
 extern const struct cr_conn_ops px_client_ops;
 extern struct px_relay_conf px_relay;

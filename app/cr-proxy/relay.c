@@ -25,17 +25,20 @@
 #include "proxy.h"
 
 struct px_session {
-	struct px_session *next, *prev; /* free list or wait list */
+	struct px_session *next, *prev;	  /* free list or wait list */
+	struct px_session *pnext, *pprev; /* the paused list: a direction is paused */
 	struct cr_conn *cli, *srv;
 	struct cr_net_addr peer;
 	uint64_t tried; /* a bit per backend slot */
 	int slot;	/* the backend of srv */
 	uint64_t connect_ns; /* when the connect to it started (the turn's clock) */
+	uint64_t paused_ns;  /* when it went on the paused list (the turn's clock) */
 	unsigned attempts;
 	bool srv_open;
 	bool cli_paused, srv_paused; /* reads we stopped for backpressure */
 	bool admitted;		     /* counted against --maxconn */
 	bool waiting;		     /* on the wait list */
+	bool on_paused;		     /* on the paused list */
 };
 
 /* An lcore's relay state, an lcore-local (one per incarnation); its slab follows it. */
@@ -44,6 +47,11 @@ struct px_lcore {
 	struct px_session *free;
 	struct px_session *wait_head, *wait_tail;
 	struct cr_timer wait_timer;
+	struct px_session *paused; /* sessions with a direction paused: who holds chunks */
+	/* Chunks of sessions reset this turn, not back yet (they return with the final
+	 * completions of their sends); forgotten at the next tick. */
+	uint64_t credit;
+	struct cr_timer credit_timer;
 	struct px_chooser ch;
 	unsigned live; /* sessions on this lcore */
 	/* Held while the lcore serves, so a retirement waits for its sessions. */
@@ -67,6 +75,7 @@ int px_ctr_sessions = -1, px_ctr_connect_fail = -1, px_ctr_no_backend = -1, px_c
     px_ctr_maxconn_waits = -1;
 
 static const struct cr_conn_ops px_server_ops;
+static void paused_sync(struct px_lcore *pl, struct px_session *s);
 
 static struct px_lcore *
 cur(void)
@@ -242,6 +251,8 @@ session_done(struct px_lcore *pl, struct px_session *s)
 		return;
 	if (s->waiting)
 		wait_del(pl, s);
+	s->cli_paused = s->srv_paused = false;
+	paused_sync(pl, s);
 	s->next = pl->free;
 	pl->free = s;
 	atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
@@ -331,8 +342,7 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 	}
 	s->tried |= 1ull << slot;
 	s->attempts++;
-	o.idle_timeout_ns = px_relay.server_idle_ns;
-	o.keep_reading = true;
+	px_conn_opts(&o, px_relay.server_idle_ns);
 	c = cr_tcp_connect(&px_slots[slot].addr, px_relay.connect_timeout_ns, &o, &px_server_ops,
 			   s);
 	if (c == NULL) {
@@ -347,16 +357,167 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 	PX_ADD(cr_lcore_id(), slot, active, 1);
 }
 
+/* ---- the output pool: each session's share ---- */
+
+/* lib/net keeps a quarter of the pool from connections above their high watermark. */
+static uint64_t
+reserve(uint64_t chunks)
+{
+	return chunks / 4 + PX_RESERVE_CHUNKS;
+}
+
+uint64_t
+px_buffers_auto(uint64_t maxconn)
+{
+	/* The shares, PX_SESSION_CHUNKS per session, are the three quarters less ours. */
+	uint64_t n = (PX_RESERVE_CHUNKS + PX_SESSION_CHUNKS * maxconn) * 4 / 3 + 1;
+
+	return n < PX_BUFFERS_AUTO_MAX ? n : PX_BUFFERS_AUTO_MAX;
+}
+
+void
+px_conn_opts(struct cr_conn_opts *o, uint64_t idle_ns)
+{
+	o->idle_timeout_ns = idle_ns;
+	/* lib/net's watermarks only time on_drain here (keep_reading): a direction is paused
+	 * above its share, never below PX_QUEUE_MIN, so it went over the high one and its
+	 * on_drain comes once the queue is down to the low one. */
+	o->high_watermark = PX_QUEUE_MIN;
+	o->low_watermark = PX_QUEUE_MIN / 2;
+	o->keep_reading = true;
+}
+
 /*
- * Queue @p d on @p dst; stop reading @p src while @p dst is over its high watermark.
+ * The bytes one direction of a session on this lcore may have queued: the pool less the
+ * reserve, split over both directions of every session here (less a chunk that may be
+ * partly sent), within [PX_QUEUE_MIN, PX_QUEUE_MAX].
+ */
+static size_t
+share(const struct px_lcore *pl)
+{
+	uint64_t r = reserve(px_relay.chunks);
+	uint64_t avail = px_relay.chunks > r ? px_relay.chunks - r : 0;
+	uint64_t per = avail / (2 * (uint64_t)(pl->live != 0 ? pl->live : 1));
+	uint64_t bytes = per > 1 ? (per - 1) * px_relay.chunk_size : 0;
+
+	if (bytes < PX_QUEUE_MIN)
+		return PX_QUEUE_MIN;
+	return bytes > PX_QUEUE_MAX ? PX_QUEUE_MAX : (size_t)bytes;
+}
+
+/* Fewer than the reserve would be free after queueing @p n bytes, counting the chunks of
+ * sessions reset this turn as free. */
+static bool
+down_to_reserve(const struct px_lcore *pl, size_t n)
+{
+	struct cr_net_stats st;
+
+	if (cr_net_stats(cr_lcore_id(), &st) != 0)
+		return true;
+	return st.chunks_free + pl->credit < reserve(px_relay.chunks) + n / px_relay.chunk_size + 2;
+}
+
+static void
+paused_sync(struct px_lcore *pl, struct px_session *s)
+{
+	bool want = s->cli_paused || s->srv_paused;
+
+	if (want && !s->on_paused) {
+		s->paused_ns = cr_now_ns();
+		s->pprev = NULL;
+		s->pnext = pl->paused;
+		if (pl->paused != NULL)
+			pl->paused->pprev = s;
+		pl->paused = s;
+	} else if (!want && s->on_paused) {
+		if (s->pprev != NULL)
+			s->pprev->pnext = s->pnext;
+		else
+			pl->paused = s->pnext;
+		if (s->pnext != NULL)
+			s->pnext->pprev = s->pprev;
+		s->pnext = s->pprev = NULL;
+	}
+	s->on_paused = want;
+}
+
+/* Bytes @p s has queued in its paused directions. */
+static size_t
+held(const struct px_session *s)
+{
+	size_t h = 0;
+
+	if (s->srv_paused && s->cli != NULL)
+		h += cr_conn_queued(s->cli);
+	if (s->cli_paused && s->srv != NULL)
+		h += cr_conn_queued(s->srv);
+	return h;
+}
+
+static void
+credit_timer_fired(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	((struct px_lcore *)arg)->credit = 0;
+}
+
+/*
+ * The pool is down to its reserve: reset the session that holds the most bytes over its
+ * share (@p sh) in directions that have waited for their reader at least PX_STALL_NS, as
+ * Redis evicts the biggest client first. A session that reads drains its queue and goes
+ * on within a turn or so, however much landed on it at once; one that does not read keeps
+ * what it holds, waiting. @return the session reset, or NULL when none qualifies.
+ */
+static struct px_session *
+evict_biggest(struct px_lcore *pl, size_t sh)
+{
+	uint64_t now = cr_now_ns();
+	struct px_session *s, *big = NULL;
+	size_t most = sh;
+
+	for (s = pl->paused; s != NULL; s = s->pnext) {
+		size_t h;
+
+		if (now - s->paused_ns < PX_STALL_NS)
+			continue;
+		h = held(s);
+		if (h > most) {
+			most = h;
+			big = s;
+		}
+	}
+	if (big == NULL)
+		return NULL;
+	pl->credit += most / px_relay.chunk_size + 1;
+	if (!cr_timer_armed(&pl->credit_timer))
+		cr_timer_start(&pl->credit_timer, 0);
+	cr_telemetry_add(px_ctr_nobufs, 1);
+	session_abort(pl, big);
+	return big;
+}
+
+/*
+ * Queue @p d on @p dst; stop reading @p src while @p dst is over its share.
  * @return false if the session was aborted.
  */
 static bool
 relay(struct px_lcore *pl, struct px_session *s, struct cr_conn *src, struct cr_conn *dst,
       bool *src_paused, const void *d, size_t n)
 {
-	int rc = cr_conn_send(dst, d, n);
+	size_t sh = share(pl);
+	int rc;
 
+	/* The reserve is for sessions within their share, or that read: the biggest that
+	 * waits over its share gives its chunks up first, and may be this one. */
+	while (down_to_reserve(pl, n)) {
+		struct px_session *v = evict_biggest(pl, sh);
+
+		if (v == NULL)
+			break;
+		if (v == s)
+			return false;
+	}
+	rc = cr_conn_send(dst, d, n);
 	if (rc != 0) {
 		/* -ENOBUFS: this lcore's output chunks are spent (see --buffers); -EPIPE:
 		 * the other side is closing. Either way these bytes cannot be delivered. */
@@ -365,8 +526,9 @@ relay(struct px_lcore *pl, struct px_session *s, struct cr_conn *src, struct cr_
 		session_abort(pl, s);
 		return false;
 	}
-	if (!*src_paused && !cr_conn_writable(dst)) {
+	if (!*src_paused && cr_conn_queued(dst) > sh) {
 		*src_paused = true;
+		paused_sync(pl, s);
 		cr_conn_read_stop(src);
 	}
 	return true;
@@ -426,6 +588,7 @@ cli_drain(struct cr_conn *c)
 
 	if (s->srv_paused && s->srv != NULL) {
 		s->srv_paused = false;
+		paused_sync(cur(), s);
 		cr_conn_read_start(s->srv);
 	}
 }
@@ -502,6 +665,7 @@ srv_drain(struct cr_conn *c)
 
 	if (s->cli_paused && s->cli != NULL) {
 		s->cli_paused = false;
+		paused_sync(cur(), s);
 		cr_conn_read_start(s->cli);
 	}
 }
@@ -559,6 +723,7 @@ lcore_init(void *mem, unsigned lcore, void *arg)
 	}
 	cr_timer_init(&pl->wait_timer, wait_timer_fired, pl);
 	cr_timer_init(&pl->retire_timer, retire_timer_fired, pl);
+	cr_timer_init(&pl->credit_timer, credit_timer_fired, pl);
 	return 0;
 }
 
@@ -571,6 +736,7 @@ lcore_fini(void *mem, unsigned lcore, void *arg)
 	(void)arg;
 	cr_timer_stop(&pl->wait_timer);
 	cr_timer_stop(&pl->retire_timer);
+	cr_timer_stop(&pl->credit_timer);
 }
 
 int

@@ -215,8 +215,9 @@ void cr_opt_bad_part(const char *part, const char *accepted);
 
 /**
  * Let a higher layer add lines to --version output (the reactor adds the io driver that
- * --io-driver would choose here). Call from a constructor. @p fn gets the options parsed
- * so far.
+ * --io-driver would choose here, lib/tls how records are made). Call from a constructor;
+ * up to four layers, printed in the order they registered (the same @p fn once). @p fn
+ * gets the options parsed so far.
  */
 void cr_eal_set_version_extra(void (*fn)(FILE *f, const struct cr_eal_config *cfg));
 

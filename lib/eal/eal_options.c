@@ -500,21 +500,31 @@ print_help(const struct cr_app_info *app, FILE *f)
 	fflush(f);
 }
 
-static void (*version_extra)(FILE *f, const struct cr_eal_config *cfg);
+/* Layers that add --version lines (the reactor, lib/tls), in registration order. */
+#define VERSION_EXTRA_MAX 4
+static void (*version_extra[VERSION_EXTRA_MAX])(FILE *f, const struct cr_eal_config *cfg);
+static unsigned n_version_extra;
 
 void
 cr_eal_set_version_extra(void (*fn)(FILE *f, const struct cr_eal_config *cfg))
 {
-	version_extra = fn;
+	unsigned i;
+
+	for (i = 0; i < n_version_extra; i++)
+		if (version_extra[i] == fn)
+			return;
+	if (n_version_extra < VERSION_EXTRA_MAX)
+		version_extra[n_version_extra++] = fn;
 }
 
 static void
 print_version(const struct cr_app_info *app, const struct cr_eal_config *cfg, FILE *f)
 {
 	fprintf(f, "%s coreact %s\n", app->name, CR_VERSION);
-	/* Layers above (the reactor) add what they know: the io driver --io-driver picks. */
-	if (version_extra != NULL)
-		version_extra(f, cfg);
+	/* Layers above add what they know: the io driver --io-driver picks (the reactor), how
+	 * TLS records are made (lib/tls). */
+	for (unsigned i = 0; i < n_version_extra; i++)
+		version_extra[i](f, cfg);
 	fflush(f);
 }
 

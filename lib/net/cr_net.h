@@ -193,6 +193,8 @@ struct cr_conn_ops {
 	bool (*at_boundary)(struct cr_conn *c);
 };
 
+struct cr_conn_layer;
+
 /** Per-connection options; zero means the default. */
 struct cr_conn_opts {
 	/** Close with -ETIMEDOUT after this long without a byte in or out; 0 = never. */
@@ -222,6 +224,12 @@ struct cr_conn_opts {
 	 * (HTTP keep-alive, an echo); not for one whose clients expect to stay (Redis).
 	 */
 	bool reclaimable;
+	/**
+	 * A protocol layer between the socket and the app (lib/tls's cr_tls_conn_opts() sets
+	 * it): NULL for none. Not copied (a static table); see struct cr_conn_layer.
+	 */
+	const struct cr_conn_layer *layer;
+	void *layer_arg; /**< for the layer (cr_conn_layer_arg()) */
 };
 
 /** Default high watermark of the output queue, in bytes. */
@@ -405,6 +413,65 @@ unsigned cr_conn_lcore(const struct cr_conn *c);
 
 /** The peer's address. On the connection's lcore. @return 0 or -errno of getpeername. */
 int cr_conn_peer(const struct cr_conn *c, struct cr_net_addr *out);
+
+/* ---- layers ---- */
+
+/**
+ * A protocol layer between a connection's socket and its app, such as lib/tls: the app
+ * keeps its struct cr_conn_ops and its cr_conn_* calls, and lib/net routes the socket's
+ * events to the layer and the app's sends and closes through it.
+ *
+ * lib/net calls @c wire's callbacks where it would call the app's: the layer gets the
+ * bytes off the socket (on_data), the establishment, EOF, drain, the end and the boundary
+ * questions, and calls the app's own table (cr_conn_app_ops()) when it has something for
+ * the app. cr_conn_send() on a layered connection is @c send, which puts what the layer
+ * makes of the bytes on the wire with cr_conn_send_wire(); cr_conn_close() and
+ * cr_conn_shutdown_write() first call @c shut, so the layer may queue its last words
+ * (a close_notify) before the write side is shut. @c release runs when the slot is freed
+ * (after the last final completion, whether on_close ran or cr_conn_destroy() came
+ * first), so the layer frees its per-connection state then. Every member but @c wire may
+ * be NULL. All of them run on the connection's lcore.
+ */
+struct cr_conn_layer {
+	const struct cr_conn_ops *wire;
+	int (*send)(struct cr_conn *c, const void *data, size_t len);
+	void (*shut)(struct cr_conn *c);
+	void (*release)(struct cr_conn *c);
+};
+
+/**
+ * Queue bytes on the socket itself, past the connection's layer (as cr_conn_send()
+ * without one: same results). For layers. On the connection's lcore.
+ */
+int cr_conn_send_wire(struct cr_conn *c, const void *data, size_t len);
+
+/**
+ * Bytes cr_conn_send_wire() can queue now without -ENOBUFS (this lcore's free chunks plus
+ * the room left in the connection's last one). On the connection's lcore.
+ */
+size_t cr_conn_send_room(const struct cr_conn *c);
+
+/** The app's table (the one given to cr_tcp_listen() or cr_tcp_connect()). For layers. */
+const struct cr_conn_ops *cr_conn_app_ops(const struct cr_conn *c);
+
+/** cr_conn_opts.layer of @p c (NULL: none). On the connection's lcore. */
+const struct cr_conn_layer *cr_conn_layer(const struct cr_conn *c);
+
+/** cr_conn_opts.layer_arg of @p c. For layers. On the connection's lcore. */
+void *cr_conn_layer_arg(const struct cr_conn *c);
+
+/** The layer's per-connection pointer (NULL until set). On the connection's lcore. */
+void *cr_conn_layer_data(const struct cr_conn *c);
+
+/** Set the layer's per-connection pointer. On the connection's lcore. */
+void cr_conn_set_layer_data(struct cr_conn *c, void *data);
+
+/** True from establishment until the connection ends or starts closing (cr_conn_close()):
+ * what a layer asks before it calls the app. On the connection's lcore. */
+bool cr_conn_is_open(const struct cr_conn *c);
+
+/** The connection slots of the calling lcore (cr_net_config.max_conns as it started). */
+unsigned cr_net_conn_slots(void);
 
 /* ---- UDP ---- */
 

@@ -68,6 +68,9 @@ cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o)
 	c->idle_ns = o != NULL ? o->idle_timeout_ns : 0;
 	c->keep_reading = o != NULL && o->keep_reading;
 	c->reclaimable = o != NULL && o->reclaimable;
+	c->layer = o != NULL ? o->layer : NULL;
+	c->layer_arg = o != NULL ? o->layer_arg : NULL;
+	c->wire = c->layer != NULL ? c->layer->wire : c->ops;
 }
 
 void
@@ -91,6 +94,8 @@ conn_free(struct cr_conn *c)
 	struct net_lcore *nl = c->nl;
 	struct net_chunk *ch;
 
+	if (c->layer != NULL && c->layer->release != NULL)
+		c->layer->release(c);
 	while ((ch = c->head) != NULL) {
 		c->head = ch->next;
 		cr__net_chunk_put(nl, ch);
@@ -154,8 +159,8 @@ cr__conn_end(struct cr_conn *c, int err, bool notify)
 	NET_STAT_ADD(nl, closed, 1);
 	CR_LOG(L, DEBUG, "lcore %u: connection fd %d ends: %s", nl->lcore, c->fd,
 	       err != 0 ? cr_strerror(err) : "orderly");
-	if (notify && c->ops->on_close != NULL)
-		c->ops->on_close(c, err);
+	if (notify && c->wire->on_close != NULL)
+		c->wire->on_close(c, err);
 	cr__conn_unhold(c);
 }
 
@@ -216,7 +221,7 @@ ending_check(struct cr_conn *c)
 		return;
 	if (c->rx_bytes == 0 && !c->read_eof && cr_now_ns() < c->first_req_until)
 		return;
-	if (c->ops->at_boundary != NULL && !c->ops->at_boundary(c))
+	if (c->wire->at_boundary != NULL && !c->wire->at_boundary(c))
 		return;
 	cr_conn_close(c);
 }
@@ -265,6 +270,7 @@ conn_timer_fired(struct cr_timer *t, void *arg)
 
 static void send_done(void *ctx, const struct cr_io_cqe *cqe);
 static void recv_done(void *ctx, const struct cr_io_cqe *cqe);
+static void layer_shut(struct cr_conn *c);
 
 /*
  * A result that is no error of the connection. io_uring completes a send or receive with
@@ -428,8 +434,8 @@ send_done(void *ctx, const struct cr_io_cqe *cqe)
 		drained = true;
 	}
 	cr__conn_progress(c, true);
-	if (drained && c->state == CONN_OPEN && c->ops->on_drain != NULL)
-		c->ops->on_drain(c);
+	if (drained && c->state == CONN_OPEN && c->wire->on_drain != NULL)
+		c->wire->on_drain(c);
 	ending_check(c);
 	cr__conn_unhold(c);
 }
@@ -451,8 +457,8 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 			c->last_active = cr_now_ns();
 			c->rx_bytes += (uint64_t)cqe->res;
 			NET_STAT_ADD(c->nl, bytes_in, (uint64_t)cqe->res);
-			if (c->state == CONN_OPEN && c->ops->on_data != NULL)
-				c->ops->on_data(c, cqe->buf, (size_t)cqe->res);
+			if (c->state == CONN_OPEN && c->wire->on_data != NULL)
+				c->wire->on_data(c, cqe->buf, (size_t)cqe->res);
 		}
 		cr_io_buf_release(cqe->buf_id);
 	}
@@ -460,10 +466,12 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 		goto out;
 	if (cqe->res == 0) {
 		c->read_eof = true;
-		if (c->state == CONN_OPEN && c->ops->on_eof != NULL)
-			c->ops->on_eof(c);
-		else
+		if (c->state == CONN_OPEN && c->wire->on_eof != NULL) {
+			c->wire->on_eof(c);
+		} else {
+			layer_shut(c); /* the default shut of our side: the layer's words first */
 			c->wr_shut_req = true;
+		}
 	} else if (cqe->res < 0 && cqe->res != -ECANCELED && cqe->res != -ENOBUFS &&
 		   !(transient(cqe->res) && ++c->recv_again < NET_AGAIN_MAX)) {
 		cr__conn_end(c, cqe->res, true);
@@ -491,8 +499,8 @@ cr__conn_adopt(struct net_lcore *nl, int fd, const struct cr_conn_opts *o,
 		(void)cr__socket_opts_nodelay(fd, false);
 	NET_STAT_ADD(nl, accepted, 1);
 	cr__conn_hold(c);
-	if (ops->on_open != NULL)
-		ops->on_open(c);
+	if (c->wire->on_open != NULL)
+		c->wire->on_open(c);
 	cr__conn_progress(c, true);
 	/* Taken on a closing lcore (a backlog it serves itself): served, then closed. */
 	if (nl->draining)
@@ -512,8 +520,8 @@ cr__conn_connected(struct cr_conn *c, int res)
 		c->state = CONN_OPEN;
 		c->last_active = cr_now_ns();
 		NET_STAT_ADD(c->nl, connected, 1);
-		if (c->ops->on_open != NULL)
-			c->ops->on_open(c);
+		if (c->wire->on_open != NULL)
+			c->wire->on_open(c);
 		cr__conn_progress(c, true);
 		if (c->ending) {
 			/* Ending began while connecting: nothing was received before it. */
@@ -529,6 +537,14 @@ cr__conn_connected(struct cr_conn *c, int res)
 
 int
 cr_conn_send(struct cr_conn *c, const void *data, size_t len)
+{
+	if (c != NULL && c->layer != NULL && c->layer->send != NULL)
+		return c->layer->send(c, data, len);
+	return cr_conn_send_wire(c, data, len);
+}
+
+int
+cr_conn_send_wire(struct cr_conn *c, const void *data, size_t len)
 {
 	struct net_lcore *nl;
 	const uint8_t *p = data;
@@ -581,6 +597,24 @@ cr_conn_send(struct cr_conn *c, const void *data, size_t len)
 }
 
 size_t
+cr_conn_send_room(const struct cr_conn *c)
+{
+	const struct net_lcore *nl = c->nl;
+	size_t room = c->tail != NULL ? nl->chunk_cap - c->tail->len : 0;
+
+	return room + (size_t)nl->chunks_free * nl->chunk_cap;
+}
+
+/* The layer's last words, while the connection can still send them. */
+static void
+layer_shut(struct cr_conn *c)
+{
+	if (c->layer != NULL && c->layer->shut != NULL && c->state == CONN_OPEN &&
+	    !c->wr_shut_req)
+		c->layer->shut(c);
+}
+
+size_t
 cr_conn_queued(const struct cr_conn *c)
 {
 	return c->queued;
@@ -598,6 +632,7 @@ cr_conn_shutdown_write(struct cr_conn *c)
 	NET_ASSERT_OWNER(c->nl);
 	if (c->state != CONN_OPEN && c->state != CONN_CONNECTING)
 		return -ENOTCONN;
+	layer_shut(c);
 	c->wr_shut_req = true;
 	cr__conn_progress(c, false);
 	return 0;
@@ -613,6 +648,7 @@ cr_conn_close(struct cr_conn *c)
 	}
 	if (c->state != CONN_OPEN)
 		return;
+	layer_shut(c);
 	c->state = CONN_CLOSING;
 	c->wr_shut_req = true;
 	c->linger_until = cr_now_ns() + NET_LINGER_NS;
@@ -655,6 +691,42 @@ void
 cr_conn_set_data(struct cr_conn *c, void *data)
 {
 	c->data = data;
+}
+
+const struct cr_conn_ops *
+cr_conn_app_ops(const struct cr_conn *c)
+{
+	return c->ops;
+}
+
+const struct cr_conn_layer *
+cr_conn_layer(const struct cr_conn *c)
+{
+	return c->layer;
+}
+
+void *
+cr_conn_layer_arg(const struct cr_conn *c)
+{
+	return c->layer_arg;
+}
+
+void *
+cr_conn_layer_data(const struct cr_conn *c)
+{
+	return c->layer_data;
+}
+
+void
+cr_conn_set_layer_data(struct cr_conn *c, void *data)
+{
+	c->layer_data = data;
+}
+
+bool
+cr_conn_is_open(const struct cr_conn *c)
+{
+	return c->state == CONN_OPEN;
 }
 
 void *

@@ -72,7 +72,10 @@ struct cr_conn {
 	/* The lcore's live list, or the free list (next only). */
 	struct cr_conn *next, *prev;
 	struct net_lcore *nl;
-	const struct cr_conn_ops *ops;
+	const struct cr_conn_ops *ops;	  /* the app's */
+	const struct cr_conn_ops *wire;	  /* what lib/net calls: the layer's, else ops */
+	const struct cr_conn_layer *layer; /* NULL: none */
+	void *layer_arg, *layer_data;
 	void *arg;
 	void *data;
 	int fd;
@@ -144,6 +147,9 @@ struct net_lcore {
 	size_t chunk_stride;
 	uint32_t chunk_cap; /* data bytes per chunk */
 	uint32_t chunks_free;
+	/* Chunks [carved, chunks) were never used: taken in order when the free list is
+	 * empty, so a pool sized for the worst case costs memory only as it is used. */
+	uint32_t chunks, carved;
 	uint32_t chunk_reserve; /* kept for connections at or below their high watermark */
 	struct net_chunk *free_chunks;
 

@@ -77,6 +77,14 @@ cr__net_cur(void)
 	return &cr__net_lcores[id];
 }
 
+unsigned
+cr_net_conn_slots(void)
+{
+	struct net_lcore *nl = cr__net_cur();
+
+	return nl != NULL ? nl->max_conns : 0;
+}
+
 bool
 cr__net_may_start(const struct net_lcore *nl)
 {
@@ -123,9 +131,14 @@ cr__net_chunk_get(struct net_lcore *nl)
 {
 	struct net_chunk *ch = nl->free_chunks;
 
-	if (ch == NULL)
+	if (ch != NULL) {
+		nl->free_chunks = ch->next;
+	} else if (nl->carved < nl->chunks) {
+		/* Its page is touched here, for the first time. */
+		ch = (struct net_chunk *)(nl->chunk_mem + nl->chunk_stride * nl->carved++);
+	} else {
 		return NULL;
-	nl->free_chunks = ch->next;
+	}
 	nl->chunks_free--;
 	NET_STAT_ADD(nl, chunks_free, -1);
 	ch->next = NULL;
@@ -180,8 +193,10 @@ net_lcore_start(unsigned lcore)
 		nl->conns[i].next = nl->free_conns;
 		nl->free_conns = &nl->conns[i];
 	}
-	for (i = net_cfg.chunks; i-- > 0;)
-		cr__net_chunk_put(nl, (struct net_chunk *)(nl->chunk_mem + nl->chunk_stride * i));
+	/* No chunk is touched yet: the memory is mapped, its pages come with first use. */
+	nl->chunks = net_cfg.chunks;
+	nl->chunks_free = net_cfg.chunks;
+	NET_STAT_ADD(nl, chunks_free, net_cfg.chunks);
 	nl->up = true;
 	/* A restart: listening again on every listener still open. */
 	cr__listen_lcore_rejoin(nl);

@@ -55,7 +55,7 @@ cr__net_reclaim(struct net_lcore *nl, unsigned want, bool for_fds)
 			continue;
 		}
 		cr__conn_hold(c);
-		ok = c->ops->at_boundary == NULL || c->ops->at_boundary(c);
+		ok = c->wire->at_boundary == NULL || c->wire->at_boundary(c);
 		next = c->next;
 		if (!ok || c->state != CONN_OPEN) {
 			cr__conn_unhold(c);

@@ -51,8 +51,14 @@ extern "C" {
 #define CR_TELEMETRY_MAX_READERS 16
 /** Longest counter or reader name plus its NUL. */
 #define CR_TELEMETRY_NAME_LEN 48
-/** Clients (unix and HTTP together) served at once; more are refused with an error. */
+/** Unix-socket clients served at once; more are refused with an error. */
 #define CR_TELEMETRY_MAX_CLIENTS 16
+/**
+ * HTTP (--metrics) clients served at once, in a table of their own: they never take a unix
+ * client's slot. One that has not sent its whole request within 5 s is dropped; when the
+ * table is full, a new one takes the slot of the oldest still sending its request.
+ */
+#define CR_TELEMETRY_MAX_HTTP_CLIENTS 16
 
 /* ---- JSON writer ---- */
 

@@ -203,9 +203,20 @@ void cr__metrics_clear(void);
 
 struct sockaddr_un;
 
-/* The default directory: $XDG_RUNTIME_DIR/coreact or /tmp/coreact-<uid>.
+/* Where the default directory is looked for ("/tmp", "/run/user"); tests point them
+ * elsewhere. */
+extern const char *cr__tel_tmp_root;
+extern const char *cr__tel_run_user_root;
+/* The directory cr__tel_choose_path() made because the usual one was taken ("" if none);
+ * cr__tel_release_dir() removes it (if empty) and forgets it. */
+extern char cr__tel_fresh_dir[];
+void cr__tel_release_dir(void);
+
+/* The default directory: $XDG_RUNTIME_DIR/coreact, else /run/user/<uid>/coreact when
+ * /run/user/<uid> is ours, else /tmp/coreact-<uid> (@p in_tmp set: when that one is not
+ * ours with mode 0700, a fresh /tmp/coreact-<uid>-XXXXXX serves instead).
  * @return 0 or -ENAMETOOLONG. */
-int cr__tel_default_dir(char *buf, size_t len);
+int cr__tel_default_dir(char *buf, size_t len, bool *in_tmp);
 
 /* @p sa for @p path. @return 0 or -ENAMETOOLONG. */
 int cr__tel_unix_addr(struct sockaddr_un *sa, const char *path);

@@ -3,6 +3,11 @@
  * Where the socket goes: the default directory (made 0700, or checked to be ours and
  * closed to others), sockets of dead processes cleared from it, and a stale socket at the
  * chosen path replaced, never a live one or a file that is not a socket.
+ *
+ * In /tmp anyone can make /tmp/coreact-<uid> before us. Such a directory is never used:
+ * a fresh one, /tmp/coreact-<uid>-XXXXXX from mkdtemp (0700, ours, a name nobody can
+ * take first), serves instead, and is removed at stop. The tools find sockets by scanning
+ * the directories of those names that are ours with mode 0700, and no others.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,23 +25,45 @@
 
 CR_LOG_COMPONENT(log_tel, "lib.telemetry");
 
+const char *cr__tel_tmp_root = "/tmp";
+const char *cr__tel_run_user_root = "/run/user";
+char cr__tel_fresh_dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+/* @p dir is a directory (not a link to one) owned by us. */
+static bool
+dir_is_ours(const char *dir)
+{
+	struct stat st;
+
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid();
+}
+
 int
-cr__tel_default_dir(char *buf, size_t len)
+cr__tel_default_dir(char *buf, size_t len, bool *in_tmp)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	char run[PATH_MAX];
 	int n;
 
-	if (xdg != NULL && xdg[0] != '\0')
+	*in_tmp = false;
+	snprintf(run, sizeof(run), "%s/%u", cr__tel_run_user_root, (unsigned)geteuid());
+	if (xdg != NULL && xdg[0] != '\0') {
 		n = snprintf(buf, len, "%s/coreact", xdg);
-	else
-		n = snprintf(buf, len, "/tmp/coreact-%u", (unsigned)geteuid());
+	} else if (dir_is_ours(run)) {
+		/* A login session's runtime directory, when the environment lost its name. */
+		n = snprintf(buf, len, "%s/coreact", run);
+	} else {
+		n = snprintf(buf, len, "%s/coreact-%u", cr__tel_tmp_root, (unsigned)geteuid());
+		*in_tmp = true;
+	}
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
 /* Create @p dir 0700, or check that the one there is ours and closed to others: a
- * directory someone else made in /tmp could let them swap our socket. */
+ * directory someone else made in /tmp could let them swap our socket. @p loud: log a
+ * refusal as an error (else the caller has a way out and says so). */
 static int
-prepare_dir(const char *dir)
+prepare_dir(const char *dir, bool loud)
 {
 	struct stat st;
 	int rc;
@@ -52,9 +79,11 @@ prepare_dir(const char *dir)
 	if (lstat(dir, &st) != 0)
 		goto out_errno;
 	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
-		CR_LOG(log_tel, ERR,
-		       "socket directory %s must be a directory owned by uid %u with mode 0700",
-		       dir, (unsigned)geteuid());
+		if (loud)
+			CR_LOG(log_tel, ERR,
+			       "socket directory %s must be a directory owned by uid %u with "
+			       "mode 0700",
+			       dir, (unsigned)geteuid());
 		return -EPERM;
 	}
 	return 0;
@@ -150,10 +179,45 @@ clear_path(const char *path)
 	return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
 }
 
+/* @p dir (len @p len) is taken by someone else: make a fresh one beside it instead. */
+static int
+fresh_dir(char *dir, size_t len)
+{
+	char tmpl[sizeof(cr__tel_fresh_dir)];
+	int n = snprintf(tmpl, sizeof(tmpl), "%s-XXXXXX", dir);
+	int rc;
+
+	if (n < 0 || (size_t)n >= sizeof(tmpl) || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	/* mkdtemp makes it 0700 whatever the umask, with a name no one had. */
+	if (mkdtemp(tmpl) == NULL) {
+		rc = -errno;
+		CR_LOG(log_tel, ERR, "cannot create socket directory %s: %s", tmpl,
+		       cr_strerror(rc));
+		return rc;
+	}
+	CR_LOG(log_tel, WARNING,
+	       "%s is not ours with mode 0700 (another user made it?); serving in %s instead",
+	       dir, tmpl);
+	memcpy(dir, tmpl, (size_t)n + 1);
+	memcpy(cr__tel_fresh_dir, tmpl, (size_t)n + 1);
+	return 0;
+}
+
+void
+cr__tel_release_dir(void)
+{
+	if (cr__tel_fresh_dir[0] != '\0' && rmdir(cr__tel_fresh_dir) != 0)
+		CR_LOG(log_tel, DEBUG, "cannot remove %s: %s", cr__tel_fresh_dir,
+		       cr_strerror(-errno));
+	cr__tel_fresh_dir[0] = '\0';
+}
+
 int
 cr__tel_choose_path(const char *telemetry, const char *app, char *path, size_t len)
 {
 	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	bool in_tmp;
 	int n, rc;
 
 	if (telemetry[0] != '\0') {
@@ -162,16 +226,19 @@ cr__tel_choose_path(const char *telemetry, const char *app, char *path, size_t l
 			goto out_too_long;
 		return clear_path(path);
 	}
-	rc = cr__tel_default_dir(dir, sizeof(dir));
+	rc = cr__tel_default_dir(dir, sizeof(dir), &in_tmp);
 	if (rc != 0) {
 		CR_LOG(log_tel, ERR, "socket directory name too long (XDG_RUNTIME_DIR=%s)",
 		       getenv("XDG_RUNTIME_DIR"));
 		return rc;
 	}
-	rc = prepare_dir(dir);
+	rc = prepare_dir(dir, !in_tmp);
+	if (rc == -EPERM && in_tmp)
+		rc = fresh_dir(dir, sizeof(dir));
+	else if (rc == 0)
+		remove_stale(dir);
 	if (rc != 0)
 		return rc;
-	remove_stale(dir);
 	n = snprintf(path, len, "%s/%s.%d.sock", dir, app, (int)getpid());
 	if (n < 0 || (size_t)n >= len)
 		goto out_too_long;

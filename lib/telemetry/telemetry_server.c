@@ -27,6 +27,9 @@ CR_LOG_COMPONENT(log_tel, "lib.telemetry");
 #define HTTP_TIMEOUT_NS (5ull * 1000 * 1000 * 1000)
 /* A unix request line may end in "\r\n". */
 #define UNIX_IN_MAX (CR_TELEMETRY_MAX_REQUEST + 2)
+/* The client table: unix clients in [0, CR_TELEMETRY_MAX_CLIENTS), HTTP ones after them,
+ * so a flood of one kind never takes the other's slots. */
+#define N_CLIENTS (CR_TELEMETRY_MAX_CLIENTS + CR_TELEMETRY_MAX_HTTP_CLIENTS)
 
 struct client {
 	int fd; /* -1: free slot */
@@ -310,16 +313,45 @@ peer_allowed(int fd)
 	return cred.uid == geteuid() || cred.uid == 0;
 }
 
+/*
+ * A free slot of the @p http kind's table. When the HTTP table is full, the oldest client
+ * still sending its request makes room: a scraper sends its request at once, so only a
+ * slow or idle one can be that old, and a flood of them cannot lock scrapers out.
+ */
+static struct client *
+free_slot(bool http)
+{
+	unsigned lo = http ? CR_TELEMETRY_MAX_CLIENTS : 0;
+	unsigned hi = http ? N_CLIENTS : CR_TELEMETRY_MAX_CLIENTS;
+	struct client *oldest = NULL;
+	unsigned i;
+
+	for (i = lo; i < hi; i++) {
+		struct client *c = &srv.clients[i];
+
+		if (c->fd < 0)
+			return c;
+		if (http && c->out == NULL &&
+		    (oldest == NULL || c->deadline_ns < oldest->deadline_ns))
+			oldest = c;
+	}
+	if (oldest != NULL) {
+		CR_LOG(log_tel, DEBUG, "dropped the oldest incomplete metrics request for a new one");
+		client_close(oldest);
+	}
+	return oldest;
+}
+
 static void
 accept_clients(int lfd, bool http)
 {
 	static const char busy[] = "{\"error\":\"too many telemetry clients\"}\n";
-	unsigned i, k;
+	unsigned k;
 
 	/* A few per wake-up: a flood of connects cannot starve the clients we have. */
 	for (k = 0; k < CR_TELEMETRY_MAX_CLIENTS; k++) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct client *c = NULL;
+		struct client *c;
 
 		if (fd < 0)
 			return;
@@ -329,9 +361,7 @@ accept_clients(int lfd, bool http)
 			close(fd);
 			continue;
 		}
-		for (i = 0; i < CR_TELEMETRY_MAX_CLIENTS && c == NULL; i++)
-			if (srv.clients[i].fd < 0)
-				c = &srv.clients[i];
+		c = free_slot(http);
 		if (c == NULL) {
 			if (!http &&
 			    send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
@@ -356,7 +386,7 @@ build_pollset(struct pollfd *pfd, struct client **who)
 	pfd[n++] = (struct pollfd){.fd = srv.stop_fd, .events = POLLIN};
 	pfd[n++] = (struct pollfd){.fd = srv.unix_fd, .events = POLLIN};
 	pfd[n++] = (struct pollfd){.fd = srv.http_fd, .events = POLLIN};
-	for (i = 0; i < CR_TELEMETRY_MAX_CLIENTS; i++) {
+	for (i = 0; i < N_CLIENTS; i++) {
 		struct client *c = &srv.clients[i];
 
 		if (c->fd < 0)
@@ -374,8 +404,8 @@ expire_http(void)
 	uint64_t now = cr_clock_ns();
 	unsigned i;
 
-	for (i = 0; i < CR_TELEMETRY_MAX_CLIENTS; i++)
-		if (srv.clients[i].fd >= 0 && srv.clients[i].http &&
+	for (i = CR_TELEMETRY_MAX_CLIENTS; i < N_CLIENTS; i++)
+		if (srv.clients[i].fd >= 0 &&
 		    now > srv.clients[i].deadline_ns)
 			client_close(&srv.clients[i]);
 }
@@ -383,8 +413,8 @@ expire_http(void)
 static void *
 server_thread(void *arg)
 {
-	struct pollfd pfd[3 + CR_TELEMETRY_MAX_CLIENTS];
-	struct client *who[3 + CR_TELEMETRY_MAX_CLIENTS];
+	struct pollfd pfd[3 + N_CLIENTS];
+	struct client *who[3 + N_CLIENTS];
 	nfds_t i, n;
 
 	(void)arg;
@@ -443,7 +473,7 @@ release_all(void)
 	struct stat st;
 	unsigned i;
 
-	for (i = 0; srv.clients != NULL && i < CR_TELEMETRY_MAX_CLIENTS; i++)
+	for (i = 0; srv.clients != NULL && i < N_CLIENTS; i++)
 		if (srv.clients[i].fd >= 0)
 			client_close(&srv.clients[i]);
 	free(srv.clients);
@@ -461,6 +491,7 @@ release_all(void)
 	if (srv.own_path && lstat(srv.path, &st) == 0 && st.st_dev == srv.dev &&
 	    st.st_ino == srv.ino)
 		unlink(srv.path);
+	cr__tel_release_dir();
 	srv.own_path = false;
 	srv.path[0] = '\0';
 	memset(&cr__tel_info, 0, sizeof(cr__tel_info));
@@ -471,14 +502,14 @@ alloc_state(void)
 {
 	unsigned i;
 
-	srv.clients = calloc(CR_TELEMETRY_MAX_CLIENTS, sizeof(*srv.clients));
+	srv.clients = calloc(N_CLIENTS, sizeof(*srv.clients));
 	srv.scratch = malloc(CR_TELEMETRY_MAX_REPLY + 1);
 	srv.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (srv.clients == NULL || srv.scratch == NULL)
 		return -ENOMEM;
 	if (srv.stop_fd < 0)
 		return -errno;
-	for (i = 0; i < CR_TELEMETRY_MAX_CLIENTS; i++)
+	for (i = 0; i < N_CLIENTS; i++)
 		srv.clients[i].fd = -1;
 	return 0;
 }

@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Shared by the integration tests of the sample apps (echo_test.py, http_test.py,
-kv_test.py, proxy_test.py): whether the io driver a test asks for can run here.
+kv_test.py, proxy_test.py, hostile_*_test.py): whether the io driver a test asks for can
+run here, and what a process holds (fds, RSS) before and after an attack.
 
 A test of a driver this kernel refuses (io_uring missing, kernel.io_uring_disabled, a
 seccomp filter) is skipped, exit 77 (Meson's skip), rather than failed: the app's own
 --version says which driver --io-driver would get, or why none.
 """
+import os
 import subprocess
 
 SKIP = 77
@@ -21,6 +23,20 @@ def driver_refused(exe, driver):
         if line.startswith("io driver: none"):
             return line[len("io driver: none"):].lstrip(": ")
     return None
+
+
+def fds_of(pid):
+    """How many file descriptors process @p pid has open."""
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def rss_kib(pid):
+    """The resident set of process @p pid, in KiB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
 
 
 def skip_if_refused(exe, driver, log):

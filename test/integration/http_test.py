@@ -94,6 +94,7 @@ class Server:
             self.kill()
             raise Failure("cr-http did not stop within %.0f s" % timeout)
         text = err.decode(errors="replace")
+        self.err = text
         check("ERROR: AddressSanitizer" not in text and "runtime error:" not in text
               and "LeakSanitizer" not in text and "ThreadSanitizer" not in text,
               "sanitizer report:\n" + text)

@@ -23,32 +23,14 @@ import threading
 import time
 
 import apptest
+from started import Failure, check, wait_for
 
 TEST_TIMEOUT = 100  # seconds; meson's own timeout is above this
 LOOP = "127.0.0.1"
 
 
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-
-
 def log(msg):
     print(msg, flush=True)
-
-
-def wait_for(cond, timeout, what, step=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(step)
-    raise Failure("timed out after %.1f s waiting for %s" % (timeout, what))
 
 
 def recv_all(s, limit=1 << 30):
@@ -1163,10 +1145,13 @@ TESTS = {
 }
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(tests=None, doc=None):
+    """Run the test the command line names, of @p tests (default TESTS; another file's,
+    with its @p doc): exit status 0 pass, 1 fail, 77 skip."""
+    tests = TESTS if tests is None else tests
+    ap = argparse.ArgumentParser(description=(doc or __doc__).splitlines()[0])
     ap.add_argument("exe", help="path of cr-proxy")
-    ap.add_argument("test", choices=sorted(TESTS))
+    ap.add_argument("test", choices=sorted(tests))
     ap.add_argument("--driver", default="uring", choices=["uring", "epoll"])
     a = ap.parse_args()
     if a.test != "cli" and apptest.skip_if_refused(a.exe, a.driver, log):
@@ -1174,7 +1159,7 @@ def main():
     signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure("timed out")))
     signal.alarm(TEST_TIMEOUT)
     try:
-        TESTS[a.test](a.exe, a.driver)
+        tests[a.test](a.exe, a.driver)
     except Failure as e:
         log("FAIL: %s" % e)
         return 1

@@ -22,14 +22,28 @@ def check(cond, what):
         raise Failure(what)
 
 
+def wait_for(cond, timeout, what, step=0.01):
+    """Poll @p cond until it returns something true (returned), else Failure after
+    @p timeout seconds naming @p what."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    raise Failure("timed out after %.1f s waiting for %s" % (timeout, what))
+
+
 class Started:
     """@p argv started with stdout and stderr on pipes; returns once every pattern of
     @p ready (bytes regexes) is in its stdout. .out holds what it printed so far, .port
-    the port of its "listening on 127.0.0.1:PORT" line, if any."""
+    the port of its "listening on 127.0.0.1:PORT" line, if any. @p env and @p preexec_fn
+    go to Popen (e.g. to run it as another uid)."""
 
-    def __init__(self, argv, ready=(rb"listening on",)):
+    def __init__(self, argv, ready=(rb"listening on",), env=None, preexec_fn=None):
         self.argv = argv
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env, preexec_fn=preexec_fn)
         # A test that fails half-way leaves nothing running behind it.
         atexit.register(self.kill)
         self.started = time.time()

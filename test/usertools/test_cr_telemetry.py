@@ -6,6 +6,7 @@ replies, usage errors (exit 2), and the socket's modes; plus the Prometheus endp
 same app serves."""
 import json
 import os
+import shutil
 import select
 import stat
 import subprocess
@@ -33,7 +34,7 @@ class Offline(unittest.TestCase):
         self.env = dict(os.environ, XDG_RUNTIME_DIR=self.dir)
 
     def tearDown(self):
-        os.rmdir(self.dir)
+        shutil.rmtree(self.dir)
 
     def test_help(self):
         r = run(["--help"], self.env)
@@ -68,16 +69,43 @@ class Offline(unittest.TestCase):
     def test_socket_dir_rule(self):
         tel = crlive.load_tool(TOOL)
         env = dict(os.environ)
+        uid = os.geteuid()
+        tmp = os.path.join(self.dir, "tmp")
+        run_user = os.path.join(self.dir, "run-user")
+        os.mkdir(tmp)
         try:
             os.environ["XDG_RUNTIME_DIR"] = "/run/user/42"
-            self.assertEqual(tel.socket_dir(), "/run/user/42/coreact")
+            self.assertEqual(tel.candidate_dirs(tmp, run_user), ["/run/user/42/coreact"])
             os.environ["XDG_RUNTIME_DIR"] = ""
-            self.assertEqual(tel.socket_dir(), "/tmp/coreact-%d" % os.geteuid())
+            self.assertEqual(tel.candidate_dirs(tmp, run_user),
+                             [os.path.join(tmp, "coreact-%d" % uid)])
             del os.environ["XDG_RUNTIME_DIR"]
-            self.assertEqual(tel.socket_dir(), "/tmp/coreact-%d" % os.geteuid())
+            os.makedirs(os.path.join(run_user, str(uid)))
+            self.assertEqual(tel.candidate_dirs(tmp, run_user),
+                             [os.path.join(run_user, str(uid), "coreact")])
+            os.rmdir(os.path.join(run_user, str(uid)))
+            # Only directories of ours with mode 0700 are searched: not one open to
+            # others, not a link to one of ours, not another uid's (as root: chown).
+            self.assertEqual(tel.socket_dirs(tmp, run_user), [])
+            self.check_private_only(tel, tmp, run_user)
         finally:
             os.environ.clear()
             os.environ.update(env)
+
+    def check_private_only(self, tel, tmp, run_user):
+        uid = os.geteuid()
+        base = os.path.join(tmp, "coreact-%d" % uid)
+        good, fresh, shared, link = base, base + "-Ab12Cd", base + "-open00", base + "-link00"
+        for d in (good, fresh, shared):
+            os.mkdir(d, 0o700)
+        os.chmod(shared, 0o755)
+        os.symlink(good, link)
+        want = [good, fresh]
+        if uid == 0:
+            theirs = base + "-other0"
+            os.mkdir(theirs, 0o700)
+            os.chown(theirs, 65534, 65534)
+        self.assertEqual(tel.socket_dirs(tmp, run_user), want)
         m = tel.SOCK_RE.match("cr-echo.1234.sock")
         self.assertEqual((m.group("app"), m.group("pid")), ("cr-echo", "1234"))
         self.assertIsNone(tel.SOCK_RE.match("cr-echo.sock"))

@@ -9,8 +9,11 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/time.h>
+#include <unistd.h>
 
+#include "net_internal.h"
 #include "ut_net.h"
 
 static void
@@ -76,6 +79,78 @@ test_sizes_and_stats(void)
 	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
 	CU_ASSERT_EQUAL(cr_net_stats(CR_MAX_LCORES, &st), -EINVAL);
 	CU_ASSERT_EQUAL(cr_net_stats(0, NULL), -EINVAL);
+}
+
+/* Pages of the chunk memory of the calling lcore that are resident, of @p *total. */
+static size_t
+chunk_pages_resident(size_t *total)
+{
+	struct net_lcore *nl = &cr__net_lcores[cr_lcore_id()];
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t start = (uintptr_t)nl->chunk_mem & ~(uintptr_t)(page - 1);
+	size_t len = (uintptr_t)nl->chunk_mem + nl->chunk_stride * nl->chunks - start;
+	size_t n = (len + page - 1) / page, i, in = 0;
+	static unsigned char vec[(64u << 20) / 4096 + 16];
+
+	*total = n;
+	/* The first page holds the allocation's header, resident from the start. */
+	if (n > sizeof(vec) || mincore((void *)start, len, vec) != 0)
+		return (size_t)-1;
+	for (i = 0; i < n; i++)
+		in += vec[i] & 1;
+	return in;
+}
+
+static size_t lazy_before, lazy_after, lazy_total;
+static int lazy_send_rc;
+
+static void
+lazy_check(void *arg)
+{
+	static char data[3 * 16384];
+	struct cr_net_stats st;
+
+	(void)arg;
+	lazy_before = chunk_pages_resident(&lazy_total);
+	/* Taking chunks touches only their pages: queue 3 on a connection that never sends
+	 * (connecting to a port nobody listens on keeps them queued until its end). */
+	cr_net_stats(cr_lcore_id(), &st);
+	lazy_send_rc = st.chunks_free == 4000 ? 0 : -1;
+	{
+		struct cr_tcp_listen_opts o = ut_listen_opts(false);
+		static const struct cr_conn_ops ops;
+		struct cr_conn *c = cr_tcp_connect(&o.addr, 0, NULL, &ops, NULL);
+
+		if (c == NULL || cr_conn_send(c, data, sizeof(data)) != 0)
+			lazy_send_rc = -1;
+		lazy_after = chunk_pages_resident(&lazy_total);
+		cr_net_stats(cr_lcore_id(), &st);
+		if (st.chunks_free != 4000 - 3)
+			lazy_send_rc = -2;
+		cr_conn_destroy(c);
+	}
+	cr_reactor_stop();
+}
+
+/* A pool sized for the worst case costs memory only as it is used: at start no chunk page
+ * is resident, and taking 3 chunks makes about 3 resident. */
+static void
+test_chunks_carved_on_use(void)
+{
+	struct cr_net_config c, def;
+
+	cr_net_config_defaults(&def);
+	c = def;
+	c.chunks = 4000;
+	c.chunk_size = 16384;
+	CU_ASSERT_EQUAL_FATAL(cr_net_configure(&c), 0);
+	ut_net_run(lazy_check, NULL, 10000);
+	CU_ASSERT_NOT_EQUAL(lazy_before, (size_t)-1);
+	CU_ASSERT_TRUE(lazy_total > 4000 * 4);
+	CU_ASSERT_TRUE(lazy_before <= 2);
+	CU_ASSERT_TRUE(lazy_after >= 3 && lazy_after <= 2 + 3 * 5);
+	CU_ASSERT_EQUAL(lazy_send_rc, 0);
+	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
 }
 
 static void
@@ -323,6 +398,7 @@ test_closing_keeps_udp_handles(void)
 static const struct ut_case cases[] = {
 	UT_CASE(test_configure),
 	UT_CASE(test_sizes_and_stats),
+	UT_CASE(test_chunks_carved_on_use),
 	UT_CASE(test_off_lcore),
 	UT_CASE(test_stop_drains_gracefully),
 	UT_CASE(test_forced_stop_ends_with_eshutdown),

@@ -263,7 +263,8 @@ test_config_keys(void)
 	CU_ASSERT_EQUAL(line("client-timeout", "7"), 0);
 	CU_ASSERT_EQUAL(line("server-timeout", "8"), 0);
 	CU_ASSERT_EQUAL(line("maxconn", "10"), 0);
-	CU_ASSERT_EQUAL(line("buffers", "64"), 0);
+	CU_ASSERT_EQUAL(c->chunks, 0); /* auto: from --maxconn */
+	CU_ASSERT_EQUAL(line("buffers", "400"), 0);
 	CU_ASSERT_EQUAL(px_conf_finish(), 0);
 	CU_ASSERT_EQUAL(cr_net_addr_port(&c->listen), 8080);
 	CU_ASSERT_EQUAL(c->balance, PX_SOURCE);
@@ -278,7 +279,13 @@ test_config_keys(void)
 	CU_ASSERT_EQUAL(c->fall, 4);
 	CU_ASSERT_DOUBLE_EQUAL(c->server_timeout, 8, 1e-9);
 	CU_ASSERT_EQUAL(c->maxconn, 10);
-	CU_ASSERT_EQUAL(c->chunks, 64);
+	CU_ASSERT_EQUAL(c->chunks, 400);
+	/* At least the reserve and one session's share; "auto" again. */
+	CU_ASSERT_EQUAL(line("buffers", "346"), -EINVAL);
+	CU_ASSERT_EQUAL(line("buffers", "347"), 0);
+	CU_ASSERT_EQUAL(line("buffers", "4194305"), -EINVAL);
+	CU_ASSERT_EQUAL(line("buffers", "auto"), 0);
+	CU_ASSERT_EQUAL(c->chunks, 0);
 	/* The file's form of a backend line, and its bad forms (the line goes to stderr). */
 	CU_ASSERT_EQUAL(px_backend_parse("127.0.0.1:80 weight 0", &b), 0);
 	CU_ASSERT_EQUAL(b.weight, 0);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Socket paths: the default directory rule, the directory made 0700 whatever the umask or
- * refused when it is not ours and closed, sockets of dead processes cleared (and nothing
+ * refused when it is not ours and closed (in /tmp: a fresh one of ours instead), sockets of dead processes cleared (and nothing
  * else), and what may be at an explicit path.
  */
 #include <fcntl.h>
@@ -81,26 +81,115 @@ use_xdg(const char *name, char *xdg, size_t len)
 	setenv("XDG_RUNTIME_DIR", xdg, 1);
 }
 
+/* /tmp and /run/user of this test: directories under ut_tmpdir. */
+static char tmp_root[128], run_root[128];
+
+static void
+use_roots(void)
+{
+	snprintf(tmp_root, sizeof(tmp_root), "%s/tmp", ut_tmpdir);
+	snprintf(run_root, sizeof(run_root), "%s/run-user", ut_tmpdir);
+	(void)mkdir(tmp_root, 01777);
+	cr__tel_tmp_root = tmp_root;
+	cr__tel_run_user_root = run_root;
+}
+
 static void
 test_default_dir_rule(void)
 {
 	char buf[128], longer[200];
+	bool in_tmp;
 
+	use_roots();
 	setenv("XDG_RUNTIME_DIR", "/run/user/42", 1);
-	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf)), 0);
+	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf), &in_tmp), 0);
 	CU_ASSERT_STRING_EQUAL(buf, "/run/user/42/coreact");
+	CU_ASSERT_FALSE(in_tmp);
 	setenv("XDG_RUNTIME_DIR", "", 1);
-	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf)), 0);
-	snprintf(longer, sizeof(longer), "/tmp/coreact-%u", (unsigned)geteuid());
+	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf), &in_tmp), 0);
+	snprintf(longer, sizeof(longer), "%s/coreact-%u", tmp_root, (unsigned)geteuid());
 	CU_ASSERT_STRING_EQUAL(buf, longer);
+	CU_ASSERT_TRUE(in_tmp);
 	unsetenv("XDG_RUNTIME_DIR");
-	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf)), 0);
+	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf), &in_tmp), 0);
 	CU_ASSERT_STRING_EQUAL(buf, longer);
+	/* /run/user/<uid> of ours: used when XDG_RUNTIME_DIR is not set. */
+	CU_ASSERT_EQUAL(mkdir(run_root, 0755), 0);
+	snprintf(longer, sizeof(longer), "%s/%u", run_root, (unsigned)geteuid());
+	CU_ASSERT_EQUAL(mkdir(longer, 0700), 0);
+	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf), &in_tmp), 0);
+	strcat(longer, "/coreact");
+	CU_ASSERT_STRING_EQUAL(buf, longer);
+	CU_ASSERT_FALSE(in_tmp);
+	if (geteuid() == 0) {
+		/* Not ours: not followed. */
+		*strrchr(longer, '/') = '\0';
+		CU_ASSERT_EQUAL(chown(longer, 65534, 65534), 0);
+		CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf), &in_tmp), 0);
+		CU_ASSERT_TRUE(in_tmp);
+	}
+	*strrchr(longer, '/') = '\0';
 	memset(longer, 'x', sizeof(longer) - 1);
 	longer[sizeof(longer) - 1] = '\0';
 	setenv("XDG_RUNTIME_DIR", longer, 1);
-	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf)), -ENAMETOOLONG);
+	CU_ASSERT_EQUAL(cr__tel_default_dir(buf, sizeof(buf), &in_tmp), -ENAMETOOLONG);
 	CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), -ENAMETOOLONG);
+	snprintf(longer, sizeof(longer), "%s/%u", run_root, (unsigned)geteuid());
+	CU_ASSERT_EQUAL(rmdir(longer), 0);
+	CU_ASSERT_EQUAL(rmdir(run_root), 0);
+}
+
+/* /tmp/coreact-<uid> squatted (open to others, another uid's, a link, a file): a fresh
+ * /tmp/coreact-<uid>-XXXXXX of ours serves instead, the squatted one is left alone, and
+ * ours is removed at release. */
+static void
+test_tmp_squatted(void)
+{
+	char dir[192], want[224];
+	struct stat st;
+	int round;
+
+	use_roots();
+	unsetenv("XDG_RUNTIME_DIR");
+	snprintf(dir, sizeof(dir), "%s/coreact-%u", tmp_root, (unsigned)geteuid());
+	/* Free: made, and used. */
+	CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), 0);
+	snprintf(want, sizeof(want), "%s/app.%d.sock", dir, (int)getpid());
+	CU_ASSERT_STRING_EQUAL(path, want);
+	CU_ASSERT_STRING_EQUAL(cr__tel_fresh_dir, "");
+	for (round = 0; round < 4; round++) {
+		if (round == 0) {
+			CU_ASSERT_EQUAL(chmod(dir, 0755), 0);
+		} else if (round == 1) {
+			if (geteuid() != 0)
+				continue;
+			CU_ASSERT_EQUAL(chmod(dir, 0700), 0);
+			CU_ASSERT_EQUAL(chown(dir, 65534, 65534), 0);
+		} else if (round == 2) {
+			CU_ASSERT_EQUAL(rmdir(dir), 0);
+			CU_ASSERT_EQUAL(symlink(ut_tmpdir, dir), 0);
+		} else {
+			CU_ASSERT_EQUAL(unlink(dir), 0);
+			make_file(dir);
+		}
+		CU_ASSERT_EQUAL(cr__tel_choose_path("", "app", path, sizeof(path)), 0);
+		CU_ASSERT_EQUAL(strncmp(path, dir, strlen(dir)), 0);
+		CU_ASSERT_EQUAL(path[strlen(dir)], '-');
+		CU_ASSERT_EQUAL(strlen(path), strlen(want) + 7);
+		CU_ASSERT_EQUAL(strncmp(cr__tel_fresh_dir, path, strlen(cr__tel_fresh_dir)), 0);
+		CU_ASSERT_EQUAL(lstat(cr__tel_fresh_dir, &st), 0);
+		CU_ASSERT_TRUE(S_ISDIR(st.st_mode) && st.st_uid == geteuid());
+		CU_ASSERT_EQUAL(st.st_mode & 07777, 0700);
+		strcpy(want, cr__tel_fresh_dir);
+		cr__tel_release_dir();
+		CU_ASSERT_STRING_EQUAL(cr__tel_fresh_dir, "");
+		CU_ASSERT_FALSE(exists(want));
+		snprintf(want, sizeof(want), "%s/app.%d.sock", dir, (int)getpid());
+	}
+	/* The squatted one was left as it was (here: the file of the last round). */
+	CU_ASSERT_EQUAL(lstat(dir, &st), 0);
+	CU_ASSERT_TRUE(S_ISREG(st.st_mode));
+	CU_ASSERT_EQUAL(unlink(dir), 0);
 }
 
 static void
@@ -235,6 +324,7 @@ test_unix_addr(void)
 
 static const struct ut_case cases[] = {
 	UT_CASE(test_default_dir_rule),
+	UT_CASE(test_tmp_squatted),
 	UT_CASE(test_directory_made_0700),
 	UT_CASE(test_directory_refused),
 	UT_CASE(test_stale_sockets_cleared),

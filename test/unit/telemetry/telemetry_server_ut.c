@@ -4,7 +4,7 @@
  * directory, a 0600 socket, stale sockets removed, explicit paths (stale, live, not a
  * socket, too long), requests over one connection (several, pipelined, split), an
  * over-long request, too many clients, another user refused, an app command that runs on
- * an lcore, and Prometheus over HTTP.
+ * an lcore, Prometheus over HTTP, and HTTP clients that never take the unix socket's slots.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -597,6 +597,42 @@ test_metrics_http(void)
 	cr__metrics_clear();
 }
 
+/* Incomplete HTTP requests, more than the HTTP table holds: the unix socket still answers
+ * (its slots are its own), a whole scrape still gets through (the oldest incomplete one
+ * makes room), and what was dropped sees its connection closed. */
+static void
+test_http_flood_keeps_unix(void)
+{
+	int fds[CR_TELEMETRY_MAX_HTTP_CLIENTS + 4], fd;
+	unsigned i, closed = 0;
+	char addr[80];
+
+	CU_ASSERT_EQUAL(cr_telemetry_set_metrics("127.0.0.1:0", NULL), 0);
+	CU_ASSERT_EQUAL_FATAL(cr_telemetry_start(&cfg, "ut-app"), 0);
+	CU_ASSERT_EQUAL_FATAL(cr_telemetry_metrics_addr(addr, sizeof(addr)), 0);
+	for (i = 0; i < CR_TELEMETRY_MAX_HTTP_CLIENTS + 4; i++) {
+		fds[i] = tcp_connect(addr);
+		CU_ASSERT_TRUE_FATAL(fds[i] >= 0);
+		send(fds[i], "GET /metrics HTTP/1.1\r\n", 24, MSG_NOSIGNAL);
+	}
+	for (i = 0; i < CR_TELEMETRY_MAX_CLIENTS; i++) {
+		fd = ut_unix_connect(cr_telemetry_socket_path());
+		CU_ASSERT_TRUE(ut_request(fd, "/info", reply, sizeof(reply)) > 0);
+		CU_ASSERT_EQUAL(strncmp(reply, "{\"/info\"", 8), 0);
+		close(fd);
+	}
+	CU_ASSERT_TRUE(http_get(addr, "GET /metrics HTTP/1.0\r\n\r\n", reply, sizeof(reply)) > 0);
+	CU_ASSERT_EQUAL(strncmp(reply, "HTTP/1.0 200 OK\r\n", 17), 0);
+	/* The first ones made room for the later ones and the scrape. */
+	for (i = 0; i < 5; i++)
+		closed += ut_peer_closed(fds[i]);
+	CU_ASSERT_EQUAL(closed, 5);
+	for (i = 0; i < CR_TELEMETRY_MAX_HTTP_CLIENTS + 4; i++)
+		close(fds[i]);
+	cr_telemetry_stop();
+	cr__metrics_clear();
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_off_and_bad_args),
 	UT_CASE(test_announce),
@@ -609,6 +645,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_other_user_refused),
 	UT_CASE(test_app_command_on_lcore),
 	UT_CASE(test_metrics_http),
+	UT_CASE(test_http_flood_keeps_unix),
 };
 
 UT_MAIN("telemetry_server", cases, suite_init, suite_fini)

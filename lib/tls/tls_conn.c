@@ -1,0 +1,446 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * TLS as a lib/net connection layer (struct cr_conn_layer): lib/net gives the socket's
+ * events to the wire table below, which runs the record engine (tls_session.c) and calls
+ * the app's own table with plaintext; the app's sends and closes come through the layer.
+ *
+ * Per-connection state is an array per lcore indexed by the connection's slot
+ * (cr_conn_index()), made at the lcore's first TLS connection: nothing is allocated per
+ * connection but what OpenSSL allocates for its SSL.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cr_reactor.h"
+#include "tls_internal.h"
+
+#define L cr__tls_log
+
+struct cr_log_component cr__tls_log = {"lib.tls", CR_LOG_NOTICE, NULL};
+
+__attribute__((constructor)) static void
+tls_log_register(void)
+{
+	cr_log_register(&cr__tls_log);
+}
+
+struct tls_counters cr__tls_stats[CR_MAX_LCORES];
+
+struct tls_conn {
+	struct tls_session s;
+	struct cr_conn *c;
+	struct tls_certset *set;
+	struct cr_timer hs_timer;
+	bool in_use;
+	bool app_open; /* the app's on_open ran (a server's, after the handshake) */
+	bool client;
+	int fail_err; /* a failed handshake (a client's) or a broken record: for on_close */
+};
+
+/* Touched by its lcore only. */
+static struct {
+	struct tls_conn *conns;
+	unsigned n;
+} tls_lcores[CR_MAX_LCORES];
+
+static const struct cr_conn_layer tls_layer;
+
+static struct tls_conn *
+conn_of(const struct cr_conn *c)
+{
+	return cr_conn_layer_data(c);
+}
+
+static const struct cr_conn_ops *
+app(const struct tls_conn *tc)
+{
+	return cr_conn_app_ops(tc->c);
+}
+
+/*
+ * The handshake failed or timed out: a server closes it quietly (the app never saw it),
+ * a client's app hears @p err in on_close. A failure closes gracefully, so the alert
+ * OpenSSL queued reaches the peer; a timeout has nothing to send and aborts.
+ */
+static void
+fail_handshake(struct tls_conn *tc, int err, bool graceful)
+{
+	struct cr_conn *c = tc->c;
+
+	tc->fail_err = err;
+	if (graceful) {
+		cr_conn_close(c); /* wire_close() tells a client's app */
+		return;
+	}
+	if (tc->client && app(tc)->on_close != NULL)
+		app(tc)->on_close(c, err);
+	cr_conn_destroy(c);
+}
+
+static void
+hs_timeout(struct cr_timer *t, void *arg)
+{
+	struct tls_conn *tc = arg;
+
+	(void)t;
+	TLS_STAT_ADD(cr_conn_lcore(tc->c), timeouts);
+	CR_LOG(L, INFO, "lcore %u: TLS handshake timed out", cr_conn_lcore(tc->c));
+	fail_handshake(tc, -ETIMEDOUT, false);
+}
+
+/* ---- what the engine calls ---- */
+
+static int
+io_out(void *arg, const void *data, size_t len)
+{
+	struct tls_conn *tc = arg;
+
+	return cr_conn_send_wire(tc->c, data, len);
+}
+
+static void
+io_established(void *arg)
+{
+	struct tls_conn *tc = arg;
+	unsigned lc = cr_conn_lcore(tc->c);
+
+	cr_timer_stop(&tc->hs_timer);
+	TLS_STAT_ADD(lc, handshakes);
+	if (SSL_session_reused(tc->s.ssl))
+		TLS_STAT_ADD(lc, resumed);
+	tc->app_open = true;
+	if (app(tc)->on_open != NULL)
+		app(tc)->on_open(tc->c);
+}
+
+static void
+io_plain(void *arg, const void *data, size_t len)
+{
+	struct tls_conn *tc = arg;
+
+	if (app(tc)->on_data != NULL)
+		app(tc)->on_data(tc->c, data, len);
+}
+
+static bool
+io_alive(void *arg)
+{
+	struct tls_conn *tc = arg;
+
+	return tc->in_use && cr_conn_is_open(tc->c);
+}
+
+static const struct tls_session_io session_io = {
+	.out = io_out,
+	.established = io_established,
+	.plain = io_plain,
+	.alive = io_alive,
+};
+
+/* ---- what lib/net calls ---- */
+
+static struct tls_conn *
+slot(struct cr_conn *c)
+{
+	unsigned lc = cr_conn_lcore(c), i = cr_conn_index(c);
+
+	if (tls_lcores[lc].conns == NULL) {
+		unsigned n = cr_net_conn_slots();
+
+		/* Once per lcore id, for the process's life: the slots never change size. */
+		tls_lcores[lc].conns = calloc(n, sizeof(struct tls_conn));
+		if (tls_lcores[lc].conns == NULL)
+			return NULL;
+		tls_lcores[lc].n = n;
+	}
+	return i < tls_lcores[lc].n ? &tls_lcores[lc].conns[i] : NULL;
+}
+
+static int
+conn_start(struct cr_conn *c)
+{
+	struct cr_tls_ctx *ctx = cr_conn_layer_arg(c);
+	struct tls_conn *tc = slot(c);
+	const char *name;
+
+	if (tc == NULL)
+		return -ENOMEM;
+	memset(tc, 0, sizeof(*tc));
+	tc->c = c;
+	tc->client = !cr__tls_ctx_server(ctx);
+	tc->set = cr__tls_ctx_take(ctx);
+	if (cr__tls_session_init(&tc->s, tc->set->ctx[0], !tc->client, &session_io, tc) != 0) {
+		cr__tls_certset_put(tc->set);
+		return -ENOMEM;
+	}
+	tc->in_use = true;
+	cr_conn_set_layer_data(c, tc);
+	cr_timer_init(&tc->hs_timer, hs_timeout, tc);
+	cr_timer_start(&tc->hs_timer, (uint64_t)cr__tls_ctx_handshake_ms(ctx) * 1000000u);
+	name = cr__tls_ctx_server_name(ctx);
+	if (tc->client && name != NULL) {
+		SSL_set_tlsext_host_name(tc->s.ssl, name);
+		SSL_set1_host(tc->s.ssl, name);
+	}
+	return tc->client ? cr__tls_session_start(&tc->s) : 0;
+}
+
+static void
+wire_open(struct cr_conn *c)
+{
+	int rc = conn_start(c);
+
+	if (rc == 0)
+		return;
+	if (conn_of(c) != NULL) {
+		fail_handshake(conn_of(c), rc, true);
+		return;
+	}
+	/* No state at all: nothing of ours to clean. */
+	if (!cr__tls_ctx_server(cr_conn_layer_arg(c)) && cr_conn_app_ops(c)->on_close != NULL)
+		cr_conn_app_ops(c)->on_close(c, rc);
+	cr_conn_destroy(c);
+}
+
+/* The peer's end of the stream, with or without close_notify: the app's EOF. */
+static void
+peer_done(struct tls_conn *tc)
+{
+	if (app(tc)->on_eof != NULL)
+		app(tc)->on_eof(tc->c);
+	else
+		(void)cr_conn_shutdown_write(tc->c);
+}
+
+static void
+wire_data(struct cr_conn *c, const void *data, size_t len)
+{
+	struct tls_conn *tc = conn_of(c);
+	bool was_open;
+	int rc;
+
+	if (tc == NULL)
+		return;
+	was_open = tc->app_open;
+	rc = cr__tls_session_input(&tc->s, data, len);
+	if (!tc->in_use || !cr_conn_is_open(c))
+		return; /* the app closed or destroyed it meanwhile */
+	if (rc < 0 && !was_open && !tc->app_open) {
+		TLS_STAT_ADD(cr_conn_lcore(c), failures);
+		fail_handshake(tc, -EPROTO, true);
+	} else if (rc < 0) {
+		/* A broken record or an alert: what was queued still goes; on_close says so. */
+		tc->fail_err = -EPROTO;
+		cr_conn_close(c);
+	} else if (rc == 1) {
+		peer_done(tc);
+	}
+}
+
+static void
+wire_eof(struct cr_conn *c)
+{
+	struct tls_conn *tc = conn_of(c);
+
+	if (tc == NULL || !tc->app_open) {
+		if (tc != NULL)
+			fail_handshake(tc, -ECONNRESET, false);
+		else
+			cr_conn_destroy(c);
+		return;
+	}
+	if (!tc->s.peer_closed) {
+		/* No close_notify: the stream may be cut short; the app hears EOF all the same,
+		 * as with a plain connection, and decides whether what it has is whole. */
+		CR_LOG(L, DEBUG, "lcore %u: TLS peer closed without close_notify",
+		       cr_conn_lcore(c));
+		peer_done(tc);
+	}
+}
+
+static void
+wire_drain(struct cr_conn *c)
+{
+	struct tls_conn *tc = conn_of(c);
+
+	if (tc != NULL && tc->app_open && app(tc)->on_drain != NULL)
+		app(tc)->on_drain(c);
+}
+
+static void
+wire_close(struct cr_conn *c, int err)
+{
+	struct tls_conn *tc = conn_of(c);
+	bool tell = tc != NULL ? tc->app_open || tc->client
+			       : !cr__tls_ctx_server(cr_conn_layer_arg(c));
+
+	if (tc != NULL)
+		cr_timer_stop(&tc->hs_timer);
+	if (tc != NULL && tc->fail_err != 0)
+		err = tc->fail_err;
+	if (tell && cr_conn_app_ops(c)->on_close != NULL)
+		cr_conn_app_ops(c)->on_close(c, err);
+}
+
+static bool
+wire_boundary(struct cr_conn *c)
+{
+	struct tls_conn *tc = conn_of(c);
+
+	if (tc == NULL || !tc->app_open)
+		return true; /* a handshake: nothing of the app's to lose */
+	return app(tc)->at_boundary == NULL || app(tc)->at_boundary(c);
+}
+
+static const struct cr_conn_ops wire_ops = {
+	.on_open = wire_open,
+	.on_data = wire_data,
+	.on_eof = wire_eof,
+	.on_drain = wire_drain,
+	.on_close = wire_close,
+	.at_boundary = wire_boundary,
+};
+
+static int
+layer_send(struct cr_conn *c, const void *data, size_t len)
+{
+	struct tls_conn *tc = conn_of(c);
+	size_t need = len + (len / TLS_WRITE_MAX + 1) * TLS_RECORD_OVERHEAD;
+
+	if (data == NULL && len != 0)
+		return -EINVAL;
+	if (tc == NULL || !tc->s.established)
+		return cr_conn_is_open(c) || tc == NULL ? -ENOTCONN : -EPIPE;
+	if (!cr_conn_is_open(c) || tc->s.shut_sent)
+		return -EPIPE;
+	if (len == 0)
+		return 0;
+	/* All or nothing, as without TLS: refuse what the pool could not take whole. */
+	if (cr_conn_send_room(c) < need)
+		return -ENOBUFS;
+	return cr__tls_session_write(&tc->s, data, len) == 0 ? 0 : -EPIPE;
+}
+
+static void
+layer_shut(struct cr_conn *c)
+{
+	struct tls_conn *tc = conn_of(c);
+
+	if (tc == NULL || !tc->s.established || tc->s.shut_sent)
+		return;
+	cr__tls_session_shutdown(&tc->s);
+	TLS_STAT_ADD(cr_conn_lcore(c), closes_notified);
+}
+
+static void
+layer_release(struct cr_conn *c)
+{
+	struct tls_conn *tc = conn_of(c);
+
+	if (tc == NULL)
+		return;
+	cr_timer_stop(&tc->hs_timer);
+	cr__tls_session_fini(&tc->s);
+	cr__tls_certset_put(tc->set);
+	tc->in_use = false;
+	tc->c = NULL;
+	cr_conn_set_layer_data(c, NULL);
+}
+
+static const struct cr_conn_layer tls_layer = {
+	.wire = &wire_ops,
+	.send = layer_send,
+	.shut = layer_shut,
+	.release = layer_release,
+};
+
+void
+cr_tls_conn_opts(struct cr_conn_opts *o, struct cr_tls_ctx *ctx)
+{
+	o->layer = ctx != NULL ? &tls_layer : NULL;
+	o->layer_arg = ctx;
+}
+
+bool
+cr_tls_conn(const struct cr_conn *c)
+{
+	return cr_conn_layer(c) == &tls_layer;
+}
+
+static SSL *
+ssl_of(const struct cr_conn *c)
+{
+	struct tls_conn *tc = cr_tls_conn(c) ? conn_of(c) : NULL;
+
+	return tc != NULL ? tc->s.ssl : NULL;
+}
+
+const char *
+cr_tls_alpn(const struct cr_conn *c, size_t *len)
+{
+	SSL *ssl = ssl_of(c);
+	const unsigned char *p = NULL;
+	unsigned n = 0;
+
+	if (ssl != NULL)
+		SSL_get0_alpn_selected(ssl, &p, &n);
+	if (len != NULL)
+		*len = n;
+	return n != 0 ? (const char *)p : NULL;
+}
+
+const char *
+cr_tls_server_name(const struct cr_conn *c)
+{
+	SSL *ssl = ssl_of(c);
+
+	return ssl != NULL ? SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name) : NULL;
+}
+
+const char *
+cr_tls_version(const struct cr_conn *c)
+{
+	SSL *ssl = ssl_of(c);
+
+	return ssl != NULL ? SSL_get_version(ssl) : NULL;
+}
+
+bool
+cr_tls_resumed(const struct cr_conn *c)
+{
+	SSL *ssl = ssl_of(c);
+
+	return ssl != NULL && SSL_session_reused(ssl);
+}
+
+bool
+cr_tls_peer_verified(const struct cr_conn *c)
+{
+	SSL *ssl = ssl_of(c);
+	X509 *x;
+	bool ok;
+
+	if (ssl == NULL)
+		return false;
+	x = SSL_get1_peer_certificate(ssl);
+	ok = x != NULL && SSL_get_verify_result(ssl) == X509_V_OK;
+	X509_free(x);
+	return ok;
+}
+
+int
+cr_tls_stats(unsigned lcore, struct cr_tls_stats *out)
+{
+	const struct tls_counters *s;
+
+	if (lcore >= CR_MAX_LCORES || out == NULL)
+		return -EINVAL;
+	s = &cr__tls_stats[lcore];
+	out->handshakes = atomic_load_explicit(&s->handshakes, memory_order_relaxed);
+	out->resumed = atomic_load_explicit(&s->resumed, memory_order_relaxed);
+	out->failures = atomic_load_explicit(&s->failures, memory_order_relaxed);
+	out->timeouts = atomic_load_explicit(&s->timeouts, memory_order_relaxed);
+	out->closes_notified = atomic_load_explicit(&s->closes_notified, memory_order_relaxed);
+	return 0;
+}
