@@ -100,10 +100,19 @@ def udp_owner(exe):
     """cr-echo --udp on a port whose UDP side another process holds with SO_REUSEPORT
     (which would let ours join its group, and the kernel split datagrams between the
     two): refused with one line, exit 1; with --share-address it starts."""
-    other = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    other.bind(("127.0.0.1", 0))
-    port = other.getsockname()[1]
+    for _ in range(50):  # a UDP port whose TCP side is free too (cr-echo listens on both)
+        other = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("127.0.0.1", 0))
+        port = other.getsockname()[1]
+        with socket.socket() as t:
+            try:
+                t.bind(("127.0.0.1", port))
+                break
+            except OSError:
+                other.close()
+    else:
+        raise Failure("no port free for both UDP and TCP in 50 tries")
     addr = "127.0.0.1:%d" % port
     argv = [exe, "--udp", "--listen", addr, "--telemetry", "off"]
     try:

@@ -685,8 +685,15 @@ client_send_wait(void *arg)
 
 	(void)arg;
 	if (fd >= 0) {
+		uint64_t t0 = ut_ms();
+
 		ut_write_all(fd, "0123456789", 10);
 		ut_sleep_ms(100);
+		/* Accepted by now on a quiet machine; on a loaded one (a sanitizer build beside
+		 * other suites) it may take longer: read_start_now needs the connection. */
+		while (atomic_load(&S.conn) == NULL && ut_ms() - t0 < 5000)
+			ut_sleep_ms(5);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(atomic_load(&S.conn));
 		CU_ASSERT_EQUAL(cr_send(atomic_load(&S.conn_lcore), read_start_now, NULL), 0);
 		S.client_got = ut_read_n(fd, back, sizeof(back));
 		S.client_ok = memcmp(back, "0123456789", 10) == 0;
