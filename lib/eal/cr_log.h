@@ -181,6 +181,53 @@ void cr_log_stop(void);
  */
 uint64_t cr_log_dropped(unsigned id);
 
+/* ---- log files of an app's own (an access log) ---- */
+
+/** Log files cr_log_file_open() may have open at once. */
+#define CR_LOG_FILES_MAX 4
+/** Longest line cr_log_file_put() takes, its newline included. */
+#define CR_LOG_FILE_LINE_MAX 16384
+
+/**
+ * Open @p path (appended, created with mode 0640 if missing) as a log file of the app's
+ * own, e.g. an access log. Its lines take the way log lines take (cr_log_write()): on an
+ * attached thread they are copied into that thread's buffer, shared with its log lines,
+ * and the log thread writes them; but they go to this file as they are, with no
+ * timestamp, component or level. Control path; any thread.
+ * @param path copied; at most PATH_MAX - 1 bytes.
+ * @return an id >= 1 for the other cr_log_file_* calls; -EINVAL (empty path);
+ *         -ENAMETOOLONG; -EMFILE (CR_LOG_FILES_MAX files open); -errno from open(2).
+ */
+int cr_log_file_open(const char *path);
+
+/**
+ * Write @p line[0..len), one whole line with its newline, to log file @p id. Never blocks
+ * on an attached thread (an lcore): a full buffer drops the line and counts it
+ * (cr_log_file_dropped(); the log thread also writes one warning line to the log saying
+ * how many were dropped). Other threads write it themselves, under a lock. Any thread.
+ * @return 0; -ENOBUFS (dropped); -EINVAL (no such file open, @p len 0);
+ *         -EMSGSIZE (@p len over CR_LOG_FILE_LINE_MAX).
+ */
+int cr_log_file_put(int id, const char *line, size_t len);
+
+/**
+ * Reopen log file @p id at its path, for log rotation (as cr_log_reopen() does for the
+ * log). Lines already buffered go to the new file. Any thread but an asynchronous signal
+ * handler.
+ * @return 0; -EINVAL (no such file open); -errno from open(2): the old file stays, and
+ *         one log line says so.
+ */
+int cr_log_file_reopen(int id);
+
+/** Lines of log file @p id dropped because a buffer was full (0 for no such file). */
+uint64_t cr_log_file_dropped(int id);
+
+/**
+ * Write out what is buffered for log file @p id, and close it; the id may be given out
+ * again. NULL-safe in spirit: an id that is not open is ignored. Control path.
+ */
+void cr_log_file_close(int id);
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,11 +56,16 @@ void cr__log_emit(const char *line, size_t len, size_t body, int level);
 
 /* ---- the sink (eal_log_sink.c) ---- */
 
-/* Lines gathered for one write(2) of at most PIPE_BUF bytes. */
+/* Lines gathered for one write(2) of at most PIPE_BUF bytes, for the sink (file 0) or a
+ * log file of cr_log_file_open(). */
 struct cr__log_batch {
+	int file;
 	size_t len;
 	char buf[4096];
 };
+
+/* The level byte of a buffered record that is a line of log file (byte & 0x7f). */
+#define CR__LOG_REC_FILE 0x80
 
 /* Sink lock around a batch of lines; the log thread takes it once per pass. */
 void cr__log_sink_lock(void);
@@ -73,6 +78,21 @@ void cr__log_batch_add(struct cr__log_batch *b, const char *line, size_t len, si
 void cr__log_batch_flush(struct cr__log_batch *b);
 /* Write one line now: takes the sink lock. */
 void cr__log_sink_line(const char *line, size_t len, size_t body, int level);
+
+/* ---- log files of the app's own (eal_log_sink.c) ---- */
+
+/* True when log file @p id is open. Any thread. */
+bool cr__log_file_ok(int id);
+/* Write one line of log file @p id now: takes the sink lock. */
+void cr__log_file_line(int id, const char *line, size_t len);
+/* Count one line of log file @p id dropped. Any thread. */
+void cr__log_file_count_drop(int id);
+/* The drainer: add a buffered line of log file @p id to that file's batch (dropped when
+ * the file was closed since). Under the sink lock, or from the abort handler. */
+void cr__log_file_add(int id, const char *line, size_t len);
+/* The drainer, after a pass: write out every file's batch, and add to @p out one warning
+ * line per file whose drops were not reported yet. Same context as cr__log_file_add(). */
+void cr__log_files_flush(struct cr__log_batch *out);
 
 /* ---- tests of the log thread ---- */
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Where log lines go: stderr, a file (reopened for log rotation) or the syslog socket;
- * and the RFC 3339 timestamp at the start of each line.
+ * the RFC 3339 timestamp at the start of each line; and the app's own log files (an
+ * access log), whose lines go out as they are.
  *
  * Lines are written whole: a batch is at most PIPE_BUF bytes, which a pipe takes in one
  * piece, so lines of ours never interleave with another writer's on the same pipe.
@@ -49,6 +50,20 @@ static struct {
 };
 
 static _Atomic bool stamps = true;
+
+/*
+ * The app's own log files; slot i is id i + 1. `fd` is set under sink.lock and read there
+ * (and by the abort handler); `open` is read by producers to refuse a closed id early.
+ * `out` and `reported` belong to the drainer (one at a time: the drain claim).
+ */
+static struct log_file {
+	_Atomic bool open;
+	_Atomic int fd;
+	_Atomic uint64_t dropped;
+	uint64_t reported;
+	char path[PATH_MAX];
+	struct cr__log_batch out;
+} files[CR_LOG_FILES_MAX];
 
 /* ---- time ---- */
 
@@ -305,12 +320,40 @@ send_syslog(int fd, const char *text, size_t len, int level)
 	(void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+static int
+batch_fd(const struct cr__log_batch *b)
+{
+	if (b->file == 0)
+		return atomic_load_explicit(&sink.fd, memory_order_relaxed);
+	return atomic_load_explicit(&files[b->file - 1].fd, memory_order_relaxed);
+}
+
 void
 cr__log_batch_flush(struct cr__log_batch *b)
 {
-	if (b->len != 0)
-		write_all(atomic_load_explicit(&sink.fd, memory_order_relaxed), b->buf, b->len);
+	int fd = batch_fd(b);
+
+	if (b->len != 0 && fd >= 0)
+		write_all(fd, b->buf, b->len);
 	b->len = 0;
+}
+
+/* A line as it is; one longer than the batch goes out in a write of its own. */
+static void
+batch_add_raw(struct cr__log_batch *b, const char *line, size_t len)
+{
+	int fd;
+
+	if (len > sizeof(b->buf) - b->len)
+		cr__log_batch_flush(b);
+	if (len > sizeof(b->buf)) {
+		fd = batch_fd(b);
+		if (fd >= 0)
+			write_all(fd, line, len);
+		return;
+	}
+	memcpy(b->buf + b->len, line, len);
+	b->len += len;
 }
 
 void
@@ -327,10 +370,7 @@ cr__log_batch_add(struct cr__log_batch *b, const char *line, size_t len, size_t 
 		line += body;
 		len -= body;
 	}
-	if (len > sizeof(b->buf) - b->len)
-		cr__log_batch_flush(b);
-	memcpy(b->buf + b->len, line, len);
-	b->len += len;
+	batch_add_raw(b, line, len);
 }
 
 void
@@ -338,9 +378,176 @@ cr__log_sink_line(const char *line, size_t len, size_t body, int level)
 {
 	struct cr__log_batch b;
 
+	b.file = 0;
 	b.len = 0;
 	pthread_mutex_lock(&sink.lock);
 	cr__log_batch_add(&b, line, len, body, level);
 	cr__log_batch_flush(&b);
+	pthread_mutex_unlock(&sink.lock);
+}
+
+/* ---- the app's own log files ---- */
+
+static struct log_file *
+file_of(int id)
+{
+	if (id < 1 || id > CR_LOG_FILES_MAX)
+		return NULL;
+	/* acquire: pairs with the release in cr_log_file_open(); path and fd are set */
+	if (!atomic_load_explicit(&files[id - 1].open, memory_order_acquire))
+		return NULL;
+	return &files[id - 1];
+}
+
+bool
+cr__log_file_ok(int id)
+{
+	return file_of(id) != NULL;
+}
+
+int
+cr_log_file_open(const char *path)
+{
+	int fd, id = -EMFILE;
+
+	if (path == NULL || path[0] == '\0')
+		return -EINVAL;
+	if (strlen(path) >= sizeof(files[0].path))
+		return -ENAMETOOLONG;
+	fd = open_file(path);
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&sink.lock);
+	for (int i = 0; i < CR_LOG_FILES_MAX; i++) {
+		struct log_file *f = &files[i];
+
+		if (atomic_load_explicit(&f->open, memory_order_relaxed))
+			continue;
+		memcpy(f->path, path, strlen(path) + 1);
+		atomic_store_explicit(&f->fd, fd, memory_order_relaxed);
+		atomic_store_explicit(&f->dropped, 0, memory_order_relaxed);
+		f->reported = 0;
+		f->out.file = i + 1;
+		f->out.len = 0;
+		/* release: pairs with the acquire in file_of() */
+		atomic_store_explicit(&f->open, true, memory_order_release);
+		id = i + 1;
+		break;
+	}
+	pthread_mutex_unlock(&sink.lock);
+	if (id < 0)
+		close(fd);
+	return id;
+}
+
+void
+cr__log_file_line(int id, const char *line, size_t len)
+{
+	struct log_file *f = file_of(id);
+	struct cr__log_batch b;
+
+	if (f == NULL)
+		return;
+	b.file = id;
+	b.len = 0;
+	pthread_mutex_lock(&sink.lock);
+	batch_add_raw(&b, line, len);
+	cr__log_batch_flush(&b);
+	pthread_mutex_unlock(&sink.lock);
+}
+
+void
+cr__log_file_count_drop(int id)
+{
+	/* relaxed: a count; the drainer reports it some pass later, orders nothing */
+	if (id >= 1 && id <= CR_LOG_FILES_MAX)
+		atomic_fetch_add_explicit(&files[id - 1].dropped, 1, memory_order_relaxed);
+}
+
+uint64_t
+cr_log_file_dropped(int id)
+{
+	struct log_file *f = file_of(id);
+
+	return f != NULL ? atomic_load_explicit(&f->dropped, memory_order_relaxed) : 0;
+}
+
+void
+cr__log_file_add(int id, const char *line, size_t len)
+{
+	struct log_file *f = file_of(id);
+
+	if (f != NULL)
+		batch_add_raw(&f->out, line, len);
+}
+
+void
+cr__log_files_flush(struct cr__log_batch *out)
+{
+	for (int i = 0; i < CR_LOG_FILES_MAX; i++) {
+		struct log_file *f = &files[i];
+		uint64_t dropped;
+		char line[PATH_MAX + 160];
+		size_t n;
+		int k;
+
+		if (!atomic_load_explicit(&f->open, memory_order_acquire))
+			continue;
+		cr__log_batch_flush(&f->out);
+		dropped = atomic_load_explicit(&f->dropped, memory_order_relaxed);
+		if (dropped == f->reported)
+			continue;
+		n = cr__log_timestamp(line, sizeof(line));
+		k = snprintf(line + n, sizeof(line) - n,
+			     "%s: warning: %llu lines of %s dropped: a log buffer was full\n",
+			     cr__eal_log.name, (unsigned long long)(dropped - f->reported), f->path);
+		if (k > 0 && (size_t)k < sizeof(line) - n && n + (size_t)k < CR__LOG_LINE_MAX)
+			cr__log_batch_add(out, line, n + (size_t)k, n, CR_LOG_WARNING);
+		f->reported = dropped;
+	}
+}
+
+int
+cr_log_file_reopen(int id)
+{
+	struct log_file *f;
+	int fd, old;
+
+	pthread_mutex_lock(&sink.lock);
+	f = file_of(id);
+	if (f == NULL) {
+		pthread_mutex_unlock(&sink.lock);
+		return -EINVAL;
+	}
+	fd = open_file(f->path);
+	if (fd >= 0) {
+		/* What this pass gathered for the old file goes to the new one. */
+		old = atomic_load_explicit(&f->fd, memory_order_relaxed);
+		atomic_store_explicit(&f->fd, fd, memory_order_relaxed);
+		close(old);
+	}
+	pthread_mutex_unlock(&sink.lock);
+	if (fd < 0) {
+		CR_LOG(cr__eal_log, ERR, "cannot reopen the log file %s: %s; still writing to the "
+		       "old one", f->path, cr_strerror(fd));
+		return fd;
+	}
+	return 0;
+}
+
+void
+cr_log_file_close(int id)
+{
+	struct log_file *f = file_of(id);
+
+	if (f == NULL)
+		return;
+	/* What the lcores buffered for it goes out first. */
+	cr_log_flush();
+	pthread_mutex_lock(&sink.lock);
+	cr__log_batch_flush(&f->out);
+	atomic_store_explicit(&f->open, false, memory_order_relaxed);
+	close(atomic_load_explicit(&f->fd, memory_order_relaxed));
+	atomic_store_explicit(&f->fd, -1, memory_order_relaxed);
 	pthread_mutex_unlock(&sink.lock);
 }

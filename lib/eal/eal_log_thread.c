@@ -124,13 +124,8 @@ buf_put(struct log_buf *b, const char *line, size_t len, size_t body, int level)
 	unsigned char hdr[REC_HDR] = {(unsigned char)(len & 0xff), (unsigned char)(len >> 8),
 				      (unsigned char)level, (unsigned char)body};
 
-	if (REC_HDR + len > b->cap - (size_t)(head - tail)) {
-		/* relaxed: the producer is the only writer; readers want a count, no order */
-		atomic_store_explicit(&b->dropped,
-				      atomic_load_explicit(&b->dropped, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+	if (REC_HDR + len > b->cap - (size_t)(head - tail))
 		return false;
-	}
 	ring_copy_in(b, head, hdr, REC_HDR);
 	ring_copy_in(b, head + REC_HDR, line, len);
 	/* release: pairs with the acquire in buf_take(); the record is complete */
@@ -149,7 +144,7 @@ buf_pending(struct log_buf *b)
 static unsigned
 buf_take(struct log_buf *b, unsigned id, struct cr__log_batch *out)
 {
-	char line[CR__LOG_LINE_MAX + 8];
+	char line[CR_LOG_FILE_LINE_MAX + 8];
 	/* acquire: pairs with the release in buf_put(); records below head are complete */
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
 	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
@@ -163,7 +158,10 @@ buf_take(struct log_buf *b, unsigned id, struct cr__log_batch *out)
 		ring_copy_out(b, tail, hdr, REC_HDR);
 		len = (size_t)hdr[0] | (size_t)hdr[1] << 8;
 		ring_copy_out(b, tail + REC_HDR, line, len);
-		cr__log_batch_add(out, line, len, hdr[3], hdr[2]);
+		if (hdr[2] & CR__LOG_REC_FILE)
+			cr__log_file_add(hdr[2] & ~CR__LOG_REC_FILE, line, len);
+		else
+			cr__log_batch_add(out, line, len, hdr[3], hdr[2]);
 		tail += REC_HDR + len;
 		n++;
 	}
@@ -218,6 +216,7 @@ drain_all(bool lock)
 	struct cr__log_batch out;
 	unsigned n = 0;
 
+	out.file = 0;
 	out.len = 0;
 	if (lock)
 		cr__log_sink_lock();
@@ -228,6 +227,7 @@ drain_all(bool lock)
 		if (b != NULL)
 			n += buf_take(b, id, &out);
 	}
+	cr__log_files_flush(&out);
 	cr__log_batch_flush(&out);
 	if (lock)
 		cr__log_sink_unlock();
@@ -468,8 +468,35 @@ cr__log_emit(const char *line, size_t len, size_t body, int level)
 		cr__log_sink_line(line, len, body, level);
 		return;
 	}
-	if (buf_put(b, line, len, body, level))
+	if (buf_put(b, line, len, body, level)) {
 		wake_thread();
+		return;
+	}
+	/* relaxed: the producer is the only writer; readers want a count, no order */
+	atomic_store_explicit(&b->dropped, atomic_load_explicit(&b->dropped, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+int
+cr_log_file_put(int id, const char *line, size_t len)
+{
+	struct log_buf *b = my_buf;
+
+	if (len == 0 || !cr__log_file_ok(id))
+		return -EINVAL;
+	if (len > CR_LOG_FILE_LINE_MAX)
+		return -EMSGSIZE;
+	/* acquire: pairs with the release in start_thread(), as in cr__log_emit() */
+	if (b == NULL || !atomic_load_explicit(&lt.running, memory_order_acquire)) {
+		cr__log_file_line(id, line, len);
+		return 0;
+	}
+	if (!buf_put(b, line, len, 0, CR__LOG_REC_FILE | id)) {
+		cr__log_file_count_drop(id);
+		return -ENOBUFS;
+	}
+	wake_thread();
+	return 0;
 }
 
 /* ---- tests ---- */

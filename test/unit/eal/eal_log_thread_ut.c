@@ -176,6 +176,125 @@ test_full_buffer_drops_and_counts(void)
 	cr_log_set_timestamps(true);
 }
 
+/* ---- the app's own log files ---- */
+
+static void *
+file_writer(void *arg)
+{
+	int *id = arg;
+	char line[64];
+
+	CU_ASSERT_EQUAL(cr_log_attach(11), 0);
+	for (unsigned i = 0; i < 200; i++) {
+		int n = snprintf(line, sizeof(line), "access %03u \"x\"\n", i);
+
+		CU_ASSERT_EQUAL(cr_log_file_put(*id, line, (size_t)n), 0);
+	}
+	cr_log_detach();
+	return NULL;
+}
+
+static void
+test_log_file_lines_go_out_as_they_are(void)
+{
+	char path[128], acc[128], big[6000];
+	static char text[OUT_MAX];
+	pthread_t t;
+	int id, fd;
+	ssize_t n;
+
+	cr_log_set_timestamps(true);
+	path_in_tmp(path, sizeof(path), "main.log");
+	path_in_tmp(acc, sizeof(acc), "access.log");
+	CU_ASSERT_EQUAL_FATAL(cr_log_set_file(path), 0);
+	CU_ASSERT_EQUAL(cr_log_file_open(""), -EINVAL);
+	id = cr_log_file_open(acc);
+	CU_ASSERT_TRUE_FATAL(id >= 1);
+	CU_ASSERT_EQUAL(cr_log_file_put(id + 1, "x\n", 2), -EINVAL);
+	CU_ASSERT_EQUAL(cr_log_file_put(id, "x\n", 0), -EINVAL);
+	CU_ASSERT_EQUAL(cr_log_file_put(id, big, CR_LOG_FILE_LINE_MAX + 1), -EMSGSIZE);
+	/* An lcore's lines, through its buffer and the log thread. */
+	pthread_create(&t, NULL, file_writer, &id);
+	pthread_join(t, NULL);
+	/* A line longer than a batch, from a thread that is not attached. */
+	memset(big, 'b', sizeof(big));
+	big[sizeof(big) - 1] = '\n';
+	CU_ASSERT_EQUAL(cr_log_file_put(id, big, sizeof(big)), 0);
+	cr_log_flush();
+	fd = open(acc, O_RDONLY);
+	CU_ASSERT_TRUE_FATAL(fd >= 0);
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	CU_ASSERT_TRUE_FATAL(n > 0);
+	text[n] = '\0';
+	/* No timestamp, component or level: the lines as they were put, in order. */
+	CU_ASSERT_EQUAL(strncmp(text, "access 000 \"x\"\naccess 001 \"x\"\n", 30), 0);
+	CU_ASSERT_EQUAL(count_lines(text, "access "), 200);
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "access 199 \"x\"\nbbbb"));
+	CU_ASSERT_EQUAL((size_t)n, 200 * strlen("access 000 \"x\"\n") + sizeof(big));
+	/* None of it in the log. */
+	CU_ASSERT_PTR_NULL(strstr(slurp(path), "access"));
+
+	/* Rotation: renamed, reopened; new lines go to the new file. */
+	char moved[160];
+
+	snprintf(moved, sizeof(moved), "%s.1", acc);
+	CU_ASSERT_EQUAL(rename(acc, moved), 0);
+	CU_ASSERT_EQUAL(cr_log_file_reopen(id), 0);
+	CU_ASSERT_EQUAL(cr_log_file_put(id, "after\n", 6), 0);
+	cr_log_flush();
+	CU_ASSERT_STRING_EQUAL(slurp(acc), "after\n");
+	CU_ASSERT_EQUAL(cr_log_file_reopen(id + 1), -EINVAL);
+	cr_log_file_close(id);
+	CU_ASSERT_EQUAL(cr_log_file_put(id, "closed\n", 7), -EINVAL);
+	CU_ASSERT_EQUAL(cr_log_set_file(NULL), 0);
+	unlink(acc);
+	unlink(moved);
+	unlink(path);
+}
+
+static void
+test_log_file_full_buffer_drops_and_counts(void)
+{
+	char path[128], acc[128], want[256], line[64];
+	const size_t rec = 4 + strlen("line 000\n");
+	const unsigned total = 600, fit = (unsigned)(4096 / rec);
+	unsigned ok = 0;
+	int id;
+
+	cr_log_set_timestamps(false);
+	path_in_tmp(path, sizeof(path), "main2.log");
+	path_in_tmp(acc, sizeof(acc), "access2.log");
+	CU_ASSERT_EQUAL_FATAL(cr_log_set_file(path), 0);
+	id = cr_log_file_open(acc);
+	CU_ASSERT_TRUE_FATAL(id >= 1);
+	cr__log_set_buf_size(4096);
+	CU_ASSERT_EQUAL_FATAL(cr_log_attach(12), 0);
+	cr__log_set_buf_size(64 * 1024);
+	cr__log_pause(true);
+	for (unsigned i = 0; i < total; i++) {
+		int n = snprintf(line, sizeof(line), "line %03u\n", i);
+
+		ok += cr_log_file_put(id, line, (size_t)n) == 0;
+	}
+	CU_ASSERT_EQUAL(ok, fit);
+	CU_ASSERT_EQUAL(cr_log_file_dropped(id), total - fit);
+	/* The log's own count is the log's: nothing of it dropped. */
+	CU_ASSERT_EQUAL(cr_log_dropped(12), 0);
+	cr__log_pause(false);
+	cr_log_flush();
+	CU_ASSERT_EQUAL(count_lines(slurp(acc), "line "), fit);
+	snprintf(want, sizeof(want), "lib.eal: warning: %u lines of %s dropped: a log buffer was full\n",
+		 total - fit, acc);
+	CU_ASSERT_EQUAL(count_lines(slurp(path), want), 1);
+	cr_log_detach();
+	cr_log_file_close(id);
+	CU_ASSERT_EQUAL(cr_log_set_file(NULL), 0);
+	unlink(acc);
+	unlink(path);
+	cr_log_set_timestamps(true);
+}
+
 static void *
 pipe_reader(void *arg)
 {
@@ -278,6 +397,8 @@ static const struct ut_case cases[] = {
     {"a full buffer drops and counts", test_full_buffer_drops_and_counts},
     {"a stuck sink does not block a producer", test_stuck_sink_does_not_block_producer},
     {"abort writes what was buffered", test_abort_writes_buffered_lines},
+    {"a log file's lines go out as they are", test_log_file_lines_go_out_as_they_are},
+    {"a log file's full buffer drops and counts", test_log_file_full_buffer_drops_and_counts},
 };
 
 UT_MAIN("eal_log_thread", cases, log_suite_init, log_suite_fini)
