@@ -722,6 +722,7 @@ srv_close(struct cr_conn *c, int err)
 	srv_gone(s);
 	if (!s->srv_open && (err == 0 || err == -ESHUTDOWN)) {
 		/* Closed by our own drain or stop while connecting: not the backend's fault. */
+		ended(s, pl->retiring ? PX_END_RETIRE : PX_END_SHUTDOWN);
 		if (s->cli != NULL)
 			cr_conn_close(s->cli);
 	} else if (!s->srv_open) {
