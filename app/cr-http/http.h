@@ -91,6 +91,10 @@ struct http_conn {
 	uint64_t body_start_ns, body_last_ns, body_bytes;
 	/* On the lcore's list of connections a new one may end (http_reclaim.c). */
 	struct http_link lru;
+	/* The access line of the request being answered, in its slot (http_access.c). */
+	uint16_t acc_pre, acc_len; /* 0: none begun */
+	bool acc_head_only;
+	char peer[48]; /* the peer's address for the access log, once known */
 };
 
 /* A static request: its file being opened (on a helper thread), then sent. */
@@ -108,6 +112,13 @@ struct http_file {
 	int64_t ims;
 	uint8_t range_len;
 	char range[64];
+	bool gzip_ok;  /* the client takes gzip: a .gz sibling is served (gzip_static) */
+	bool gzipped;  /* the .gz sibling was opened */
+	bool want_dir; /* the path ends with '/' (a directory without it: 301) */
+	uint16_t host_len, args_len, inm_len;
+	char host[256];	 /* Host, without its port: the 301's Location */
+	char args[1024]; /* the query, after '?' */
+	char inm[256];	 /* If-None-Match */
 	const char *type;
 	struct stat st;
 	char path[4096]; /* %-decoded */
@@ -139,6 +150,7 @@ struct http_lcore {
 	uint32_t json_len;
 	struct cr_timer date_timer;
 	bool shutting; /* closing (retire, shutdown): every answer says Connection: close */
+	char *acc_mem;		     /* --access-log: HTTP_ACC_SLOT bytes per connection */
 	uint32_t n_open;	     /* connections open */
 	struct http_ilist lru; /* reclaimable connections, oldest first (http_reclaim.c) */
 	uint64_t cnt[CNT_COUNT];
@@ -156,6 +168,10 @@ struct http_cfg {
 	uint32_t max_conns;
 	uint32_t reserve; /* slots kept free by ending the oldest idle or slow connection */
 	uint32_t stage_cap;
+	/* --plaintext-path, --json-path: the built-in routes; length 0: off. */
+	const char *plain_path, *json_path;
+	size_t plain_path_len, json_path_len;
+	uint16_t port; /* the listening port, for an absolute Location */
 	int root_fd; /* -1: no --root */
 	char root[4096];
 	/* --hsts: the header line HTTPS answers carry (hsts_len 0: none). */
@@ -175,6 +191,7 @@ void http_tls_reload(void *arg);
 void http_tls_fini(void);
 /* The answers on @p c carry the HSTS line. */
 bool http_hsts(const struct cr_conn *c);
+uint16_t http_tls_port(void);
 
 /* http_lcore.c: the per-lcore state, an lcore-local. */
 extern int http_local;
@@ -193,12 +210,27 @@ http_lcore_cur(void)
 extern int http_hist_request;
 void http_request_done(struct http_conn *h);
 
+/* http_access.c: --access-log. */
+#define HTTP_ACC_SLOT 2048u
+bool http_access_on(void);
+int http_access_open(const char *path);
+/* cr_app.reopen_logs (SIGUSR1, the signal thread). */
+void http_access_reopen(void *arg);
+void http_access_close(void);
+uint64_t http_access_dropped(void);
+/* A head was parsed: its access fields go into the connection's slot. */
+void http_access_begin(struct http_conn *h, const char *head, size_t head_len, bool head_only);
+/* The response head is written: the line goes out, with @p status and the body's bytes. */
+void http_access_end(struct http_conn *h, int status, uint64_t body_bytes);
+
 /* http_date.c */
 void http_date_start(struct http_lcore *hl);
 void http_date_stop(struct http_lcore *hl);
 
 /* http_out.c: the response writer, into the lcore's output buffer. */
 void http_out(struct http_conn *h, const void *p, size_t n);
+/* The most header bytes http_out_head() takes in @p extra (more are left out). */
+#define HTTP_EXTRA_MAX 6144u
 void http_out_head(struct http_conn *h, int status, const char *ctype, uint64_t clen,
 		   const char *extra, size_t extra_len, bool keep);
 void http_out_flush(struct http_conn *h);
@@ -208,6 +240,9 @@ void http_canned_rebuild(struct http_lcore *hl);
 /* An error answer, body "STATUS Reason"; without @p keep the connection closes after it. */
 void http_reply_status(struct http_conn *h, int status, bool keep, const char *extra,
 		       size_t extra_len);
+/* The same for a request whose head is gone: @p head_only says whether it was HEAD. */
+void http_reply_status_to(struct http_conn *h, int status, bool keep, bool head_only,
+			  const char *extra, size_t extra_len);
 /* The built-in routes' answer: /plaintext, or /json with @p json. */
 void http_reply_hello(struct http_lcore *hl, struct http_conn *h, bool json, bool keep);
 

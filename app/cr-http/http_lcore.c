@@ -27,6 +27,7 @@ lcore_fini(void *mem, unsigned lcore, void *arg)
 	cr_numa_free(hl->file_free);
 	cr_numa_free(hl->buf_mem);
 	cr_numa_free(hl->buf_free);
+	cr_numa_free(hl->acc_mem);
 }
 
 static int
@@ -53,6 +54,11 @@ lcore_init(void *mem, unsigned lcore, void *arg)
 		hl->stage_free[i] = n - 1 - i;
 	hl->stage_nfree = n;
 	http_ilist_init(&hl->wait);
+	if (http_access_on()) {
+		hl->acc_mem = cr_numa_zalloc((size_t)HTTP_ACC_SLOT * n, node);
+		if (hl->acc_mem == NULL)
+			goto out_free;
+	}
 	if (http_cfg.root_fd >= 0) {
 		/* A slot per connection, each set up when taken (untouched until then). */
 		hl->files = cr_numa_zalloc(sizeof(struct http_file) * n, node);

@@ -31,6 +31,8 @@ reason(int status)
 		return "OK";
 	case 206:
 		return "Partial Content";
+	case 301:
+		return "Moved Permanently";
 	case 304:
 		return "Not Modified";
 	case 400:
@@ -162,9 +164,9 @@ http_out_head(struct http_conn *h, int status, const char *ctype, uint64_t clen,
 	      size_t extra_len, bool keep)
 {
 	struct http_lcore *hl = http_lcore_cur();
-	char more[512 + sizeof(http_cfg.hsts)], buf[HEAD_MAX + sizeof(more)];
+	char more[HTTP_EXTRA_MAX + sizeof(http_cfg.hsts)], buf[HEAD_MAX + sizeof(more)];
 
-	if (extra_len > 512)
+	if (extra_len > HTTP_EXTRA_MAX)
 		extra_len = 0;
 	if (http_hsts(h->c)) {
 		if (extra_len > 0)
@@ -177,6 +179,7 @@ http_out_head(struct http_conn *h, int status, const char *ctype, uint64_t clen,
 		 format_head(buf, hl->date, status, ctype, clen, extra, extra_len, keep,
 			     keep && h->p.req.minor == 0));
 	http_count_status(hl, status);
+	http_access_end(h, status, clen == UINT64_MAX ? 0 : clen);
 }
 
 void
@@ -195,17 +198,24 @@ http_canned_rebuild(struct http_lcore *hl)
 }
 
 void
-http_reply_status(struct http_conn *h, int status, bool keep, const char *extra, size_t extra_len)
+http_reply_status_to(struct http_conn *h, int status, bool keep, bool head_only,
+		     const char *extra, size_t extra_len)
 {
 	char body[64];
 	const char *r = reason(status);
 	int n = snprintf(body, sizeof(body), "%d %s\n", status, r);
 
 	http_out_head(h, status, "text/plain", (uint64_t)n, extra, extra_len, keep);
-	if (h->p.req.method != HTTP_HEAD)
+	if (!head_only)
 		http_out(h, body, (size_t)n);
 	if (!keep)
 		h->closing = true;
+}
+
+void
+http_reply_status(struct http_conn *h, int status, bool keep, const char *extra, size_t extra_len)
+{
+	http_reply_status_to(h, status, keep, h->p.req.method == HTTP_HEAD, extra, extra_len);
 }
 
 static void
@@ -229,6 +239,8 @@ http_reply_hello(struct http_lcore *hl, struct http_conn *h, bool json, bool kee
 		else
 			http_out(h, hl->json, hl->json_len);
 		hl->cnt[CNT_RESP_2XX]++;
+		if (h->acc_len != 0)
+			http_access_end(h, 200, json ? sizeof(JSON_BODY) - 1 : sizeof(PLAIN_BODY) - 1);
 	} else if (!json) {
 		reply_body(h, 200, "text/plain", PLAIN_BODY, sizeof(PLAIN_BODY) - 1, keep);
 	} else {

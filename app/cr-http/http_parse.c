@@ -719,3 +719,29 @@ http_date_parse(const char *s, size_t len, int64_t *out)
 	       mm * 60 + ss;
 	return 0;
 }
+
+/* A scan of the head, for the fields the parser does not keep. */
+size_t
+http_header_value(const char *head, size_t len, const char *name, const char **out)
+{
+	size_t nl = strlen(name);
+	const char *p = memchr(head, '\n', len), *end = head + len;
+
+	while (p != NULL && ++p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p)), *v;
+
+		if (eol == NULL)
+			break;
+		if ((size_t)(eol - p) > nl && p[nl] == ':' && http_ieq(p, nl, name)) {
+			v = p + nl + 1;
+			while (v < eol && (*v == ' ' || *v == '\t'))
+				v++;
+			while (eol > v && (eol[-1] == '\r' || eol[-1] == ' ' || eol[-1] == '\t'))
+				eol--;
+			*out = v;
+			return (size_t)(eol - v);
+		}
+		p = eol;
+	}
+	return 0;
+}

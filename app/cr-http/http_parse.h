@@ -128,6 +128,13 @@ int http_date_parse(const char *s, size_t len, int64_t *out);
 /** Format @p t as an IMF-fixdate into @p out (30 bytes: 29 and a NUL). */
 void http_date_format(int64_t t, char out[30]);
 
+/**
+ * The value of the first header field named @p name (lower case) in the complete head
+ * @p head[0..len), blanks around it trimmed, into *@p out. @return its length; 0 when
+ * absent or empty.
+ */
+size_t http_header_value(const char *head, size_t len, const char *name, const char **out);
+
 /** True when @p s[0..len) equals @p lit ignoring ASCII case. */
 bool http_ieq(const char *s, size_t len, const char *lit);
 

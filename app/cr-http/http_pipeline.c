@@ -31,9 +31,11 @@ route(const char *head, const struct http_request *r, int *status)
 {
 	bool get = r->method == HTTP_GET || r->method == HTTP_HEAD;
 
-	if (path_is(head, r, "/plaintext", 10))
+	if (http_cfg.plain_path_len > 0 &&
+	    path_is(head, r, http_cfg.plain_path, http_cfg.plain_path_len))
 		return get ? ANS_PLAIN : ANS_ALLOW;
-	if (path_is(head, r, "/json", 5))
+	if (http_cfg.json_path_len > 0 &&
+	    path_is(head, r, http_cfg.json_path, http_cfg.json_path_len))
 		return get ? ANS_JSON : ANS_ALLOW;
 	if (http_cfg.root_fd < 0) {
 		*status = 404;
@@ -157,6 +159,7 @@ handle_request(struct http_lcore *hl, struct http_conn *h, const char *head)
 	h->req_start_ns = cr_now_ns();
 	cr_timer_stop(&h->hdr_timer);
 	http_lru_touch(hl, h);
+	http_access_begin(h, head, r->head_len, r->method == HTTP_HEAD);
 	body = http_body_init(&h->body, r);
 	if (body && r->expect_continue && r->minor == 1) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";

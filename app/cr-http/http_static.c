@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Files under --root: GET and HEAD, Content-Type from the extension, Last-Modified and
- * If-Modified-Since, one byte range (Range: bytes=A-B, A-, -N), index.html for a
- * directory. The bytes are read through lib/io (cr_io_read) a chunk at a time and each
+ * If-Modified-Since, ETag and If-None-Match, one byte range (Range: bytes=A-B, A-, -N),
+ * index.html for a directory and a 301 to "DIR/" for one named without its slash, the
+ * precompressed "FILE.gz" for a client that takes gzip (nginx's gzip_static), and a body
+ * on every error status. The bytes are read through lib/io (cr_io_read) a chunk at a time and each
  * chunk is queued on the connection; the next read starts while the queue is below its
  * high watermark, or when it drains. A read takes one of the lcore's read buffers for as
  * long as it is in flight (none free: the transfer waits in line for one); a transfer
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 #include "cr_offload.h"
+#include "cr_tls.h"
 #include "http.h"
 
 static const struct {
@@ -132,21 +135,53 @@ errno_status(int err)
  * block on the file system), or on the lcore when no helper takes the job.
  * @return fd or -status.
  */
+/* "FILE.gz" beside @p rel, when it is a regular file; else -1. */
 static int
-open_file(const char *path, struct stat *st, const char **type)
+open_gz(const char *rel, struct stat *st)
 {
-	const char *rel;
+	char gz[4096 + 4];
+	int fd;
+
+	if ((size_t)snprintf(gz, sizeof(gz), "%s.gz", rel) >= sizeof(gz))
+		return -1;
+	fd = open_beneath(http_cfg.root_fd, gz);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) ||
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int
+open_file(struct http_file *f, struct stat *st, const char **type)
+{
+	const char *rel, *path = f->path;
 	int fd, fd2;
 
 	while (*path == '/')
 		path++;
 	rel = *path == '\0' ? "." : path;
+	if (f->gzip_ok && !f->want_dir) {
+		fd = open_gz(rel, st);
+		if (fd >= 0) {
+			f->gzipped = true;
+			*type = mime_type(rel);
+			return fd;
+		}
+	}
 	fd = open_beneath(http_cfg.root_fd, rel);
 	if (fd < 0)
 		return -errno_status(fd);
 	if (fstat(fd, st) != 0) {
 		close(fd);
 		return -500;
+	}
+	if (S_ISDIR(st->st_mode) && !f->want_dir) {
+		close(fd);
+		return -301;
 	}
 	if (S_ISDIR(st->st_mode)) {
 		fd2 = open_beneath(fd, "index.html");
@@ -401,27 +436,161 @@ http_static_open_expired(struct http_lcore *hl, struct http_conn *h)
 }
 
 /*
+ * If-None-Match: "*", or a list of entity tags one of which is @p etag, compared weakly
+ * (a W/ prefix is ignored), as RFC 9110 13.1.2 says for GET and HEAD.
+ */
+static bool
+etag_matches(const char *v, size_t len, const char *etag)
+{
+	size_t el = strlen(etag), i = 0;
+
+	while (i < len) {
+		size_t j;
+
+		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		if (i < len && v[i] == '*')
+			return true;
+		if (i + 2 <= len && v[i] == 'W' && v[i + 1] == '/')
+			i += 2;
+		for (j = i; j < len && v[j] != ','; j++)
+			;
+		while (j > i && (v[j - 1] == ' ' || v[j - 1] == '\t'))
+			j--;
+		if (j - i == el && memcmp(v + i, etag, el) == 0)
+			return true;
+		while (i < len && v[i] != ',')
+			i++;
+	}
+	return false;
+}
+
+/*
+ * A directory named without its slash: 301 to the same path with it, the query kept, as
+ * an absolute URL with the Host the client sent and the port it came to (left out when
+ * 80 for http, 443 for https), the way
+ * nginx writes it (absolute_redirect, port_in_redirect); the path %-decoded, as nginx.
+ */
+static void
+redirect_dir(struct http_conn *h, struct http_file *f)
+{
+	char extra[HTTP_EXTRA_MAX], port[8] = "";
+	bool tls = cr_tls_conn(h->c);
+	unsigned p = tls ? http_tls_port() : http_cfg.port;
+	int n;
+
+	if (p != (tls ? 443u : 80u))
+		snprintf(port, sizeof(port), ":%u", p);
+	/* HTTP/1.0 without Host: a relative Location, which RFC 9110 10.2.2 allows. */
+	n = snprintf(extra, sizeof(extra), "Location: %s%s%s%s/%s%.*s\r\n",
+		     f->host_len == 0 ? "" : tls ? "https://" : "http://", f->host,
+		     f->host_len > 0 ? port : "",
+		     f->path, f->args_len > 0 ? "?" : "", (int)f->args_len, f->args);
+	if (n < 0 || (size_t)n >= sizeof(extra))
+		n = 0;
+	http_reply_status_to(h, 301, f->keep, f->head_only, extra, (size_t)n);
+}
+
+/* Accept-Encoding names gzip with a q above 0 (nginx: "gzip" and no ";q=0"). */
+static bool
+takes_gzip(const char *v, size_t len)
+{
+	for (size_t i = 0; i + 4 <= len; i++) {
+		size_t j = i + 4;
+
+		if (!http_ieq(v + i, 4, "gzip") || (i > 0 && v[i - 1] != ' ' && v[i - 1] != ',' &&
+						    v[i - 1] != '\t'))
+			continue;
+		while (j < len && (v[j] == ' ' || v[j] == '\t'))
+			j++;
+		if (j < len && v[j] != ',' && v[j] != ';')
+			continue;
+		if (j < len && v[j] == ';') {
+			j++;
+			while (j < len && (v[j] == ' ' || v[j] == '\t'))
+				j++;
+			if (j + 2 < len + 1 && (v[j] == 'q' || v[j] == 'Q') && v[j + 1] == '=') {
+				j += 2;
+				while (j < len && (v[j] == '0' || v[j] == '.'))
+					j++;
+				if (j == len || v[j] == ',' || v[j] == ' ')
+					return false; /* q=0, q=0.0, ... */
+			}
+		}
+		return true;
+	}
+	return false;
+}
+
+/* What the answer needs from the head, which is gone by the time the open ends. */
+static void
+keep_head_fields(struct http_file *f, const char *head, const struct http_request *req)
+{
+	const char *v, *t = head + req->target.off;
+	size_t n, pe = (size_t)(req->path.off - req->target.off) + req->path.len;
+
+	n = req->host.len;
+	v = head + req->host.off;
+	if (n > 0 && v[0] != '[') { /* the port goes: ours is added */
+		const char *c = memchr(v, ':', n);
+
+		if (c != NULL)
+			n = (size_t)(c - v);
+	} else if (n > 0) {
+		const char *c = memchr(v, ']', n);
+
+		if (c != NULL)
+			n = (size_t)(c - v) + 1;
+	}
+	f->host_len = n < sizeof(f->host) ? (uint16_t)n : 0;
+	memcpy(f->host, v, f->host_len);
+	f->host[f->host_len] = '\0';
+	f->args_len = 0;
+	if (pe < req->target.len && t[pe] == '?' && req->target.len - pe - 1 < sizeof(f->args)) {
+		f->args_len = (uint16_t)(req->target.len - pe - 1);
+		memcpy(f->args, t + pe + 1, f->args_len);
+	}
+	n = http_header_value(head, req->head_len, "if-none-match", &v);
+	f->inm_len = n < sizeof(f->inm) ? (uint16_t)n : 0;
+	memcpy(f->inm, v, f->inm_len);
+	n = http_header_value(head, req->head_len, "accept-encoding", &v);
+	/* nginx's gzip_http_version 1.1: an HTTP/1.0 client gets the file as it is. */
+	f->gzip_ok = req->minor >= 1 && n > 0 && takes_gzip(v, n);
+	f->gzipped = false;
+	f->want_dir = f->path[0] != '\0' && f->path[strlen(f->path) - 1] == '/';
+}
+
+/*
  * The file is open (or not): answer. Either the whole answer is written and the slot put
  * back (h->file NULL), or the head is sent and the first read started (h->file set).
  */
 static void
 answer_file(struct http_lcore *hl, struct http_conn *h, struct http_file *f)
 {
-	char extra[256], lm[30];
+	char extra[512], lm[30], etag[48];
 	uint64_t size, first = 0, last = 0, len;
 	int status, rng = 0;
 	size_t xl;
 
 	h->file = NULL;
+	if (f->fd == -301) {
+		redirect_dir(h, f);
+		goto out_put;
+	}
 	if (f->fd < 0) {
-		http_out_head(h, -f->fd, NULL, 0, NULL, 0, f->keep);
+		http_reply_status_to(h, -f->fd, f->keep, f->head_only, NULL, 0);
 		goto out_put;
 	}
 	size = (uint64_t)f->st.st_size;
 	http_date_format((int64_t)f->st.st_mtim.tv_sec, lm);
-	xl = (size_t)snprintf(extra, sizeof(extra), "Last-Modified: %s\r\nAccept-Ranges: bytes\r\n",
-			      lm);
-	if (f->has_ims && (int64_t)f->st.st_mtim.tv_sec <= f->ims) {
+	/* nginx's ETag: the mtime and the size in hex. */
+	snprintf(etag, sizeof(etag), "\"%llx-%llx\"", (unsigned long long)f->st.st_mtim.tv_sec,
+		 (unsigned long long)size);
+	xl = (size_t)snprintf(extra, sizeof(extra),
+			      "Last-Modified: %s\r\nETag: %s\r\nAccept-Ranges: bytes\r\n%s", lm,
+			      etag, f->gzipped ? "Content-Encoding: gzip\r\n" : "");
+	if (f->inm_len > 0 ? etag_matches(f->inm, f->inm_len, etag)
+			   : f->has_ims && (int64_t)f->st.st_mtim.tv_sec <= f->ims) {
 		http_out_head(h, 304, NULL, UINT64_MAX, extra, xl, f->keep);
 		goto out_put;
 	}
@@ -430,7 +599,7 @@ answer_file(struct http_lcore *hl, struct http_conn *h, struct http_file *f)
 	if (rng < 0) {
 		xl += (size_t)snprintf(extra + xl, sizeof(extra) - xl,
 				       "Content-Range: bytes */%llu\r\n", (unsigned long long)size);
-		http_out_head(h, 416, NULL, 0, extra, xl, f->keep);
+		http_reply_status_to(h, 416, f->keep, f->head_only, extra, xl);
 		goto out_put;
 	}
 	if (rng > 0) {
@@ -466,7 +635,7 @@ open_job(void *arg)
 {
 	struct http_file *f = arg;
 
-	f->fd = open_file(f->path, &f->st, &f->type);
+	f->fd = open_file(f, &f->st, &f->type);
 }
 
 /* Back on the lcore. */
@@ -498,15 +667,16 @@ http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
 	int status;
 
 	if (hl->file_nfree == 0) {
-		http_out_head(h, 503, NULL, 0, retry, sizeof(retry) - 1, keep);
+		http_reply_status(h, 503, keep, retry, sizeof(retry) - 1);
 		return;
 	}
 	f = &hl->files[hl->file_free[hl->file_nfree - 1]];
 	status = clean_path(head + req->path.off, req->path.len, f->path, sizeof(f->path));
 	if (status != 0) {
-		http_out_head(h, status, NULL, 0, NULL, 0, keep);
+		http_reply_status(h, status, keep, NULL, 0);
 		return;
 	}
+	keep_head_fields(f, head, req);
 	hl->file_nfree--;
 	f->h = h;
 	f->fd = -1;

@@ -104,3 +104,10 @@ http_tls_fini(void)
 {
 	cr_tls_app_fini(&tls.t);
 }
+
+/* The TLS listener's port (0: none), for an absolute Location on HTTPS. */
+uint16_t
+http_tls_port(void)
+{
+	return tls.t.ctx != NULL ? cr_net_addr_port(&tls.t.bound) : 0;
+}

@@ -38,7 +38,13 @@
 #include "cr_tls.h"
 #include "http.h"
 
-struct http_cfg http_cfg = {.root_fd = -1};
+struct http_cfg http_cfg = {
+    .plain_path = "/plaintext",
+    .plain_path_len = 10,
+    .json_path = "/json",
+    .json_path_len = 5,
+    .root_fd = -1,
+};
 
 static struct {
 	struct cr_net_addr listen;
@@ -50,6 +56,7 @@ static struct {
 	unsigned long long min_body_rate;
 	unsigned long long max_line, max_header_bytes, max_fields, max_body;
 	const char *root;
+	const char *access_log; /* NULL: off */
 } app = {
     .max_conns = 0, /* conns_default() */
     .header_timeout = 10,
@@ -129,6 +136,7 @@ start(void *arg)
 				     cr_net_addr_format(&app.listen, a, sizeof(a)),
 				     cr_strerror(rc));
 	cr_listener_addr(app.listener, &app.bound);
+	http_cfg.port = cr_net_addr_port(&app.bound);
 	rc = http_tls_start(&http_conn_ops, http_cfg.keepalive_ns);
 	if (rc != 0)
 		return rc;
@@ -173,6 +181,7 @@ fini(bool failed, void *arg)
 	fflush(stdout);
 	if (http_cfg.root_fd >= 0)
 		close(http_cfg.root_fd);
+	http_access_close();
 	http_tls_fini();
 	return 0;
 }
@@ -282,6 +291,31 @@ set_root(const char *v, void *ctx)
 }
 
 static int
+set_access_log(const char *v, void *ctx)
+{
+	(void)ctx;
+	if (v[0] == '\0')
+		return -EINVAL;
+	app.access_log = strcmp(v, "off") == 0 ? NULL : v;
+	return 0;
+}
+
+/* --plaintext-path / --json-path: an absolute path, or off. */
+static int
+set_route(const char *v, void *ctx)
+{
+	bool json = ctx != NULL;
+
+	if (strcmp(v, "off") == 0)
+		v = "";
+	else if (v[0] != '/' || strpbrk(v, "?# \t") != NULL)
+		return -EINVAL;
+	*(json ? &http_cfg.json_path : &http_cfg.plain_path) = v;
+	*(json ? &http_cfg.json_path_len : &http_cfg.plain_path_len) = strlen(v);
+	return 0;
+}
+
+static int
 open_root(void)
 {
 	struct stat st;
@@ -326,6 +360,10 @@ configure(int argc, char **argv, void *arg)
 					      "number of seconds above 0, e.g. 10");
 	if (app.root != NULL && open_root() != 0)
 		return -EINVAL;
+	rc = app.access_log != NULL ? http_access_open(app.access_log) : 0;
+	if (rc != 0)
+		return cr_app_errorf(rc, "--access-log %s: %s; accepted: a file path, or off",
+				     app.access_log, cr_strerror(rc));
 	rc = http_tls_configure();
 	if (rc != 0)
 		return rc;
@@ -380,6 +418,18 @@ main(int argc, char **argv)
 	    CR_APP_OPT_LISTEN(&app.listen, "address to serve (default 127.0.0.1:8080)"),
 	    {"root", 0, "DIR", "serve the files under DIR (GET/HEAD; default: none)",
 	     "an existing directory", set_root, NULL},
+	    {"access-log", 0, "PATH|off",
+	     "append one line per response to PATH, in nginx's combined format; reopened on "
+	     "SIGUSR1 (default off)",
+	     "a file path, or off", set_access_log, NULL},
+	    {"plaintext-path", 0, "PATH|off",
+	     "where the built-in Hello, World! answers (default /plaintext; off: none, the "
+	     "path goes to --root)",
+	     "a path starting with /, without ?, # or blanks, or off", set_route, NULL},
+	    {"json-path", 0, "PATH|off",
+	     "where the built-in {\"message\":\"Hello, World!\"} answers (default /json; off: "
+	     "none)",
+	     "a path starting with /, without ?, # or blanks, or off", set_route, (void *)1},
 	    {"max-connections", 0, "N",
 	     "connections per lcore (default: what the descriptor limit allows, at most 4096, "
 	     "half that with --root); above all but 1/32 of them, a new one ends the oldest "
@@ -426,6 +476,7 @@ main(int argc, char **argv)
 	    .stop = stop,
 	    .reload = http_tls_reload,
 	    .fini = fini,
+	    .reopen_logs = http_access_reopen,
 	};
 	unsigned n = sizeof(opts) / sizeof(opts[0]);
 

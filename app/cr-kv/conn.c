@@ -103,18 +103,33 @@ conn_close(struct cr_conn *c, int err)
 	kc_maybe_free(kc);
 }
 
-static void
-conn_eof(struct cr_conn *c)
+void
+kc_eof(struct kconn *kc)
 {
-	/* Redis closes a client whose peer shut its side, replies owed or not. */
-	struct kconn *kc = cr_conn_data(c);
-
-	if (kc == NULL || (kc->head == NULL && kc->oq_head == NULL) || kc->bpop != NULL) {
-		cr_conn_close(c); /* a blocked client too: its wait is cancelled (kc_gone()) */
+	/* Redis closes a client whose peer shut its side, replies owed or not; it has run
+	 * what it read before. Held parsing (KC_MAX_QUEUED) goes on first, then this again. */
+	if (kc->parse_held) {
+		kc->eof_held = true;
+		return;
+	}
+	kc->eof_held = false;
+	if ((kc->head == NULL && kc->oq_head == NULL) || kc->bpop != NULL) {
+		cr_conn_close(kc->conn); /* a blocked client too: its wait is cancelled */
 		return;
 	}
 	/* Replies are still owed: send them, then close. */
 	kc->close_after = true;
+}
+
+static void
+conn_eof(struct cr_conn *c)
+{
+	struct kconn *kc = cr_conn_data(c);
+
+	if (kc == NULL)
+		cr_conn_close(c);
+	else
+		kc_eof(kc);
 }
 
 /*

@@ -506,11 +506,13 @@ prefetch_batch(struct kconn *kc)
 	const char *p = kc->qbuf + kc->qpos, *end = kc->qbuf + kc->qlen;
 	struct kv_store *st = kc->sh->store;
 	uint64_t hs[PREFETCH_MAX];
-	unsigned n = 0, i;
+	unsigned n = 0, i, seen;
 
 	if (kc->rp.reqtype != 0)
 		return; /* in the middle of a request */
-	while (n < PREFETCH_MAX && p < end) {
+	/* At most PREFETCH_MAX requests, local or not: a buffer of requests for other shards
+	 * is not walked to its end (and hashed) again at each turn of its parsing. */
+	for (seen = 0; seen < PREFETCH_MAX && p < end; seen++) {
 		long long argc = scan_len(&p, end, '*'), j, len;
 		const char *key = NULL;
 		size_t klen = 0;
@@ -542,6 +544,7 @@ void
 kv_process_input(struct kconn *kc)
 {
 	kc->in_input = true;
+	kc->parse_held = false; /* set again below if it must stop again */
 	kc->sh->now_ms = kv_now_ms();
 	prefetch_batch(kc);
 	while (kc->conn != NULL && kc->blocked == 0 && !kc->close_after && !kc_out_full(kc)) {
@@ -556,11 +559,17 @@ kv_process_input(struct kconn *kc)
 			break;
 		}
 		run_command(kc);
+		if (kc->queued >= KC_MAX_QUEUED) {
+			kc->parse_held = true; /* kc_flush() resumes it */
+			break;
+		}
 	}
 	if (kc->conn != NULL) {
 		compact(kc);
 		send_batch(kc);
 		kc_stop_reading_if_needed(kc);
+		if (kc->eof_held && !kc->parse_held)
+			kc_eof(kc); /* what was read before the EOF is parsed */
 	} else {
 		kc->sh->batch.len = 0;
 	}

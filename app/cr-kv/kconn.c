@@ -51,7 +51,8 @@ kconn_free(struct kconn *kc)
 void
 kc_maybe_free(struct kconn *kc)
 {
-	if (kc->conn == NULL && kc->head == NULL && !kc->in_input && !kc->flush_pending)
+	if (kc->conn == NULL && kc->head == NULL && !kc->in_input && !kc->flush_pending &&
+	    !kc->resume_pending)
 		kconn_free(kc);
 }
 

@@ -448,8 +448,10 @@ struct kv_shard {
 	int64_t now_ms; /* the clock when the batch being parsed arrived */
 };
 
-/* Requests a connection may have in flight before it stops reading. */
-#define KC_MAX_QUEUED 1024u
+/* Requests a connection may have in flight before it stops parsing (and reading): what
+ * it sends after waits in its query buffer, so that a pipelining client's remote requests
+ * do not fill another shard's queue ahead of everyone else's. */
+#define KC_MAX_QUEUED 128u
 /* A query buffer starts this big and is shrunk back when it is idle and over SHRINK. */
 #define KC_QBUF_INITIAL 4096u
 #define KC_QBUF_SHRINK	(64u * 1024)
@@ -472,8 +474,11 @@ struct kconn {
 	bool close_hard;	    /* ... and promptly: a protocol error, not QUIT */
 	struct cr_timer kill_timer; /* close_hard: reset if the peer keeps sending */
 	bool read_stopped;
-	bool in_input;	    /* kv_process_input() is on the stack */
-	bool flush_pending; /* a deferred_flush() is queued: kc must live until it runs */
+	bool in_input;	     /* kv_process_input() is on the stack */
+	bool flush_pending;  /* a deferred_flush() is queued: kc must live until it runs */
+	bool parse_held;     /* parsing stopped at KC_MAX_QUEUED requests in flight */
+	bool resume_pending; /* a deferred resume is queued: kc must live until it runs */
+	bool eof_held;	     /* the peer shut its side while parsing was held */
 	uint64_t id;
 	char *name;
 	struct kv_bpop *bpop; /* the blocking command it waits in (bpop.h), or NULL */
@@ -608,6 +613,9 @@ void kc_gone(struct kconn *kc);	      /* its socket is gone (closed or destroyed
 void kc_abort(struct kconn *kc);      /* destroy the socket now, free if possible */
 /* kc_send() and the output: clients.h */
 void kc_close_hard(struct kconn *kc);
+/* The peer shut its side: close now, or once the replies owed (and the requests read
+ * before, when parsing is held) are answered. */
+void kc_eof(struct kconn *kc);
 void kc_stop_reading_if_needed(struct kconn *kc);
 /* Release a hold on the connection's parsing (a multi-phase command is done); the last
  * one resumes it. */

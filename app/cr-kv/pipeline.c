@@ -49,6 +49,39 @@ kc_reply_error(struct kconn *kc, const char *s, size_t n)
 		rb_errorlen(o, s, n);
 }
 
+static void
+deferred_resume(void *arg)
+{
+	struct kconn *kc = arg;
+
+	kc->resume_pending = false;
+	if (kc->conn == NULL) {
+		kc_maybe_free(kc);
+		return;
+	}
+	if (kc->parse_held && kc->blocked == 0 && !kc->in_input && !kc->close_after &&
+	    !kc->out_paused) {
+		kc->parse_held = false;
+		kc->resume(kc); /* may free kc */
+	}
+}
+
+/*
+ * Parsing held at KC_MAX_QUEUED requests in flight goes on in the deferred phase of the
+ * turn, not on this stack: kc_flush() is called at the end of parsing too, and the other
+ * connections of the lcore get their turn in between.
+ */
+static void
+schedule_resume(struct kconn *kc)
+{
+	if (cr_defer(deferred_resume, kc) == 0) {
+		kc->resume_pending = true;
+	} else if (!kc->in_input && kc->blocked == 0 && !kc->close_after && !kc->out_paused) {
+		kc->parse_held = false; /* the defer queue is full: here, then */
+		kc->resume(kc);		/* may free kc */
+	}
+}
+
 void
 kc_flush(struct kconn *kc)
 {
@@ -75,11 +108,15 @@ kc_flush(struct kconn *kc)
 			cr_conn_close(kc->conn);
 		return;
 	}
+	/* Held parsing goes on first: reading more meanwhile would grow the buffer by a read
+	 * at each hold, faster than the hold lets it be parsed. */
 	if (kc->read_stopped && kc->queued < KC_MAX_QUEUED / 4 && kc->blocked == 0 &&
-	    !kc->out_paused) {
+	    !kc->out_paused && !kc->parse_held) {
 		kc->read_stopped = false;
 		cr_conn_read_start(kc->conn);
 	}
+	if (kc->parse_held && kc->queued < KC_MAX_QUEUED / 4 && !kc->resume_pending)
+		schedule_resume(kc);
 }
 
 static void

@@ -438,7 +438,10 @@ int cr_conn_peer(const struct cr_conn *c, struct cr_net_addr *out);
  * the app. cr_conn_send() on a layered connection is @c send, which puts what the layer
  * makes of the bytes on the wire with cr_conn_send_wire(); cr_conn_close() and
  * cr_conn_shutdown_write() first call @c shut, so the layer may queue its last words
- * (a close_notify) before the write side is shut. @c release runs when the slot is freed
+ * (a close_notify) before the write side is shut. @c end runs when the connection ends,
+ * before on_close and whether or not on_close runs (cr_conn_destroy()): the layer stops
+ * its own timers there, so nothing of its reaches an app that destroyed the connection.
+ * @c release runs when the slot is freed
  * (after the last final completion, whether on_close ran or cr_conn_destroy() came
  * first), so the layer frees its per-connection state then. Every member but @c wire may
  * be NULL. All of them run on the connection's lcore.
@@ -447,6 +450,7 @@ struct cr_conn_layer {
 	const struct cr_conn_ops *wire;
 	int (*send)(struct cr_conn *c, const void *data, size_t len);
 	void (*shut)(struct cr_conn *c);
+	void (*end)(struct cr_conn *c);
 	void (*release)(struct cr_conn *c);
 };
 
@@ -457,8 +461,20 @@ struct cr_conn_layer {
 int cr_conn_send_wire(struct cr_conn *c, const void *data, size_t len);
 
 /**
- * Bytes cr_conn_send_wire() can queue now without -ENOBUFS (this lcore's free chunks plus
- * the room left in the connection's last one). On the connection's lcore.
+ * As cr_conn_send_wire(), but past the pool's reserve (refused only when the pool itself
+ * is out): for a layer's records of a send that cr_conn_send_room() admitted whole (the
+ * first record may lift the queue above the high watermark; the rest must not then be
+ * refused), and for its last words of at most a chunk (close_notify, a KeyUpdate reply),
+ * without which the peer would see a cut stream. On the connection's lcore.
+ */
+int cr_conn_send_wire_past_reserve(struct cr_conn *c, const void *data, size_t len);
+
+/**
+ * Bytes cr_conn_send_wire() can queue now without -ENOBUFS: the room left in the
+ * connection's last chunk plus this lcore's free chunks, less the pool's reserve when the
+ * connection is above its high watermark (the rule cr_conn_send_wire() applies). A layer
+ * that checks a send against it, then queues it with cr_conn_send_wire_past_reserve(),
+ * is all or nothing as cr_conn_send() is without a layer. On the connection's lcore.
  */
 size_t cr_conn_send_room(const struct cr_conn *c);
 

@@ -156,6 +156,8 @@ cr__conn_end(struct cr_conn *c, int err, bool notify)
 	abandon(c, &c->recv_op);
 	abandon(c, &c->send_op);
 	abandon(c, &c->connect_op);
+	if (c->layer != NULL && c->layer->end != NULL)
+		c->layer->end(c);
 	NET_STAT_ADD(nl, closed, 1);
 	CR_LOG(L, DEBUG, "lcore %u: connection fd %d ends: %s", nl->lcore, c->fd,
 	       err != 0 ? cr_strerror(err) : "orderly");
@@ -543,8 +545,8 @@ cr_conn_send(struct cr_conn *c, const void *data, size_t len)
 	return cr_conn_send_wire(c, data, len);
 }
 
-int
-cr_conn_send_wire(struct cr_conn *c, const void *data, size_t len)
+static int
+send_wire(struct cr_conn *c, const void *data, size_t len, bool past_reserve)
 {
 	struct net_lcore *nl;
 	const uint8_t *p = data;
@@ -564,7 +566,8 @@ cr_conn_send_wire(struct cr_conn *c, const void *data, size_t len)
 	 * reads) may not take the last quarter of the pool: that share is kept for the
 	 * others, so it is the greedy one that is refused, never a bystander. */
 	if (need > nl->chunks_free ||
-	    (c->queued > c->high_wm && nl->chunks_free - need < nl->chunk_reserve)) {
+	    (!past_reserve && c->queued > c->high_wm &&
+	     nl->chunks_free - need < nl->chunk_reserve)) {
 		NET_STAT_ADD(nl, send_nobufs, 1);
 		return -ENOBUFS;
 	}
@@ -596,13 +599,29 @@ cr_conn_send_wire(struct cr_conn *c, const void *data, size_t len)
 	return 0;
 }
 
+int
+cr_conn_send_wire(struct cr_conn *c, const void *data, size_t len)
+{
+	return send_wire(c, data, len, false);
+}
+
+int
+cr_conn_send_wire_past_reserve(struct cr_conn *c, const void *data, size_t len)
+{
+	return send_wire(c, data, len, true);
+}
+
 size_t
 cr_conn_send_room(const struct cr_conn *c)
 {
 	const struct net_lcore *nl = c->nl;
 	size_t room = c->tail != NULL ? nl->chunk_cap - c->tail->len : 0;
+	unsigned chunks = nl->chunks_free;
 
-	return room + (size_t)nl->chunks_free * nl->chunk_cap;
+	/* send_wire()'s rule: one above its high watermark leaves the reserve alone. */
+	if (c->queued > c->high_wm)
+		chunks = chunks > nl->chunk_reserve ? chunks - nl->chunk_reserve : 0;
+	return room + (size_t)chunks * nl->chunk_cap;
 }
 
 /* The layer's last words, while the connection can still send them. */

@@ -35,6 +35,7 @@ struct tls_conn {
 	bool in_use;
 	bool app_open; /* the app's on_open ran (a server's, after the handshake) */
 	bool client;
+	bool admitted; /* within a send cr_conn_send_room() admitted whole, or the last words */
 	int fail_err; /* a failed handshake (a client's) or a broken record: for on_close */
 };
 
@@ -91,11 +92,18 @@ hs_timeout(struct cr_timer *t, void *arg)
 
 /* ---- what the engine calls ---- */
 
+/* What OpenSSL sends by itself once established (a KeyUpdate reply, a ticket): short. */
+#define TLS_OWN_WORDS_MAX 1024u
+
 static int
 io_out(void *arg, const void *data, size_t len)
 {
 	struct tls_conn *tc = arg;
 
+	/* The rest of an admitted send, and the layer's own short words after the handshake,
+	 * pass the pool's reserve: refusing them would cut the stream the peer reads. */
+	if (tc->admitted || (tc->s.established && len <= TLS_OWN_WORDS_MAX))
+		return cr_conn_send_wire_past_reserve(tc->c, data, len);
 	return cr_conn_send_wire(tc->c, data, len);
 }
 
@@ -307,6 +315,7 @@ layer_send(struct cr_conn *c, const void *data, size_t len)
 {
 	struct tls_conn *tc = conn_of(c);
 	size_t need = len + (len / TLS_WRITE_MAX + 1) * TLS_RECORD_OVERHEAD;
+	int rc;
 
 	if (data == NULL && len != 0)
 		return -EINVAL;
@@ -319,7 +328,10 @@ layer_send(struct cr_conn *c, const void *data, size_t len)
 	/* All or nothing, as without TLS: refuse what the pool could not take whole. */
 	if (cr_conn_send_room(c) < need)
 		return -ENOBUFS;
-	return cr__tls_session_write(&tc->s, data, len) == 0 ? 0 : -EPIPE;
+	tc->admitted = true;
+	rc = cr__tls_session_write(&tc->s, data, len);
+	tc->admitted = false;
+	return rc == 0 ? 0 : -EPIPE;
 }
 
 static void
@@ -329,8 +341,20 @@ layer_shut(struct cr_conn *c)
 
 	if (tc == NULL || !tc->s.established || tc->s.shut_sent)
 		return;
+	tc->admitted = true; /* close_notify: the last words */
 	cr__tls_session_shutdown(&tc->s);
+	tc->admitted = false;
 	TLS_STAT_ADD(cr_conn_lcore(c), closes_notified);
+}
+
+/* Ended, told or not (cr_conn_destroy()): no handshake timeout may reach the app now. */
+static void
+layer_end(struct cr_conn *c)
+{
+	struct tls_conn *tc = conn_of(c);
+
+	if (tc != NULL)
+		cr_timer_stop(&tc->hs_timer);
 }
 
 static void
@@ -352,6 +376,7 @@ static const struct cr_conn_layer tls_layer = {
 	.wire = &wire_ops,
 	.send = layer_send,
 	.shut = layer_shut,
+	.end = layer_end,
 	.release = layer_release,
 };
 

@@ -8,6 +8,7 @@ seccomp filter) is skipped, exit 77 (Meson's skip), rather than failed: the app'
 --version says which driver --io-driver would get, or why none.
 """
 import os
+import socket
 import subprocess
 
 SKIP = 77
@@ -46,3 +47,13 @@ def skip_if_refused(exe, driver, log):
         return None
     log("SKIP: --io-driver %s cannot run here: %s" % (driver, why))
     return SKIP
+
+
+def free_port():
+    """A port of 127.0.0.1 free a moment ago, for a peer that cannot bind port 0 itself
+    (nginx): the caller retries with another if it was taken meanwhile."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

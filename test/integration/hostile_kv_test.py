@@ -30,6 +30,10 @@
                 at its boundary as before.
   maxclients    --maxclients N: the client over it gets redis's exact error, as
                 redis-server at the same maxclients (item 12).
+  pipeline_hold 20,000 INCRs of a key on the other shard pipelined at once and then
+                half-closed: every reply in order and then the close, the same bytes as
+                redis-server's (the parsing held at 128 requests in flight, and the
+                EOF behind it).
 
 Exits 0 (pass), 1 (fail), 77 (skip). Every wait is bounded.
 """
@@ -477,9 +481,49 @@ def t_maxclients(o):
     c.close()
 
 
+# ---- a deep pipeline to another shard (the hostile mix's flood) ----
+
+def pipeline_steps(port, lcore, n):
+    """@n INCRs, a GET and a PING pipelined from a connection on @lcore, sent at once and
+    then half-closed; every byte of the answer up to the server's close."""
+    c = conn_on_lcore(port, lcore) if lcore is not None else Conn(port, timeout=60)
+    c.cmd("DEL", "deep")
+    c.s.sendall(resp("INCR", "deep") * n + resp("GET", "deep") + resp("PING"))
+    c.s.shutdown(socket.SHUT_WR)
+    got, deadline = b"", time.monotonic() + 60
+    while time.monotonic() < deadline:
+        c.s.settimeout(max(0.05, deadline - time.monotonic()))
+        d = c.s.recv(1 << 20)
+        if not d:
+            break
+        got += d
+    c.close()
+    return got
+
+
+def t_pipeline_hold(o):
+    """A client with more requests in flight to another shard than cr-kv lets it have
+    (KC_MAX_QUEUED) gets every reply in order, the last ones after it shut its side, as
+    redis-server answers the same bytes."""
+    need("redis-server")
+    n = 20000
+    far = 1 - lcore_of(o, "deep") if o.lcores == 2 else None
+    want = b"".join(b":%d\r\n" % i for i in range(1, n + 1)) \
+        + b"$%d\r\n%d\r\n" % (len(str(n)), n) + b"+PONG\r\n"
+    ours = pipeline_steps(o.kv.port, far, n)
+    r = o.redis()
+    theirs = pipeline_steps(r.port, None, n)
+    check(theirs == want, "redis-server: %d bytes, not the %d expected" % (len(theirs),
+                                                                          len(want)))
+    check(ours == theirs, "cr-kv: %d bytes back, redis-server %d; first difference at %s"
+          % (len(ours), len(theirs), next((i for i, (a, b) in enumerate(zip(ours, theirs))
+                                           if a != b), min(len(ours), len(theirs)))))
+    check(probe_ok(o.kv.port), "PING after the deep pipeline")
+
+
 TESTS = {"bigvalue": t_bigvalue, "nonreader": t_nonreader, "obuf_limit": t_obuf_limit,
          "keys": t_keys, "evict": t_evict, "evict_rss": t_evict_rss, "maxclients": t_maxclients,
-         "retire_stall": t_retire_stall}
+         "retire_stall": t_retire_stall, "pipeline_hold": t_pipeline_hold}
 
 
 def main():

@@ -4,7 +4,7 @@
 latency while hostile ones do their worst (issue: hostile and greedy clients).
 
   hostile_mix_test.py BUILD APP [--driver uring|epoll] [--seconds S] [--seed N]
-                      [--hostile N]
+                      [--hostile N] [--peer redis] [--roles R,R...] [--app-arg ARG]
 
 APP is echo, http, kv or proxy (cr-proxy in front of a cr-http backend). BUILD is the
 build directory. For --seconds (default 5; 20 by hand) N hostile connections (default 200)
@@ -23,12 +23,21 @@ requests) and record each latency. The test fails on any valid-client error, on 
 latency above 500 ms or a worst one above 3 s, on an app whose RSS grew by more than
 --rss-mb (default 600), on descriptors left open after the hostile clients are gone, and
 on an unclean stop. Loopback only; every loop is bounded in time.
+
+With --peer redis (kv only) the same seeded mix then runs against redis-server (started
+on a free loopback port, persistence off), and cr-kv's p99 must be no worse than
+max(500 ms, 1.5 x redis-server's), its worst request under twice that bound (at least
+3 s), its RSS growth under max(--rss-mb, 1.25 x redis-server's); the error and
+descriptor checks stay cr-kv's own. --roles plays only the
+roles named (to find the one that stalls the valid clients); --app-arg passes one more
+argument to the app (again for more), e.g. --app-arg=--corelist --app-arg=0.
 """
 import argparse
 import multiprocessing
 import os
 import random
 import selectors
+import shutil
 import socket
 import sys
 import threading
@@ -36,6 +45,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import apptest  # noqa: E402
+import kv_test  # noqa: E402  (its Redis: the peer of --peer redis)
 from started import Failure, Started, check  # noqa: E402
 
 SKIP = 77
@@ -135,14 +145,15 @@ class Kv:
 class Hostile(multiprocessing.Process):
     ROLES = ("idle", "slow", "nonread", "flood", "huge")
 
-    def __init__(self, addr, proto, n, seed, until):
+    def __init__(self, addr, proto, n, seed, until, roles=ROLES):
         super().__init__(daemon=True)
         self.addr, self.proto, self.n, self.until = addr, proto, n, until
+        self.pick = roles
         self.seed = seed
         self.results = multiprocessing.Queue()
 
     def _new(self):
-        role = self.rng.choice(self.ROLES)
+        role = self.rng.choice(self.pick)
         s = socket.socket()
         s.setblocking(False)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -228,6 +239,7 @@ class Valid(threading.Thread):
         self.addr, self.proto, self.until = addr, proto, until
         self.rng = random.Random(seed)
         self.lat = []
+        self.when = []  # when each request began (monotonic)
         self.errors = []
 
     def _reply(self, s, want_len, ok):
@@ -268,6 +280,7 @@ class Valid(threading.Thread):
                     s.close()
                 s = None
             self.lat.append(time.monotonic() - t0)
+            self.when.append(t0)
             n += 1
             time.sleep(0.005)
         if s is not None:
@@ -276,7 +289,7 @@ class Valid(threading.Thread):
 
 # ---- the apps ----
 
-def start_app(build, app, driver, tmp, extra_backend=None):
+def start_app(build, app, driver, tmp, extra_backend=None, extra=()):
     exe = {"echo": "cr-echo", "http": "cr-http", "kv": "cr-kv", "proxy": "cr-proxy"}[app]
     path = os.path.join(build, "app", exe, exe)
     argv = [path, "--io-driver", driver, "--telemetry", "off", "--listen", "127.0.0.1:0"]
@@ -284,7 +297,55 @@ def start_app(build, app, driver, tmp, extra_backend=None):
         argv += ["--root", tmp]
     if app == "proxy":
         argv += ["--backend", "127.0.0.1:%d" % extra_backend]
-    return path, Started(argv)
+    return path, Started(argv + list(extra))
+
+
+def mix(a, addr, pid, proto, roles, name):
+    """The seeded mix against the server at @p addr (process @p pid); its figures."""
+    if a.app == "kv":
+        with socket.create_connection(addr, timeout=10) as s:
+            s.sendall(resp(b"SET", b"big", b"v" * KV_BIG))
+            check(s.recv(16) == b"+OK\r\n", "SET big")
+    rss0, fds0 = rss_kb(pid), open_fds(pid)
+    until = time.monotonic() + a.seconds
+    hostile = Hostile(addr, proto, a.hostile, a.seed, until, roles)
+    valid = [Valid(addr, proto, a.seed * 100 + i, until) for i in range(4)]
+    hostile.start()
+    time.sleep(min(1.0, a.seconds / 5))  # the hostile ones get there first
+    for v in valid:
+        v.start()
+    rss_max = rss0
+    while time.monotonic() < until:
+        rss_max = max(rss_max, rss_kb(pid))
+        time.sleep(0.2)
+    for v in valid:
+        v.join(15)
+    error, roles_played, closed = hostile.results.get(timeout=15)
+    hostile.join(15)
+    check(error is None, "hostile clients: %s" % error)
+    t_start = until - a.seconds
+    slow = sorted(((x, t - t_start) for v in valid for x, t in zip(v.lat, v.when)),
+                  reverse=True)[:5]
+    lat = sorted(x for v in valid for x in v.lat)
+    errors = [e for v in valid for e in v.errors]
+    check(lat, "no valid request was made")
+    r = {"n": len(lat), "errors": errors, "p50": lat[len(lat) // 2],
+         "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))], "max": lat[-1],
+         "rss0": rss0, "rss_max": rss_max, "fds0": fds0}
+    log("%s %s/%s seed %d, %.0f s: %d valid requests, %d errors, latency p50 %.1f ms "
+        "p99 %.1f ms max %.1f ms; hostile roles %s, %d closed by the server; RSS %d -> "
+        "max %d KiB" % (name, a.app, a.driver, a.seed, a.seconds, r["n"], len(errors),
+                        r["p50"] * 1e3, r["p99"] * 1e3, r["max"] * 1e3, roles_played, closed,
+                        rss0, rss_max))
+    log("  slowest: %s" % ", ".join("%.0f ms at %.1f s" % (x * 1e3, t) for x, t in slow))
+    return r
+
+
+def fds_back(pid, fds0):
+    deadline = time.monotonic() + 15
+    while open_fds(pid) > fds0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    check(open_fds(pid) <= fds0, "%d descriptors open, %d before" % (open_fds(pid), fds0))
 
 
 def main():
@@ -296,9 +357,25 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--hostile", type=int, default=200)
     ap.add_argument("--rss-mb", type=int, default=600)
+    ap.add_argument("--peer", choices=["redis"],
+                    help="kv only: the same seeded mix against redis-server after cr-kv; "
+                    "cr-kv's p99 must be no worse than max(500 ms, 1.5 x redis-server's)")
+    ap.add_argument("--roles", default=",".join(Hostile.ROLES),
+                    help="the hostile roles to play, comma-separated (default all)")
+    ap.add_argument("--app-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument for the app (again for more)")
     a = ap.parse_args()
+    roles = tuple(a.roles.split(","))
+    bad = [r for r in roles if r not in Hostile.ROLES]
+    if bad:
+        ap.error("--roles: unknown role %r (one of %s)" % (bad[0], ", ".join(Hostile.ROLES)))
+    if a.peer is not None and a.app != "kv":
+        ap.error("--peer redis: only with the app kv, not %s" % a.app)
     exe = os.path.join(a.build, "app", "cr-echo", "cr-echo")
     if apptest.skip_if_refused(exe, a.driver, log):
+        return SKIP
+    if a.peer == "redis" and shutil.which("redis-server") is None:
+        log("SKIP: --peer redis: no redis-server on PATH")
         return SKIP
     tmp = "/tmp/hostile-mix-%d" % os.getpid()
     os.makedirs(tmp, exist_ok=True)
@@ -311,53 +388,33 @@ def main():
             _, srv = start_app(a.build, "proxy", a.driver, tmp, backend.port)
             proto = Http()
         else:
-            _, srv = start_app(a.build, a.app, a.driver, tmp)
+            _, srv = start_app(a.build, a.app, a.driver, tmp, extra=a.app_arg)
             proto = {"echo": Echo(), "http": Http(), "kv": Kv()}[a.app]
-        addr = ("127.0.0.1", srv.port)
-        if a.app == "kv":
-            with socket.create_connection(addr, timeout=10) as s:
-                s.sendall(resp(b"SET", b"big", b"v" * KV_BIG))
-                check(s.recv(16) == b"+OK\r\n", "SET big")
         pid = srv.proc.pid
-        rss0, fds0 = rss_kb(pid), open_fds(pid)
-        until = time.monotonic() + a.seconds
-        hostile = Hostile(addr, proto, a.hostile, a.seed, until)
-        valid = [Valid(addr, proto, a.seed * 100 + i, until) for i in range(4)]
-        hostile.start()
-        time.sleep(min(1.0, a.seconds / 5))  # the hostile ones get there first
-        for v in valid:
-            v.start()
-        rss_max = rss0
-        while time.monotonic() < until:
-            rss_max = max(rss_max, rss_kb(pid))
-            time.sleep(0.2)
-        for v in valid:
-            v.join(15)
-        error, roles, closed = hostile.results.get(timeout=15)
-        hostile.join(15)
-        check(error is None, "hostile clients: %s" % error)
-        lat = sorted(x for v in valid for x in v.lat)
-        errors = [e for v in valid for e in v.errors]
-        check(lat, "no valid request was made")
-        p50, p99 = lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-        log("%s/%s seed %d, %.0f s: %d valid requests, %d errors, latency p50 %.1f ms "
-            "p99 %.1f ms max %.1f ms; hostile roles %s, %d closed by the server; RSS %d -> "
-            "max %d KiB" % (a.app, a.driver, a.seed, a.seconds, len(lat), len(errors),
-                            p50 * 1e3, p99 * 1e3, lat[-1] * 1e3, roles, closed, rss0,
-                            rss_max))
-        check(not errors, "valid clients saw %d errors, first: %s" % (len(errors), errors[:3]))
-        check(p99 < 0.5, "valid clients' p99 latency %.0f ms" % (p99 * 1e3))
-        check(lat[-1] < 3.0, "a valid request took %.1f s" % lat[-1])
-        check(rss_max - rss0 < a.rss_mb * 1024,
-              "RSS grew by %d MiB" % ((rss_max - rss0) // 1024))
-        deadline = time.monotonic() + 15
-        while open_fds(pid) > fds0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        check(open_fds(pid) <= fds0, "%d descriptors open, %d before" % (open_fds(pid), fds0))
+        r = mix(a, ("127.0.0.1", srv.port), pid, proto, roles, "cr-" + a.app)
+        check(not r["errors"], "valid clients saw %d errors, first: %s"
+              % (len(r["errors"]), r["errors"][:3]))
+        fds_back(pid, r["fds0"])
         srv.stop()
         if backend is not None:
             backend.stop()
-    except Failure as e:
+        bound, rss_bound = 0.5, a.rss_mb * 1024
+        if a.peer == "redis":
+            peer = kv_test.Redis()
+            try:
+                theirs = mix(a, ("127.0.0.1", peer.port), peer.proc.pid, proto, roles,
+                             "redis-server")
+            finally:
+                peer.stop()
+            bound = max(0.5, 1.5 * theirs["p99"])
+            # The non-readers and huge requests are owed as much memory by redis-server.
+            rss_bound = max(rss_bound, 1.25 * (theirs["rss_max"] - theirs["rss0"]))
+        check(r["rss_max"] - r["rss0"] < rss_bound, "RSS grew by %d MiB (bound %d MiB)"
+              % ((r["rss_max"] - r["rss0"]) // 1024, rss_bound // 1024))
+        check(r["p99"] < bound, "valid clients' p99 latency %.0f ms (bound %.0f ms)"
+              % (r["p99"] * 1e3, bound * 1e3))
+        check(r["max"] < max(3.0, 2 * bound), "a valid request took %.1f s" % r["max"])
+    except (Failure, kv_test.Failure) as e:
         log("FAIL: %s" % e)
         return 1
     finally:

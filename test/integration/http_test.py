@@ -645,7 +645,8 @@ def t_static(exe, driver):
         got = [(r.status, r.body) for r in
                [rd.response(head_only=(i % 7 == 3)) for i in range(len(reqs))]]
         s.close()
-        want = [(404, b""), (304, b""), (206, b"345"), (200, b""), (416, b""),
+        want = [(404, b"404 Not Found\n"), (304, b""), (206, b"345"), (200, b""),
+                (416, b"416 Range Not Satisfiable\n"),
                 (200, b"Hello, World!"), (200, b"body{}")] * 3
         check(got == want, "pipelined file answers: %r" % got)
         # The client shuts its side right after its requests (a half-close): the file

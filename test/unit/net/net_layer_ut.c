@@ -94,7 +94,8 @@ layer_release(struct cr_conn *c)
 	atomic_fetch_add(&S.releases, 1);
 }
 
-static const struct cr_conn_layer layer = {&wire, layer_send, layer_shut, layer_release};
+static const struct cr_conn_layer layer = {
+	.wire = &wire, .send = layer_send, .shut = layer_shut, .release = layer_release};
 
 /* ---- the app: an echo that never hears of the layer ---- */
 

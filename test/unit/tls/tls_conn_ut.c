@@ -7,7 +7,9 @@
  * the server goes on serving), and backpressure (the output queue, ciphertext, stays near
  * the high watermark while a client that reads slowly gets every byte).
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stddef.h>
 
@@ -145,11 +147,14 @@ make_ctx(uint32_t handshake_ms)
 	return ctx;
 }
 
+/* As sc_run(), with the accepted connections' options @p copts (watermarks). */
 static void
-sc_run(const struct cr_conn_ops *ops, void *(*client)(void *), bool (*cond)(void),
-       uint32_t handshake_ms)
+sc_run_opts(const struct cr_conn_ops *ops, void *(*client)(void *), bool (*cond)(void),
+	    uint32_t handshake_ms, const struct cr_conn_opts *copts)
 {
 	memset(&S, 0, sizeof(S));
+	if (copts != NULL)
+		S.copts = *copts;
 	S.ctx = make_ctx(handshake_ms);
 	S.ops = ops;
 	S.client_fn = client;
@@ -158,6 +163,13 @@ sc_run(const struct cr_conn_ops *ops, void *(*client)(void *), bool (*cond)(void
 	if (S.client_started)
 		pthread_join(S.client, NULL);
 	cr_tls_ctx_free(S.ctx);
+}
+
+static void
+sc_run(const struct cr_conn_ops *ops, void *(*client)(void *), bool (*cond)(void),
+       uint32_t handshake_ms)
+{
+	sc_run_opts(ops, client, cond, handshake_ms, NULL);
 }
 
 static bool
@@ -464,6 +476,170 @@ test_backpressure(void)
 	CU_ASSERT(atomic_load(&S.max_queued) < CR_NET_HIGH_WATERMARK + 512 * 1024);
 }
 
+/* ---- destroyed during the handshake, in the turn its deadline passes ---- */
+
+static struct {
+	int lfd;
+	struct cr_tls_ctx *ctx;
+	struct cr_conn *c;
+	struct cr_timer kill, stop;
+	_Atomic int closes;
+} D;
+
+static void
+d_on_close(struct cr_conn *c, int err)
+{
+	(void)c;
+	(void)err;
+	atomic_fetch_add(&D.closes, 1);
+}
+
+static void
+d_stop(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	cr_reactor_stop();
+}
+
+/* The ClientHello went unanswered; destroy, and let the handshake deadline pass first. */
+static void
+d_kill(struct cr_timer *t, void *arg)
+{
+	uint64_t t0 = ut_ms();
+
+	(void)t;
+	(void)arg;
+	cr_conn_destroy(D.c);
+	while (ut_ms() - t0 < 150)
+		;
+	cr_timer_start(&D.stop, 300000000ull);
+}
+
+static void
+d_start(void *arg)
+{
+	static const struct cr_conn_ops ops = {.on_close = d_on_close};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	struct cr_conn_opts o = {0};
+	struct cr_net_addr to;
+	char txt[64];
+
+	(void)arg;
+	/* A listener that never accepts: the kernel completes the connect, nobody answers. */
+	D.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_FATAL(D.lfd >= 0 && bind(D.lfd, (struct sockaddr *)&sa, sl) == 0 &&
+			listen(D.lfd, 4) == 0 &&
+			getsockname(D.lfd, (struct sockaddr *)&sa, &sl) == 0);
+	snprintf(txt, sizeof(txt), "127.0.0.1:%u", ntohs(sa.sin_port));
+	CU_ASSERT_EQUAL_FATAL(cr_net_addr_parse(txt, &to), 0);
+	cr_tls_conn_opts(&o, D.ctx);
+	D.c = cr_tcp_connect(&to, 0, &o, &ops, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(D.c);
+	cr_timer_init(&D.kill, d_kill, NULL);
+	cr_timer_init(&D.stop, d_stop, NULL);
+	cr_timer_start(&D.kill, 50000000ull);
+}
+
+static void
+test_destroy_at_handshake_deadline(void)
+{
+	struct cr_tls_config cfg = {.client = true, .handshake_timeout_ms = 100};
+	char err[256];
+
+	memset(&D, 0, sizeof(D));
+	D.ctx = cr_tls_ctx_new(&cfg, err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(D.ctx);
+	ut_net_run(d_start, NULL, 30000);
+	/* The app destroyed it: no on_close, from the timeout or anything else. */
+	CU_ASSERT_EQUAL(atomic_load(&D.closes), 0);
+	CU_ASSERT_EQUAL(UT_STAT(conns), 0);
+	close(D.lfd);
+	cr_tls_ctx_free(D.ctx);
+}
+
+/* ---- a layer send near the pool's reserve: all or nothing ---- */
+
+#define FILL (4u * 16384u)
+#define BIG_SEND (40u * 1024u)
+
+static int reserve_rc, reserve_small_rc;
+static size_t reserve_queued_before, reserve_queued_after;
+
+/*
+ * 8 chunks of 16 KiB, 2 of them the reserve. The filler (4 records) takes 5 chunks and
+ * leaves the connection at its high watermark; 3 are free, reserve + 1. The 40 KiB send
+ * (3 records) passes the watermark with its first record: it is queued whole (0), or
+ * refused whole (-ENOBUFS, nothing queued, the session still usable), never half.
+ */
+static void
+on_open_reserve(struct cr_conn *c)
+{
+	on_open(c);
+	CU_ASSERT_EQUAL(cr_conn_send(c, payload, FILL), 0);
+	reserve_queued_before = cr_conn_queued(c);
+	reserve_rc = cr_conn_send(c, payload + FILL, BIG_SEND);
+	reserve_queued_after = cr_conn_queued(c);
+	reserve_small_rc = reserve_rc == 0 ? 0 : cr_conn_send(c, payload + FILL, 100);
+	cr_conn_close(c);
+}
+
+static void *
+client_read_all(void *arg)
+{
+	static uint8_t back[FILL + BIG_SEND + 1];
+	int fd = ut_connect(&S.addr, 0);
+	SSL *ssl = fd >= 0 ? tls_connect(fd, NULL) : NULL;
+	size_t got = 0, k;
+
+	(void)arg;
+	if (ssl != NULL) {
+		while (got < sizeof(back) && SSL_read_ex(ssl, back + got, sizeof(back) - got, &k) == 1)
+			got += k;
+		/* The server's close_notify ended the reads: a clean end, not a cut. */
+		S.clean_end = SSL_get_error(ssl, 0) == SSL_ERROR_ZERO_RETURN;
+		S.ok = memcmp(back, payload, got) == 0;
+		S.got = got;
+		SSL_free(ssl);
+	}
+	if (fd >= 0)
+		close(fd);
+	atomic_store(&S.client_done, true);
+	return NULL;
+}
+
+static void
+test_send_at_reserve(void)
+{
+	static const struct cr_conn_ops ops = {on_open_reserve, NULL, NULL, NULL, on_close};
+	struct cr_conn_opts copts = {0};
+	struct cr_net_config nc, def;
+
+	cr_net_config_defaults(&def);
+	nc = def;
+	nc.chunks = 8;
+	nc.chunk_size = 16384;
+	CU_ASSERT_EQUAL_FATAL(cr_net_configure(&nc), 0);
+	/* The filler's ciphertext (and any ticket) is at most this: at the watermark. */
+	copts.high_watermark = FILL + 4096;
+	sc_run_opts(&ops, client_read_all, all_closed, 0, &copts);
+	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
+	CU_ASSERT(reserve_queued_before <= FILL + 4096);
+	CU_ASSERT(reserve_rc == 0 || reserve_rc == -ENOBUFS);
+	if (reserve_rc == 0) {
+		CU_ASSERT(reserve_queued_after >= reserve_queued_before + BIG_SEND);
+		CU_ASSERT_EQUAL(S.got, FILL + BIG_SEND);
+	} else {
+		CU_ASSERT_EQUAL(reserve_queued_after, reserve_queued_before);
+		CU_ASSERT_EQUAL(reserve_small_rc, 0);
+		CU_ASSERT_EQUAL(S.got, FILL + 100);
+	}
+	CU_ASSERT_EQUAL(S.ok, 1);
+	CU_ASSERT_EQUAL(S.clean_end, 1);
+	CU_ASSERT_EQUAL(atomic_load(&S.opens), 1);
+}
+
 static int
 suite_init(void)
 {
@@ -489,6 +665,8 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_handshake_timeout),
 	UT_CASE(test_garbage_closed),
 	UT_CASE(test_backpressure),
+	UT_CASE(test_send_at_reserve),
+	UT_CASE(test_destroy_at_handshake_deadline),
 };
 
 UT_MAIN("tls_conn", cases, suite_init, suite_fini)
