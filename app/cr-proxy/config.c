@@ -177,6 +177,21 @@ set_buffers(const char *v, void *ctx)
 	return cr_parse_uint(v, PX_BUFFERS_MIN, PX_BUFFERS_MAX, ctx);
 }
 
+static int
+set_session_log(const char *v, void *ctx)
+{
+	char *out = ctx;
+
+	if (strcmp(v, "off") == 0) {
+		out[0] = '\0';
+		return 0;
+	}
+	if (v[0] == '\0' || strlen(v) >= sizeof(px_conf.session_log))
+		return -EINVAL;
+	strcpy(out, v);
+	return 0;
+}
+
 const struct cr_opt px_options[PX_N_OPTIONS] = {
     CR_APP_OPT_LISTEN(&px_conf.listen, "address to accept clients on (required here or in "
 				       "--config), e.g. 127.0.0.1:8080"),
@@ -222,6 +237,11 @@ const struct cr_opt px_options[PX_N_OPTIONS] = {
      "session and 256 more, plus a third for lib/net's reserve, at most 1048576; taken "
      "from memory as they are used)",
      "auto or 347-4194304", set_buffers, &px_conf.chunks},
+    {"session-log", 0, "PATH|off",
+     "append one line per session to PATH when it ends: client, accept time, frontend, "
+     "backend, wait/connect/total ms, bytes each way, why it ended (default off; "
+     "reopened on SIGUSR1)",
+     "a file path (shorter than 4096 bytes) or off", set_session_log, px_conf.session_log},
 };
 _Static_assert(sizeof(px_options) / sizeof(px_options[0]) == PX_N_OPTIONS, "PX_N_OPTIONS");
 

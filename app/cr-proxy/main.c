@@ -236,6 +236,12 @@ configure(int argc, char **argv, void *arg)
 	rc = cr_tls_app_configure(&px_tls, NULL, err, sizeof(err));
 	if (rc != 0)
 		return cr_app_errorf(rc, "%s", err);
+	if (c->session_log[0] != '\0') {
+		rc = px_session_log_open(c->session_log);
+		if (rc != 0)
+			return cr_app_errorf(rc, "--session-log %s: %s", c->session_log,
+					     cr_strerror(rc));
+	}
 	app.shutdown_timeout = cr_app_eal_config()->shutdown_timeout;
 	px_balance_mode = c->balance;
 	px_rise = c->rise;
@@ -273,7 +279,15 @@ fini(bool failed, void *arg)
 	(void)failed;
 	(void)arg;
 	cr_tls_app_fini(&px_tls);
+	px_session_log_close();
 	return 0;
+}
+
+static void
+reopen_logs(void *arg)
+{
+	(void)arg;
+	px_session_log_reopen();
 }
 
 int
@@ -294,6 +308,7 @@ main(int argc, char **argv)
 	    .stop = drain_start,
 	    .reload = reload,
 	    .fini = fini,
+	    .reopen_logs = reopen_logs,
 	};
 
 	px_conf_defaults(&px_conf);

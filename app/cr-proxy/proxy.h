@@ -74,12 +74,13 @@ struct px_conf {
 	double client_timeout, server_timeout; /* idle; 0 = never */
 	unsigned long long maxconn;
 	unsigned long long chunks; /* lib/net output chunks per lcore; 0: auto */
+	char session_log[4096];	   /* --session-log PATH; "" is off */
 };
 
 /* The settings, written by the options' setters (config.c), read by main.c. */
 extern struct px_conf px_conf;
 /* The options (cr_app's table); every long option is a --config key too. */
-#define PX_N_OPTIONS 13
+#define PX_N_OPTIONS 14
 extern const struct cr_opt px_options[PX_N_OPTIONS];
 void px_conf_defaults(struct px_conf *c);
 /*
@@ -221,6 +222,48 @@ void px_relay_retire(unsigned lcore);
 void px_relay_lcore_stop(unsigned lcore);
 /* Sessions alive, over every lcore (any thread). */
 uint64_t px_sessions_live(void);
+
+/* ---- the session log (session_log.c) ---- */
+
+/* Why a session ended: the first cause seen wins. */
+enum px_end {
+	PX_END_NONE = 0,
+	PX_END_CLIENT_CLOSED, /* the client's EOF came first */
+	PX_END_SERVER_CLOSED, /* the backend's EOF came first */
+	PX_END_CLIENT_TIMEOUT,
+	PX_END_SERVER_TIMEOUT,
+	PX_END_CLIENT_RESET, /* an error on the client's side (a reset, a failed send) */
+	PX_END_SERVER_RESET,
+	PX_END_CONNECT_FAILED, /* every backend tried failed to connect */
+	PX_END_NO_BACKEND,     /* none to try (all down, or no local resources) */
+	PX_END_RETIRE,	       /* closed by the retire of its lcore */
+	PX_END_SHUTDOWN,       /* closed by the process's stop */
+	PX_END_NOBUFS,	       /* reset to refill the output pool, or a send refused */
+	PX_END_COUNT,
+};
+
+/* What a session's line says, gathered on its lcore (turn clock, ns). */
+struct px_slog {
+	struct cr_net_addr front;	  /* the address the client connected to */
+	int64_t accept_sec;		  /* wall clock at accept */
+	unsigned accept_ms;
+	uint64_t start_ns, admit_ns;	  /* accepted; admitted under --maxconn */
+	uint64_t connect_ns, connected_ns; /* the last connect began; it succeeded (0: no) */
+	uint64_t c2s, s2c;		  /* bytes relayed client -> backend, backend -> client */
+	enum px_end end;
+};
+
+extern int px_session_log_id; /* lib/eal log file id; 0: off */
+/* Open --session-log's file. @return 0 or -errno of cr_log_file_open(). */
+int px_session_log_open(const char *path);
+void px_session_log_reopen(void); /* SIGUSR1 */
+void px_session_log_close(void);
+const char *px_end_name(enum px_end e);
+/* A session accepted on @p cli begins at @p now_ns. */
+void px_slog_begin(struct px_slog *l, struct cr_conn *cli, uint64_t now_ns);
+/* Write its line, at its end. On its lcore. */
+void px_slog_write(const struct px_slog *l, const struct cr_net_addr *peer, int slot,
+		   uint64_t now_ns);
 
 /* App counters (telemetry ids). */
 extern int px_ctr_sessions, px_ctr_connect_fail, px_ctr_no_backend, px_ctr_nobufs,

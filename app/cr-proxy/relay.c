@@ -39,6 +39,7 @@ struct px_session {
 	bool admitted;		     /* counted against --maxconn */
 	bool waiting;		     /* on the wait list */
 	bool on_paused;		     /* on the paused list */
+	struct px_slog log;	     /* --session-log */
 };
 
 /* An lcore's relay state, an lcore-local (one per incarnation); its slab follows it. */
@@ -75,6 +76,28 @@ int px_ctr_sessions = -1, px_ctr_connect_fail = -1, px_ctr_no_backend = -1, px_c
     px_ctr_maxconn_waits = -1;
 
 static const struct cr_conn_ops px_server_ops;
+
+/* The session ended for @p e, unless it had already for another cause. */
+static void
+ended(struct px_session *s, enum px_end e)
+{
+	if (s->log.end == PX_END_NONE)
+		s->log.end = e;
+}
+
+/* A connection of @p s closed with @p err (0: both its directions done). */
+static void
+ended_err(struct px_lcore *pl, struct px_session *s, int err, bool client)
+{
+	if (err == -ETIMEDOUT)
+		ended(s, client ? PX_END_CLIENT_TIMEOUT : PX_END_SERVER_TIMEOUT);
+	else if (err == -ESHUTDOWN)
+		ended(s, pl->retiring ? PX_END_RETIRE : PX_END_SHUTDOWN);
+	else if (err != 0)
+		ended(s, client ? PX_END_CLIENT_RESET : PX_END_SERVER_RESET);
+	else
+		ended(s, client ? PX_END_CLIENT_CLOSED : PX_END_SERVER_CLOSED);
+}
 static void paused_sync(struct px_lcore *pl, struct px_session *s);
 
 static struct px_lcore *
@@ -145,6 +168,7 @@ admit_waiting(struct px_lcore *pl)
 
 		wait_del(pl, s);
 		s->admitted = true;
+		s->log.admit_ns = cr_now_ns();
 		connect_next(pl, s);
 	}
 	if (pl->wait_head != NULL && !cr_timer_armed(&pl->wait_timer))
@@ -249,6 +273,8 @@ session_done(struct px_lcore *pl, struct px_session *s)
 {
 	if (s->cli != NULL || s->srv != NULL)
 		return;
+	if (px_session_log_id > 0)
+		px_slog_write(&s->log, &s->peer, s->slot, cr_now_ns());
 	if (s->waiting)
 		wait_del(pl, s);
 	s->cli_paused = s->srv_paused = false;
@@ -320,6 +346,7 @@ static void
 fail_client(struct px_session *s)
 {
 	cr_telemetry_add(px_ctr_no_backend, 1);
+	ended(s, s->log.connect_ns != 0 ? PX_END_CONNECT_FAILED : PX_END_NO_BACKEND);
 	cr_conn_close(s->cli);
 }
 
@@ -354,6 +381,7 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 	s->srv = c;
 	s->slot = slot;
 	s->connect_ns = cr_now_ns();
+	s->log.connect_ns = s->connect_ns;
 	PX_ADD(cr_lcore_id(), slot, active, 1);
 }
 
@@ -492,6 +520,7 @@ evict_biggest(struct px_lcore *pl, size_t sh)
 	if (!cr_timer_armed(&pl->credit_timer))
 		cr_timer_start(&pl->credit_timer, 0);
 	cr_telemetry_add(px_ctr_nobufs, 1);
+	ended(big, PX_END_NOBUFS);
 	session_abort(pl, big);
 	return big;
 }
@@ -521,8 +550,12 @@ relay(struct px_lcore *pl, struct px_session *s, struct cr_conn *src, struct cr_
 	if (rc != 0) {
 		/* -ENOBUFS: this lcore's output chunks are spent (see --buffers); -EPIPE:
 		 * the other side is closing. Either way these bytes cannot be delivered. */
-		if (rc == -ENOBUFS)
+		if (rc == -ENOBUFS) {
 			cr_telemetry_add(px_ctr_nobufs, 1);
+			ended(s, PX_END_NOBUFS);
+		} else {
+			ended(s, dst == s->cli ? PX_END_CLIENT_CLOSED : PX_END_SERVER_CLOSED);
+		}
 		session_abort(pl, s);
 		return false;
 	}
@@ -552,6 +585,8 @@ cli_open(struct cr_conn *c)
 	/* Nothing is read until a server connection is open. */
 	cr_conn_read_stop(c);
 	(void)cr_conn_peer(c, &s->peer);
+	if (px_session_log_id > 0)
+		px_slog_begin(&s->log, c, cr_now_ns());
 	if (!try_admit()) {
 		cr_telemetry_add(px_ctr_maxconn_waits, 1);
 		wait_add(pl, s);
@@ -568,8 +603,10 @@ cli_data(struct cr_conn *c, const void *d, size_t n)
 
 	if (s->srv == NULL)
 		return; /* not reached: the client is read only while the server is open */
-	if (relay(cur(), s, c, s->srv, &s->cli_paused, d, n))
+	if (relay(cur(), s, c, s->srv, &s->cli_paused, d, n)) {
 		PX_ADD(cr_lcore_id(), s->slot, bytes_out, n);
+		s->log.c2s += n;
+	}
 }
 
 static void
@@ -577,6 +614,7 @@ cli_eof(struct cr_conn *c)
 {
 	struct px_session *s = cr_conn_data(c);
 
+	ended(s, PX_END_CLIENT_CLOSED);
 	if (s->srv != NULL)
 		(void)cr_conn_shutdown_write(s->srv);
 }
@@ -600,6 +638,7 @@ cli_close(struct cr_conn *c, int err)
 	struct px_session *s = cr_conn_data(c);
 
 	s->cli = NULL;
+	ended_err(pl, s, err, true);
 	if (s->srv != NULL && (err != 0 || !s->srv_open)) {
 		/* Still connecting: the attempt is of no use now. */
 		if (!s->srv_open) {
@@ -629,6 +668,7 @@ srv_open(struct cr_conn *c)
 	struct px_session *s = cr_conn_arg(c);
 
 	s->srv_open = true;
+	s->log.connected_ns = cr_now_ns();
 	/* Both ends on the turn's clock: no clock read of our own per session. */
 	cr_telemetry_observe_ns(px_hist_connect, cr_now_ns() - s->connect_ns);
 	PX_ADD(cr_lcore_id(), s->slot, conns, 1);
@@ -643,8 +683,8 @@ srv_data(struct cr_conn *c, const void *d, size_t n)
 	struct px_session *s = cr_conn_arg(c);
 
 	PX_ADD(cr_lcore_id(), s->slot, bytes_in, n);
-	if (s->cli != NULL)
-		(void)relay(cur(), s, c, s->cli, &s->srv_paused, d, n);
+	if (s->cli != NULL && relay(cur(), s, c, s->cli, &s->srv_paused, d, n))
+		s->log.s2c += n;
 }
 
 static void
@@ -652,6 +692,7 @@ srv_eof(struct cr_conn *c)
 {
 	struct px_session *s = cr_conn_arg(c);
 
+	ended(s, PX_END_SERVER_CLOSED);
 	if (s->cli != NULL)
 		(void)cr_conn_shutdown_write(s->cli);
 	else
@@ -681,6 +722,7 @@ srv_close(struct cr_conn *c, int err)
 	srv_gone(s);
 	if (!s->srv_open && (err == 0 || err == -ESHUTDOWN)) {
 		/* Closed by our own drain or stop while connecting: not the backend's fault. */
+		ended(s, pl->retiring ? PX_END_RETIRE : PX_END_SHUTDOWN);
 		if (s->cli != NULL)
 			cr_conn_close(s->cli);
 	} else if (!s->srv_open) {
@@ -690,8 +732,9 @@ srv_close(struct cr_conn *c, int err)
 		px_backend_failed(slot);
 		if (s->cli != NULL)
 			connect_next(pl, s);
-	} else if (err != 0 && s->cli != NULL) {
-		if (pass_on(s->cli, err))
+	} else {
+		ended_err(pl, s, err, false);
+		if (err != 0 && s->cli != NULL && pass_on(s->cli, err))
 			s->cli = NULL;
 	}
 	session_done(pl, s);

@@ -13,7 +13,10 @@
  * Memory (rule 4). Each lcore sizes, when it starts, a slab of connection slots
  * (cr_net_config.max_conns) and a pool of output chunks (chunks x chunk_size bytes); no
  * connection, accept or send allocates. cr_conn_send() copies the caller's bytes into the
- * connection's output queue, appending to the last chunk while it has room.
+ * connection's output queue, appending to the last chunk while it has room. The pool is
+ * mapped at start but its pages are the kernel's to give on first touch: the first use of
+ * a chunk page-faults inside cr_conn_send()'s copy (and, with overcommit, memory that runs
+ * out then is an OOM kill, not -ENOMEM at start) unless cr_net_config.prefault is set.
  *
  * Callbacks (struct cr_conn_ops). on_open when the connection is established, on_data for
  * each received piece (borrowed: valid only during the call), on_eof when the peer shut
@@ -130,6 +133,14 @@ struct cr_net_config {
 	 * without refused connections.
 	 */
 	bool share_addresses;
+	/**
+	 * Touch every output chunk's pages when the lcore starts (default false). Without
+	 * it a chunk's pages come with its first use: a page fault, a kernel page allocation
+	 * inside cr_conn_send()'s copy on the lcore's loop, and with overcommit an OOM kill
+	 * at run time where the start would have failed. With it the start costs the whole
+	 * pool (chunks x chunk_size per lcore) in resident memory at once.
+	 */
+	bool prefault;
 };
 
 /** Fill @p cfg with the defaults. Any thread. */

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cr_reactor_module.h"
 #include "cr_telemetry.h"
@@ -31,7 +32,8 @@ struct net_lcore cr__net_lcores[CR_MAX_LCORES];
 #define MAX_GRACE_MS 60000
 
 static struct cr_net_config net_cfg = {DEFAULT_MAX_CONNS, DEFAULT_CHUNKS, DEFAULT_CHUNK_SIZE,
-				       DEFAULT_DRAIN_GRACE_MS, DEFAULT_FIRST_REQUEST_MS};
+				       DEFAULT_DRAIN_GRACE_MS, DEFAULT_FIRST_REQUEST_MS, false,
+				       false};
 uint64_t cr__net_drain_grace_ns = DEFAULT_DRAIN_GRACE_MS * 1000000ull;
 uint64_t cr__net_first_request_ns = DEFAULT_FIRST_REQUEST_MS * 1000000ull;
 bool cr__net_share_addresses;
@@ -45,6 +47,7 @@ cr_net_config_defaults(struct cr_net_config *cfg)
 	cfg->drain_grace_ms = DEFAULT_DRAIN_GRACE_MS;
 	cfg->first_request_ms = DEFAULT_FIRST_REQUEST_MS;
 	cfg->share_addresses = false;
+	cfg->prefault = false;
 }
 
 int
@@ -165,7 +168,22 @@ net_free_memory(struct net_lcore *nl)
 	nl->chunk_mem = NULL;
 	nl->free_conns = NULL;
 	nl->free_chunks = NULL;
+	/* Nothing left to carve or take: cr__net_chunk_get() now returns NULL. */
+	nl->chunks = 0;
+	nl->carved = 0;
+	nl->chunks_free = 0;
 	nl->orphaned = false;
+}
+
+/* Write to every page of [mem, mem + len): the kernel gives each its frame now. */
+static void
+net_prefault(uint8_t *mem, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), off;
+
+	for (off = 0; off < len; off += page)
+		((volatile uint8_t *)mem)[off] = 0;
+	((volatile uint8_t *)mem)[len - 1] = 0;
 }
 
 static int
@@ -193,7 +211,10 @@ net_lcore_start(unsigned lcore)
 		nl->conns[i].next = nl->free_conns;
 		nl->free_conns = &nl->conns[i];
 	}
-	/* No chunk is touched yet: the memory is mapped, its pages come with first use. */
+	/* No chunk is touched yet: the memory is mapped, its pages come with first use (a page
+	 * fault in cr_conn_send()), unless prefault asks for all of them now. */
+	if (net_cfg.prefault)
+		net_prefault(nl->chunk_mem, nl->chunk_stride * net_cfg.chunks);
 	nl->chunks = net_cfg.chunks;
 	nl->chunks_free = net_cfg.chunks;
 	NET_STAT_ADD(nl, chunks_free, net_cfg.chunks);

@@ -153,6 +153,56 @@ test_chunks_carved_on_use(void)
 	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
 }
 
+static size_t pre_resident, pre_total;
+
+static void
+prefault_check(void *arg)
+{
+	(void)arg;
+	pre_resident = chunk_pages_resident(&pre_total);
+	cr_reactor_stop();
+}
+
+/* With prefault every chunk page is resident from the lcore's start, before any send. */
+static void
+test_chunks_prefaulted(void)
+{
+	struct cr_net_config c, def;
+
+	cr_net_config_defaults(&def);
+	CU_ASSERT_FALSE(def.prefault);
+	c = def;
+	c.chunks = 4000;
+	c.chunk_size = 16384;
+	c.prefault = true;
+	CU_ASSERT_EQUAL_FATAL(cr_net_configure(&c), 0);
+	ut_net_run(prefault_check, NULL, 10000);
+	CU_ASSERT_NOT_EQUAL(pre_resident, (size_t)-1);
+	CU_ASSERT_TRUE(pre_total > 4000 * 4);
+	CU_ASSERT_EQUAL(pre_resident, pre_total);
+	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
+}
+
+/*
+ * Regression: freeing an lcore's memory left its pool's counts as they were, so a
+ * cr__net_chunk_get() after it carved a chunk out of the unmapped memory. Now a freed
+ * lcore's pool is empty.
+ */
+static void
+test_freed_pool_is_empty(void)
+{
+	unsigned i;
+
+	ut_net_run(prefault_check, NULL, 10000);
+	for (i = 0; i < ut_table.n; i++) {
+		struct net_lcore *nl = &cr__net_lcores[ut_table.lcores[i].lcore_id];
+
+		CU_ASSERT_PTR_NULL(nl->chunk_mem);
+		CU_ASSERT_EQUAL(nl->chunks_free, 0);
+		CU_ASSERT_PTR_NULL(cr__net_chunk_get(nl));
+	}
+}
+
 static void
 test_off_lcore(void)
 {
@@ -399,6 +449,8 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_configure),
 	UT_CASE(test_sizes_and_stats),
 	UT_CASE(test_chunks_carved_on_use),
+	UT_CASE(test_chunks_prefaulted),
+	UT_CASE(test_freed_pool_is_empty),
 	UT_CASE(test_off_lcore),
 	UT_CASE(test_stop_drains_gracefully),
 	UT_CASE(test_forced_stop_ends_with_eshutdown),
