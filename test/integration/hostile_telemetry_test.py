@@ -201,6 +201,23 @@ class Decoy:
         self.ls.close()
 
 
+def readable_copy(tools):
+    """The usertools copied where the unused uid can read them: the checkout may sit under
+    a directory closed to others (a CI clone in a mktemp -d, mode 0700)."""
+    import atexit
+    import tempfile
+    top = tempfile.mkdtemp(prefix="cr-tools.")
+    atexit.register(shutil.rmtree, top, True)
+    os.chmod(top, 0o755)
+    dst = os.path.join(top, "usertools")
+    shutil.copytree(tools, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    for d, _, files in os.walk(dst):
+        os.chmod(d, 0o755)
+        for f in files:
+            os.chmod(os.path.join(d, f), os.stat(os.path.join(d, f)).st_mode | 0o444)
+    return dst
+
+
 def tool(tools, uid, env, *args):
     # The system's python: one under /root (pyenv) is closed to the uid the tool runs as.
     py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -221,6 +238,7 @@ def t_squat(exe, driver, tools):
         log("SKIP: the squat test makes directories of other uids: run as root")
         return apptest.SKIP
     uid = free_uid()
+    tools = readable_copy(tools)
     squat = "/tmp/coreact-%d" % uid
     planted = "/tmp/coreact-%d-plant0" % uid  # the fallback's shape, but nobody's
     open_ours = "/tmp/coreact-%d-open00" % uid  # ours, but open to others
