@@ -29,8 +29,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def backend():
-    """A one-shot HTTP responder for cr-proxy, on its own thread."""
+def backend(body=b"ok"):
+    """An HTTP responder for cr-proxy answering @p body, on its own thread; returns the
+    listening socket and its "HOST:PORT"."""
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", 0))
@@ -46,7 +47,8 @@ def backend():
                 c.settimeout(WAIT)
                 try:
                     c.recv(65536)
-                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s"
+                              % (len(body), body))
                 except OSError:
                     pass
     threading.Thread(target=serve, daemon=True).start()

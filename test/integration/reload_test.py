@@ -18,38 +18,18 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from started import Failure, check  # noqa: E402
+import owner_test  # noqa: E402
 from owner_test import free_port, wait_listening  # noqa: E402
 
 WAIT = 10
 
 
 def backend(name):
-    """An HTTP responder answering its @p name, on its own thread."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-
-    def serve():
-        while True:
-            try:
-                c, _ = srv.accept()
-            except OSError:
-                return
-            with c:
-                c.settimeout(WAIT)
-                try:
-                    c.recv(65536)
-                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s"
-                              % (len(name), name))
-                except OSError:
-                    pass
-    threading.Thread(target=serve, daemon=True).start()
-    return srv
+    return owner_test.backend(name)[0]
 
 
 def ask(port):
