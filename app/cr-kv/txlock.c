@@ -240,8 +240,9 @@ plain_needs(const struct kpart *p, struct needs *n)
 		break;
 	case KV_ROUTE_ALL:
 	case KV_ROUTE_SCAN:
-		n->whole = cmd->merge != KV_MERGE_INFO;
-		n->none = cmd->merge == KV_MERGE_INFO;
+		/* INFO and SLOWLOG read no key: they wait for no lock */
+		n->none = cmd->merge == KV_MERGE_INFO || cmd->merge == KV_MERGE_SLOWLOG;
+		n->whole = !n->none;
 		break;
 	case KV_ROUTE_MULTI: {
 		int k = kv_cmd_keys(cmd, p->argv, p->argc, n->idx, NEEDS_MAX);

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""cr-kv's SLOWLOG against redis-server 7.0 as the oracle, on loopback.
+
+  kv_slowlog_test.py CR_KV TEST [--lcores 1|2] [--driver auto|uring|epoll]
+
+oracle: two clients (one per lcore on 2 lcores), each named, send the same commands to
+  cr-kv and to redis-server with every command logged (CONFIG SET slowlog-log-slower-than
+  0): keys on both shards, cross-shard commands, 32 and 33 arguments, 128- and 300-byte
+  arguments. SLOWLOG GET (default, counts, -1, 0), LEN, RESET, HELP, their errors, and
+  CONFIG SET / GET of both parameters answer the same: the entries' ids, arguments (cut as
+  Redis cuts them), client names and which client's address each names are equal;
+  durations are numbers and times are now (they cannot be equal).
+slow: with --slowlog-log-slower-than 2000, SMEMBERS of a 200,000-member set held by the
+  other shard is logged by the client's lcore with a duration of at least 2 ms and no more
+  than the client saw; PINGs are not; a threshold above it logs nothing more.
+Exits 0 (pass), 1 (fail), 77 (skip: no redis-server).
+"""
+import sys
+import time
+
+import kv_test
+from kv_test import Conn, check, conn_on_lcore, log, on_shard
+
+SLOWLOG_OFF = ("--slowlog-log-slower-than", "-1")
+
+
+def parse(b, i=0):
+    """One RESP reply at b[i:] as Python values (errors as ("ERR", text)); (value, end)."""
+    nl = b.index(b"\r\n", i)
+    t, line = b[i:i + 1], b[i + 1:nl]
+    if t == b"+":
+        return line.decode(), nl + 2
+    if t == b"-":
+        return ("ERR", line.decode()), nl + 2
+    if t == b":":
+        return int(line), nl + 2
+    n = int(line)
+    if t == b"$":
+        return (None, nl + 2) if n < 0 else (b[nl + 2:nl + 2 + n].decode(), nl + 4 + n)
+    out, j = [], nl + 2
+    for _ in range(n):
+        v, j = parse(b, j)
+        out.append(v)
+    return out, j
+
+
+def value(raw):
+    v, end = parse(raw)
+    check(end == len(raw), "trailing bytes after %r" % raw[:60])
+    return v
+
+
+class Pair:
+    """One client of cr-kv and one of redis-server, sent the same commands."""
+
+    def __init__(self, ours, theirs):
+        self.ours, self.theirs = ours, theirs
+        self.peers = ("127.0.0.1:%d" % ours.s.getsockname()[1],
+                      "127.0.0.1:%d" % theirs.s.getsockname()[1])
+
+    def both(self, *args):
+        return self.ours.cmd(*args), self.theirs.cmd(*args)
+
+    def same(self, *args):
+        ours, theirs = self.both(*args)
+        check(ours == theirs, "%r: cr-kv %r, redis %r" % (args[:4], ours[:300], theirs[:300]))
+        return ours
+
+
+def compare_entries(pairs, ours, theirs, what):
+    """Two SLOWLOG GET replies: the same entries but for durations, times and ports."""
+    ours, theirs = value(ours), value(theirs)
+    check(isinstance(ours, list) and isinstance(theirs, list),
+          "%s: cr-kv %r, redis %r" % (what, ours, theirs))
+    check(len(ours) == len(theirs), "%s: %d entries, redis %d:\n%r\n%r"
+          % (what, len(ours), len(theirs), ours, theirs))
+    now = time.time()
+    for e, t in zip(ours, theirs):
+        check(len(e) == 6 and len(t) == 6, "%s: entry shapes %r / %r" % (what, e, t))
+        check(e[0] == t[0], "%s: id %r, redis %r (%r / %r)" % (what, e[0], t[0], e, t))
+        check(e[3] == t[3], "%s: arguments %r, redis %r" % (what, e[3], t[3]))
+        check(e[5] == t[5], "%s: client name %r, redis %r" % (what, e[5], t[5]))
+        for x in (e, t):
+            check(isinstance(x[2], int) and x[2] >= 0, "%s: duration %r" % (what, x))
+            check(abs(x[1] - now) < 30, "%s: time %r is not now" % (what, x))
+        who = [i for i, p in enumerate(pairs) if p.peers[0] == e[4]]
+        check(who and pairs[who[0]].peers[1] == t[4],
+              "%s: %r names client %r, redis's %r" % (what, e[3], e[4], t[4]))
+    return ours
+
+
+def t_oracle(o):
+    o.restart(SLOWLOG_OFF)
+    r = o.redis(SLOWLOG_OFF)
+    a = Pair(conn_on_lcore(o.kv.port, 0), Conn(r.port))
+    b = Pair(conn_on_lcore(o.kv.port, o.lcores - 1), Conn(r.port))
+    pairs = (a, b)
+    k0, k1 = on_shard("k", 0, o.lcores), on_shard("k", o.lcores - 1, o.lcores)
+    a.same("SLOWLOG", "RESET")
+    a.same("CLIENT", "SETNAME", "first")
+    b.same("CLIENT", "SETNAME", "second")
+    a.same("CONFIG", "SET", "slowlog-log-slower-than", "0")  # logged: it ran with 0 set
+    a.same("SET", k0, "v")
+    b.same("SET", k1, "x" * 300)
+    a.same("SET", k0, "y" * 128)
+    b.same("SET", k1, "z" * 129)
+    a.same("RPUSH", "list", *["e%d" % i for i in range(30)])  # 32 arguments
+    b.same("RPUSH", "list", *["f%d" % i for i in range(31)])  # 33
+    a.same("RPUSH", "list", *["g%d" % i for i in range(200)])
+    b.same("MGET", k0, k1, "absent")
+    a.same("GET", k1)
+    b.same("DEL", k0, k1)
+    a.both("HELLO", "2", "AUTH", "default", "secret", "SETNAME", "first")  # ids differ
+    a.same("SLOWLOG", "LEN")
+    compare_entries(pairs, *a.both("SLOWLOG", "GET"), "GET")
+    e = compare_entries(pairs, *b.both("SLOWLOG", "GET", "-1"), "GET -1")
+    check(len(e) > 12 and e[-1][3] == ["CONFIG", "SET", "slowlog-log-slower-than", "0"]
+          and e[-1][5] == "first", "the oldest entry: %r" % (e[-1],))
+    compare_entries(pairs, *a.both("SLOWLOG", "GET", "3"), "GET 3")
+    compare_entries(pairs, *b.both("SLOWLOG", "GET", "0"), "GET 0")
+    compare_entries(pairs, *a.both("SLOWLOG", "GET", "1000"), "GET 1000")
+    for bad in (("GET", "-2"), ("GET", "abc"), ("GET", "1", "2"), ("FOO",), (), ("LEN", "x"),
+                ("RESET", "x"), ("HELP", "x")):
+        a.same("SLOWLOG", *bad)
+    a.same("SLOWLOG", "HELP")
+    a.same("slowlog", "len")
+    compare_entries(pairs, *b.both("SLOWLOG", "GET", "-1"), "after the errors")
+    # The length: the newest N over every lcore, as one log of N keeps.
+    b.same("CONFIG", "SET", "slowlog-max-len", "3")
+    a.same("SLOWLOG", "LEN")
+    e = compare_entries(pairs, *b.both("SLOWLOG", "GET", "-1"), "max-len 3")
+    check(len(e) == 3, "max-len 3: %d entries" % len(e))
+    for bad in (("slowlog-log-slower-than", "abc"), ("slowlog-log-slower-than", "-2"),
+                ("slowlog-max-len", "-1"), ("slowlog-max-len", "1.5"),
+                ("slowlog-max-len", "5", "maxmemory-clients", "bad"),
+                ("slowlog-max-len", "5", "slowlog-max-len", "6")):
+        a.same("CONFIG", "SET", *bad)
+    got = value(a.ours.cmd("CONFIG", "GET", "slowlog*"))
+    want = value(a.theirs.cmd("CONFIG", "GET", "slowlog*"))
+    check(dict(zip(got[::2], got[1::2])) == dict(zip(want[::2], want[1::2])),
+          "CONFIG GET slowlog*: %r, redis %r" % (got, want))
+    # Off: nothing is logged; RESET empties every lcore's log; ids go on.
+    a.same("CONFIG", "SET", "slowlog-log-slower-than", "-1", "slowlog-max-len", "128")
+    b.same("SET", k1, "w")
+    a.same("SLOWLOG", "LEN")
+    b.same("SLOWLOG", "RESET")
+    a.same("SLOWLOG", "LEN")
+    b.same("CONFIG", "SET", "slowlog-log-slower-than", "0")
+    a.same("GET", k0)
+    e = compare_entries(pairs, *b.both("SLOWLOG", "GET"), "after RESET")
+    check(len(e) == 2 and e[0][0] > 20, "after RESET: %r" % (e,))
+    log("oracle: %d clients, entries and errors as redis-server's" % len(pairs))
+
+
+def t_slow(o):
+    o.restart(("--slowlog-log-slower-than", "2000"))
+    c = conn_on_lcore(o.kv.port, 0)
+    big = on_shard("big", o.lcores - 1, o.lcores)
+    for i in range(0, 200000, 2000):
+        c.send(kv_test.resp("SADD", big, *[str(m) for m in range(i, i + 2000)]))
+    c.replies(100, timeout=60)
+    check(c.cmd("SLOWLOG", "RESET") == b"+OK\r\n", "RESET")
+    for _ in range(20):
+        check(c.cmd("PING") == b"+PONG\r\n", "PING")
+    t0 = time.monotonic()
+    c.send(kv_test.resp("SMEMBERS", big))
+    members = c.replies(1, timeout=60)[0]
+    seen_us = (time.monotonic() - t0) * 1e6
+    check(members.startswith(b"*200000\r\n"), "SMEMBERS: %r" % members[:20])
+    e = value(c.cmd("SLOWLOG", "GET"))
+    check(len(e) == 1 and e[0][3] == ["SMEMBERS", big],
+          "only the SMEMBERS is logged: %r" % (e,))
+    check(2000 <= e[0][2] <= seen_us, "SMEMBERS took %d us on its shard, the client saw %d"
+          % (e[0][2], seen_us))
+    check(c.cmd("CONFIG", "SET", "slowlog-log-slower-than", "1000000000") == b"+OK\r\n",
+          "CONFIG SET")
+    c.send(kv_test.resp("SMEMBERS", big))
+    c.replies(1, timeout=60)
+    check(c.cmd("SLOWLOG", "LEN") == b":1\r\n", "a command under the threshold was logged")
+    log("slow: SMEMBERS logged with %d us (the client saw %d us)" % (e[0][2], seen_us))
+
+
+TESTS = {"oracle": t_oracle, "slow": t_slow}
+
+if __name__ == "__main__":
+    sys.exit(kv_test.main(TESTS, __doc__))
