@@ -12,16 +12,20 @@ One line per session, at its end:
 import calendar
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import time
 
+import apptest
 import hostile_proxy_test
 import proxy_test
-from proxy_test import Backend, Env, LOOP, Proxy, check, closed_port, h_echo, log, recv_all
+from proxy_test import (Backend, Env, LOOP, Proxy, check, closed_port, h_echo, log, note_recv,
+                        recv_all)
 from proxy_test import wait_for
 
 LINE = re.compile(r"^(\S+):(\d+) \[(\d\d)/(\w{3})/(\d{4}):(\d\d):(\d\d):(\d\d)\.(\d{3})\] "
@@ -321,7 +325,118 @@ def t_nobufs(exe, driver):
         env.close()
 
 
-TESTS = {"sessionlog": t_sessionlog, "retire": t_retire, "shutdown": t_shutdown,
+# ---- against HAProxy's tcplog ----
+
+HAPROXY_CFG = """global
+    log stdout format raw local0 info
+defaults
+    mode tcp
+    log global
+    option tcplog
+    timeout connect 2s
+    timeout client 10s
+    timeout server 10s
+frontend fe
+    bind 127.0.0.1:%d
+    default_backend be
+backend be
+    server s1 %s
+"""
+# %ci:%cp [%t] %ft %b/%s %Tw/%Tc/%Tt %B %ts %ac/%fc/%bc/%sc/%rc %sq/%bq
+TCPLOG = re.compile(r"^(\S+):(\d+) \[(\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d\.\d{3})\] (\S+) "
+                    r"(\S+)/(\S+) (-?\d+)/(-?\d+)/(-?\d+) (\d+) (\S\S) ")
+
+
+def h_answer(c, rec, b):
+    """Read 3000 bytes, answer 1234 and close: the two directions differ."""
+    got = 0
+    while got < 3000:
+        d = note_recv(c, rec)
+        if not d:
+            return
+        got += len(d)
+    c.sendall(b"a" * 1234)
+    c.shutdown(socket.SHUT_WR)
+
+
+def session(addr):
+    """The same session for both proxies: 3000 bytes up, read what comes, close."""
+    s = socket.create_connection(addr, timeout=10)
+    me = client_of(s)
+    s.sendall(b"u" * 3000)
+    data, how = recv_all(s)
+    s.close()
+    check(len(data) == 1234, "the client got %d bytes (%s)" % (len(data), how))
+    return me
+
+
+def t_haproxy(exe, driver):
+    """One session through haproxy (option tcplog) and through cr-proxy: the fields both
+    lines have come in the same order (client, accept time, frontend, backend, Tw/Tc/Tt,
+    bytes backend to client), and agree where they must."""
+    if shutil.which("haproxy") is None:
+        log("SKIP: no haproxy (Debian package haproxy)")
+        sys.exit(77)
+    env = Env()
+    try:
+        b = env.add(Backend(h_answer, "answer"))
+        tmp = tempfile.TemporaryDirectory()
+        env.add(Closer(tmp.cleanup))
+        cfg = os.path.join(tmp.name, "haproxy.cfg")
+        port = apptest.free_port()
+        with open(cfg, "w") as f:
+            f.write(HAPROXY_CFG % (port, b.addr()))
+        out = open(os.path.join(tmp.name, "haproxy.out"), "w+")
+        hap = subprocess.Popen(["haproxy", "-db", "-f", cfg], stdout=out,
+                               stderr=subprocess.STDOUT)
+        env.add(Closer(lambda: (hap.kill(), hap.wait())))
+        wait_for(lambda: connectable((LOOP, port)), 10, "haproxy listening on %d" % port)
+        theirs_client = session((LOOP, port))
+        p, path = logged_proxy(env, exe, driver, b.addr())
+        ours_client = session(p.addr)
+        ours = wait_line(path, 1, "cr-proxy's line")[0]
+        theirs = wait_for(lambda: [l for l in open(out.name).read().splitlines()
+                                   if l.startswith(theirs_client + " ")
+                                   and TCPLOG.match(l)], 10, "haproxy's tcplog line")[0]
+        e, m = parse(ours), TCPLOG.match(theirs).groups()
+        log("cr-proxy: %s" % ours)
+        log("haproxy:  %s" % theirs)
+        # 1. client: each the address the client had.
+        check(e["client"] == ours_client and "%s:%s" % m[:2] == theirs_client,
+              "clients %s / %s:%s" % (e["client"], m[0], m[1]))
+        # 2. accept time: the same format, the same moment (this machine's local time is
+        # what haproxy writes; ours is UTC: equal when TZ is UTC).
+        t_ours = calendar.timegm(e["when"])
+        t_theirs = time.mktime(time.strptime(m[2].split(".")[0], "%d/%b/%Y:%H:%M:%S"))
+        check(abs(t_ours - t_theirs) < 10, "accept times %r / %r" % (e["when"], m[2]))
+        # 3, 4. frontend and backend: both there (names in haproxy, addresses here).
+        check(e["front"] == "%s:%d" % p.addr and m[3] == "fe", "frontends %s / %s"
+              % (e["front"], m[3]))
+        check(e["backend"] == b.addr() and (m[4], m[5]) == ("be", "s1"), "backends %s / %s/%s"
+              % (e["backend"], m[4], m[5]))
+        # 5. Tw/Tc/Tt: both connected at once, Tt covers the rest.
+        for tw, tc, tt in ((e["tw"], e["tc"], e["tt"]), tuple(map(int, m[6:9]))):
+            check(0 <= tw <= tt and 0 <= tc <= tt < 10000, "timers %d/%d/%d" % (tw, tc, tt))
+        # 6. bytes from the backend to the client: haproxy's %B is our S2C (C2S, which
+        # haproxy does not log, comes just before it).
+        check(e["s2c"] == int(m[9]) == 1234 and e["c2s"] == 3000,
+              "bytes: ours %d/%d, haproxy %%B %s" % (e["c2s"], e["s2c"], m[9]))
+        check(e["cause"] == "server_closed" and m[10] == "--",
+              "causes %s / %s" % (e["cause"], m[10]))
+        p.stop()
+    finally:
+        env.close()
+
+
+def connectable(addr):
+    try:
+        socket.create_connection(addr, timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+TESTS = {"sessionlog": t_sessionlog, "haproxy": t_haproxy, "retire": t_retire, "shutdown": t_shutdown,
          "reset": t_reset, "nobufs": t_nobufs}
 
 if __name__ == "__main__":
