@@ -11,6 +11,9 @@ oracle: two clients (one per lcore on 2 lcores), each named, send the same comma
   CONFIG SET / GET of both parameters answer the same: the entries' ids, arguments (cut as
   Redis cuts them), client names and which client's address each names are equal;
   durations are numbers and times are now (they cannot be equal).
+stress: 8 named clients on both lcores at once, 300 seeded commands each (local, remote,
+  cross-shard, pipelined), every one logged: exactly those entries, consecutive ids,
+  each client's commands.
 slow: with --slowlog-log-slower-than 2000, SMEMBERS of a 200,000-member set held by the
   other shard is logged by the client's lcore with a duration of at least 2 ms and no more
   than the client saw; PINGs are not; a threshold above it logs nothing more.
@@ -181,7 +184,78 @@ def t_slow(o):
     log("slow: SMEMBERS logged with %d us (the client saw %d us)" % (e[0][2], seen_us))
 
 
-TESTS = {"oracle": t_oracle, "slow": t_slow}
+def t_stress(o, clients=8, per=300, seed=19):
+    """Seeded: @clients named clients (on both lcores) at once, each @per commands over
+    keys of every shard (local, remote, cross-shard, pipelined in runs), every command
+    logged: SLOWLOG GET -1 holds exactly them, ids unique and consecutive, each client's
+    entries its commands (in its order on one lcore), and LEN the same count."""
+    import random
+    import threading
+    o.restart(("--slowlog-log-slower-than", "0", "--slowlog-max-len", "100000"))
+    rng = random.Random(seed)
+    keys = [on_shard("s%d-" % sh, sh, o.lcores, 4) for sh in range(o.lcores)]
+    keys = [k for ks in keys for k in ks]
+    scripts = []
+    for i in range(clients):
+        cmds = []
+        for _ in range(per):
+            r = rng.random()
+            if r < 0.4:
+                cmds.append(("SET", rng.choice(keys), str(rng.randrange(1 << 30))))
+            elif r < 0.7:
+                cmds.append(("GET", rng.choice(keys)))
+            elif r < 0.9:
+                cmds.append(("MGET",) + tuple(rng.sample(keys, 3)))
+            else:
+                cmds.append(("INCR", "n%d" % rng.randrange(8)))
+        scripts.append(cmds)
+    conns = [conn_on_lcore(o.kv.port, i % o.lcores) for i in range(clients)]
+    for i, c in enumerate(conns):
+        check(c.cmd("CLIENT", "SETNAME", "c%d" % i) == b"+OK\r\n", "SETNAME")
+    check(conns[0].cmd("SLOWLOG", "RESET") == b"+OK\r\n", "RESET")  # itself logged after
+
+    errors = []
+
+    def run(c, cmds):
+        try:
+            for j in range(0, len(cmds), 10):  # runs of 10, pipelined
+                c.send(b"".join(kv_test.resp(*a) for a in cmds[j:j + 10]))
+                c.replies(len(cmds[j:j + 10]), timeout=60)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(c, sc)) for c, sc in zip(conns, scripts)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check(not errors, "clients failed: %r" % errors)
+    c = conns[0]
+    n = int(c.cmd("SLOWLOG", "LEN")[1:-2])
+    e = value(c.cmd("SLOWLOG", "GET", "-1"))
+    # The RESET, then clients x per commands; GET -1 has the LEN too.
+    want = 1 + clients * per
+    ids = sorted(x[0] for x in e)
+    check(n == want and len(e) == want + 1, "LEN %d, GET -1 %d entries, want %d and %d"
+          % (n, len(e), want, want + 1))
+    check(ids == list(range(ids[0], ids[0] + len(ids))), "ids not consecutive: %r" % ids[:20])
+    check([x[0] for x in e] == sorted(ids, reverse=True), "not newest first by id")
+    for i, cmds in enumerate(scripts):
+        mine = [x[3] for x in reversed(e) if x[5] == "c%d" % i and x[3][0] != "CLIENT"
+                and x[3][0] != "SLOWLOG"]
+        # Entries are made as replies complete: behind a command sent to another shard, a
+        # pipelined local one may complete (and be logged) first; on one lcore, in order.
+        want_cmds = [list(a) for a in cmds]
+        if o.lcores == 1:
+            check(mine == want_cmds, "client c%d: %d entries in another order or form than "
+                  "its %d commands" % (i, len(mine), len(cmds)))
+        check(sorted(mine) == sorted(want_cmds), "client c%d: %d entries, not its %d "
+              "commands" % (i, len(mine), len(cmds)))
+    log("stress: %d clients x %d commands: %d entries, ids %d..%d consecutive, each "
+        "client's in its order" % (clients, per, len(e), ids[0], ids[-1]))
+
+
+TESTS = {"oracle": t_oracle, "slow": t_slow, "stress": t_stress}
 
 if __name__ == "__main__":
     sys.exit(kv_test.main(TESTS, __doc__))
