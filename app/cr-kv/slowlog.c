@@ -61,9 +61,8 @@ raise_floor(uint64_t to)
 {
 	uint64_t cur = floor_now();
 
-	while (cur < to && !atomic_compare_exchange_weak_explicit(&floor_id, &cur, to,
-								   memory_order_relaxed,
-								   memory_order_relaxed))
+	while (cur < to && !atomic_compare_exchange_weak_explicit(
+			       &floor_id, &cur, to, memory_order_relaxed, memory_order_relaxed))
 		;
 }
 
@@ -335,9 +334,9 @@ precheck_slowlog_get(struct kv_ctx *x)
 			  x->argv[1].p);
 		return false;
 	}
-	return x->argc < 3 || kv_arg_ll_range(x, &x->argv[2], -1, LLONG_MAX,
-					      "ERR count should be greater than or equal to -1",
-					      &count);
+	return x->argc < 3 ||
+	       kv_arg_ll_range(x, &x->argv[2], -1, LLONG_MAX,
+			       "ERR count should be greater than or equal to -1", &count);
 }
 
 KV_CMD(slowlog_help)

@@ -93,8 +93,7 @@ ms(uint64_t a, uint64_t b)
 }
 
 void
-px_slog_write(const struct px_slog *l, const struct cr_net_addr *peer, int slot,
-	      uint64_t now_ns)
+px_slog_write(const struct px_slog *l, const struct cr_net_addr *peer, int slot, uint64_t now_ns)
 {
 	static const char mon[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
 					"Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
@@ -109,14 +108,13 @@ px_slog_write(const struct px_slog *l, const struct cr_net_addr *peer, int slot,
 		cr_net_addr_format(&l->front, front, sizeof(front));
 	cr_net_addr_format(peer, cli, sizeof(cli));
 	/* client [accept time] frontend backend Tw/Tc/Tt c->s s->c cause */
-	n = snprintf(line, sizeof(line),
-		     "%s [%02u/%s/%04lld:%02u:%02u:%02u.%03u] %s %s %lld/%lld/%lld %llu %llu %s\n",
-		     cli, t.day, mon[t.month - 1], (long long)t.year, t.hour, t.min, t.sec,
-		     l->accept_ms, front,
-		     slot >= 0 ? px_slots[slot].name : "-", ms(l->start_ns, l->admit_ns),
-		     l->connected_ns == 0 ? -1 : ms(l->connect_ns, l->connected_ns),
-		     ms(l->start_ns, now_ns), (unsigned long long)l->c2s,
-		     (unsigned long long)l->s2c, px_end_name(l->end));
+	n = snprintf(
+	    line, sizeof(line),
+	    "%s [%02u/%s/%04lld:%02u:%02u:%02u.%03u] %s %s %lld/%lld/%lld %llu %llu %s\n", cli,
+	    t.day, mon[t.month - 1], (long long)t.year, t.hour, t.min, t.sec, l->accept_ms, front,
+	    slot >= 0 ? px_slots[slot].name : "-", ms(l->start_ns, l->admit_ns),
+	    l->connected_ns == 0 ? -1 : ms(l->connect_ns, l->connected_ns), ms(l->start_ns, now_ns),
+	    (unsigned long long)l->c2s, (unsigned long long)l->s2c, px_end_name(l->end));
 	if (n > 0 && (size_t)n < sizeof(line))
 		(void)cr_log_file_put(px_session_log_id, line, (size_t)n);
 }
