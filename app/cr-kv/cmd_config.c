@@ -152,7 +152,8 @@ config_value(const char *name, char *b, size_t n)
 		snprintf(b, n, "%lld",
 			 atomic_load_explicit(&kv_slowlog_slower_than, memory_order_relaxed));
 	} else if (strcmp(name, "slowlog-max-len") == 0) {
-		snprintf(b, n, "%lld", atomic_load_explicit(&kv_slowlog_max_len, memory_order_relaxed));
+		snprintf(b, n, "%lld",
+			 atomic_load_explicit(&kv_slowlog_max_len, memory_order_relaxed));
 	} else if (strcmp(name, "proto-max-bulk-len") == 0) {
 		snprintf(b, n, "%lld", kv.max_bulk);
 	} else if (strcmp(name, "client-query-buffer-limit") == 0) {
@@ -273,7 +274,8 @@ KV_CMD(config_set)
 		}
 		if ((i == SET_SLOWER || i == SET_SLOWLEN) &&
 		    kv_parse_slowlog(v, i == SET_SLOWLEN, &slow[i - SET_SLOWER], &msg) != 0) {
-			rb_errorf(x->out, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+			rb_errorf(x->out,
+				  "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
 				  names[i], msg);
 			return;
 		}

@@ -519,7 +519,7 @@ struct kpart {
 	unsigned origin;	/* the origin's shard index */
 	bool nolease;		/* the origin's: waiting for it keeps no lease (a blocked pop,
 				 * which a shutdown need not wait for) */
-	uint64_t run_ns; /* how long it ran on its shard (written there), for kreq.run_ns */
+	uint64_t run_ns;	/* how long it ran on its shard (written there), for kreq.run_ns */
 	char inl[80];
 };
 

@@ -59,7 +59,7 @@ struct px_lcore {
 	struct cr_lease lease;
 	bool retiring;
 	bool let_go; /* sessions no longer waited for: lib/net may close them */
-	uint64_t let_go_ns; /* since when */
+	uint64_t let_go_ns;	      /* since when */
 	struct cr_timer retire_timer; /* --shutdown-timeout: stop waiting for them */
 };
 

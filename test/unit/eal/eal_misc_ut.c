@@ -108,8 +108,9 @@ check_utc(int64_t sec)
 static void
 test_time_utc(void)
 {
-	static const int64_t edges[] = {0, -1, 86399, 86400, -86400, -86401, 951782400,
-					951868800, 4107542400LL, 1772409600LL + 43199};
+	static const int64_t edges[] = {
+	    0,	    -1,	       86399,	  86400,	-86400,
+	    -86401, 951782400, 951868800, 4107542400LL, 1772409600LL + 43199};
 	int64_t day;
 	unsigned i;
 
@@ -120,10 +121,10 @@ test_time_utc(void)
 }
 
 static const struct ut_case cases[] = {
-	{"UTC fields of a unix time", test_time_utc},
-	{"monotonic clock", test_clock},
-	{"hypervisor bit", test_is_vm},
-	{"error strings", test_strerror},
+    {"UTC fields of a unix time", test_time_utc},
+    {"monotonic clock", test_clock},
+    {"hypervisor bit", test_is_vm},
+    {"error strings", test_strerror},
 };
 
 UT_MAIN("eal_misc", cases, NULL, NULL)
