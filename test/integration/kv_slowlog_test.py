@@ -17,7 +17,10 @@ stress: 8 named clients on both lcores at once, 300 seeded commands each (local,
 slow: with --slowlog-log-slower-than 2000, SMEMBERS of a 200,000-member set held by the
   other shard is logged by the client's lcore with a duration of at least 2 ms and no more
   than the client saw; PINGs are not; a threshold above it logs nothing more.
-Exits 0 (pass), 1 (fail), 77 (skip: no redis-server).
+contended (2 lcores): SMEMBERSes of that set while another client SMOVEs a member of it
+  across shards (transactions locking it): every one logged with its run on the shard,
+  the ones that waited behind the locks too.
+Exits 0 (pass), 1 (fail), 77 (skip: no redis-server, or contended on 1 lcore).
 """
 import sys
 import time
@@ -255,7 +258,58 @@ def t_stress(o, clients=8, per=300, seed=19):
         "client's in its order" % (clients, per, len(e), ids[0], ids[-1]))
 
 
-TESTS = {"oracle": t_oracle, "slow": t_slow, "stress": t_stress}
+def t_contended(o, rounds=30):
+    """2 lcores: SMEMBERS of a 200,000-member set while another client moves a member of
+    it across shards again and again (SMOVE, a transaction locking it): SMEMBERSes that
+    wait behind the locks still run there after, and each is logged with its run there
+    (at least 2 ms), none with just the moment it was queued."""
+    import threading
+    if o.lcores != 2:
+        log("SKIP: needs 2 lcores (transactions across shards)")
+        sys.exit(kv_test.SKIP)
+    o.restart(("--slowlog-log-slower-than", "2000"))
+    big, other = on_shard("big", 1, 2), on_shard("other", 0, 2)
+    c = conn_on_lcore(o.kv.port, 0)
+    for i in range(0, 200000, 2000):
+        c.send(kv_test.resp("SADD", big, *[str(m) for m in range(i, i + 2000)]))
+    c.replies(100, timeout=60)
+    mover = conn_on_lcore(o.kv.port, 0)
+    waited0 = int(kv_test.info_field(c, "stats", "commands_waited_for_locks"))
+    stop, errors = [], []
+
+    def move():
+        try:
+            while not stop:
+                mover.send(kv_test.resp("SMOVE", big, other, "7") +
+                           kv_test.resp("SMOVE", other, big, "7"))
+                mover.replies(2, timeout=60)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    t = threading.Thread(target=move)
+    t.start()
+    try:
+        check(c.cmd("SLOWLOG", "RESET") == b"+OK\r\n", "RESET")
+        for _ in range(rounds):
+            c.send(kv_test.resp("SMEMBERS", big))
+            r = c.replies(1, timeout=60)[0]
+            check(r.startswith(b"*199999\r\n") or r.startswith(b"*200000\r\n"),
+                  "SMEMBERS: %r" % r[:20])
+    finally:
+        stop.append(1)
+        t.join()
+    check(not errors, "the mover failed: %r" % errors)
+    waited = int(kv_test.info_field(c, "stats", "commands_waited_for_locks")) - waited0
+    e = [x for x in value(c.cmd("SLOWLOG", "GET", "-1")) if x[3][0] == "SMEMBERS"]
+    check(len(e) == rounds and all(x[2] >= 2000 for x in e),
+          "%d of %d SMEMBERS logged (%d parts waited for locks): durations %r"
+          % (len(e), rounds, waited, sorted(x[2] for x in e)))
+    check(waited > 0, "no part waited for the SMOVEs' locks: the test did not test it")
+    log("contended: %d SMEMBERS logged, at least %d us each; %d parts waited for locks"
+        % (len(e), min(x[2] for x in e), waited))
+
+
+TESTS = {"oracle": t_oracle, "slow": t_slow, "stress": t_stress, "contended": t_contended}
 
 if __name__ == "__main__":
     sys.exit(kv_test.main(TESTS, __doc__))
