@@ -186,8 +186,8 @@ kv_tx_late(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch
 }
 
 void
-kv_tx_answer(struct kv_shard *sh, unsigned origin, struct kpart *token, uint64_t epoch,
-	     const char *reply, size_t len)
+kv_tx_answer_ran(struct kv_shard *sh, unsigned origin, struct kpart *token, uint64_t epoch,
+		 const char *reply, size_t len, uint64_t run_ns)
 {
 	struct kv_late *m = late_new(sh, origin, token, epoch, reply, len);
 
@@ -195,7 +195,15 @@ kv_tx_answer(struct kv_shard *sh, unsigned origin, struct kpart *token, uint64_t
 		CR_LOG(txlate_log, ERR, "out of memory answering a blocked client; it waits");
 		return;
 	}
+	m->run_ns = run_ns;
 	late_queue(sh, m);
+}
+
+void
+kv_tx_answer(struct kv_shard *sh, unsigned origin, struct kpart *token, uint64_t epoch,
+	     const char *reply, size_t len)
+{
+	kv_tx_answer_ran(sh, origin, token, epoch, reply, len, 0);
 }
 
 void

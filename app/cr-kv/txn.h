@@ -117,6 +117,9 @@ int kv_tx_late_ran(struct kv_shard *sh, unsigned to, struct kpart *token, uint64
 /* ... the same without locks, logged on ENOMEM. */
 void kv_tx_answer(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch,
 		  const char *reply, size_t len);
+/* ... with the time it ran here (a blocked client served), as kv_tx_late_ran(). */
+void kv_tx_answer_ran(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch,
+		      const char *reply, size_t len, uint64_t run_ns);
 /* Tell shard @p to that a key blocked request @p id watches was made (bpop.h). */
 void kv_tx_notify(struct kv_shard *sh, unsigned to, uint64_t epoch, uint64_t id);
 void kv_tx_late_init(struct kv_shard *sh);

@@ -20,6 +20,7 @@ slow: with --slowlog-log-slower-than 2000, SMEMBERS of a 200,000-member set held
 contended (2 lcores): SMEMBERSes of that set while another client SMOVEs a member of it
   across shards (transactions locking it): every one logged with its run on the shard,
   the ones that waited behind the locks too.
+blocked: a BLMPOP that blocked, then served 200,000 elements: logged with that run.
 Exits 0 (pass), 1 (fail), 77 (skip: no redis-server, or contended on 1 lcore).
 """
 import sys
@@ -309,7 +310,33 @@ def t_contended(o, rounds=30):
         % (len(e), min(x[2] for x in e), waited))
 
 
-TESTS = {"oracle": t_oracle, "slow": t_slow, "stress": t_stress, "contended": t_contended}
+def t_blocked(o):
+    """A BLMPOP that blocks, then is served 200,000 elements by another client's RPUSH
+    (on the other shard with 2 lcores): logged with the run that served it (at least
+    2 ms), not with the attempt that found nothing."""
+    o.restart(("--slowlog-log-slower-than", "2000"))
+    key = on_shard("list", o.lcores - 1, o.lcores)
+    a, b = conn_on_lcore(o.kv.port, 0), conn_on_lcore(o.kv.port, 0)
+    a.send(kv_test.resp("BLMPOP", "0", "1", key, "LEFT", "COUNT", "200000"))
+    for _ in range(500):
+        if kv_test.info_field(b, "clients", "blocked_clients") == "1":
+            break
+        time.sleep(0.01)
+    else:
+        raise kv_test.Failure("BLMPOP did not block")
+    check(b.cmd("SLOWLOG", "RESET") == b"+OK\r\n", "RESET")
+    b.send(kv_test.resp("RPUSH", key, *[str(i) for i in range(200000)]))
+    check(b.replies(1, timeout=60)[0] == b":200000\r\n", "RPUSH")
+    r = a.replies(1, timeout=60)[0]
+    check(r.startswith(b"*2\r\n$%d\r\n%s\r\n*200000\r\n" % (len(key), key.encode())),
+          "BLMPOP: %r" % r[:40])
+    e = [x for x in value(b.cmd("SLOWLOG", "GET", "-1")) if x[3][0] == "BLMPOP"]
+    check(len(e) == 1 and e[0][2] >= 2000, "the BLMPOP's entries: %r" % (e,))
+    log("blocked: BLMPOP served 200,000 elements logged with %d us" % e[0][2])
+
+
+TESTS = {"oracle": t_oracle, "slow": t_slow, "stress": t_stress, "contended": t_contended,
+         "blocked": t_blocked}
 
 if __name__ == "__main__":
     sys.exit(kv_test.main(TESTS, __doc__))
