@@ -78,6 +78,17 @@ cr_op_id cr_io_recv(int fd, cr_io_fn fn, void *ctx);
 /** Give a receive buffer back. On the lcore that received it. */
 void cr_io_buf_release(uint32_t buf_id);
 
+/**
+ * Keep receive buffer @p buf_id past the callback it came with, until cr_io_buf_release():
+ * one of the lcore's spare buffers (the io_buf_spares build option) takes its place at
+ * once, so receives never run short because buffers are held. On the lcore that received
+ * it, before giving it back.
+ * @return 0; -ENOBUFS (every spare is in use: copy the bytes and release the buffer as
+ *         usual); -EINVAL (@p buf_id is not lent out, or held already); -ENOTSUP (the
+ *         driver cannot); -EPERM (off an lcore with lib/io).
+ */
+int cr_io_buf_hold(uint32_t buf_id);
+
 /** Size in bytes of each receive buffer on this lcore. */
 uint32_t cr_io_buf_size(void);
 

@@ -129,6 +129,8 @@ struct cr_op {
 struct cr_io_config {
 	uint32_t buf_count; /**< receive buffers per lcore (power of two, <= 32768) */
 	uint32_t buf_size;  /**< bytes each */
+	/** more buffers, which take the place of those held (cr_io_buf_hold()); <= 32768 */
+	uint32_t buf_spares;
 	uint32_t zc_threshold; /**< sends of at least this many bytes may use SEND_ZC; 0 = never */
 };
 
@@ -150,6 +152,12 @@ struct cr_io_driver_ops {
 	void (*buf_release)(struct cr_backend *be, uint32_t buf_id);
 	/** Bytes per receive buffer. */
 	uint32_t (*buf_size)(struct cr_backend *be);
+	/**
+	 * Keep lent buffer @p buf_id past its callback (cr_io_buf_hold()): a spare takes its
+	 * place among the buffers receives use. NULL: the driver cannot (-ENOTSUP).
+	 * @return 0, -ENOBUFS (no spare left), -EINVAL (not lent, or held already).
+	 */
+	int (*buf_hold)(struct cr_backend *be, uint32_t buf_id);
 };
 
 /**

@@ -367,6 +367,18 @@ cr_io_buf_release(uint32_t buf_id)
 		io->drv->buf_release(io->be, buf_id);
 }
 
+int
+cr_io_buf_hold(uint32_t buf_id)
+{
+	struct io_lcore *io = cur_io();
+
+	if (io == NULL)
+		return -errno;
+	if (io->drv->buf_hold == NULL)
+		return -ENOTSUP;
+	return io->drv->buf_hold(io->be, buf_id);
+}
+
 uint32_t
 cr_io_buf_size(void)
 {
@@ -433,7 +445,12 @@ io_lcore_start(unsigned lcore)
 {
 	const struct cr_backend_ops *bops = cr_reactor_backend_ops();
 	struct io_lcore *io = &io_lcores[lcore];
-	struct cr_io_config cfg = {CR_IO_BUFS, CR_IO_BUF_SIZE, CR_IO_ZC_THRESHOLD};
+	struct cr_io_config cfg = {
+		.buf_count = CR_IO_BUFS,
+		.buf_size = CR_IO_BUF_SIZE,
+		.buf_spares = CR_IO_BUF_SPARES,
+		.zc_threshold = CR_IO_ZC_THRESHOLD,
+	};
 	unsigned i;
 	int rc;
 

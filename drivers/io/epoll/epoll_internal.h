@@ -53,13 +53,19 @@ struct eio_fd {
 /* Per-lcore I/O state, inside the backend. */
 struct eio {
 	bool up; /* init ran, fini not yet */
-	/* receive buffers: buf_count slots of buf_size bytes; free ids on a stack */
+	/* receive buffers: buf_ids slots of buf_size bytes, free ids on a stack. Receives
+	 * may have buf_count of them lent out at once; the spares make up for those held
+	 * past their callback (cr_io_buf_hold()), at most buf_spares at a time. */
 	uint8_t *bufs;
 	uint32_t buf_count;
+	uint32_t buf_ids; /* buf_count + buf_spares */
 	uint32_t buf_size;
+	uint32_t buf_spares;
+	uint32_t bufs_lent; /* lent to a callback, not held */
+	uint32_t bufs_held;
 	uint32_t *free_ids;
 	uint32_t nfree;
-	uint8_t *buf_out; /* 1 while lent to a callback: catches a double release */
+	uint8_t *buf_out; /* BUF_LENT / BUF_HELD while out: catches a double release */
 	/* fd table */
 	struct eio_fd *fds;
 	unsigned fd_cap;
@@ -70,6 +76,13 @@ struct eio {
 	struct eio_oplist files;  /* read / write / fsync: done in the next poll */
 	struct eio_oplist finish; /* final result known (cancel, bad fd): reported next poll */
 };
+
+/* Receive buffers a recv may take now. */
+static inline uint32_t
+eio_bufs_free(const struct eio *io)
+{
+	return io->buf_count - io->bufs_lent;
+}
 
 struct cr_backend {
 	int epfd;

@@ -94,14 +94,37 @@ io_buf_release(struct cr_backend *be, uint32_t buf_id)
 {
 	struct eio *io = &be->io;
 
-	if (buf_id >= io->buf_count || !io->buf_out[buf_id]) {
+	if (buf_id >= io->buf_ids || !io->buf_out[buf_id]) {
 		CR_LOG(cr__eio_log, ERR, "lcore %u: receive buffer %u released but not lent",
 		       be->lcore, buf_id);
 		return;
 	}
+	if (io->buf_out[buf_id] == BUF_HELD)
+		io->bufs_held--;
+	else
+		io->bufs_lent--;
 	io->buf_out[buf_id] = 0;
 	io->free_ids[io->nfree++] = buf_id;
 	/* A starved recv resumes from the next poll (pending() says so). */
+}
+
+/*
+ * The free stack holds the spares too; held buffers are capped at their number, so the
+ * receives always have buf_count buffers as if nothing were held.
+ */
+static int
+io_buf_hold(struct cr_backend *be, uint32_t buf_id)
+{
+	struct eio *io = &be->io;
+
+	if (buf_id >= io->buf_ids || io->buf_out[buf_id] != BUF_LENT)
+		return -EINVAL;
+	if (io->bufs_held == io->buf_spares)
+		return -ENOBUFS;
+	io->bufs_lent--;
+	io->bufs_held++;
+	io->buf_out[buf_id] = BUF_HELD;
+	return 0;
 }
 
 static uint32_t
@@ -126,19 +149,22 @@ io_init(struct cr_backend *be, const struct cr_io_config *cfg)
 {
 	struct eio *io = &be->io;
 	int node = cr_lcore_numa(be->lcore);
-	uint32_t i;
+	uint32_t i, n;
 
 	if (cfg->buf_count == 0 || cfg->buf_size == 0 || cfg->buf_size > MAX_RW)
 		return -EINVAL;
+	if (cfg->buf_spares > MAX_SPARES)
+		return -EINVAL;
+	n = cfg->buf_count + cfg->buf_spares;
 	memset(io, 0, sizeof(*io));
 	/* Untouched pages of these mappings cost nothing: a large table is cheap. */
-	io->bufs = cr_numa_zalloc((size_t)cfg->buf_count * cfg->buf_size, node);
+	io->bufs = cr_numa_zalloc((size_t)n * cfg->buf_size, node);
 	if (io->bufs == NULL)
 		goto out;
-	io->free_ids = cr_numa_zalloc(sizeof(*io->free_ids) * cfg->buf_count, node);
+	io->free_ids = cr_numa_zalloc(sizeof(*io->free_ids) * n, node);
 	if (io->free_ids == NULL)
 		goto out_free_bufs;
-	io->buf_out = cr_numa_zalloc(cfg->buf_count, node);
+	io->buf_out = cr_numa_zalloc(n, node);
 	if (io->buf_out == NULL)
 		goto out_free_ids;
 	io->fd_cap = fd_cap_start();
@@ -146,11 +172,13 @@ io_init(struct cr_backend *be, const struct cr_io_config *cfg)
 	if (io->fds == NULL)
 		goto out_free_out;
 	io->buf_count = cfg->buf_count;
+	io->buf_ids = n;
 	io->buf_size = cfg->buf_size;
+	io->buf_spares = cfg->buf_spares;
 	/* Lowest ids on top: a quiet lcore keeps reusing the same few, cache-warm buffers. */
-	for (i = 0; i < cfg->buf_count; i++)
-		io->free_ids[i] = cfg->buf_count - 1 - i;
-	io->nfree = cfg->buf_count;
+	for (i = 0; i < n; i++)
+		io->free_ids[i] = n - 1 - i;
+	io->nfree = n;
 	io->up = true;
 	return 0;
 
@@ -184,10 +212,10 @@ io_fini(struct cr_backend *be)
 
 	/* lib/io saw every op's final completion, so every fd left the set with its last op;
 	 * the kernel holds nothing of ours. */
-	if (io->n_registered != 0 || io->nfree != io->buf_count)
+	if (io->n_registered != 0 || io->nfree != io->buf_ids)
 		CR_LOG(cr__eio_log, WARNING,
 		       "lcore %u: %u fds still watched, %u receive buffers lent at fini", be->lcore,
-		       io->n_registered, io->buf_count - io->nfree);
+		       io->n_registered, io->buf_ids - io->nfree);
 	cr__epoll_io_free(be);
 }
 
@@ -198,4 +226,5 @@ const struct cr_io_driver_ops cr__epoll_io_ops = {
 	.cancel = io_cancel,
 	.buf_release = io_buf_release,
 	.buf_size = io_buf_size,
+	.buf_hold = io_buf_hold,
 };

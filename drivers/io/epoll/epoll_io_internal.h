@@ -33,6 +33,11 @@ extern struct cr_log_component cr__eio_log;
 #define FD_CAP_MAX	 (1u << 24)
 /* io_uring's limit on one read or write (MAX_RW_COUNT); keeps every result in an int32. */
 #define MAX_RW 0x7ffff000u
+/* Spare receive buffers at most (cr_io_config.buf_spares). */
+#define MAX_SPARES 32768u
+/* eio.buf_out[] of a buffer that is out: lent to a callback, or held past it. */
+#define BUF_LENT 1
+#define BUF_HELD 2
 /* Nonblocking calls are not expected to see EINTR at all; a few retries cover the odd one. */
 #define EINTR_TRIES 3
 

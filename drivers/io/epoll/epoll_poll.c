@@ -34,7 +34,7 @@ cr__epoll_io_pending(const struct cr_backend *be)
 	const struct eio *io = &be->io;
 
 	return io->finish.head != NULL || io->files.head != NULL || io->ready.head != 0 ||
-	       (io->starved.head != 0 && io->nfree != 0);
+	       (io->starved.head != 0 && eio_bufs_free(io) != 0);
 }
 
 /*
@@ -160,7 +160,7 @@ static void
 resume_starved(struct cr_backend *be)
 {
 	struct eio *io = &be->io;
-	uint32_t k = io->nfree;
+	uint32_t k = eio_bufs_free(io);
 	int fd;
 
 	while (k-- > 0 && io->starved.head != 0) {

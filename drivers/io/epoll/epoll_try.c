@@ -75,7 +75,7 @@ try_recv(struct eio *io, struct cr_op *op, struct result *r)
 	int tries = 0;
 
 	/* The data stays in the socket, in order, until a buffer comes back. */
-	if (io->nfree == 0)
+	if (eio_bufs_free(io) == 0)
 		return OUT_STARVE;
 	id = io->free_ids[--io->nfree];
 	buf = io->bufs + (size_t)id * io->buf_size;
@@ -83,7 +83,8 @@ try_recv(struct eio *io, struct cr_op *op, struct result *r)
 		n = recv(op->fd, buf, io->buf_size, MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR && ++tries < EINTR_TRIES);
 	if (n > 0) {
-		io->buf_out[id] = 1;
+		io->buf_out[id] = BUF_LENT;
+		io->bufs_lent++;
 		r->res = (int32_t)n;
 		r->flags = CR_IO_F_BUFFER;
 		r->buf = buf;

@@ -43,15 +43,24 @@ struct uring_io_stats {
  * for buffers, a re-arm or cancel waiting for an SQE, a final completion made up by the
  * driver) sit on the attention list, linked through op->drv[].
  */
+/* uring_io.lent[] of a buffer that is out: lent to a callback, or held past it. */
+#define BUF_LENT 1
+#define BUF_HELD 2
+
 struct uring_io {
 	/* receive buffers: one provided-buffer ring, group 0 */
 	struct io_uring_buf_ring *br;
 	size_t br_bytes;
 	uint8_t *bufs;
-	uint8_t *lent; /* per buffer: 1 while an owner holds it */
-	uint32_t buf_count;
+	uint8_t *lent; /* per buffer id: BUF_LENT or BUF_HELD while out, else 0 */
+	uint32_t buf_count; /* ring entries */
+	uint32_t buf_ids;   /* ring entries plus spares: ids [0, buf_ids) */
 	uint32_t buf_size;
-	uint32_t bufs_lent;
+	uint32_t bufs_lent; /* ring entries taken and not given back yet */
+	/* Buffers in no ring entry: one takes the place of each buffer held past its
+	 * callback, and a held buffer comes back here when released. */
+	uint16_t *spares;
+	uint32_t nspares;
 	bool br_registered;
 
 	uint32_t zc_threshold; /* 0: never zero-copy */

@@ -148,11 +148,11 @@ buf_take(struct uring_io *io, uint32_t cflags, void **buf, uint32_t *bid)
 	if (!(cflags & IORING_CQE_F_BUFFER))
 		return false;
 	*bid = cflags >> IORING_CQE_BUFFER_SHIFT;
-	if (*bid >= io->buf_count || io->lent[*bid]) {
+	if (*bid >= io->buf_ids || io->lent[*bid]) {
 		CR_LOG(log_uio, ERR, "CQE names receive buffer %u, not ours to take", *bid);
 		return false;
 	}
-	io->lent[*bid] = 1;
+	io->lent[*bid] = BUF_LENT;
 	io->bufs_lent++;
 	*buf = buf_addr(io, *bid);
 	return true;
@@ -163,15 +163,37 @@ buf_release(struct cr_backend *be, uint32_t bid)
 {
 	struct uring_io *io = &be->io;
 
-	if (bid >= io->buf_count || !io->lent[bid]) {
+	if (bid >= io->buf_ids || !io->lent[bid]) {
 		/* Giving a buffer back twice would let two recvs share it; refuse loudly. */
 		CR_LOG(log_uio, ERR, "receive buffer %u released but not lent out", bid);
+		return;
+	}
+	if (io->lent[bid] == BUF_HELD) {
+		/* A spare took its place in the ring when it was held: it is a spare now. */
+		io->lent[bid] = 0;
+		io->spares[io->nspares++] = (uint16_t)bid;
 		return;
 	}
 	io->lent[bid] = 0;
 	io->bufs_lent--;
 	buf_give(io, bid);
 	/* Recvs parked on -ENOBUFS are re-armed by the next poll(); pending() says so. */
+}
+
+/* The ring gets a spare in the place of @p bid, which stays out until released. */
+static int
+buf_hold(struct cr_backend *be, uint32_t bid)
+{
+	struct uring_io *io = &be->io;
+
+	if (bid >= io->buf_ids || io->lent[bid] != BUF_LENT)
+		return -EINVAL;
+	if (io->nspares == 0)
+		return -ENOBUFS;
+	io->lent[bid] = BUF_HELD;
+	io->bufs_lent--;
+	buf_give(io, io->spares[--io->nspares]);
+	return 0;
 }
 
 static uint32_t
@@ -631,10 +653,13 @@ bufs_setup(struct cr_backend *be, const struct cr_io_config *cfg)
 	uint32_t i;
 	int rc;
 
+	/* Buffer ids are 16 bits: ring and spares together fit. */
 	if (cfg->buf_count == 0 || cfg->buf_count > 32768 ||
-	    (cfg->buf_count & (cfg->buf_count - 1)) != 0 || cfg->buf_size == 0)
+	    (cfg->buf_count & (cfg->buf_count - 1)) != 0 || cfg->buf_size == 0 ||
+	    cfg->buf_spares > 32768)
 		return -EINVAL;
 	io->buf_count = cfg->buf_count;
+	io->buf_ids = cfg->buf_count + cfg->buf_spares;
 	io->buf_size = cfg->buf_size;
 	/* The kernel maps the ring itself; it must start on a page. */
 	io->br_bytes = ((size_t)io->buf_count * sizeof(struct io_uring_buf) + (size_t)page - 1) &
@@ -645,11 +670,15 @@ bufs_setup(struct cr_backend *be, const struct cr_io_config *cfg)
 		io->br = NULL;
 		return -errno;
 	}
-	io->bufs = cr_numa_zalloc((size_t)io->buf_count * io->buf_size,
+	io->bufs = cr_numa_zalloc((size_t)io->buf_ids * io->buf_size,
 				  cr_lcore_numa(cr_lcore_id()));
-	io->lent = calloc(io->buf_count, 1);
-	if (io->bufs == NULL || io->lent == NULL)
+	io->lent = calloc(io->buf_ids, 1);
+	io->spares = calloc(cfg->buf_spares + 1, sizeof(*io->spares));
+	if (io->bufs == NULL || io->lent == NULL || io->spares == NULL)
 		return -ENOMEM;
+	/* Ids [buf_count, buf_ids) start as spares, the lowest on top. */
+	for (i = io->buf_ids; i-- > io->buf_count;)
+		io->spares[io->nspares++] = (uint16_t)i;
 	memset(&reg, 0, sizeof(reg));
 	reg.ring_addr = (uint64_t)(uintptr_t)io->br;
 	reg.ring_entries = io->buf_count;
@@ -675,6 +704,7 @@ cr__uring_io_free(struct cr_backend *be)
 		munmap(io->br, io->br_bytes);
 	cr_numa_free(io->bufs);
 	free(io->lent);
+	free(io->spares);
 	free(io->ops);
 	memset(io, 0, sizeof(*io));
 }
@@ -776,4 +806,5 @@ const struct cr_io_driver_ops cr__uring_io_ops = {
 	.cancel = cancel,
 	.buf_release = buf_release,
 	.buf_size = buf_size,
+	.buf_hold = buf_hold,
 };

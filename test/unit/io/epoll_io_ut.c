@@ -368,7 +368,7 @@ starve_step(void *arg)
 		return;
 	case 1:
 		/* Every buffer lent out: wait (bounded by the watchdog) for the recv to starve. */
-		if (io->nfree != 0 || io->starved.head != s->sv[0] + 1) {
+		if (eio_bufs_free(io) != 0 || io->starved.head != s->sv[0] + 1) {
 			s->step--;
 			cr_timer_start(&s->t, 10 * MS);
 			return;
@@ -398,7 +398,7 @@ starve_step(void *arg)
 		CU_ASSERT_EQUAL(s->r.last, 0);
 		CU_ASSERT_EQUAL(s->r.bytes, s->total);
 		CU_ASSERT(s->r.in_order);
-		CU_ASSERT_EQUAL(io->nfree, io->buf_count);
+		CU_ASSERT_EQUAL(io->nfree, io->buf_ids);
 		close(s->sv[0]);
 		close(s->sv[1]);
 		finish();
