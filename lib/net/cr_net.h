@@ -174,7 +174,8 @@ struct cr_conn_ops {
 	void (*on_open)(struct cr_conn *c);
 	/**
 	 * @p len > 0 bytes arrived. @p data is borrowed: it is valid only during the call
-	 * (keep a copy; cr_conn_send() copies).
+	 * (keep a copy; cr_conn_send() copies), unless the callback holds it with
+	 * cr_conn_hold().
 	 */
 	void (*on_data)(struct cr_conn *c, const void *data, size_t len);
 	/**
@@ -241,6 +242,12 @@ struct cr_conn_opts {
 	 */
 	const struct cr_conn_layer *layer;
 	void *layer_arg; /**< for the layer (cr_conn_layer_arg()) */
+	/**
+	 * Receive buffers the connection may hold at once (cr_conn_hold()); at the cap it
+	 * stops reading until one is released. 0: as many as the high watermark covers
+	 * (high_watermark / cr_io_buf_size(), at least 1).
+	 */
+	uint32_t max_held_bufs;
 };
 
 /** Default high watermark of the output queue, in bytes. */
@@ -425,6 +432,59 @@ unsigned cr_conn_lcore(const struct cr_conn *c);
 /** The peer's address. On the connection's lcore. @return 0 or -errno of getpeername. */
 int cr_conn_peer(const struct cr_conn *c, struct cr_net_addr *out);
 
+/* ---- lent receive buffers ---- */
+
+/**
+ * A receive buffer the app holds past on_data (cr_conn_hold()): the bytes stay where the
+ * kernel put them, and go back to the lcore's pool when the last reference is dropped.
+ *
+ * Rules. A buffer belongs to the lcore that received it: every call on it is made there
+ * (a debug build asserts it). A connection holds at most cr_conn_opts.max_held_bufs at
+ * once and stops reading at its cap (backpressure on itself alone); it reads again when
+ * one of them is released. The lcore's spare buffers take the place of held ones, so
+ * holding never starves another connection's receives; when the spares are all in use,
+ * cr_conn_hold() refuses (copy instead). A buffer outlives its connection: after on_close
+ * or cr_conn_destroy() the references the app has are still its own, and the buffer goes
+ * back at the last cr_buf_unref(), whenever that is; every buffer must be released before
+ * its lcore stops (on_close with -ESHUTDOWN is the last chance).
+ */
+struct cr_buf {
+	/* public, read-only */
+	const uint8_t *data; /**< the bytes */
+	uint32_t len;	     /**< how many */
+	/* private: lib/net's */
+	uint32_t refs;
+	uint32_t id;	      /* lib/io's buffer id */
+	unsigned lcore;
+	struct cr_conn *conn; /* whose cap it counts against; NULL once that one ended */
+	struct cr_buf *next, *prev;
+};
+
+/**
+ * Inside on_data: keep the bytes just delivered past the call, without a copy. Called
+ * again in the same on_data it returns the same buffer with one more reference.
+ * Only for the connection whose on_data is running, and only without a layer (a TLS
+ * connection's plaintext is not in a receive buffer).
+ * @return the buffer with a reference for the caller (drop it with cr_buf_unref()), or
+ *         NULL with errno ENOBUFS (the connection is at its max_held_bufs, or the lcore's
+ *         spares are all in use: copy the bytes instead), EINVAL (not inside @p c's
+ *         on_data), ENOTSUP (a layered connection, or an io driver that cannot).
+ */
+struct cr_buf *cr_conn_hold(struct cr_conn *c);
+
+/** Take one more reference on @p b. On @p b's lcore. */
+void cr_buf_ref(struct cr_buf *b);
+
+/**
+ * Drop a reference on @p b; at the last one the buffer goes back to the lcore's pool (its
+ * bytes are dead from then on) and, if its connection was at its cap, that connection
+ * reads again. NULL is fine. On @p b's lcore.
+ */
+void cr_buf_unref(struct cr_buf *b);
+
+/** Receive buffers connection @p c holds now. On the connection's lcore. */
+unsigned cr_conn_held_bufs(const struct cr_conn *c);
+
 /* ---- layers ---- */
 
 /**
@@ -583,6 +643,8 @@ struct cr_net_stats {
 	uint64_t chunks_free; /**< a gauge: output chunks free */
 	uint64_t handed_off;  /**< connections a draining listener passed to another lcore */
 	uint64_t reclaimed;   /**< idle connections closed to make room (reclaimable) */
+	uint64_t bufs_held;   /**< a gauge: receive buffers held (cr_conn_hold()) */
+	uint64_t hold_nobufs; /**< cr_conn_hold() refused with ENOBUFS */
 };
 
 /** Snapshot lcore @p lcore's counters. Any thread. @return 0 or -EINVAL. */

@@ -71,6 +71,11 @@ cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o)
 	c->layer = o != NULL ? o->layer : NULL;
 	c->layer_arg = o != NULL ? o->layer_arg : NULL;
 	c->wire = c->layer != NULL ? c->layer->wire : c->ops;
+	c->max_held = o != NULL ? o->max_held_bufs : 0;
+	if (c->max_held == 0 && cr_io_buf_size() != 0)
+		c->max_held = c->high_wm / cr_io_buf_size();
+	if (c->max_held == 0)
+		c->max_held = 1;
 }
 
 void
@@ -156,6 +161,7 @@ cr__conn_end(struct cr_conn *c, int err, bool notify)
 	abandon(c, &c->recv_op);
 	abandon(c, &c->send_op);
 	abandon(c, &c->connect_op);
+	cr__conn_bufs_detach(c);
 	if (c->layer != NULL && c->layer->end != NULL)
 		c->layer->end(c);
 	NET_STAT_ADD(nl, closed, 1);
@@ -325,7 +331,8 @@ read_wanted(const struct cr_conn *c)
 		return false;
 	if (c->state == CONN_CLOSING)
 		return true; /* drop input until EOF, so closing sends no reset */
-	return c->state == CONN_OPEN && !c->read_stopped && (!c->above_high || c->keep_reading);
+	return c->state == CONN_OPEN && !c->read_stopped && c->bufs_held < c->max_held &&
+	       (!c->above_high || c->keep_reading);
 }
 
 static int
@@ -459,10 +466,11 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 			c->last_active = cr_now_ns();
 			c->rx_bytes += (uint64_t)cqe->res;
 			NET_STAT_ADD(c->nl, bytes_in, (uint64_t)cqe->res);
-			if (c->state == CONN_OPEN && c->wire->on_data != NULL)
-				c->wire->on_data(c, cqe->buf, (size_t)cqe->res);
 		}
-		cr_io_buf_release(cqe->buf_id);
+		if (cqe->res > 0 && c->state == CONN_OPEN && c->wire->on_data != NULL)
+			cr__conn_deliver(c, cqe); /* gives the buffer back, or its holder will */
+		else
+			cr_io_buf_release(cqe->buf_id);
 	}
 	if (c->state != CONN_OPEN && c->state != CONN_CLOSING)
 		goto out;

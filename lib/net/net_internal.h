@@ -109,6 +109,11 @@ struct cr_conn {
 	uint64_t end_after;	  /* ending: the kernel had received this much at the closing */
 	uint64_t first_req_until; /* ending with nothing received: wait for it until then */
 	struct cr_timer timer; /* kicks, idle timeout, linger */
+	/* Lent receive buffers (net_buf.c). */
+	const struct cr_io_cqe *rx_cqe; /* the delivery on_data has now; NULL outside it */
+	struct cr_buf *rx_buf;		/* that delivery's buffer, once held */
+	struct cr_buf *held;		/* buffers counted against max_held */
+	uint32_t bufs_held, max_held;
 };
 
 struct net_shard;
@@ -118,7 +123,7 @@ struct cr_udp;
 struct net_counters {
 	_Atomic uint64_t accepted, refused, accept_backoffs, connected, closed, conns;
 	_Atomic uint64_t bytes_in, bytes_out, send_nobufs, short_sends, udp_in, udp_out, udp_drops;
-	_Atomic uint64_t chunks_free, handed_off, reclaimed;
+	_Atomic uint64_t chunks_free, handed_off, reclaimed, bufs_held, hold_nobufs;
 };
 
 #define NET_STAT_ADD(nl, field, v)                                                         \
@@ -153,6 +158,10 @@ struct net_lcore {
 	uint32_t chunk_reserve; /* kept for connections at or below their high watermark */
 	struct net_chunk *free_chunks;
 
+	struct cr_buf *bufs; /* handles of held receive buffers: one per spare */
+	struct cr_buf *free_bufs;
+	uint32_t bufs_held;
+
 	struct net_shard *shards;     /* listening sockets served here */
 	struct cr_listener *homed;    /* listeners whose home is here */
 	struct cr_udp *udps;
@@ -181,6 +190,14 @@ struct cr_conn *cr__net_conn_get(struct net_lcore *nl);
 void cr__net_conn_put(struct net_lcore *nl, struct cr_conn *c);
 struct net_chunk *cr__net_chunk_get(struct net_lcore *nl);
 void cr__net_chunk_put(struct net_lcore *nl, struct net_chunk *ch);
+
+/* Lent receive buffers (net_buf.c). */
+int cr__net_bufs_init(struct net_lcore *nl, uint32_t n);
+void cr__net_bufs_free(struct net_lcore *nl);
+/* Call on_data with @p cqe's bytes; the buffer goes back after, unless the app holds it. */
+void cr__conn_deliver(struct cr_conn *c, const struct cr_io_cqe *cqe);
+/* The connection ends: the buffers it holds are the app's alone from now on. */
+void cr__conn_bufs_detach(struct cr_conn *c);
 
 /* Connections (net_conn.c). */
 void cr__conn_init(struct cr_conn *c, struct net_lcore *nl, int fd,

@@ -164,6 +164,7 @@ net_free_memory(struct net_lcore *nl)
 {
 	cr_numa_free(nl->conns);
 	cr_numa_free(nl->chunk_mem);
+	cr__net_bufs_free(nl);
 	nl->conns = NULL;
 	nl->chunk_mem = NULL;
 	nl->free_conns = NULL;
@@ -203,7 +204,8 @@ net_lcore_start(unsigned lcore)
 	nl->chunk_stride = (sizeof(struct net_chunk) + net_cfg.chunk_size + 63) & ~(size_t)63;
 	nl->conns = cr_numa_zalloc(sizeof(*nl->conns) * nl->max_conns, nl->numa);
 	nl->chunk_mem = cr_numa_zalloc(nl->chunk_stride * net_cfg.chunks, nl->numa);
-	if (nl->conns == NULL || nl->chunk_mem == NULL) {
+	if (nl->conns == NULL || nl->chunk_mem == NULL ||
+	    cr__net_bufs_init(nl, CR_IO_BUF_SPARES) != 0) {
 		net_free_memory(nl);
 		return -ENOMEM;
 	}
@@ -376,5 +378,7 @@ cr_net_stats(unsigned lcore, struct cr_net_stats *out)
 	out->chunks_free = LOAD(chunks_free);
 	out->handed_off = LOAD(handed_off);
 	out->reclaimed = LOAD(reclaimed);
+	out->bufs_held = LOAD(bufs_held);
+	out->hold_nobufs = LOAD(hold_nobufs);
 	return 0;
 }
