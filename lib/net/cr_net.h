@@ -497,6 +497,25 @@ void cr_conn_set_layer_data(struct cr_conn *c, void *data);
  * what a layer asks before it calls the app. On the connection's lcore. */
 bool cr_conn_is_open(const struct cr_conn *c);
 
+/** True once the connection's lcore began closing: it is closed at its next boundary
+ * (struct cr_conn_ops.at_boundary). On the connection's lcore. */
+bool cr_conn_ending(const struct cr_conn *c);
+
+/**
+ * For layers: the app's stream begins now, after the layer's own exchange (lib/tls: its
+ * handshake is done). On a closing lcore the wait for the first request
+ * (cr_net_config.first_request_ms) then starts again from now, as for a connect that
+ * completes there. On the connection's lcore.
+ */
+void cr_conn_layer_opened(struct cr_conn *c);
+
+/**
+ * For layers: @p len bytes of the app's reached its on_data. On a layered connection the
+ * first-request wait of a closing lcore ends with the app's first bytes, not the wire's
+ * (a handshake is not a request). On the connection's lcore.
+ */
+void cr_conn_layer_rx(struct cr_conn *c, size_t len);
+
 /** The connection slots of the calling lcore (cr_net_config.max_conns as it started). */
 unsigned cr_net_conn_slots(void);
 

@@ -221,7 +221,9 @@ ending_check(struct cr_conn *c)
 		return;
 	if (c->rx_bytes < c->end_after)
 		return;
-	if (c->rx_bytes == 0 && !c->read_eof && cr_now_ns() < c->first_req_until)
+	/* Nothing for the app yet (a layer's handshake is not a request): wait for it. */
+	if ((c->layer != NULL ? c->app_rx : c->rx_bytes) == 0 && !c->read_eof &&
+	    cr_now_ns() < c->first_req_until)
 		return;
 	if (c->wire->at_boundary != NULL && !c->wire->at_boundary(c))
 		return;
@@ -746,6 +748,26 @@ bool
 cr_conn_is_open(const struct cr_conn *c)
 {
 	return c->state == CONN_OPEN;
+}
+
+bool
+cr_conn_ending(const struct cr_conn *c)
+{
+	return c->ending;
+}
+
+void
+cr_conn_layer_opened(struct cr_conn *c)
+{
+	/* As a connect that completes on a closing lcore: the first request is still to come. */
+	if (c->ending)
+		c->first_req_until = cr_now_ns() + cr__net_first_request_ns;
+}
+
+void
+cr_conn_layer_rx(struct cr_conn *c, size_t len)
+{
+	c->app_rx += len;
 }
 
 void *

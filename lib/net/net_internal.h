@@ -108,6 +108,7 @@ struct cr_conn {
 	uint64_t rx_bytes;	  /* delivered to on_data, over the connection's life */
 	uint64_t end_after;	  /* ending: the kernel had received this much at the closing */
 	uint64_t first_req_until; /* ending with nothing received: wait for it until then */
+	uint64_t app_rx;	  /* a layer's: bytes it delivered to the app (cr_conn_layer_rx) */
 	struct cr_timer timer; /* kicks, idle timeout, linger */
 };
 

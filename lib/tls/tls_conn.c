@@ -118,6 +118,7 @@ io_established(void *arg)
 	if (SSL_session_reused(tc->s.ssl))
 		TLS_STAT_ADD(lc, resumed);
 	tc->app_open = true;
+	cr_conn_layer_opened(tc->c);
 	if (app(tc)->on_open != NULL)
 		app(tc)->on_open(tc->c);
 }
@@ -127,6 +128,7 @@ io_plain(void *arg, const void *data, size_t len)
 {
 	struct tls_conn *tc = arg;
 
+	cr_conn_layer_rx(tc->c, len);
 	if (app(tc)->on_data != NULL)
 		app(tc)->on_data(tc->c, data, len);
 }
@@ -291,13 +293,26 @@ wire_close(struct cr_conn *c, int err)
 		cr_conn_app_ops(c)->on_close(c, err);
 }
 
+/*
+ * Closing loses nothing here when the handshake is done, no part of a record is held
+ * either way, and the app is at its boundary. On a closing lcore a server's handshake
+ * under way is like a request half read: it is served (bounded by the handshake timeout),
+ * and its client then gets the first-request wait (cr_conn_layer_opened()); only one that
+ * has received nothing yet is at a boundary. A client's handshake was started by the app
+ * to be used: never one. For making room (the lcore is not closing) a server's handshake
+ * is a boundary: a stalled one is what the reclaim is for.
+ */
 static bool
 wire_boundary(struct cr_conn *c)
 {
 	struct tls_conn *tc = conn_of(c);
 
-	if (tc == NULL || !tc->app_open)
-		return true; /* a handshake: nothing of the app's to lose */
+	if (tc == NULL)
+		return true;
+	if (!tc->app_open)
+		return !cr_conn_ending(c) || (!tc->client && tc->s.fed == 0);
+	if (!cr__tls_session_at_record_end(&tc->s))
+		return false;
 	return app(tc)->at_boundary == NULL || app(tc)->at_boundary(c);
 }
 
