@@ -516,6 +516,19 @@ void cr_conn_layer_opened(struct cr_conn *c);
  */
 void cr_conn_layer_rx(struct cr_conn *c, size_t len);
 
+/**
+ * For layers: from now on the socket yields the app's bytes, not the layer's (lib/tls
+ * gave its records to the kernel, kTLS). The kernel's count of received bytes then no
+ * longer matches what reaches on_data: a closing lcore waits for the bytes delivered so
+ * far instead (a request the kernel holds but has not decrypted at the closing may be
+ * cut), and the reclaim takes the connection as read. On the connection's lcore.
+ */
+void cr_conn_layer_plain(struct cr_conn *c);
+
+/** True while a receive of @p c is in flight (after cr_conn_read_stop(), until its
+ * last completion came). For layers. On the connection's lcore. */
+bool cr_conn_receiving(const struct cr_conn *c);
+
 /** The connection slots of the calling lcore (cr_net_config.max_conns as it started). */
 unsigned cr_net_conn_slots(void);
 

@@ -240,7 +240,8 @@ cr__conn_begin_ending(struct cr_conn *c)
 	c->ending = true;
 	/* What the kernel took before this point must still reach the app; what comes later
 	 * may be served too, until the boundary. Without the count, what was delivered. */
-	c->end_after = c->state == CONN_OPEN && cr__socket_bytes_received(c->fd, &got) == 0
+	c->end_after = c->state == CONN_OPEN && !c->plain_socket &&
+				       cr__socket_bytes_received(c->fd, &got) == 0
 			       ? got
 			       : c->rx_bytes;
 	c->first_req_until = cr_now_ns() + cr__net_first_request_ns;
@@ -768,6 +769,18 @@ void
 cr_conn_layer_rx(struct cr_conn *c, size_t len)
 {
 	c->app_rx += len;
+}
+
+void
+cr_conn_layer_plain(struct cr_conn *c)
+{
+	c->plain_socket = true;
+}
+
+bool
+cr_conn_receiving(const struct cr_conn *c)
+{
+	return c->recv_op != 0;
 }
 
 void *

@@ -91,6 +91,7 @@ struct cr_conn {
 	bool wr_shut_done;
 	bool finish_pending; /* end at the next timer run (never inside an app call) */
 	bool ending;	     /* the lcore is closing: close at the next boundary */
+	bool plain_socket;   /* a layer gave its records to the kernel (cr_conn_layer_plain) */
 	int finish_err;
 	uint8_t send_again, recv_again; /* -EAGAIN completions in a row */
 	/* Ops in flight plus callbacks on the stack; the slot is freed at 0 once DEAD. */

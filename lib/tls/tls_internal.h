@@ -38,10 +38,15 @@ struct tls_certset *cr__tls_ctx_take(struct cr_tls_ctx *ctx);
 uint32_t cr__tls_ctx_handshake_ms(const struct cr_tls_ctx *ctx);
 bool cr__tls_ctx_server(const struct cr_tls_ctx *ctx);
 const char *cr__tls_ctx_server_name(const struct cr_tls_ctx *ctx);
+/* Its connections hand their records to the kernel when they can (kTLS on and here). */
+bool cr__tls_ctx_ktls(const struct cr_tls_ctx *ctx);
+/* A context with kTLS off was made: the process no longer says "kernel". */
+void cr__tls_ktls_turned_off(void);
 
 /* ---- counters (tls_conn.c) ---- */
 struct tls_counters {
 	_Atomic uint64_t handshakes, resumed, failures, timeouts, closes_notified;
+	_Atomic uint64_t kernel, kernel_fallbacks;
 };
 extern struct tls_counters cr__tls_stats[CR_MAX_LCORES];
 

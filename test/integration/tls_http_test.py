@@ -6,7 +6,7 @@ curl --cacert, openssl s_client, python's ssl.
   tls_http_test.py CR_HTTP TEST [--driver uring|epoll]
 
 TEST is one of: curl, pipeline, resume, alpn_sni, bad_client, old_protocol, reload,
-errors, warnings, client_cert, hostile. Certificates are made for each run with `openssl req` in a temporary directory
+errors, warnings, client_cert, ktls, hostile. Certificates are made for each run with `openssl req` in a temporary directory
 (a CA, a leaf for localhost and a.test, one for b.test). Each test starts its own cr-http
 on ephemeral ports, is bounded in time, and exits 0 (pass), 1 (fail) or 77 (skip: a
 client tool or the io driver is missing).
@@ -121,7 +121,8 @@ class Server(http_test.Server):
         deadline = time.monotonic() + 10.0
         m = None
         while m is None:
-            m = re.search(r"listening on (\S+):(\d+) \(https\)", self._line(deadline))
+            self.https_line = self._line(deadline)
+            m = re.search(r"listening on (\S+):(\d+) \(https\)", self.https_line)
         self.https = (m.group(1), int(m.group(2)))
         self.port = self.https[1]
         self.url = "https://localhost:%d" % self.port
@@ -522,6 +523,52 @@ def t_client_cert(exe, driver, certs):
     return 0
 
 
+def t_ktls(exe, driver, certs):
+    """--tls-ktls: a bad value exits 2 naming it. auto (the default) serves, and on this
+    kernel without kTLS says user-space in the ready line, /tls and --version; where the
+    kernel has kTLS it says kernel and hands AES-GCM connections over (counted). off:
+    user-space, nothing handed over, on any kernel."""
+    r = run([exe, "--io-driver", driver, "--listen", "127.0.0.1:0", "--telemetry", "off",
+             "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert, "--tls-key", certs.key,
+             "--tls-ktls", "sometimes"])
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    check(r.returncode == 2 and len(lines) == 1 and "--tls-ktls" in lines[0]
+          and "sometimes" in lines[0], "--tls-ktls sometimes: %d %r" % (r.returncode, r.stderr))
+    r = run([exe, "--help"])
+    check("--tls-ktls" in r.stdout and "auto" in r.stdout, "--help: %r" % r.stdout[-600:])
+    for mode in ("auto", "off"):
+        srv = Server(exe, driver, certs, extra=["--tls-ktls", mode])
+        try:
+            tel = srv.telemetry("/tls")
+            kernel = tel["ktls_available"] and mode == "auto"
+            want = "kernel" if kernel else "user-space"
+            check(srv.https_line.endswith("TLS records in " + want),
+                  "%s: ready line %r" % (mode, srv.https_line))
+            check(tel["records"] == want, "%s: /tls %r" % (mode, tel))
+            for i in range(3):
+                s = tls_connect(srv, certs)
+                s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n")
+                check(read_responses(s, 1)[0][1] == b"Hello, World!", "%s: served" % mode)
+                time.sleep(0.05)  # a quiet wire: the hand-over, where there is one
+                s.sendall(b"GET /json HTTP/1.1\r\nHost: x\r\n\r\n")
+                check(read_responses(s, 1)[0][1] == b'{"message":"Hello, World!"}',
+                      "%s: served after the hand-over point" % mode)
+                s.close()
+            tel = srv.telemetry("/tls")
+            check((tel["ktls_connections"] == 3) == kernel and
+                  (tel["ktls_connections"] == 0) == (not kernel),
+                  "%s: ktls_connections %r" % (mode, tel))
+            log("--tls-ktls %s: records in %s, kTLS in this kernel: %s" %
+                (mode, want, tel["ktls_available"]))
+        finally:
+            srv.stop()
+    r = run([exe, "--version"])
+    want = "kernel" if tel["ktls_available"] else "user-space"
+    check(re.search(r"^tls: OpenSSL 3\S* .*records in %s" % want, r.stdout, re.M) is not None,
+          "--version: %r" % r.stdout)
+    return 0
+
+
 def proc_fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
@@ -638,7 +685,8 @@ def t_hostile(exe, driver, certs):
 
 TESTS = {"hostile": t_hostile, "curl": t_curl, "pipeline": t_pipeline, "resume": t_resume, "alpn_sni": t_alpn_sni,
          "bad_client": t_bad_client, "old_protocol": t_old_protocol, "reload": t_reload,
-         "errors": t_errors, "warnings": t_warnings, "client_cert": t_client_cert}
+         "errors": t_errors, "warnings": t_warnings, "client_cert": t_client_cert,
+         "ktls": t_ktls}
 
 
 def main():
