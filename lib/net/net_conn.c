@@ -715,72 +715,10 @@ cr_conn_set_data(struct cr_conn *c, void *data)
 	c->data = data;
 }
 
-const struct cr_conn_ops *
-cr_conn_app_ops(const struct cr_conn *c)
-{
-	return c->ops;
-}
-
-const struct cr_conn_layer *
-cr_conn_layer(const struct cr_conn *c)
-{
-	return c->layer;
-}
-
-void *
-cr_conn_layer_arg(const struct cr_conn *c)
-{
-	return c->layer_arg;
-}
-
-void *
-cr_conn_layer_data(const struct cr_conn *c)
-{
-	return c->layer_data;
-}
-
-void
-cr_conn_set_layer_data(struct cr_conn *c, void *data)
-{
-	c->layer_data = data;
-}
-
 bool
 cr_conn_is_open(const struct cr_conn *c)
 {
 	return c->state == CONN_OPEN;
-}
-
-bool
-cr_conn_ending(const struct cr_conn *c)
-{
-	return c->ending;
-}
-
-void
-cr_conn_layer_opened(struct cr_conn *c)
-{
-	/* As a connect that completes on a closing lcore: the first request is still to come. */
-	if (c->ending)
-		c->first_req_until = cr_now_ns() + cr__net_first_request_ns;
-}
-
-void
-cr_conn_layer_rx(struct cr_conn *c, size_t len)
-{
-	c->app_rx += len;
-}
-
-void
-cr_conn_layer_plain(struct cr_conn *c)
-{
-	c->plain_socket = true;
-}
-
-bool
-cr_conn_receiving(const struct cr_conn *c)
-{
-	return c->recv_op != 0;
 }
 
 void *
