@@ -11,6 +11,10 @@
  * - a split record: one request answered, then the next record's first 10 bytes, the
  *   stop, and the rest 200 ms later: the answer comes.
  *
+ * - seeded ($CR_STRESS_SEED, default 1): 24 clients, each stopped at one of those points
+ *   or connected and silent; exact counts: every talking one answered, every silent one
+ *   closed after the first-request wait, as many on_open and on_close as talking ones.
+ *
  * Before the fix each was cut (the handshake counted as the first request, a handshake
  * under way and a partial record as boundaries): the client read EOF instead.
  */
@@ -319,6 +323,100 @@ test_stop_inside_a_record(void)
 	CU_ASSERT_EQUAL(atomic_load(&S.closes), 1);
 }
 
+/* ---- seeded: many clients, each stopped at a phase of its own ---- */
+
+#define MIXED 24
+enum { PH_MID, PH_DONE, PH_SPLIT, PH_IDLE, PH_N };
+
+static struct {
+	unsigned seed;
+	int phase[MIXED];
+	_Atomic int ready, answered, idle_closed;
+} M;
+
+static void *
+mixed_one(void *arg)
+{
+	int i = (int)(intptr_t)arg, ph = M.phase[i], ok = 0;
+	struct mc m = {.fd = -1};
+	uint8_t b;
+
+	if (ph == PH_IDLE) {
+		m.fd = ut_connect(&S.addr, 0);
+		atomic_fetch_add(&M.ready, 1);
+		/* Nothing sent: closed once the first-request wait (1 s) is over. */
+		if (m.fd >= 0 && recv(m.fd, &b, 1, 0) == 0)
+			atomic_fetch_add(&M.idle_closed, 1);
+		if (m.fd >= 0)
+			close(m.fd);
+		return NULL;
+	}
+	if (mc_handshake(&m)) {
+		if (ph == PH_DONE) {
+			ok = mc_send(&m, SIZE_MAX);
+			ut_sleep_ms(50);
+		} else if (ph == PH_SPLIT) {
+			mc_write(&m, "first");
+			ok = mc_send(&m, SIZE_MAX) && mc_expect(&m, "first");
+			mc_write(&m, "second");
+			ok = ok && mc_send(&m, 10);
+		} else {
+			ok = 1;
+		}
+	}
+	atomic_fetch_add(&M.ready, 1);
+	while (!atomic_load(&S.stop_now))
+		ut_sleep_ms(1);
+	ut_sleep_ms(200);
+	if (ok && ph != PH_SPLIT)
+		mc_write(&m, "second");
+	if (ok && mc_send(&m, SIZE_MAX) && mc_expect(&m, "second") && mc_clean_end(&m))
+		atomic_fetch_add(&M.answered, 1);
+	if (m.ssl != NULL || m.fd >= 0)
+		mc_free(&m);
+	return NULL;
+}
+
+static void *
+client_mixed(void *arg)
+{
+	pthread_t th[MIXED];
+	int i;
+
+	(void)arg;
+	for (i = 0; i < MIXED; i++)
+		CU_ASSERT_EQUAL(pthread_create(&th[i], NULL, mixed_one, (void *)(intptr_t)i), 0);
+	for (i = 0; i < 5000 && atomic_load(&M.ready) < MIXED; i++)
+		ut_sleep_ms(1);
+	atomic_store(&S.stop_now, 1);
+	for (i = 0; i < MIXED; i++)
+		pthread_join(th[i], NULL);
+	return NULL;
+}
+
+static void
+test_stop_mixed_seeded(void)
+{
+	const char *env = getenv("CR_STRESS_SEED");
+	unsigned rng, i, want[PH_N] = {0};
+
+	memset(&M, 0, sizeof(M));
+	M.seed = env != NULL ? (unsigned)strtoul(env, NULL, 10) : 1;
+	rng = M.seed * 2654435761u + 1;
+	for (i = 0; i < MIXED; i++) {
+		rng = rng * 1103515245u + 12345u;
+		M.phase[i] = (int)((rng >> 16) % PH_N);
+		want[M.phase[i]]++;
+	}
+	fprintf(stderr, "seed %u: %u mid-handshake, %u handshaken, %u split, %u idle\n", M.seed,
+		want[PH_MID], want[PH_DONE], want[PH_SPLIT], want[PH_IDLE]);
+	run(client_mixed);
+	CU_ASSERT_EQUAL(atomic_load(&M.answered), MIXED - (int)want[PH_IDLE]);
+	CU_ASSERT_EQUAL(atomic_load(&M.idle_closed), (int)want[PH_IDLE]);
+	CU_ASSERT_EQUAL(atomic_load(&S.opens), MIXED - (int)want[PH_IDLE]);
+	CU_ASSERT_EQUAL(atomic_load(&S.closes), MIXED - (int)want[PH_IDLE]);
+}
+
 static int
 suite_init(void)
 {
@@ -341,6 +439,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_stop_mid_handshake),
 	UT_CASE(test_stop_just_handshaken),
 	UT_CASE(test_stop_inside_a_record),
+	UT_CASE(test_stop_mixed_seeded),
 };
 
 UT_MAIN("tls_ending", cases, suite_init, suite_fini)
