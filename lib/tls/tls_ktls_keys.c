@@ -34,11 +34,14 @@ static int
 hex_byte(const char *p)
 {
 	static const char digits[] = "0123456789abcdef";
-	const char *hi = strchr(digits, p[0]), *lo = strchr(digits, p[1]);
+	const char *hi, *lo;
 
-	return hi == NULL || lo == NULL || p[0] == '\0' || p[1] == '\0'
-		       ? -1
-		       : (int)((hi - digits) << 4 | (lo - digits));
+	/* The end first (strchr() finds the terminator too), and never past it. */
+	if (p[0] == '\0' || p[1] == '\0')
+		return -1;
+	hi = strchr(digits, p[0]);
+	lo = strchr(digits, p[1]);
+	return hi == NULL || lo == NULL ? -1 : (int)((hi - digits) << 4 | (lo - digits));
 }
 
 /* "CLIENT_TRAFFIC_SECRET_0 <client random> <secret>": a TLS 1.3 application secret. */
