@@ -520,8 +520,11 @@ cr__tls_ctx_server_name(const struct cr_tls_ctx *ctx)
 	return ctx->cfg.server_name;
 }
 
+bool cr__tls_ktls_try_anyway;
+
 bool
 cr__tls_ctx_ktls(const struct cr_tls_ctx *ctx)
 {
-	return ctx->cfg.ktls == CR_TLS_KTLS_AUTO && cr_tls_ktls_available();
+	return ctx->cfg.ktls == CR_TLS_KTLS_AUTO &&
+	       (cr_tls_ktls_available() || cr__tls_ktls_try_anyway);
 }

@@ -40,6 +40,9 @@ bool cr__tls_ctx_server(const struct cr_tls_ctx *ctx);
 const char *cr__tls_ctx_server_name(const struct cr_tls_ctx *ctx);
 /* Its connections hand their records to the kernel when they can (kTLS on and here). */
 bool cr__tls_ctx_ktls(const struct cr_tls_ctx *ctx);
+/* For the unit suite: contexts made from now on try the hand-over even where the probe
+ * said the kernel has no kTLS; such a kernel then refuses it (the fallback path). */
+extern bool cr__tls_ktls_try_anyway;
 /* A context with kTLS off was made: the process no longer says "kernel". */
 void cr__tls_ktls_turned_off(void);
 

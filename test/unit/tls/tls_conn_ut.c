@@ -4,8 +4,9 @@
  * an echo through the app's own callbacks and cr_conn_send() with close_notify both ways,
  * a ticket issued on one lcore resumed on another, a handshake that never comes (closed
  * after the handshake timeout, no app callback), garbage instead of a ClientHello (closed,
- * the server goes on serving), and backpressure (the output queue, ciphertext, stays near
- * the high watermark while a client that reads slowly gets every byte).
+ * the server goes on serving), backpressure (the output queue, ciphertext, stays near
+ * the high watermark while a client that reads slowly gets every byte), and a kTLS
+ * hand-over tried where the kernel has none: it refuses, and 256 KiB still echo intact.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <openssl/ssl.h>
 
 #include "cr_tls.h"
+#include "tls_internal.h"
 #include "ut_certs.h"
 #include "ut_net.h"
 
@@ -640,6 +642,68 @@ test_send_at_reserve(void)
 	CU_ASSERT_EQUAL(atomic_load(&S.opens), 1);
 }
 
+/* ---- a kTLS hand-over the kernel refuses: user space goes on, nothing lost ---- */
+
+#define KT_MSG 4096u
+#define KT_TOTAL (256u * 1024u)
+
+static uint64_t kt_base; /* kernel + fallbacks before the case */
+
+static uint64_t
+kt_count(void)
+{
+	return TLS_STAT(kernel) + TLS_STAT(kernel_fallbacks);
+}
+
+static void *
+client_ktls_refused(void *arg)
+{
+	static uint8_t back[KT_TOTAL];
+	int fd = ut_connect(&S.addr, 0);
+	SSL *ssl = fd >= 0 ? tls_connect(fd, NULL) : NULL;
+	size_t off = 0, w;
+	uint8_t b[4];
+	int i;
+
+	(void)arg;
+	if (ssl != NULL && SSL_write_ex(ssl, "ping", 4, &w) == 1 && ssl_read_n(ssl, b, 4)) {
+		/* The wire is quiet now: reads stop, the last receive comes, the kernel refuses
+		 * (this one has no kTLS; one that has takes it), reads start again. */
+		for (i = 0; i < 2000 && kt_count() == kt_base; i++)
+			ut_sleep_ms(1);
+		S.attempts = (int)(kt_count() - kt_base);
+		for (off = 0; off < KT_TOTAL; off += KT_MSG)
+			if (SSL_write_ex(ssl, payload + off, KT_MSG, &w) != 1 ||
+			    !ssl_read_n(ssl, back + off, KT_MSG))
+				break;
+		S.ok = off == KT_TOTAL && memcmp(back, payload, KT_TOTAL) == 0;
+		S.clean_end = clean_end(ssl);
+	}
+	SSL_free(ssl);
+	if (fd >= 0)
+		close(fd);
+	atomic_store(&S.client_done, true);
+	return NULL;
+}
+
+static void
+test_ktls_refused_keeps_serving(void)
+{
+	static const struct cr_conn_ops ops = {on_open, on_data_echo, NULL, NULL, on_close};
+
+	kt_base = kt_count();
+	cr__tls_ktls_try_anyway = true;
+	sc_run(&ops, client_ktls_refused, all_closed, 0);
+	cr__tls_ktls_try_anyway = false;
+	/* One attempt, made while the connection was young, before any of the bulk. */
+	CU_ASSERT_EQUAL(S.attempts, 1);
+	CU_ASSERT_EQUAL(kt_count() - kt_base, 1);
+	CU_ASSERT_EQUAL(S.ok, 1);
+	/* In user space close_notify goes both ways; in the kernel ours may be a FIN alone. */
+	if (TLS_STAT(kernel) == 0)
+		CU_ASSERT_EQUAL(S.clean_end, 1);
+}
+
 static int
 suite_init(void)
 {
@@ -667,6 +731,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_backpressure),
 	UT_CASE(test_send_at_reserve),
 	UT_CASE(test_destroy_at_handshake_deadline),
+	UT_CASE(test_ktls_refused_keeps_serving),
 };
 
 UT_MAIN("tls_conn", cases, suite_init, suite_fini)
