@@ -525,8 +525,15 @@ void cr_conn_layer_rx(struct cr_conn *c, size_t len);
  */
 void cr_conn_layer_plain(struct cr_conn *c);
 
-/** True while a receive of @p c is in flight (after cr_conn_read_stop(), until its
- * last completion came). For layers. On the connection's lcore. */
+/**
+ * For layers: stop (@p on false) or resume reading for the layer's own reasons, as
+ * cr_conn_read_stop() / cr_conn_read_start() do, but apart from the app's: the
+ * connection reads only while neither has stopped it. On the connection's lcore.
+ */
+void cr_conn_layer_read(struct cr_conn *c, bool on);
+
+/** True while a receive of @p c is in flight (after reads stopped, until its last
+ * completion came). For layers. On the connection's lcore. */
 bool cr_conn_receiving(const struct cr_conn *c);
 
 /** The connection slots of the calling lcore (cr_net_config.max_conns as it started). */

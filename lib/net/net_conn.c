@@ -328,7 +328,8 @@ read_wanted(const struct cr_conn *c)
 		return false;
 	if (c->state == CONN_CLOSING)
 		return true; /* drop input until EOF, so closing sends no reset */
-	return c->state == CONN_OPEN && !c->read_stopped && (!c->above_high || c->keep_reading);
+	return c->state == CONN_OPEN && !c->read_stopped && !c->layer_read_stopped &&
+	       (!c->above_high || c->keep_reading);
 }
 
 static int

@@ -82,6 +82,7 @@ struct cr_conn {
 	uint8_t state; /* enum conn_state */
 	bool read_eof;
 	bool read_stopped; /* by the app */
+	bool layer_read_stopped; /* by its layer (cr_conn_layer_read), apart from the app's */
 	bool keep_reading; /* cr_conn_opts.keep_reading */
 	bool reclaimable;  /* cr_conn_opts.reclaimable */
 	bool reclaimed;	   /* ended to make room: its slot is on the way back */

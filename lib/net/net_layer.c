@@ -67,3 +67,11 @@ cr_conn_receiving(const struct cr_conn *c)
 {
 	return c->recv_op != 0;
 }
+
+void
+cr_conn_layer_read(struct cr_conn *c, bool on)
+{
+	NET_ASSERT_OWNER(c->nl);
+	c->layer_read_stopped = !on;
+	cr__conn_progress(c, false);
+}

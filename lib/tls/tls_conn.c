@@ -190,7 +190,7 @@ static void
 ktls_fallback(struct tls_conn *tc, const char *why)
 {
 	if (tc->ktls == KTLS_STOPPING)
-		cr_conn_read_start(tc->c);
+		cr_conn_layer_read(tc->c, true);
 	tc->ktls = KTLS_NO;
 	cr__tls_ktls_forget(&tc->kt);
 	TLS_STAT_ADD(cr_conn_lcore(tc->c), kernel_fallbacks);
@@ -229,7 +229,7 @@ ktls_install(struct tls_conn *tc)
 		goto out;
 	}
 	cr_conn_layer_plain(c);
-	cr_conn_read_start(c);
+	cr_conn_layer_read(c, true);
 	TLS_STAT_ADD(cr_conn_lcore(c), kernel);
 out:
 	OPENSSL_cleanse(&tx, sizeof(tx));
@@ -255,10 +255,10 @@ ktls_step(struct cr_timer *t, void *arg)
 			ktls_install(tc);
 			return;
 		}
-		cr_conn_read_start(c); /* half a record came: read the rest first */
+		cr_conn_layer_read(c, true); /* half a record came: read the rest first */
 		tc->ktls = KTLS_WANT;
 	} else if (tc->ktls == KTLS_WANT && quiet) {
-		cr_conn_read_stop(c);
+		cr_conn_layer_read(c, false);
 		tc->ktls = KTLS_STOPPING;
 	}
 	if (++tc->ktls_tries >= KTLS_TRIES) {
