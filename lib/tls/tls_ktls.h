@@ -19,8 +19,8 @@
 struct tls_ktls {
 	uint8_t secret[2][64]; /* TLS 1.3 application traffic secrets */
 	uint8_t secret_len[2];
-	uint64_t seq[2];   /* records since the direction's key change: the next one's number */
-	bool counting[2];  /* the direction changed to its application keys */
+	uint64_t seq[2];  /* records since the direction's key change: the next one's number */
+	bool counting[2]; /* the direction changed to its application keys */
 };
 
 /* What setsockopt(fd, SOL_TLS, TLS_TX or TLS_RX, &u, len) takes. */

@@ -72,8 +72,8 @@ cr__tls_ktls_keylog(const SSL *ssl, const char *line)
 }
 
 void
-cr__tls_ktls_msg(int write_p, int version, int content_type, const void *buf, size_t len,
-		 SSL *ssl, void *arg)
+cr__tls_ktls_msg(int write_p, int version, int content_type, const void *buf, size_t len, SSL *ssl,
+		 void *arg)
 {
 	struct tls_ktls *k = SSL_get_app_data(ssl);
 	int dir = write_p ? TX : RX;
@@ -95,8 +95,8 @@ cr__tls_ktls_msg(int write_p, int version, int content_type, const void *buf, si
 
 /* HKDF-Expand-Label(secret, label, "", len) of TLS 1.3. */
 static int
-expand_label(const char *md, const uint8_t *secret, size_t slen, const char *label,
-	     uint8_t *out, size_t len)
+expand_label(const char *md, const uint8_t *secret, size_t slen, const char *label, uint8_t *out,
+	     size_t len)
 {
 	uint8_t info[2 + 1 + 6 + 16 + 1];
 	size_t ll = strlen(label), n = 0;
@@ -163,8 +163,8 @@ cr__tls_ktls_info(SSL *ssl, const struct tls_ktls *k, bool tx, struct tls_ktls_i
 	unsigned i;
 
 	memset(out, 0, sizeof(*out));
-	if ((nid != NID_aes_128_gcm && nid != NID_aes_256_gcm) || md == NULL ||
-	    !k->counting[dir] || (version != TLS1_2_VERSION && version != TLS1_3_VERSION))
+	if ((nid != NID_aes_128_gcm && nid != NID_aes_256_gcm) || md == NULL || !k->counting[dir] ||
+	    (version != TLS1_2_VERSION && version != TLS1_3_VERSION))
 		return -ENOTSUP;
 	if (version == TLS1_3_VERSION) {
 		if (k->secret_len[dir] != EVP_MD_get_size(md))
@@ -172,8 +172,8 @@ cr__tls_ktls_info(SSL *ssl, const struct tls_ktls *k, bool tx, struct tls_ktls_i
 		rc = expand_label(EVP_MD_get0_name(md), k->secret[dir], k->secret_len[dir], "key",
 				  key, klen);
 		if (rc == 0)
-			rc = expand_label(EVP_MD_get0_name(md), k->secret[dir],
-					  k->secret_len[dir], "iv", iv, sizeof(iv));
+			rc = expand_label(EVP_MD_get0_name(md), k->secret[dir], k->secret_len[dir],
+					  "iv", iv, sizeof(iv));
 	} else {
 		/* The client's write key first: ours if we are the client and write. */
 		bool client_side = tx == ours_client;

@@ -102,7 +102,7 @@ make_ctx(void)
 	/* lib/tls's server settings (tls_ctx.c), tickets aside. */
 	SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
 	SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
-				       SSL_OP_NO_COMPRESSION | SSL_OP_NO_TICKET);
+				   SSL_OP_NO_COMPRESSION | SSL_OP_NO_TICKET);
 	SSL_CTX_set_cipher_list(c, "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL");
 	SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
 	X509_free(x);

@@ -436,10 +436,10 @@ suite_fini(void)
 }
 
 static const struct ut_case cases[] = {
-	UT_CASE(test_stop_mid_handshake),
-	UT_CASE(test_stop_just_handshaken),
-	UT_CASE(test_stop_inside_a_record),
-	UT_CASE(test_stop_mixed_seeded),
+    UT_CASE(test_stop_mid_handshake),
+    UT_CASE(test_stop_just_handshaken),
+    UT_CASE(test_stop_inside_a_record),
+    UT_CASE(test_stop_mixed_seeded),
 };
 
 UT_MAIN("tls_ending", cases, suite_init, suite_fini)

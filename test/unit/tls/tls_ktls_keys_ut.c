@@ -75,7 +75,7 @@ static const EVP_CIPHER *
 aead(const struct tls_ktls_info *in)
 {
 	return in->u.gcm128.info.cipher_type == TLS_CIPHER_AES_GCM_128 ? EVP_aes_128_gcm()
-									: EVP_aes_256_gcm();
+								       : EVP_aes_256_gcm();
 }
 
 /* Key, salt, iv and rec_seq of either layout. */
@@ -99,8 +99,8 @@ fields(const struct tls_ktls_info *in, const uint8_t **key, const uint8_t **salt
 
 /* The nonce and additional data of record @p n (0 the first) after the hand-over. */
 static void
-nonce_aad(const struct tls_ktls_info *in, unsigned n, size_t plen, uint8_t nonce[12],
-	  uint8_t *aad, size_t *aad_len, uint8_t explicit_iv[8], const uint8_t *hdr)
+nonce_aad(const struct tls_ktls_info *in, unsigned n, size_t plen, uint8_t nonce[12], uint8_t *aad,
+	  size_t *aad_len, uint8_t explicit_iv[8], const uint8_t *hdr)
 {
 	const uint8_t *key, *salt, *iv;
 	uint64_t seq, e = 0;
@@ -163,8 +163,7 @@ kernel_seal(const struct tls_ktls_info *in, unsigned n, const char *msg, uint8_t
 /* Record @p n from the peer, read as the kernel would: its plaintext, or -1 if the tag
  * does not verify. */
 static int
-kernel_open(const struct tls_ktls_info *in, unsigned n, const uint8_t *rec, size_t rlen,
-	    char *out)
+kernel_open(const struct tls_ktls_info *in, unsigned n, const uint8_t *rec, size_t rlen, char *out)
 {
 	bool v13 = in->u.gcm128.info.version == TLS_1_3_VERSION;
 	size_t body = v13 ? 0 : 8, clen = rlen - 5 - body - 16, aad_len;
@@ -343,8 +342,8 @@ suite_fini(void)
 }
 
 static const struct ut_case cases[] = {
-	UT_CASE(test_tls13_aes128), UT_CASE(test_tls13_aes256), UT_CASE(test_tls12_aes128),
-	UT_CASE(test_tls12_aes256), UT_CASE(test_chacha_refused),
+    UT_CASE(test_tls13_aes128), UT_CASE(test_tls13_aes256),   UT_CASE(test_tls12_aes128),
+    UT_CASE(test_tls12_aes256), UT_CASE(test_chacha_refused),
 };
 
 UT_MAIN("tls_ktls_keys", cases, suite_init, suite_fini)

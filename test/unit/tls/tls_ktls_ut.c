@@ -15,7 +15,7 @@
 #include "ut_certs.h"
 #include "ut_net.h"
 
-#define MSG 4096u
+#define MSG   4096u
 #define TOTAL (256u * 1024u)
 
 static struct {
@@ -122,7 +122,8 @@ static void
 handover_case(int version)
 {
 	struct cr_tls_cert cert = {ut_cert, ut_key};
-	struct cr_tls_config cfg = {.certs = &cert, .n_certs = 1,
+	struct cr_tls_config cfg = {.certs = &cert,
+				    .n_certs = 1,
 				    .ciphers = "ECDHE+AESGCM",
 				    .ciphersuites = "TLS_AES_128_GCM_SHA256"};
 	struct cr_tls_stats st0, st;
@@ -182,8 +183,8 @@ suite_fini(void)
 }
 
 static const struct ut_case cases[] = {
-	UT_CASE(test_handover_tls13),
-	UT_CASE(test_handover_tls12),
+    UT_CASE(test_handover_tls13),
+    UT_CASE(test_handover_tls12),
 };
 
 /* UT_MAIN, after the kernel's answer. */
