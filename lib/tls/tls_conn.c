@@ -186,13 +186,22 @@ static const struct tls_session_io session_io = {
  * record), it reads again and waits. What OpenSSL decrypted meanwhile went to the app as
  * always. After KTLS_TRIES looks, or if the cipher or the kernel refuses, user space stays.
  */
+/* No more keys or record counts for this one: the callbacks cost nothing from now. */
+static void
+ktls_stop_capture(struct tls_conn *tc)
+{
+	SSL_set_msg_callback(tc->s.ssl, NULL);
+	SSL_set_app_data(tc->s.ssl, NULL);
+	cr__tls_ktls_forget(&tc->kt);
+}
+
 static void
 ktls_fallback(struct tls_conn *tc, const char *why)
 {
 	if (tc->ktls == KTLS_STOPPING)
 		cr_conn_layer_read(tc->c, true);
 	tc->ktls = KTLS_NO;
-	cr__tls_ktls_forget(&tc->kt);
+	ktls_stop_capture(tc);
 	TLS_STAT_ADD(cr_conn_lcore(tc->c), kernel_fallbacks);
 	CR_LOG(L, DEBUG, "lcore %u: kTLS not used for a connection: %s", cr_conn_lcore(tc->c),
 	       why);
@@ -208,7 +217,7 @@ ktls_install(struct tls_conn *tc)
 	rc = cr__tls_ktls_info(tc->s.ssl, &tc->kt, true, &tx);
 	if (rc == 0)
 		rc = cr__tls_ktls_info(tc->s.ssl, &tc->kt, false, &rx);
-	cr__tls_ktls_forget(&tc->kt);
+	ktls_stop_capture(tc);
 	if (rc != 0) {
 		ktls_fallback(tc, rc == -ENOTSUP ? "not AES-GCM" : "no keys");
 		return;
