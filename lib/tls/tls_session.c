@@ -185,6 +185,9 @@ frame(struct tls_session *s, const uint8_t *p, size_t len)
 bool
 cr__tls_session_at_record_end(const struct tls_session *s)
 {
+	/* After close_notify or a failure nothing more is read: what is left is no record. */
+	if (s->peer_closed || s->failed)
+		return true;
 	return s->rec_left == 0 && s->hdr_have == 0 && !SSL_has_pending(s->ssl) &&
 	       BIO_ctrl_pending(s->rbio) == 0 && BIO_ctrl_pending(s->wbio) == 0;
 }
