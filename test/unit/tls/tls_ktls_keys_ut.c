@@ -313,6 +313,40 @@ test_chacha_refused(void)
 	cr__tls_session_fini(&x.s);
 }
 
+/* The hand-over's (and a closing lcore's) quiet point: bytes after the peer's
+ * close_notify, never read, hold no record. */
+static void
+test_record_end_after_close_notify(void)
+{
+	struct side x;
+	char *p;
+	long n;
+	int r, i;
+
+	memset(&x, 0, sizeof(x));
+	CU_ASSERT_EQUAL_FATAL(cr__tls_session_init(&x.s, srv_ctx, true, &io, &x), 0);
+	x.cli = SSL_new(cli_ctx);
+	x.crb = BIO_new(BIO_s_mem());
+	x.cwb = BIO_new(BIO_s_mem());
+	BIO_set_mem_eof_return(x.crb, -1);
+	SSL_set_bio(x.cli, x.crb, x.cwb);
+	SSL_set_connect_state(x.cli);
+	for (i = 0; i < 10 && (r = SSL_do_handshake(x.cli)) != 1; i++)
+		to_server(&x);
+	to_server(&x);
+	CU_ASSERT_FATAL(x.up);
+	CU_ASSERT(cr__tls_session_at_record_end(&x.s));
+	(void)SSL_shutdown(x.cli);
+	BIO_write(x.cwb, "\x17\x03\x03", 3); /* and then some */
+	n = BIO_get_mem_data(x.cwb, &p);
+	CU_ASSERT_EQUAL(cr__tls_session_input(&x.s, p, (size_t)n), 1);
+	(void)BIO_reset(x.cwb);
+	CU_ASSERT(x.s.peer_closed);
+	CU_ASSERT(cr__tls_session_at_record_end(&x.s));
+	SSL_free(x.cli);
+	cr__tls_session_fini(&x.s);
+}
+
 static int
 suite_init(void)
 {
@@ -342,8 +376,12 @@ suite_fini(void)
 }
 
 static const struct ut_case cases[] = {
-    UT_CASE(test_tls13_aes128), UT_CASE(test_tls13_aes256),   UT_CASE(test_tls12_aes128),
-    UT_CASE(test_tls12_aes256), UT_CASE(test_chacha_refused),
+	UT_CASE(test_tls13_aes128),
+	UT_CASE(test_tls13_aes256),
+	UT_CASE(test_tls12_aes128),
+	UT_CASE(test_tls12_aes256),
+	UT_CASE(test_chacha_refused),
+	UT_CASE(test_record_end_after_close_notify),
 };
 
 UT_MAIN("tls_ktls_keys", cases, suite_init, suite_fini)
