@@ -60,6 +60,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "cr_reactor.h"
 
@@ -481,6 +482,43 @@ void cr_buf_ref(struct cr_buf *b);
  * reads again. NULL is fine. On @p b's lcore.
  */
 void cr_buf_unref(struct cr_buf *b);
+
+/* ---- sends without copies ---- */
+
+/**
+ * Queue bytes [@p off, @p off + @p len) of held buffer @p b for sending on @p c, after
+ * everything queued before, without a copy: the queue takes a reference on @p b and drops
+ * it once those bytes are sent (or the connection ends first). @p c may be any connection
+ * of @p b's lcore. The bytes count in cr_conn_queued(), the watermarks and on_drain as
+ * cr_conn_send()'s do, and take one output chunk (as a record of the slice, not a copy),
+ * so the pool's rules apply. On a layered connection (TLS) the layer encrypts a copy at
+ * once and no reference is kept. On the connection's lcore.
+ * @return 0; -ENOBUFS, -EPIPE as cr_conn_send(); -EINVAL (NULL, or the slice is not
+ *         inside @p b); -EXDEV (@p b belongs to another lcore).
+ */
+int cr_conn_send_buf(struct cr_conn *c, struct cr_buf *b, size_t off, size_t len);
+
+/**
+ * Called once when the memory given to cr_conn_sendv() is the app's again: @p err 0 when
+ * all of it was sent, -ECANCELED when the connection ended before (closed, reset or
+ * destroyed: the kernel holds none of it then either).
+ */
+typedef void (*cr_conn_sent_fn)(void *arg, int err);
+
+/**
+ * Queue the @p n buffers of @p iov for sending on @p c, after everything queued before,
+ * without a copy: the memory must stay valid and unchanged until @p sent(@p arg) runs,
+ * exactly once (see cr_conn_sent_fn). It runs from the lcore's loop after the bytes went
+ * out, or when the connection's queue is dropped: once its ops in flight have completed,
+ * which is inside cr_conn_destroy() when none are. All or nothing: each buffer takes one
+ * output chunk (a record, not a copy) and the pool's rules apply as for cr_conn_send().
+ * On a layered connection (TLS) the layer encrypts a copy of each buffer at once, and
+ * @p sent(@p arg, 0) runs before this returns 0. On the connection's lcore.
+ * @return 0; -ENOBUFS, -EPIPE as cr_conn_send() (@p sent is not called); -EINVAL (NULL,
+ *         @p n 0 or above 64, no byte at all, or a buffer above 4 GiB).
+ */
+int cr_conn_sendv(struct cr_conn *c, const struct iovec *iov, unsigned n,
+		  cr_conn_sent_fn sent, void *arg);
 
 /** Receive buffers connection @p c holds now. On the connection's lcore. */
 unsigned cr_conn_held_bufs(const struct cr_conn *c);

@@ -103,7 +103,7 @@ conn_free(struct cr_conn *c)
 		c->layer->release(c);
 	while ((ch = c->head) != NULL) {
 		c->head = ch->next;
-		cr__net_chunk_put(nl, ch);
+		cr__net_chunk_drop(nl, ch, -ECANCELED); /* never sent (all of it) */
 	}
 	c->tail = NULL;
 	c->queued = 0;
@@ -306,7 +306,8 @@ start_send(struct cr_conn *c)
 	for (ch = c->head; ch != NULL && n < NET_IOV_MAX; ch = ch->next) {
 		if (ch->len == ch->off)
 			continue;
-		c->iov[n].iov_base = ch->data + ch->off;
+		c->iov[n].iov_base = (uint8_t *)(uintptr_t)(ch->ext != NULL ? ch->ext : ch->data) +
+				     ch->off;
 		c->iov[n].iov_len = ch->len - ch->off;
 		c->sending += c->iov[n].iov_len;
 		n++;
@@ -389,11 +390,15 @@ cr__conn_progress(struct cr_conn *c, bool may_notify)
 		finish(c, 0, may_notify);
 }
 
-/* Bytes the kernel took: free the chunks they emptied. */
+/*
+ * Bytes the kernel took: free the chunks they emptied. Those that carried no copy say so
+ * (an unref, a sent callback) only once the queue is consistent again: the app may send
+ * on this connection, or destroy it, from its callback.
+ */
 static void
 consume(struct cr_conn *c, size_t n)
 {
-	struct net_chunk *ch;
+	struct net_chunk *ch, *done = NULL, **last = &done;
 
 	c->queued -= n;
 	while (n > 0) {
@@ -409,8 +414,14 @@ consume(struct cr_conn *c, size_t n)
 			c->head = ch->next;
 			if (c->head == NULL)
 				c->tail = NULL;
-			cr__net_chunk_put(c->nl, ch);
+			ch->next = NULL;
+			*last = ch;
+			last = &ch->next;
 		}
+	}
+	while ((ch = done) != NULL) {
+		done = ch->next;
+		cr__net_chunk_drop(c->nl, ch, 0);
 	}
 }
 
@@ -556,6 +567,42 @@ cr_conn_send(struct cr_conn *c, const void *data, size_t len)
 	return cr_conn_send_wire(c, data, len);
 }
 
+/* Room in the last chunk: none in one that carries no copy (its bytes are not ours). */
+static size_t
+tail_room(const struct cr_conn *c)
+{
+	const struct net_chunk *t = c->tail;
+
+	return t != NULL && t->ext == NULL ? c->nl->chunk_cap - t->len : 0;
+}
+
+bool
+cr__conn_admit(struct cr_conn *c, size_t need, bool past_reserve)
+{
+	struct net_lcore *nl = c->nl;
+
+	/* A connection already above its high watermark (it was fed faster than its peer
+	 * reads) may not take the last quarter of the pool: that share is kept for the
+	 * others, so it is the greedy one that is refused, never a bystander. */
+	if (need > nl->chunks_free ||
+	    (!past_reserve && c->queued > c->high_wm &&
+	     nl->chunks_free - need < nl->chunk_reserve)) {
+		NET_STAT_ADD(nl, send_nobufs, 1);
+		return false;
+	}
+	return true;
+}
+
+void
+cr__conn_append(struct cr_conn *c, struct net_chunk *ch)
+{
+	if (c->tail != NULL)
+		c->tail->next = ch;
+	else
+		c->head = ch;
+	c->tail = ch;
+}
+
 static int
 send_wire(struct cr_conn *c, const void *data, size_t len, bool past_reserve)
 {
@@ -571,30 +618,16 @@ send_wire(struct cr_conn *c, const void *data, size_t len, bool past_reserve)
 		return -EPIPE;
 	if (len == 0)
 		return 0;
-	room = c->tail != NULL ? nl->chunk_cap - c->tail->len : 0;
+	room = tail_room(c);
 	need = len > room ? (len - room + nl->chunk_cap - 1) / nl->chunk_cap : 0;
-	/* A connection already above its high watermark (it was fed faster than its peer
-	 * reads) may not take the last quarter of the pool: that share is kept for the
-	 * others, so it is the greedy one that is refused, never a bystander. */
-	if (need > nl->chunks_free ||
-	    (!past_reserve && c->queued > c->high_wm &&
-	     nl->chunks_free - need < nl->chunk_reserve)) {
-		NET_STAT_ADD(nl, send_nobufs, 1);
+	if (!cr__conn_admit(c, need, past_reserve))
 		return -ENOBUFS;
-	}
 	/* The tail may be in an in-flight send: the kernel reads only up to its old len. */
 	while (len > 0) {
 		size_t n;
 
-		if (c->tail == NULL || c->tail->len == nl->chunk_cap) {
-			struct net_chunk *ch = cr__net_chunk_get(nl);
-
-			if (c->tail != NULL)
-				c->tail->next = ch;
-			else
-				c->head = ch;
-			c->tail = ch;
-		}
+		if (tail_room(c) == 0)
+			cr__conn_append(c, cr__net_chunk_get(nl));
 		n = nl->chunk_cap - c->tail->len;
 		if (n > len)
 			n = len;
@@ -626,7 +659,7 @@ size_t
 cr_conn_send_room(const struct cr_conn *c)
 {
 	const struct net_lcore *nl = c->nl;
-	size_t room = c->tail != NULL ? nl->chunk_cap - c->tail->len : 0;
+	size_t room = tail_room(c);
 	unsigned chunks = nl->chunks_free;
 
 	/* send_wire()'s rule: one above its high watermark leaves the reserve alone. */

@@ -50,11 +50,19 @@
 /* An ending connection that is not at a boundary yet is looked at again this often. */
 #define NET_ENDING_RECHECK_NS (20ull * 1000 * 1000)
 
-/* One piece of an output queue: data[off, len) is still to be sent. */
+/*
+ * One piece of an output queue: bytes [off, len) of it are still to be sent. A copy's
+ * bytes are data[]; a chunk that carries no copy (cr_conn_send_buf(), cr_conn_sendv())
+ * points at them (ext), and says what frees them once they are sent or dropped.
+ */
 struct net_chunk {
 	struct net_chunk *next;
 	uint32_t off;
 	uint32_t len;
+	const uint8_t *ext;    /* NULL: the bytes are data[] */
+	struct cr_buf *buf;    /* ext in a held buffer: the queue's reference */
+	cr_conn_sent_fn sent;  /* called once after the chunk's bytes, or when dropped */
+	void *sent_arg;
 	uint8_t data[];
 };
 
@@ -193,6 +201,9 @@ struct cr_conn *cr__net_conn_get(struct net_lcore *nl);
 void cr__net_conn_put(struct net_lcore *nl, struct cr_conn *c);
 struct net_chunk *cr__net_chunk_get(struct net_lcore *nl);
 void cr__net_chunk_put(struct net_lcore *nl, struct net_chunk *ch);
+/* Put @p ch back, after what a chunk without a copy owes: its unref, its sent callback
+ * with @p err (0: its bytes went out). */
+void cr__net_chunk_drop(struct net_lcore *nl, struct net_chunk *ch, int err);
 
 /* Lent receive buffers (net_buf.c). */
 int cr__net_bufs_init(struct net_lcore *nl, uint32_t n);
@@ -203,6 +214,10 @@ void cr__conn_deliver(struct cr_conn *c, const struct cr_io_cqe *cqe);
 void cr__conn_bufs_detach(struct cr_conn *c);
 
 /* Connections (net_conn.c). */
+/* May @p c take @p need more chunks (the pool's reserve rule)? Counts a refusal. */
+bool cr__conn_admit(struct cr_conn *c, size_t need, bool past_reserve);
+/* Put @p ch at the end of @p c's queue. */
+void cr__conn_append(struct cr_conn *c, struct net_chunk *ch);
 void cr__conn_init(struct cr_conn *c, struct net_lcore *nl, int fd,
 		   const struct cr_conn_opts *o, const struct cr_conn_ops *ops, void *arg);
 /* Take accepted socket @p fd as a connection; NULL (fd untouched) when no slot. */

@@ -147,6 +147,9 @@ cr__net_chunk_get(struct net_lcore *nl)
 	ch->next = NULL;
 	ch->off = 0;
 	ch->len = 0;
+	ch->ext = NULL;
+	ch->buf = NULL;
+	ch->sent = NULL;
 	return ch;
 }
 
