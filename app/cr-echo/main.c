@@ -7,6 +7,10 @@
  * shuts its side the echo finishes and ours is shut too. UDP: one SO_REUSEPORT socket per
  * lcore, each datagram sent back to where it came from.
  *
+ * --zero-copy echoes each received buffer itself: held (cr_conn_hold()) and queued with
+ * cr_conn_send_buf(), no copy; a hold refused (the connection at its cap, or the lcore's
+ * spares in use) falls back to a copy. To compare the two paths (cr-bench echo).
+ *
  * --sockperf answers sockperf clients the way `sockperf server` does: a message is
  * echoed only if it asks for a reply (ping-pong), with its client flag cleared; the
  * others (throughput, warm-up) are consumed. Messages are framed by their 14-byte header.
@@ -30,6 +34,7 @@ struct echo {
 	bool udp;
 	bool single_acceptor;
 	bool sockperf;
+	bool zero_copy;
 	unsigned long long max_conns;
 	double idle_timeout;
 	struct cr_net_config net;
@@ -65,6 +70,25 @@ static const struct cr_conn_ops tcp_ops = {
 	.on_data = tcp_data,
 	/* on_eof NULL: shut our side once the echo is out, then the connection ends. */
 };
+
+/* --zero-copy: the receive buffer itself goes back out; the queue keeps it until sent. */
+static void
+tcp_data_held(struct cr_conn *c, const void *data, size_t len)
+{
+	struct cr_buf *b = cr_conn_hold(c);
+	int rc;
+
+	if (b == NULL) {
+		rc = cr_conn_send(c, data, len);
+	} else {
+		rc = cr_conn_send_buf(c, b, 0, b->len);
+		cr_buf_unref(b);
+	}
+	if (rc != 0)
+		cr_conn_destroy(c);
+}
+
+static const struct cr_conn_ops tcp_held_ops = {.on_data = tcp_data_held};
 
 /* ---- sockperf's protocol ---- */
 
@@ -270,7 +294,8 @@ start(void *arg)
 	lo.conn.idle_timeout_ns = (uint64_t)(app.idle_timeout * 1e9);
 	/* A full lcore closes its least recently active idle clients for new ones. */
 	lo.conn.reclaimable = true;
-	rc = cr_tcp_listen(&lo, app.sockperf ? &sp_tcp_ops : &tcp_ops, NULL, &app.listener);
+	rc = cr_tcp_listen(&lo, app.sockperf ? &sp_tcp_ops : app.zero_copy ? &tcp_held_ops : &tcp_ops,
+			   NULL, &app.listener);
 	if (rc != 0)
 		return cr_app_errorf(rc, "--listen %s: %s",
 				     cr_net_addr_format(&app.listen, a, sizeof(a)), cr_strerror(rc));
@@ -359,6 +384,9 @@ configure(int argc, char **argv, void *arg)
 	if (app.listen.len == 0)
 		return cr_app_errorf(-EINVAL, "--listen: missing; accepted: HOST:PORT, e.g. "
 					      "127.0.0.1:7000 or [::1]:7000");
+	if (app.zero_copy && app.sockperf)
+		return cr_app_errorf(-EINVAL, "--zero-copy: not with --sockperf (which answers "
+					      "messages, not bytes)");
 	if (app.max_conns == 0)
 		app.max_conns = cr_app_conns_fit();
 	app.net.max_conns = (uint32_t)app.max_conns;
@@ -399,6 +427,10 @@ main(int argc, char **argv)
 		 "answer sockperf clients as `sockperf server` does (reply only to messages that "
 		 "ask for one)",
 		 "--sockperf without a value", set_flag, &app.sockperf},
+		{"zero-copy", 0, NULL,
+		 "echo each receive buffer itself (held, sent without a copy; a copy when the "
+		 "connection holds its cap of buffers or the lcore's spares are in use)",
+		 "--zero-copy without a value", set_flag, &app.zero_copy},
 	};
 	/* SIGPIPE is left alone on purpose: sends use MSG_NOSIGNAL, and the tests check that. */
 	static const struct cr_app echo = {

@@ -376,9 +376,9 @@ def t_sockperf(exe, driver):
 
 # ---- 100 MB payload ----
 
-def t_payload(exe, driver):
+def t_payload(exe, driver, extra=()):
     size = 100 * 1000 * 1000
-    srv = Server(exe, driver)
+    srv = Server(exe, driver, extra=extra)
     try:
         s = srv.connect(timeout=30)
         rnd = random.Random(20240601)
@@ -420,6 +420,16 @@ def t_payload(exe, driver):
         srv.stop()
     finally:
         srv.kill()
+
+
+def t_payload_zc(exe, driver):
+    """--zero-copy: 100 MB echoed from the held receive buffers, byte-identical; and
+    it is refused beside --sockperf with exit 2."""
+    p = subprocess.run([exe, "--io-driver", driver, "--listen", "127.0.0.1:0",
+                        "--zero-copy", "--sockperf"], capture_output=True, timeout=10)
+    check(p.returncode == 2 and b"--zero-copy" in p.stderr,
+          "--zero-copy --sockperf: rc %d, %r" % (p.returncode, p.stderr))
+    t_payload(exe, driver, extra=["--zero-copy"])
 
 
 # ---- EMFILE / ENFILE ----
@@ -903,6 +913,7 @@ TESTS = {
     "socat": t_socat,
     "sockperf": t_sockperf,
     "payload": t_payload,
+    "payload_zc": t_payload_zc,
     "emfile": t_emfile,
     "idlefull": t_idlefull,
     "greedy": t_greedy,
