@@ -383,9 +383,12 @@ p_find(int kind)
 static int
 p_connect(int kind, uint32_t n)
 {
-	static uint8_t buf[CAPPED_BYTES];
-	int fd = ut_connect(&P.addr[kind], 0);
+	static uint8_t buf[GREEDY_BYTES];
+	int fd;
 
+	if (n > sizeof(buf))
+		return -1;
+	fd = ut_connect(&P.addr[kind], 0);
 	if (fd < 0)
 		return -1;
 	memset(buf, 0x5a, n);
