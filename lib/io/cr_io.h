@@ -113,6 +113,54 @@ cr_op_id cr_io_write(int fd, const void *buf, size_t len, uint64_t offset, cr_io
 /** fsync(2). One completion: 0 or -errno. */
 cr_op_id cr_io_fsync(int fd, cr_io_fn fn, void *ctx);
 
+/** cr_io_splice() offset meaning "none": the fd's own position (a file), or a pipe/socket. */
+#define CR_IO_NO_OFF (-1)
+
+/**
+ * Move up to @p len bytes from @p fd_in to @p fd_out without copying them through user
+ * memory, as splice(2): one end must be a pipe, the other a socket, a file or a pipe.
+ * @p off_in / @p off_out: the offset in a file end (not advanced; the caller adds the result),
+ * or CR_IO_NO_OFF. @p flags: SPLICE_F_MOVE and SPLICE_F_MORE only (lib/io adds
+ * SPLICE_F_NONBLOCK itself). @p timeout_ns: a deadline as cr_io_set_deadline() (0 = none).
+ *
+ * One completion: the bytes moved (which may be fewer than @p len: a partial splice; the
+ * caller splices the rest), 0 at EOF of @p fd_in, or -errno. The op waits for the non-pipe
+ * end (the socket's data, or room in it); the pipe end is the caller's and must be ready —
+ * room in it for a splice into it, bytes for a splice out of it — or the completion is
+ * -EAGAIN (nobody else will fill or drain an lcore's pipe, so waiting for it would be
+ * waiting forever). The socket end is made O_NONBLOCK if it is not already.
+ * @return a handle, or 0 with errno EINVAL (bad flags, len 0, no pipe end), EBADF, or as
+ *         cr_io_accept().
+ */
+cr_op_id cr_io_splice(int fd_in, int64_t off_in, int fd_out, int64_t off_out, size_t len,
+		      unsigned flags, uint64_t timeout_ns, cr_io_fn fn, void *ctx);
+
+/** A pipe of this lcore's pool: read end rd, write end wr, both O_NONBLOCK. */
+struct cr_io_pipe {
+	int rd;
+	int wr;
+};
+
+/**
+ * Take a pipe from this lcore's pool (created at lcore start: the io_pipes build option,
+ * each sized io_pipe_size with F_SETPIPE_SZ, or as near as the system allows). Never
+ * blocks: when the pool is empty, -EAGAIN — the caller falls back to copying.
+ * @return 0 with @p *p filled, -EAGAIN (pool empty), -EPERM off an lcore, -ENOTSUP no io
+ *         driver.
+ */
+int cr_io_pipe_get(struct cr_io_pipe *p);
+
+/**
+ * Give @p p back to this lcore's pool. A pipe with bytes still in it is drained; one
+ * that cannot be drained at once is closed and replaced by a new pipe, so the pool never
+ * hands out a pipe with stale bytes. No op may still use it.
+ */
+void cr_io_pipe_put(const struct cr_io_pipe *p);
+
+/** Pipes free in this lcore's pool, and its capacity in bytes of each pipe. */
+unsigned cr_io_pipe_free(void);
+uint32_t cr_io_pipe_size(void);
+
 /**
  * Set a deadline on op @p id: if it has not completed @p timeout_ns from now, it is
  * cancelled and its (final) completion reports -ETIMEDOUT.

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The per-lcore pipe pool (io_pipe.c), started and stopped by lib/io's lcore hooks. */
+#ifndef IO_PIPE_H
+#define IO_PIPE_H
+
+#include <stdint.h>
+
+/** Create @p count pipes of @p size bytes for @p lcore. @return 0 or -errno. */
+int cr__io_pipes_start(unsigned lcore, unsigned count, uint32_t size);
+/** Close every pipe of @p lcore's pool, taken ones included (no op uses them by now). */
+void cr__io_pipes_stop(unsigned lcore);
+
+#endif /* IO_PIPE_H */
