@@ -162,6 +162,48 @@ unsigned cr_io_pipe_free(void);
 uint32_t cr_io_pipe_size(void);
 
 /**
+ * A relay of two connected sockets through two pooled pipes (io_relay.c): each direction
+ * splices from one socket into its pipe and from the pipe into the other socket. EOF on
+ * one side shuts the other for writing (half-close) while the other direction goes on.
+ * The caller owns the storage (it stays valid until @p done has run) and the sockets (it
+ * closes them after @p done). Fields are lib/io's; read bytes[] and err in @p done.
+ */
+struct cr_io_relay;
+typedef void (*cr_io_relay_fn)(void *ctx, struct cr_io_relay *r);
+
+struct cr_io_relay_dir {
+	struct cr_io_relay *r;
+	int from, to;
+	struct cr_io_pipe p;
+	uint32_t in_pipe; /* bytes in the pipe, not yet in @c to */
+	uint64_t bytes;	  /* bytes delivered to @c to */
+	cr_op_id op;
+	bool eof; /* @c from said EOF and @c to was shut for writing */
+};
+
+struct cr_io_relay {
+	struct cr_io_relay_dir dir[2]; /**< [0]: a to b, [1]: b to a */
+	int32_t err;		       /**< 0 (both sides ended), or the first -errno */
+	bool stopping;
+	cr_io_relay_fn done;
+	void *ctx;
+};
+
+/**
+ * Start relaying between sockets @p a and @p b. @p done runs once, on this lcore, when
+ * both directions have ended (EOF each way: err 0), or after the first error in either
+ * (the other is cancelled; err says which errno), or after cr_io_relay_stop() (-ECANCELED);
+ * by then no op is in flight and both pipes are back in the pool.
+ * @return 0; -EAGAIN if the pool has not two pipes free (copy instead: nothing was
+ *         taken), -EPERM off an lcore, -ENOTSUP no io driver, or the -errno of a first
+ *         splice that could not start.
+ */
+int cr_io_relay_start(struct cr_io_relay *r, int a, int b, cr_io_relay_fn done, void *ctx);
+
+/** End relay @p r: its ops are cancelled, and its done callback runs with -ECANCELED. */
+void cr_io_relay_stop(struct cr_io_relay *r);
+
+/**
  * Set a deadline on op @p id: if it has not completed @p timeout_ns from now, it is
  * cancelled and its (final) completion reports -ETIMEDOUT.
  * @return 0, -ENOENT (no such live op of this lcore), -EPERM off an lcore, -ENOTSUP no io
