@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "cr_io.h"
@@ -138,18 +137,12 @@ struct cr_op {
 
 /**
  * A splice of @p op said EAGAIN: true if its pipe end is the reason (a splice out of an
- * empty pipe; into a pipe while the socket has bytes), so waiting for the other end would
- * not help. The op then ends with -EAGAIN (cr_io.h). Only on the EAGAIN path.
+ * empty pipe, or into a full one), so waiting for the other end would not help; the op
+ * then ends with -EAGAIN (cr_io.h). Asked of the pipe itself (poll, no wait), which only
+ * this lcore fills and drains, so the answer cannot race (a byte count of the socket can:
+ * data arriving during the splice). Only on the EAGAIN path.
  */
-static inline bool
-cr_io_splice_pipe_stuck(const struct cr_op *op)
-{
-	int n = 0;
-
-	if (ioctl(op->u.splice.fd_in, FIONREAD, &n) != 0)
-		return false;
-	return op->u.splice.wait_out ? n == 0 : n > 0;
-}
+bool cr_io_splice_pipe_stuck(const struct cr_op *op);
 
 /** Receive buffer pool sizing, from the build configuration. */
 struct cr_io_config {

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -277,6 +278,17 @@ splice_wait_end(struct cr_op *op)
 	if (!(fl & O_NONBLOCK) && fcntl(op->fd, F_SETFL, fl | O_NONBLOCK) != 0)
 		return -errno;
 	return 0;
+}
+
+bool
+cr_io_splice_pipe_stuck(const struct cr_op *op)
+{
+	short ev = op->u.splice.wait_out ? POLLIN : POLLOUT;
+	struct pollfd pfd = {op->u.splice.wait_out ? op->u.splice.fd_in : op->u.splice.fd_out,
+			     ev, 0};
+	int n = poll(&pfd, 1, 0);
+
+	return n == 0 || (n == 1 && !(pfd.revents & ev));
 }
 
 cr_op_id

@@ -48,7 +48,6 @@ enum op_where {
 /* Op flags: drv[2] above the low byte. */
 #define OPF_CONNECTING (1u << 8) /* connect() said EINPROGRESS; the next step is SO_ERROR */
 #define OPF_BLOCKING   (1u << 9) /* the fd refused RWF_NOWAIT: plain read / write */
-#define OPF_WAITED     (1u << 10) /* a splice that waited once: EAGAIN now is its pipe's */
 
 enum outcome {
 	OUT_MORE,   /* a completion with CR_IO_F_MORE: the op stays at the head */

@@ -174,8 +174,10 @@ try_stream(struct eio *io, struct cr_op *op, struct result *r)
 
 /*
  * splice(2) with SPLICE_F_NONBLOCK; the waiting end is O_NONBLOCK (lib/io saw to it).
- * EAGAIN waits for that end, once: after a readiness event, or when the pipe end is the
- * reason, it is the result (cr_io.h). Offsets are copies: the op's are never advanced.
+ * EAGAIN waits for that end's next readiness, unless the pipe end is the reason: then it
+ * is the result (cr_io.h). A readiness event is no promise (a socket's POLLOUT threshold
+ * is not the send path's), so a splice may wait more than once. Offsets are copies: the
+ * op's are never advanced.
  */
 static enum outcome
 try_splice(struct eio *io, struct cr_op *op, struct result *r)
@@ -193,11 +195,8 @@ try_splice(struct eio *io, struct cr_op *op, struct result *r)
 		r->res = (int32_t)n;
 		return OUT_FINAL;
 	}
-	if (errno == EAGAIN && !op->u.splice.wait_file && !op_has(op, OPF_WAITED) &&
-	    !cr_io_splice_pipe_stuck(op)) {
-		op_set(op, OPF_WAITED);
+	if (errno == EAGAIN && !op->u.splice.wait_file && !cr_io_splice_pipe_stuck(op))
 		return OUT_WAIT;
-	}
 	r->res = -errno;
 	return OUT_FINAL;
 }
