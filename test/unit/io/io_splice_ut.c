@@ -31,7 +31,8 @@ struct far {
 static void
 far_pin(void)
 {
-	unsigned cpu = cr_lcore_main() == 0 ? 1 : 0;
+	/* ut_table is set up before any far thread starts and never written after. */
+	unsigned cpu = ut_table.main_lcore == 0 ? 1 : 0;
 	cpu_set_t set;
 
 	CPU_ZERO(&set);
