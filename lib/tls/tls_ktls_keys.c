@@ -80,7 +80,13 @@ cr__tls_ktls_msg(int write_p, int version, int content_type, const void *buf, si
 
 	(void)version;
 	(void)arg;
-	if (k == NULL || content_type != SSL3_RT_HEADER || len < 1)
+	if (k == NULL || len < 1)
+		return;
+	/* TLS 1.3's KeyUpdate (handshake type 24), either way: the keys move on from the
+	 * secrets the keylog gave, and only the _0 ones are given. No hand-over then. */
+	if (content_type == SSL3_RT_HANDSHAKE && ((const uint8_t *)buf)[0] == SSL3_MT_KEY_UPDATE)
+		k->rekeyed = true;
+	if (content_type != SSL3_RT_HEADER)
 		return;
 	if (k->counting[dir])
 		k->seq[dir]++;
@@ -149,6 +155,29 @@ key_block(const char *md, SSL *ssl, uint8_t *out, size_t len)
 	return ok ? 0 : -EIO;
 }
 
+const char *
+cr__tls_ktls_refusal(SSL *ssl, const struct tls_ktls *k)
+{
+	const SSL_CIPHER *ci = SSL_get_current_cipher(ssl);
+	int nid = ci != NULL ? SSL_CIPHER_get_cipher_nid(ci) : NID_undef;
+	int version = SSL_version(ssl);
+
+	if ((nid != NID_aes_128_gcm && nid != NID_aes_256_gcm) ||
+	    SSL_CIPHER_get_handshake_digest(ci) == NULL ||
+	    (version != TLS1_2_VERSION && version != TLS1_3_VERSION))
+		return "not AES-GCM";
+	/* The server's tickets come after our Finished, any number, any time: waiting for
+	 * "the last one" has no end. A TLS 1.2 client has them all before the server's
+	 * Finished. */
+	if (version == TLS1_3_VERSION && !SSL_is_server(ssl))
+		return "client, TLS 1.3";
+	if (k->rekeyed)
+		return "KeyUpdate";
+	if (!k->counting[RX] || !k->counting[TX])
+		return "no keys";
+	return NULL;
+}
+
 int
 cr__tls_ktls_info(SSL *ssl, const struct tls_ktls *k, bool tx, struct tls_ktls_info *out)
 {
@@ -163,8 +192,7 @@ cr__tls_ktls_info(SSL *ssl, const struct tls_ktls *k, bool tx, struct tls_ktls_i
 	unsigned i;
 
 	memset(out, 0, sizeof(*out));
-	if ((nid != NID_aes_128_gcm && nid != NID_aes_256_gcm) || md == NULL || !k->counting[dir] ||
-	    (version != TLS1_2_VERSION && version != TLS1_3_VERSION))
+	if (cr__tls_ktls_refusal(ssl, k) != NULL)
 		return -ENOTSUP;
 	if (version == TLS1_3_VERSION) {
 		if (k->secret_len[dir] != EVP_MD_get_size(md))
