@@ -264,6 +264,12 @@ ktls_step(struct cr_timer *t, void *arg)
 		ktls_fallback(tc, "closing", false);
 		return;
 	}
+	/* Ending (its lcore closing): lib/net's end_after counts the kernel's bytes received,
+	 * ciphertext; after a hand-over its reads would count plaintext, never reaching it. */
+	if (cr_conn_ending(c)) {
+		ktls_fallback(tc, "the lcore is closing", false);
+		return;
+	}
 	quiet = cr__tls_session_at_record_end(&tc->s) && cr_conn_queued(c) == 0;
 	if (tc->ktls == KTLS_STOPPING && !cr_conn_receiving(c)) {
 		if (quiet) {
