@@ -431,7 +431,13 @@ wire_eof(struct cr_conn *c)
 			cr_conn_destroy(c);
 		return;
 	}
-	if (!tc->s.peer_closed) {
+	if (tc->ktls == KTLS_KERNEL) {
+		/* A FIN, or a record that is not data (close_notify, an alert, a KeyUpdate):
+		 * lib/net's receive has no room for its type, so it is the EOF either way. */
+		CR_LOG(L, DEBUG, "lcore %u: kTLS peer ended (FIN or a control record)",
+		       cr_conn_lcore(c));
+		peer_done(tc);
+	} else if (!tc->s.peer_closed) {
 		/* No close_notify: the stream may be cut short; the app hears EOF all the same,
 		 * as with a plain connection, and decides whether what it has is whole. */
 		CR_LOG(L, DEBUG, "lcore %u: TLS peer closed without close_notify",
@@ -460,10 +466,6 @@ wire_close(struct cr_conn *c, int err)
 		cr_timer_stop(&tc->hs_timer);
 	if (tc != NULL && tc->fail_err != 0)
 		err = tc->fail_err;
-	/* A control record (an alert: close_notify, mostly) to a receive without room for
-	 * its type: the kernel's way to say the peer ended. A broken record is -EBADMSG. */
-	if (tc != NULL && tc->ktls == KTLS_KERNEL && err == -EIO)
-		err = 0;
 	if (tell && cr_conn_app_ops(c)->on_close != NULL)
 		cr_conn_app_ops(c)->on_close(c, err);
 }
