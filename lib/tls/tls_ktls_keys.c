@@ -19,6 +19,7 @@
  * SSL_export_keying_material() is no use here: it derives new keys, not the session's.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include <openssl/core_names.h>
@@ -99,6 +100,28 @@ cr__tls_ktls_msg(int write_p, int version, int content_type, const void *buf, si
 	}
 }
 
+/* The two KDFs, fetched once for the process: a fetch takes OpenSSL's method store lock,
+ * which no hand-over should wait on. Kept to the end (an EVP_KDF is shared read-only). */
+static pthread_once_t kdf_once = PTHREAD_ONCE_INIT;
+static EVP_KDF *kdf_hkdf, *kdf_prf;
+
+static void
+kdf_fetch(void)
+{
+	kdf_hkdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+	kdf_prf = EVP_KDF_fetch(NULL, "TLS1-PRF", NULL);
+}
+
+static EVP_KDF_CTX *
+kdf_ctx(bool hkdf)
+{
+	EVP_KDF *kdf;
+
+	pthread_once(&kdf_once, kdf_fetch);
+	kdf = hkdf ? kdf_hkdf : kdf_prf;
+	return kdf != NULL ? EVP_KDF_CTX_new(kdf) : NULL;
+}
+
 /* HKDF-Expand-Label(secret, label, "", len) of TLS 1.3. */
 static int
 expand_label(const char *md, const uint8_t *secret, size_t slen, const char *label, uint8_t *out,
@@ -106,8 +129,7 @@ expand_label(const char *md, const uint8_t *secret, size_t slen, const char *lab
 {
 	uint8_t info[2 + 1 + 6 + 16 + 1];
 	size_t ll = strlen(label), n = 0;
-	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
-	EVP_KDF_CTX *kc = kdf != NULL ? EVP_KDF_CTX_new(kdf) : NULL;
+	EVP_KDF_CTX *kc = kdf_ctx(true);
 	int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY, ok;
 	OSSL_PARAM p[5];
 
@@ -126,7 +148,6 @@ expand_label(const char *md, const uint8_t *secret, size_t slen, const char *lab
 	p[4] = OSSL_PARAM_construct_end();
 	ok = kc != NULL && EVP_KDF_derive(kc, out, len, p) == 1;
 	EVP_KDF_CTX_free(kc);
-	EVP_KDF_free(kdf);
 	return ok ? 0 : -EIO;
 }
 
@@ -136,8 +157,7 @@ key_block(const char *md, SSL *ssl, uint8_t *out, size_t len)
 {
 	uint8_t master[64], seed[13 + 2 * SSL3_RANDOM_SIZE];
 	size_t mlen = SSL_SESSION_get_master_key(SSL_get_session(ssl), master, sizeof(master));
-	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "TLS1-PRF", NULL);
-	EVP_KDF_CTX *kc = kdf != NULL ? EVP_KDF_CTX_new(kdf) : NULL;
+	EVP_KDF_CTX *kc = kdf_ctx(false);
 	OSSL_PARAM p[4];
 	int ok;
 
@@ -150,7 +170,6 @@ key_block(const char *md, SSL *ssl, uint8_t *out, size_t len)
 	p[3] = OSSL_PARAM_construct_end();
 	ok = mlen > 0 && kc != NULL && EVP_KDF_derive(kc, out, len, p) == 1;
 	EVP_KDF_CTX_free(kc);
-	EVP_KDF_free(kdf);
 	OPENSSL_cleanse(master, sizeof(master));
 	return ok ? 0 : -EIO;
 }
