@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The relay's internals, shared by its session state machine (relay.c) and its output
+ * pool policy (relay_pool.c). Never installed.
+ */
+#ifndef RELAY_INTERNAL_H
+#define RELAY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cr_lease.h"
+#include "proxy.h"
+
+struct px_session {
+	struct px_session *next, *prev;	  /* free list or wait list */
+	struct px_session *pnext, *pprev; /* the paused list: a direction is paused */
+	struct cr_conn *cli, *srv;
+	struct cr_net_addr peer;
+	uint64_t tried; /* a bit per backend slot */
+	int slot;	/* the backend of srv */
+	uint64_t connect_ns; /* when the connect to it started (the turn's clock) */
+	uint64_t paused_ns;  /* when it went on the paused list (the turn's clock) */
+	unsigned attempts;
+	bool srv_open;
+	bool cli_paused, srv_paused; /* reads we stopped for backpressure */
+	bool admitted;		     /* counted against --maxconn */
+	bool waiting;		     /* on the wait list */
+	bool on_paused;		     /* on the paused list */
+	struct px_slog log;	     /* --session-log */
+};
+
+/* An lcore's relay state, an lcore-local (one per incarnation); its slab follows it. */
+struct px_lcore {
+	struct px_session *slab;
+	struct px_session *free;
+	struct px_session *wait_head, *wait_tail;
+	struct cr_timer wait_timer;
+	struct px_session *paused; /* sessions with a direction paused: who holds chunks */
+	/* Chunks of sessions reset this turn, not back yet (they return with the final
+	 * completions of their sends); forgotten at the next tick. */
+	uint64_t credit;
+	struct cr_timer credit_timer;
+	struct px_chooser ch;
+	unsigned live; /* sessions on this lcore */
+	/* Held while the lcore serves, so a retirement waits for its sessions. */
+	struct cr_lease lease;
+	bool retiring;
+	bool let_go; /* sessions no longer waited for: lib/net may close them */
+	struct cr_timer retire_timer; /* --shutdown-timeout: stop waiting for them */
+};
+
+/* The session ended for @p e, unless it had already for another cause. */
+static inline void
+px_ended(struct px_session *s, enum px_end e)
+{
+	if (s->log.end == PX_END_NONE)
+		s->log.end = e;
+}
+
+/* ---- the session (relay.c) ---- */
+
+/* A fatal relay error: reset both sides now. */
+void px_session_abort(struct px_lcore *pl, struct px_session *s);
+
+/* ---- the output pool: each session's share (relay_pool.c) ---- */
+
+/* Put @p s on, or take it off, the paused list as its paused directions say. */
+void px_paused_sync(struct px_lcore *pl, struct px_session *s);
+/*
+ * Queue @p d on @p dst; stop reading @p src while @p dst is over its share.
+ * @return false if the session was aborted.
+ */
+bool px_relay_bytes(struct px_lcore *pl, struct px_session *s, struct cr_conn *src,
+		    struct cr_conn *dst, bool *src_paused, const void *d, size_t n);
+/* The chunks of sessions reset in a turn are back: forget their credit. */
+void px_credit_timer_fired(struct cr_timer *t, void *arg);
+
+#endif /* RELAY_INTERNAL_H */
