@@ -50,6 +50,7 @@ struct tls_session {
 	bool peer_closed; /* close_notify received */
 	bool shut_sent;	  /* close_notify sent */
 	bool failed;
+	unsigned long err; /* the OpenSSL error that failed it (0: none), for cr_tls_failure() */
 };
 
 /* Set up @p s over a new SSL of @p ctx. @return 0 or -ENOMEM. */
@@ -94,6 +95,19 @@ struct tls_certset *cr__tls_ctx_take(struct cr_tls_ctx *ctx);
 uint32_t cr__tls_ctx_handshake_ms(const struct cr_tls_ctx *ctx);
 bool cr__tls_ctx_server(const struct cr_tls_ctx *ctx);
 const char *cr__tls_ctx_server_name(const struct cr_tls_ctx *ctx);
+/* The calling lcore's client session slot, or NULL off an lcore. */
+SSL_SESSION **cr__tls_ctx_session_slot(struct cr_tls_ctx *ctx);
+
+/* ---- the client side (tls_client.c) ---- */
+
+/* A client SSL_CTX of @p ctx: keep each lcore's last session. */
+void cr__tls_client_install(struct cr_tls_ctx *ctx, SSL_CTX *sc);
+/* Before a client's handshake: the name to send and check, the session to offer.
+ * @return 0 or -ENOMEM. */
+int cr__tls_client_prepare(struct cr_tls_ctx *ctx, SSL *ssl);
+void cr__tls_client_sessions_free(SSL_SESSION **sessions, unsigned n);
+/* A host name or an IP address literal. */
+bool cr__tls_server_name_ok(const char *name);
 
 /* ---- counters (tls_conn.c) ---- */
 struct tls_counters {
