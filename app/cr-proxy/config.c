@@ -16,6 +16,7 @@
 
 #include "cr_app.h"
 #include "cr_eal.h"
+#include "passthrough.h"
 #include "proxy.h"
 
 struct px_conf px_conf;
@@ -80,6 +81,23 @@ parse_weight(const char *part, const char *num, unsigned *out)
 	return 0;
 }
 
+/* The host part of "HOST:PORT" or "[HOST]:PORT", for --backend-tls's default name. */
+static void
+host_of(const char *hp, char *out, size_t len)
+{
+	const char *colon = strrchr(hp, ':');
+	size_t n = colon != NULL ? (size_t)(colon - hp) : strlen(hp);
+
+	if (n >= 2 && hp[0] == '[' && hp[n - 1] == ']') {
+		hp++;
+		n -= 2;
+	}
+	if (n >= len)
+		n = 0;
+	memcpy(out, hp, n);
+	out[n] = '\0';
+}
+
 int
 px_backend_parse(const char *v, struct px_backend_conf *out)
 {
@@ -106,6 +124,7 @@ px_backend_parse(const char *v, struct px_backend_conf *out)
 	}
 	if (cr_net_addr_parse(buf, &out->addr) != 0 || cr_net_addr_port(&out->addr) == 0)
 		return -EINVAL;
+	host_of(buf, out->host, sizeof(out->host));
 	return 0;
 }
 
@@ -194,7 +213,7 @@ set_session_log(const char *v, void *ctx)
 
 const struct cr_opt px_options[PX_N_OPTIONS] = {
     CR_APP_OPT_LISTEN(&px_conf.listen, "address to accept clients on (required here or in "
-				       "--config), e.g. 127.0.0.1:8080"),
+				       "--config, unless --sni-listen alone), e.g. 127.0.0.1:8080"),
     {"backend", 0, "HOST:PORT[,weight=N]",
      "a backend (repeat for more; at least one here or in --config, where it is `backend "
      "HOST:PORT [weight N]`; SIGHUP re-reads the file's); weight 0-256, default 1",
@@ -262,9 +281,13 @@ merge_cli_backends(struct px_conf *c)
 int
 px_conf_finish(void)
 {
+	if (px_conf.listen.len == 0 && px_sni.listen.len != 0 && px_conf.n_backends == 0 &&
+	    n_cli_backends == 0)
+		return 0; /* SNI passthrough only */
 	if (px_conf.listen.len == 0)
 		return cr_app_errorf(-EINVAL, "--listen: missing; accepted: HOST:PORT, e.g. "
-					      "127.0.0.1:8080 (or `listen` in --config)");
+					      "127.0.0.1:8080 (or `listen` in --config, or "
+					      "--sni-listen alone)");
 	if (merge_cli_backends(&px_conf) != 0)
 		return cr_app_errorf(-EINVAL, "--backend: more than %d backends; accepted: at "
 					      "most %d, --config's and the command line's together",
@@ -323,5 +346,23 @@ px_conf_reload(unsigned *n_backends)
 	if (c.n_backends == 0)
 		return -ENOENT;
 	*n_backends = c.n_backends;
-	return px_backends_apply(c.backends, c.n_backends);
+	return px_apply_all(c.backends, c.n_backends);
+}
+
+int
+px_apply_all(struct px_backend_conf *plain, unsigned n)
+{
+	struct px_backend_conf all[2 * PX_MAX_BACKENDS];
+	unsigned i, m;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		plain[i].tls = px_btls.on;
+		all[i] = plain[i];
+	}
+	m = n + px_sni_backends(all + n, PX_MAX_BACKENDS);
+	rc = px_backends_apply(all, m);
+	if (rc == 0)
+		px_sni_groups_update(plain, n);
+	return rc;
 }

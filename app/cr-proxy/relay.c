@@ -23,13 +23,14 @@
 #include "cr_app.h"
 #include "cr_lease.h"
 #include "cr_telemetry.h"
+#include "cr_tls.h"
 #include "relay_internal.h"
 
 #define WAIT_RETRY_NS (10ull * 1000 * 1000)
 
 struct px_relay_conf px_relay;
 static int local_id = -1;
-static unsigned slab_sessions;
+static unsigned slab_sessions, slab_sniffs;
 /* Counts shared by every lcore, all accesses relaxed: they order nothing else; the CAS
  * in try_admit() alone keeps admitted at or below --maxconn. */
 static _Atomic uint64_t live;	  /* sessions alive, every lcore */
@@ -110,7 +111,7 @@ wait_add(struct px_lcore *pl, struct px_session *s)
 		cr_timer_start(&pl->wait_timer, WAIT_RETRY_NS);
 }
 
-static void connect_next(struct px_lcore *pl, struct px_session *s);
+static void session_start(struct px_lcore *pl, struct px_session *s);
 
 /* Admit waiting clients of this lcore while --maxconn allows. Slots freed on other lcores
  * are noticed by the retry timer. */
@@ -123,7 +124,7 @@ admit_waiting(struct px_lcore *pl)
 		wait_del(pl, s);
 		s->admitted = true;
 		s->log.admit_ns = cr_now_ns();
-		connect_next(pl, s);
+		session_start(pl, s);
 	}
 	if (pl->wait_head != NULL && !cr_timer_armed(&pl->wait_timer))
 		cr_timer_start(&pl->wait_timer, WAIT_RETRY_NS);
@@ -231,6 +232,7 @@ session_done(struct px_lcore *pl, struct px_session *s)
 		px_slog_write(&s->log, &s->peer, s->slot, cr_now_ns());
 	if (s->waiting)
 		wait_del(pl, s);
+	px_sni_end(pl, s);
 	s->cli_paused = s->srv_paused = false;
 	px_paused_sync(pl, s);
 	s->next = pl->free;
@@ -303,8 +305,8 @@ fail_client(struct px_session *s)
 	cr_conn_close(s->cli);
 }
 
-static void
-connect_next(struct px_lcore *pl, struct px_session *s)
+void
+px_connect_next(struct px_lcore *pl, struct px_session *s)
 {
 	static const struct cr_conn_opts none;
 	struct cr_conn_opts o = none;
@@ -315,7 +317,8 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 		fail_client(s);
 		return;
 	}
-	slot = px_choose(&pl->ch, px_relay.balance, &s->peer, s->tried);
+	/* Only its group's slots: the others count as tried. */
+	slot = px_choose(&pl->ch, px_relay.balance, &s->peer, s->tried | ~s->group);
 	if (slot < 0) {
 		fail_client(s);
 		return;
@@ -323,6 +326,8 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 	s->tried |= 1ull << slot;
 	s->attempts++;
 	px_conn_opts(&o, px_relay.server_idle_ns);
+	if (!s->passthrough)
+		cr_tls_conn_opts(&o, px_slots[slot].tls); /* --backend-tls; NULL: plain */
 	c = cr_tcp_connect(&px_slots[slot].addr, px_relay.connect_timeout_ns, &o, &px_server_ops,
 			   s);
 	if (c == NULL) {
@@ -341,8 +346,18 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 
 /* ---- the client side ---- */
 
+/* Admitted under --maxconn: a passthrough session reads its hello first. */
 static void
-cli_open(struct cr_conn *c)
+session_start(struct px_lcore *pl, struct px_session *s)
+{
+	if (s->passthrough)
+		px_sni_begin(pl, s);
+	else
+		px_connect_next(pl, s);
+}
+
+static void
+cli_begin(struct cr_conn *c, bool passthrough)
 {
 	struct px_lcore *pl = cur();
 	struct px_session *s = session_get(pl);
@@ -353,8 +368,11 @@ cli_open(struct cr_conn *c)
 	}
 	cr_telemetry_add(px_ctr_sessions, 1);
 	s->cli = c;
+	s->passthrough = passthrough;
+	/* A passthrough session's group is its hello's; the others', --backend's. */
+	s->group = passthrough ? 0 : px_plain_group();
 	cr_conn_set_data(c, s);
-	/* Nothing is read until a server connection is open. */
+	/* Nothing is read until a server connection is open (or, passthrough, admitted). */
 	cr_conn_read_stop(c);
 	(void)cr_conn_peer(c, &s->peer);
 	if (px_session_log_id > 0)
@@ -365,7 +383,13 @@ cli_open(struct cr_conn *c)
 		return;
 	}
 	s->admitted = true;
-	connect_next(pl, s);
+	session_start(pl, s);
+}
+
+static void
+cli_open(struct cr_conn *c)
+{
+	cli_begin(c, false);
 }
 
 static void
@@ -373,8 +397,11 @@ cli_data(struct cr_conn *c, const void *d, size_t n)
 {
 	struct px_session *s = cr_conn_data(c);
 
-	if (s->srv == NULL)
-		return; /* not reached: the client is read only while the server is open */
+	if (s->sniff != NULL || !s->srv_open) {
+		/* Before the server connection is open: held, sent once it is (passthrough.c). */
+		px_sni_data(cur(), s, d, n);
+		return;
+	}
 	if (px_relay_bytes(cur(), s, c, s->srv, &s->cli_paused, d, n)) {
 		PX_ADD(cr_lcore_id(), s->slot, bytes_out, n);
 		s->log.c2s += n;
@@ -386,6 +413,10 @@ cli_eof(struct cr_conn *c)
 {
 	struct px_session *s = cr_conn_data(c);
 
+	if (s->sniffing) {
+		px_sni_eof(s); /* the hello will never be whole */
+		return;
+	}
 	px_ended(s, PX_END_CLIENT_CLOSED);
 	if (s->srv != NULL)
 		(void)cr_conn_shutdown_write(s->srv);
@@ -432,6 +463,21 @@ const struct cr_conn_ops px_client_ops = {
     .at_boundary = session_at_boundary,
 };
 
+static void
+pass_open(struct cr_conn *c)
+{
+	cli_begin(c, true);
+}
+
+const struct cr_conn_ops px_passthrough_ops = {
+    .on_open = pass_open,
+    .on_data = cli_data,
+    .on_eof = cli_eof,
+    .on_drain = cli_drain,
+    .on_close = cli_close,
+    .at_boundary = session_at_boundary,
+};
+
 /* ---- the server side ---- */
 
 static void
@@ -445,6 +491,8 @@ srv_open(struct cr_conn *c)
 	cr_telemetry_observe_ns(px_hist_connect, cr_now_ns() - s->connect_ns);
 	PX_ADD(cr_lcore_id(), s->slot, conns, 1);
 	px_backend_connected(s->slot);
+	if (s->sniff != NULL && !px_sni_replay(cur(), s))
+		return; /* aborted */
 	if (s->cli != NULL)
 		cr_conn_read_start(s->cli);
 }
@@ -483,6 +531,18 @@ srv_drain(struct cr_conn *c)
 	}
 }
 
+/* Name why a TLS connect failed, when it got as far as TLS. */
+static void
+tls_failed(struct cr_conn *c, int slot, int err)
+{
+	char why[256];
+
+	if (cr_tls_failure(c, why, sizeof(why)) != NULL)
+		px_backend_tls_failed(slot, why);
+	else if (err == -ETIMEDOUT)
+		px_backend_tls_failed(slot, "timed out (TCP connect or TLS handshake)");
+}
+
 static void
 srv_close(struct cr_conn *c, int err)
 {
@@ -490,7 +550,6 @@ srv_close(struct cr_conn *c, int err)
 	struct px_session *s = cr_conn_arg(c);
 	int slot = s->slot;
 
-	(void)c;
 	srv_gone(s);
 	if (!s->srv_open && (err == 0 || err == -ESHUTDOWN)) {
 		/* Closed by our own drain or stop while connecting: not the backend's fault. */
@@ -498,12 +557,15 @@ srv_close(struct cr_conn *c, int err)
 		if (s->cli != NULL)
 			cr_conn_close(s->cli);
 	} else if (!s->srv_open) {
-		/* The connect failed (refused, timed out, unreachable): try the next. */
+		/* The connect failed (refused, timed out, unreachable, a TLS handshake that
+		 * failed): try the next. */
+		if (cr_tls_conn(c))
+			tls_failed(c, slot, err);
 		PX_ADD(cr_lcore_id(), slot, fails, 1);
 		cr_telemetry_add(px_ctr_connect_fail, 1);
 		px_backend_failed(slot);
 		if (s->cli != NULL)
-			connect_next(pl, s);
+			px_connect_next(pl, s);
 	} else {
 		ended_err(pl, s, err, false);
 		if (err != 0 && s->cli != NULL && pass_on(s->cli, err))
@@ -532,6 +594,7 @@ lcore_init(void *mem, unsigned lcore, void *arg)
 	(void)lcore;
 	(void)arg;
 	pl->slab = (struct px_session *)(pl + 1);
+	px_sni_lcore_init(pl, (struct px_sniff *)(pl->slab + slab_sessions), slab_sniffs);
 	for (i = slab_sessions; i-- > 0;) {
 		pl->slab[i].next = pl->free;
 		pl->free = &pl->slab[i];
@@ -546,22 +609,30 @@ static void
 lcore_fini(void *mem, unsigned lcore, void *arg)
 {
 	struct px_lcore *pl = mem;
+	struct px_sniff *b = (struct px_sniff *)(pl->slab + slab_sessions);
+	unsigned i;
 
 	(void)lcore;
 	(void)arg;
 	cr_timer_stop(&pl->wait_timer);
 	cr_timer_stop(&pl->retire_timer);
 	cr_timer_stop(&pl->credit_timer);
+	for (i = 0; i < slab_sniffs; i++)
+		cr_timer_stop(&b[i].timer);
 }
 
 int
-px_relay_register(unsigned sessions)
+px_relay_register(unsigned sessions, unsigned sniffs)
 {
 	_Static_assert(sizeof(struct px_lcore) % _Alignof(struct px_session) == 0,
 		       "the slab follows struct px_lcore");
+	_Static_assert(sizeof(struct px_session) % _Alignof(struct px_sniff) == 0,
+		       "the ClientHello buffers follow the slab");
 	slab_sessions = sessions;
-	local_id = cr_lcore_local_register(
-	    sizeof(struct px_lcore) + sizeof(struct px_session) * (size_t)sessions, lcore_init,
-	    lcore_fini, NULL);
+	slab_sniffs = sniffs;
+	local_id = cr_lcore_local_register(sizeof(struct px_lcore) +
+						   sizeof(struct px_session) * (size_t)sessions +
+						   sizeof(struct px_sniff) * (size_t)sniffs,
+					   lcore_init, lcore_fini, NULL);
 	return local_id < 0 ? local_id : 0;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "cr_lease.h"
+#include "passthrough.h"
 #include "proxy.h"
 
 struct px_session {
@@ -28,7 +29,20 @@ struct px_session {
 	bool admitted;		     /* counted against --maxconn */
 	bool waiting;		     /* on the wait list */
 	bool on_paused;		     /* on the paused list */
+	bool passthrough;	     /* from --sni-listen: plain TCP to the backend, after the hello */
+	bool sniffing;		     /* reading its ClientHello into sniff */
+	struct px_sniff *sniff;	     /* the bytes read before the server connection opened */
+	uint64_t group;		     /* the slots it may connect to */
 	struct px_slog log;	     /* --session-log */
+};
+
+/* A passthrough session's first bytes, until they are sent on to its backend. */
+struct px_sniff {
+	struct px_sniff *next; /* the lcore's free list */
+	struct px_session *s;
+	struct cr_timer timer; /* --sni-timeout */
+	uint32_t len;
+	uint8_t buf[PX_SNI_MAX];
 };
 
 /* An lcore's relay state, an lcore-local (one per incarnation); its slab follows it. */
@@ -43,6 +57,7 @@ struct px_lcore {
 	uint64_t credit;
 	struct cr_timer credit_timer;
 	struct px_chooser ch;
+	struct px_sniff *sniff_free; /* ClientHello buffers (--sni-listen) */
 	unsigned live; /* sessions on this lcore */
 	/* Held while the lcore serves, so a retirement waits for its sessions. */
 	struct cr_lease lease;
@@ -63,6 +78,22 @@ px_ended(struct px_session *s, enum px_end e)
 
 /* A fatal relay error: reset both sides now. */
 void px_session_abort(struct px_lcore *pl, struct px_session *s);
+/* Connect @p s to the next backend of its group it has not tried, or end it. */
+void px_connect_next(struct px_lcore *pl, struct px_session *s);
+
+/* ---- SNI passthrough (passthrough.c) ---- */
+
+void px_sni_lcore_init(struct px_lcore *pl, struct px_sniff *slab, unsigned n);
+/* An admitted passthrough session: read its hello (or close it: no buffer free). */
+void px_sni_begin(struct px_lcore *pl, struct px_session *s);
+/* Bytes of a session that is sniffing; routes it once the hello is whole. */
+void px_sni_data(struct px_lcore *pl, struct px_session *s, const void *d, size_t n);
+/* The client's EOF before its hello was whole. */
+void px_sni_eof(struct px_session *s);
+/* The server connection is open: send it the bytes read. @return false if aborted. */
+bool px_sni_replay(struct px_lcore *pl, struct px_session *s);
+/* Give the buffer back (at the session's end; nothing if none). */
+void px_sni_end(struct px_lcore *pl, struct px_session *s);
 
 /* ---- the output pool: each session's share (relay_pool.c) ---- */
 
