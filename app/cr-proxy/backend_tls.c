@@ -42,6 +42,27 @@ set_str(const char *v, void *ctx)
 }
 
 static int
+set_protocols(const char *v, void *ctx)
+{
+	if (strcmp(v, "TLSv1.2") != 0 && strcmp(v, "TLSv1.3") != 0 &&
+	    strcmp(v, "TLSv1.2,TLSv1.3") != 0 && strcmp(v, "TLSv1.3,TLSv1.2") != 0)
+		return -EINVAL;
+	return set_str(v, ctx);
+}
+
+/* A host name or an IP address: what lib/tls takes as server_name. */
+static int
+set_sni(const char *v, void *ctx)
+{
+	size_t n = strlen(v);
+
+	if (n == 0 || n > 253 || v[0] == '.' || v[0] == '-' || strstr(v, "..") != NULL ||
+	    strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:") != n)
+		return -EINVAL;
+	return set_str(v, ctx);
+}
+
+static int
 set_verify(const char *v, void *ctx)
 {
 	enum cr_tls_verify *p = ctx;
@@ -70,9 +91,9 @@ const struct cr_opt px_backend_tls_options[PX_N_BTLS_OPTIONS] = {
     {"backend-tls-sni", 0, "NAME",
      "the name sent as SNI and checked in every backend's certificate (default: the "
      "backend's host; an IP address is checked, not sent)",
-     "a host name or an IP address", set_str, &px_btls.sni},
+     "a host name or an IP address", set_sni, &px_btls.sni},
     {"backend-tls-protocols", 0, "LIST", "TLS versions to the backends (default TLSv1.2,TLSv1.3)",
-     "TLSv1.2, TLSv1.3 or TLSv1.2,TLSv1.3", set_str, &px_btls.protocols},
+     "TLSv1.2, TLSv1.3 or TLSv1.2,TLSv1.3", set_protocols, &px_btls.protocols},
     {"backend-tls-ciphers", 0, "LIST",
      "TLS 1.2 ciphers to the backends, OpenSSL syntax (default ECDHE+AESGCM:ECDHE+CHACHA20)",
      "an OpenSSL cipher list", set_str, &px_btls.ciphers},

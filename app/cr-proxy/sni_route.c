@@ -60,6 +60,9 @@ name_ok(const char *n, size_t len)
 
 	if (len == 0 || len >= PX_SNI_NAME_MAX || n[0] == '.' || n[len - 1] == '.')
 		return false;
+	for (i = 0; i + 1 < len; i++)
+		if (n[i] == '.' && n[i + 1] == '.')
+			return false;
 	for (i = 0; i < len; i++)
 		if (!isalnum((unsigned char)n[i]) && n[i] != '-' && n[i] != '.' && n[i] != '_' &&
 		    !(i == 0 && n[i] == '*' && len > 2 && n[1] == '.'))

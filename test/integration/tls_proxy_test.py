@@ -6,7 +6,7 @@ backends (--backend-tls) with nginx (ssl) and openssl s_server as the backends.
 
   tls_proxy_test.py CR_PROXY CR_HTTP TEST [--driver uring|epoll]
 
-TEST is one of: curl, pipeline, backend_nginx, backend_sni, backend_badcert. Exit 0 pass,
+TEST is one of: cli, curl, pipeline, backend_nginx, backend_sni, backend_badcert. Exit 0 pass,
 1 fail, 77 skip.
 """
 import argparse
@@ -379,7 +379,46 @@ def t_backend_badcert(proxy_exe, http_exe, driver, certs):
     return 0
 
 
-TESTS = {"curl": t_curl, "pipeline": t_pipeline, "backend_nginx": t_backend_nginx,
+def t_cli(proxy_exe, http_exe, driver, certs):
+    """Bad values of the TLS-to-backend and passthrough options: one line naming the
+    option (or the file) and what is accepted, exit 2; --help lists them."""
+    plain = ["--listen", "127.0.0.1:0", "--backend", "127.0.0.1:9", "--check-interval", "0"]
+    cases = [
+        (plain + ["--backend-tls", "--backend-tls-verify", "maybe"],
+         "--backend-tls-verify maybe: invalid value; accepted: none or required"),
+        (plain + ["--backend-tls", "--backend-tls-sni", "a~b"],
+         "--backend-tls-sni a~b: invalid value; accepted: a host name or an IP address"),
+        (plain + ["--backend-tls", "--backend-tls-protocols", "TLSv1.1"],
+         "--backend-tls-protocols TLSv1.1: invalid value"),
+        (plain + ["--backend-tls", "--backend-tls-ca", "/nonexistent/ca.pem"],
+         "backend 127.0.0.1:9: /nonexistent/ca.pem: No such file or directory"),
+        (plain + ["--backend-tls", "--backend-tls-ca", certs.key],
+         "no PEM CA certificate"),
+        (plain + ["--backend-tls-ca", certs.ca], "given without --backend-tls"),
+        (["--sni-listen", "127.0.0.1:0", "--sni-route", "bad..name=127.0.0.1:1"],
+         "--sni-route bad..name=127.0.0.1:1: bad..name: invalid; accepted: a host name"),
+        (["--sni-listen", "127.0.0.1:0", "--sni-route", "a.test=127.0.0.1:0"],
+         "127.0.0.1:0: invalid; accepted: HOST:PORT"),
+        (["--sni-listen", "127.0.0.1:0"], "--sni-listen needs --sni-route"),
+        (plain + ["--sni-route", "a.test=127.0.0.1:1"], "without --sni-listen"),
+        (["--sni-listen", "127.0.0.1:0", "--sni-default", "refuse", "--sni-timeout", "0"],
+         "--sni-timeout 0: invalid value; accepted: a number of seconds"),
+    ]
+    for args, want in cases:
+        r = subprocess.run([proxy_exe, "--telemetry", "off"] + args, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=30)
+        check(r.returncode == 2 and want in r.stderr and len(r.stderr.splitlines()) == 1,
+              "%s: exit %d, %r (wanted %r)" % (" ".join(args), r.returncode, r.stderr, want))
+    r = subprocess.run([proxy_exe, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=30)
+    for opt in ("--backend-tls ", "--backend-tls-ca FILE", "--backend-tls-verify MODE",
+                "--backend-tls-sni NAME", "--sni-listen HOST:PORT", "--sni-route NAME=",
+                "--sni-default", "--sni-timeout SECONDS"):
+        check(opt in r.stdout, "--help lists %s" % opt)
+    return 0
+
+
+TESTS = {"cli": t_cli, "curl": t_curl, "pipeline": t_pipeline, "backend_nginx": t_backend_nginx,
          "backend_sni": t_backend_sni, "backend_badcert": t_backend_badcert}
 
 
