@@ -8,9 +8,12 @@
  * checked against its IP addresses and not sent (RFC 6066 forbids literals in SNI).
  *
  * Resumption. Each lcore keeps the last session a server of this context gave it (a TLS
- * 1.3 ticket arrives after the handshake; a TLS 1.2 one at its end) and offers it in its
- * next handshake. The slot is the lcore's own: set and read on that lcore only, so no lock
- * and no atomic; it is freed with the context. OpenSSL's own client cache is off (it locks).
+ * 1.3 ticket arrives after the handshake; a TLS 1.2 one at its end) and offers a copy of
+ * it in each of its next handshakes until the server gives another: the ticket is reused
+ * (RFC 8446 C.4 advises against it for privacy, which a proxy's own connections to its
+ * backends do not need; HAProxy does the same). The slot is the lcore's own: set and read
+ * on that lcore only, so no lock and no atomic; it is freed with the context. OpenSSL's
+ * own client cache is off (it locks).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -65,8 +68,18 @@ cr__tls_client_prepare(struct cr_tls_ctx *ctx, SSL *ssl)
 		if (SSL_set_tlsext_host_name(ssl, name) != 1 || SSL_set1_host(ssl, name) != 1)
 			return -ENOMEM;
 	}
-	if (slot != NULL && *slot != NULL && SSL_SESSION_is_resumable(*slot))
-		(void)SSL_set_session(ssl, *slot); /* a stale one just means a full handshake */
+	if (slot != NULL && *slot != NULL && SSL_SESSION_is_resumable(*slot)) {
+		/* A copy: OpenSSL's client marks a TLS 1.3 session it resumed as used up,
+		 * and a server may give no new ticket on a resumption (lib/tls's own gives
+		 * none with a current key; nginx does), so the kept one would then serve only
+		 * every other connection. */
+		SSL_SESSION *copy = SSL_SESSION_dup(*slot);
+
+		if (copy != NULL) {
+			(void)SSL_set_session(ssl, copy); /* stale: just a full handshake */
+			SSL_SESSION_free(copy);
+		}
+	}
 	return 0;
 }
 
