@@ -10,6 +10,7 @@ TEST is one of: cli, curl, pipeline, backend_nginx, backend_sni, backend_badcert
 1 fail, 77 skip.
 """
 import argparse
+import json
 import os
 import re
 import select
@@ -37,14 +38,16 @@ class Proxy:
     its stdout has @p ready; its stderr is collected by stop()."""
 
     def __init__(self, exe, driver, certs, backend=None, args=None,
-                 ready=rb"(tls, plain to the backends)"):
+                 ready=rb"(tls, plain to the backends)", telemetry=False):
         if args is None:
             args = ["--listen", "127.0.0.1:0", "--backend", "%s:%d" % backend,
                     "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert,
                     "--tls-key", certs.key]
+        self.tel = os.path.join(certs.dir, "tel.%d.sock" % time.monotonic_ns())
         self.proc = subprocess.Popen(
             [exe, "-l", str(min(os.sched_getaffinity(0))), "--io-driver", driver,
-             "--telemetry", "off"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             "--telemetry", self.tel if telemetry else "off"] + args,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, deadline = b"", time.monotonic() + 10
         while ready not in out:
             check(time.monotonic() < deadline and self.proc.poll() is None,
@@ -63,6 +66,21 @@ class Proxy:
         m = re.search(rb"listening on 127\.0\.0\.1:(\d+) \(tls passthrough", out)
         self.sni_port = int(m.group(1)) if m else None
         self.err = ""
+
+    def app_counters(self):
+        """The app counters of /stats, summed over the lcores."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(self.tel)
+        s.sendall(b"/stats\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+        s.close()
+        return json.loads(buf)["/stats"]["total"]["app"]
 
     def stop(self):
         self.proc.send_signal(signal.SIGINT)

@@ -29,7 +29,7 @@ import apptest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from http_test import Failure, check, log  # noqa: E402
 import tls_http_test  # noqa: E402
-from tls_proxy_test import Proxy, SServer  # noqa: E402
+from tls_proxy_test import Proxy, SServer, start_port, stop_proc  # noqa: E402
 
 SKIP = 77
 
@@ -63,13 +63,60 @@ class Counter:
         self.s.close()
 
 
-def sni_proxy(exe, driver, certs, routes, default=None, extra=()):
+HAPROXY = "/usr/sbin/haproxy"
+HAPROXY_CONF = """global
+    maxconn 100
+defaults
+    mode tcp
+    timeout connect 2s
+    timeout client 10s
+    timeout server 10s
+frontend sni
+    bind 127.0.0.1:%(port)d
+    tcp-request inspect-delay 5s
+    tcp-request content accept if { req.ssl_hello_type 1 }
+%(uses)s
+%(backends)s
+"""
+
+
+class Haproxy:
+    """The oracle: haproxy routing on req.ssl_sni (mode tcp) to the same backends."""
+
+    def __init__(self, certs, routes):
+        self.conf = os.path.join(certs.dir, "haproxy.cfg")
+        uses = "".join("    use_backend be%d if { req.ssl_sni -i %s }\n" % (i, name)
+                       for i, (name, _) in enumerate(routes))
+        backends = "".join("backend be%d\n    server s%d 127.0.0.1:%d\n" % (i, i, port)
+                           for i, (_, port) in enumerate(routes))
+
+        def start(port):
+            with open(self.conf, "w") as f:
+                f.write(HAPROXY_CONF % {"port": port, "uses": uses, "backends": backends})
+            return subprocess.Popen([HAPROXY, "-f", self.conf, "-db"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc, self.port = start_port(start, "haproxy")
+
+    def stop(self):
+        stop_proc(self.proc)
+
+
+def oracle(certs, routes):
+    """haproxy in front of @p routes, or None (logged) where it is not installed."""
+    if not os.path.exists(HAPROXY):
+        log("note: no %s: the haproxy oracle is not run" % HAPROXY)
+        return None
+    return Haproxy(certs, routes)
+
+
+def sni_proxy(exe, driver, certs, routes, default=None, extra=(), telemetry=False):
     args = ["--sni-listen", "127.0.0.1:0", "--check-interval", "0"]
     for name, port in routes:
         args += ["--sni-route", "%s=127.0.0.1:%d" % (name, port)]
     if default is not None:
         args += ["--sni-default", "127.0.0.1:%d" % default]
-    return Proxy(exe, driver, certs, args=args + list(extra), ready=b"(tls passthrough")
+    return Proxy(exe, driver, certs, args=args + list(extra), ready=b"(tls passthrough",
+                 telemetry=telemetry)
 
 
 def handshake(port, name, certs, step=0, timeout=10):
@@ -132,22 +179,33 @@ def closed_unanswered(port, data, timeout=5):
         s.close()
 
 
+def s_client(port, name, certs):
+    r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port,
+                        "-servername", name, "-CAfile", certs.ca, "-verify_return_error",
+                        "-verify_hostname", name, "-brief"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=30)
+    m = re.search(r"Peer certificate: .*CN\s*=\s*([\w.]+)", r.stdout)
+    ok = r.returncode == 0 and "Verification: OK" in r.stdout
+    return (m.group(1) if m and ok else None), r.stdout
+
+
 def t_route(exe, driver, certs):
+    """s_client -servername a / b, python's ssl, curl --resolve through cr-proxy; the
+    same clients through haproxy (req.ssl_sni) reach the same certificates."""
     a = SServer(certs.cert, certs.key)
     b = SServer(certs.cert_b, certs.key_b)
-    px = sni_proxy(exe, driver, certs, [("a.test", a.port), ("b.test", b.port)])
+    routes = [("a.test", a.port), ("b.test", b.port)]
+    px = sni_proxy(exe, driver, certs, routes)
+    ha = oracle(certs, routes)
     try:
-        for name, cn in (("a.test", "localhost"), ("b.test", "b.test")):
-            r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % px.sni_port,
-                                "-servername", name, "-CAfile", certs.ca, "-verify_return_error",
-                                "-verify_hostname", name, "-brief"],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, timeout=30)
-            check(r.returncode == 0 and "Verification: OK" in r.stdout and
-                  re.search(r"CN\s*=\s*%s" % re.escape(cn), r.stdout),
-                  "s_client -servername %s: %r" % (name, r.stdout))
-            got, page = handshake(px.sni_port, name, certs)
-            check(got == cn and b"s_server" in page, "python ssl %s: %s %r" % (name, got, page))
+        for port, who in [(px.sni_port, "cr-proxy")] + ([(ha.port, "haproxy")] if ha else []):
+            for name, cn in (("a.test", "localhost"), ("b.test", "b.test")):
+                got, out = s_client(port, name, certs)
+                check(got == cn, "%s: s_client -servername %s: %r" % (who, name, out))
+                got, page = handshake(port, name, certs)
+                check(got == cn and b"s_server" in page,
+                      "%s: python ssl %s: %s %r" % (who, name, got, page))
         if shutil.which("curl") is not None:
             r = subprocess.run(["curl", "-sS", "--cacert", certs.ca, "--resolve",
                                 "b.test:%d:127.0.0.1" % px.sni_port,
@@ -158,22 +216,30 @@ def t_route(exe, driver, certs):
                   "curl --resolve b.test: %r %r" % (r.stdout[:200], r.stderr))
     finally:
         px.stop()
+        if ha:
+            ha.stop()
         a.stop()
         b.stop()
     return 0
 
 
 def t_split(exe, driver, certs):
+    """A ClientHello in 1-byte (and 7-byte) writes still routes, as through haproxy."""
     a = SServer(certs.cert, certs.key)
     b = SServer(certs.cert_b, certs.key_b)
-    px = sni_proxy(exe, driver, certs, [("a.test", a.port), ("b.test", b.port)])
+    routes = [("a.test", a.port), ("b.test", b.port)]
+    px = sni_proxy(exe, driver, certs, routes)
+    ha = oracle(certs, routes)
     try:
-        for step in (1, 7):
-            got, page = handshake(px.sni_port, "b.test", certs, step=step)
-            check(got == "b.test" and b"s_server" in page,
-                  "a hello in %d-byte writes: %s" % (step, got))
+        for port, who in [(px.sni_port, "cr-proxy")] + ([(ha.port, "haproxy")] if ha else []):
+            for step in (1, 7):
+                got, page = handshake(port, "b.test", certs, step=step)
+                check(got == "b.test" and b"s_server" in page,
+                      "%s: a hello in %d-byte writes: %s" % (who, step, got))
     finally:
         px.stop()
+        if ha:
+            ha.stop()
         a.stop()
         b.stop()
     return 0
@@ -184,7 +250,7 @@ def t_garbage(exe, driver, certs):
     dflt = Counter()
     try:
         px = sni_proxy(exe, driver, certs, [("b.test", b.port)], default=dflt.port,
-                       extra=["--sni-timeout", "0.3"])
+                       extra=["--sni-timeout", "0.3"], telemetry=True)
         try:
             check(closed_unanswered(px.sni_port, b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n"),
                   "HTTP instead of a hello: closed")
@@ -203,9 +269,14 @@ def t_garbage(exe, driver, certs):
             while dflt.n < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
             check(dflt.n == 2, "an unknown name and no name went to --sni-default: %d" % dflt.n)
+            ctr = px.app_counters()
+            want = {"proxy_sni_bad": 2, "proxy_sni_routed": 1, "proxy_sni_default": 2,
+                    "proxy_sni_refused": 0}
+            check(all(ctr.get(k) == v for k, v in want.items()),
+                  "counters %r, wanted %r" % (ctr, want))
         finally:
             px.stop()
-        px = sni_proxy(exe, driver, certs, [("b.test", b.port)])
+        px = sni_proxy(exe, driver, certs, [("b.test", b.port)], telemetry=True)
         try:
             try:
                 handshake(px.sni_port, "unknown.test", certs, timeout=3)
@@ -214,6 +285,9 @@ def t_garbage(exe, driver, certs):
                 pass
             except Failure as e:
                 check("closed during the handshake" in str(e), str(e))
+            ctr = px.app_counters()
+            check(ctr.get("proxy_sni_refused") == 1 and ctr.get("proxy_sni_routed") == 0,
+                  "refused counted: %r" % ctr)
         finally:
             px.stop()
     finally:
