@@ -3,9 +3,11 @@
  * TLS to the backends (--backend-tls): a client context per backend slot, made on the
  * control path when the slot is assigned and read-only after (struct px_slot.tls), so
  * each backend is checked against its own name and each lcore resumes its own last
- * session with it. The name is --backend-tls-sni, else the backend's host as given: a
- * name is sent as SNI and checked against the certificate's names, an IP address is
- * checked against its addresses (lib/tls, cr_tls_config.server_name).
+ * session with it. The name is the backend's own (`,sni=NAME`; `sni NAME` in --config),
+ * else --backend-tls-sni, else its host as given: a name is sent as SNI and checked
+ * against the certificate's names, an IP address is checked against its addresses
+ * (lib/tls, cr_tls_config.server_name). The name of a slot's first sight stays: a reload
+ * that changes it for the same address does not apply.
  *
  * A handshake that fails (a certificate that does not verify, a backend that does not
  * speak TLS) or does not finish within --connect-timeout is a connect failure: the next
@@ -51,15 +53,20 @@ set_protocols(const char *v, void *ctx)
 }
 
 /* A host name or an IP address: what lib/tls takes as server_name. */
-static int
-set_sni(const char *v, void *ctx)
+bool
+px_tls_name_ok(const char *v)
 {
 	size_t n = strlen(v);
 
-	if (n == 0 || n > 253 || v[0] == '.' || v[0] == '-' || strstr(v, "..") != NULL ||
-	    strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:") != n)
-		return -EINVAL;
-	return set_str(v, ctx);
+	return n > 0 && n <= 253 && v[0] != '.' && v[0] != '-' && strstr(v, "..") == NULL &&
+	       strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:") ==
+		   n;
+}
+
+static int
+set_sni(const char *v, void *ctx)
+{
+	return px_tls_name_ok(v) ? set_str(v, ctx) : -EINVAL;
 }
 
 static int
@@ -109,13 +116,19 @@ _Static_assert(sizeof(px_backend_tls_options) / sizeof(px_backend_tls_options[0]
 int
 px_backend_tls_check(void)
 {
+	unsigned i;
+
+	for (i = 0; i < px_conf.n_backends && !px_btls.on; i++)
+		if (px_conf.backends[i].sni[0] != '\0')
+			return cr_app_errorf(-EINVAL, "--backend %s,sni=%s: sni without --backend-tls",
+					     px_conf.backends[i].host, px_conf.backends[i].sni);
 	if (px_btls.on || !px_btls.any)
 		return 0;
 	return cr_app_errorf(-EINVAL, "--backend-tls-ca, -verify, -sni, -protocols, -ciphers, "
 				      "-ciphersuites: given without --backend-tls");
 }
 
-/* The name of a backend: --backend-tls-sni, or its host as given, or its address. */
+/* The name of a backend: its sni=, --backend-tls-sni, its host as given, its address. */
 static const char *
 server_name(const struct px_backend_conf *b, char *buf, size_t len)
 {
@@ -123,6 +136,8 @@ server_name(const struct px_backend_conf *b, char *buf, size_t len)
 	const void *ip;
 	int af = b->addr.u.sa.sa_family;
 
+	if (b->sni[0] != '\0')
+		return b->sni;
 	if (px_btls.sni != NULL)
 		return px_btls.sni;
 	if (b->host[0] != '\0')

@@ -98,29 +98,62 @@ host_of(const char *hp, char *out, size_t len)
 	out[n] = '\0';
 }
 
+/* One part after the address: "weight N" / "sni NAME" (file), "weight=N" / "sni=NAME". */
+static int
+backend_part(const char *part, const char *val, struct px_backend_conf *out)
+{
+	size_t k = (size_t)(val - part) - 1;
+
+	if (k == 6 && strncmp(part, "weight", 6) == 0)
+		return parse_weight(part, val, &out->weight);
+	if (k == 3 && strncmp(part, "sni", 3) == 0) {
+		if (!px_tls_name_ok(val) || strlen(val) >= sizeof(out->sni)) {
+			cr_opt_bad_part(part, "a host name or an IP address");
+			return -EINVAL;
+		}
+		strcpy(out->sni, val);
+		return 0;
+	}
+	return -EINVAL;
+}
+
 int
 px_backend_parse(const char *v, struct px_backend_conf *out)
 {
-	char buf[256];
-	char *sep;
+	char buf[256], *p, *next;
+	bool file;
 
 	if (strlen(v) >= sizeof(buf))
 		return -EINVAL;
 	strcpy(buf, v);
+	memset(out, 0, sizeof(*out));
 	out->weight = 1;
-	sep = strchr(buf, ' ');
-	if (sep != NULL) {
-		*sep = '\0';
-		if (strncmp(sep + 1, "weight ", 7) != 0)
+	/* The file's form has spaces ("HOST:PORT weight N sni NAME"); the command line's
+	 * commas ("HOST:PORT,weight=N,sni=NAME"). An address has neither. */
+	file = strpbrk(buf, " \t") != NULL;
+	p = strpbrk(buf, file ? " \t" : ",");
+	if (p != NULL)
+		*p++ = '\0';
+	while (p != NULL && *p != '\0') {
+		char *val;
+
+		if (file) {
+			/* KEY VALUE: the pair, as one part for the error line. */
+			val = strpbrk(p, " \t");
+			if (val == NULL)
+				return -EINVAL;
+			next = strpbrk(val + 1, " \t");
+		} else {
+			next = strchr(p, ',');
+			val = strchr(p, '=');
+			if (val == NULL || (next != NULL && val > next))
+				return -EINVAL;
+		}
+		if (next != NULL)
+			*next++ = '\0';
+		if (backend_part(p, val + 1, out) != 0)
 			return -EINVAL;
-		if (parse_weight(sep + 1, sep + 8, &out->weight) != 0)
-			return -EINVAL;
-	} else if ((sep = strrchr(buf, ',')) != NULL) {
-		*sep = '\0';
-		if (strncmp(sep + 1, "weight=", 7) != 0)
-			return -EINVAL;
-		if (parse_weight(sep + 1, sep + 8, &out->weight) != 0)
-			return -EINVAL;
+		p = next;
 	}
 	if (cr_net_addr_parse(buf, &out->addr) != 0 || cr_net_addr_port(&out->addr) == 0)
 		return -EINVAL;
@@ -214,10 +247,12 @@ set_session_log(const char *v, void *ctx)
 const struct cr_opt px_options[PX_N_OPTIONS] = {
     CR_APP_OPT_LISTEN(&px_conf.listen, "address to accept clients on (required here or in "
 				       "--config, unless --sni-listen alone), e.g. 127.0.0.1:8080"),
-    {"backend", 0, "HOST:PORT[,weight=N]",
+    {"backend", 0, "HOST:PORT[,weight=N][,sni=NAME]",
      "a backend (repeat for more; at least one here or in --config, where it is `backend "
-     "HOST:PORT [weight N]`; SIGHUP re-reads the file's); weight 0-256, default 1",
-     "HOST:PORT with a numeric host and a port 1-65535, optionally ,weight=0-256",
+     "HOST:PORT [weight N] [sni NAME]`; SIGHUP re-reads the file's); weight 0-256, default "
+     "1; sni: its --backend-tls name",
+     "HOST:PORT with a numeric host and a port 1-65535, optionally ,weight=0-256 and "
+     ",sni=NAME",
      set_backend, NULL},
     {"balance", 0, "ALGO",
      "roundrobin (default, weighted), leastconn (fewest connections per weight) or "
@@ -321,8 +356,9 @@ set_reload_backend(const char *v, void *ctx)
 }
 
 static const struct cr_opt reload_options[] = {
-    {"backend", 0, "HOST:PORT [weight N]", "", "HOST:PORT with a numeric host and a port "
-					       "1-65535, optionally `weight 0-256`",
+    {"backend", 0, "HOST:PORT [weight N] [sni NAME]", "",
+     "HOST:PORT with a numeric host and a port 1-65535, optionally `weight 0-256` and "
+     "`sni NAME`",
      set_reload_backend, NULL},
 };
 
@@ -357,6 +393,8 @@ px_apply_all(struct px_backend_conf *plain, unsigned n)
 	int rc;
 
 	for (i = 0; i < n; i++) {
+		if (plain[i].sni[0] != '\0' && !px_btls.on)
+			return -EINVAL; /* a reload's line: px_backend_tls_check() at start */
 		plain[i].tls = px_btls.on;
 		all[i] = plain[i];
 	}

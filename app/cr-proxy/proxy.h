@@ -61,6 +61,7 @@ struct px_backend_conf {
 	unsigned weight;
 	char host[PX_NAME_LEN]; /* the host as given ("localhost", "10.0.0.1"); "": unknown */
 	bool tls;		/* --backend-tls applies (a --backend, not an SNI route's) */
+	char sni[PX_NAME_LEN];	/* ,sni=NAME: its --backend-tls name; "": the default */
 };
 
 /* Everything --config and the command line set (SNI passthrough's: passthrough.h). */
@@ -215,8 +216,11 @@ struct px_backend_tls {
 extern struct px_backend_tls px_btls;
 #define PX_N_BTLS_OPTIONS 7
 extern const struct cr_opt px_backend_tls_options[PX_N_BTLS_OPTIONS];
-/* After the options: -EINVAL (after one line) for --backend-tls-* without --backend-tls. */
+/* After the options: -EINVAL (after one line) for --backend-tls-* (or a backend's sni)
+ * without --backend-tls. */
 int px_backend_tls_check(void);
+/* A host name or an IP address, as --backend-tls-sni and ,sni= take. */
+bool px_tls_name_ok(const char *v);
 /*
  * The client context of backend @p b, into *@p out (NULL without --backend-tls). Control
  * path. @return 0, or -errno after one line on stderr naming the file or value.

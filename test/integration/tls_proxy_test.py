@@ -6,7 +6,8 @@ backends (--backend-tls) with nginx (ssl) and openssl s_server as the backends.
 
   tls_proxy_test.py CR_PROXY CR_HTTP TEST [--driver uring|epoll]
 
-TEST is one of: cli, curl, pipeline, backend_nginx, backend_sni, backend_badcert. Exit 0 pass,
+TEST is one of: cli, curl, pipeline, backend_nginx, backend_sni, backend_sni_each,
+backend_badcert. Exit 0 pass,
 1 fail, 77 skip.
 """
 import argparse
@@ -362,6 +363,36 @@ def t_backend_sni(proxy_exe, http_exe, driver, certs):
     return 0
 
 
+def t_backend_sni_each(proxy_exe, http_exe, driver, certs):
+    """Each backend its own name: a (by --config's `backend ... sni a.test`) and b (by
+    --backend ...,sni=b.test), two s_servers that fail any other SNI name: every request,
+    round robin over both, gets through."""
+    a = SServer(certs.cert, certs.key, ["-cert2", certs.cert, "-key2", certs.key,
+                                        "-servername", "a.test", "-servername_fatal"])
+    b = SServer(certs.cert, certs.key, ["-cert2", certs.cert_b, "-key2", certs.key_b,
+                                        "-servername", "b.test", "-servername_fatal"])
+    conf = os.path.join(certs.dir, "proxy.conf")
+    with open(conf, "w") as f:
+        f.write("backend 127.0.0.1:%d sni a.test\n" % a.port)
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--config", conf, "--listen", "127.0.0.1:0",
+            "--backend", "127.0.0.1:%d,sni=b.test" % b.port, "--backend-tls",
+            "--backend-tls-ca", certs.ca, "--check-interval", "0", "--retries", "0"],
+            ready=b"TLS to the backends")
+        try:
+            for i in range(4):
+                st, _, body = http_get(px.plain_port, "/")
+                check(st == 200 and b"s_server" in body, "request %d: %d %r" % (i, st, body))
+        finally:
+            err = px.stop()
+        check("TLS connect failed" not in err, "no failed connect: %r" % err)
+    finally:
+        a.stop()
+        b.stop()
+    return 0
+
+
 def t_backend_badcert(proxy_exe, http_exe, driver, certs):
     """Two backends, the first with a certificate of another CA, the second nginx: every
     client is answered by nginx (a failed verification is a failed connect, retried on
@@ -413,6 +444,10 @@ def t_cli(proxy_exe, http_exe, driver, certs):
         (plain + ["--backend-tls", "--backend-tls-ca", certs.key],
          "no PEM CA certificate"),
         (plain + ["--backend-tls-ca", certs.ca], "given without --backend-tls"),
+        (["--listen", "127.0.0.1:0", "--backend", "127.0.0.1:9,sni=a.test"],
+         "sni without --backend-tls"),
+        (plain + ["--backend", "127.0.0.1:10,sni=a~b"],
+         "--backend 127.0.0.1:10,sni=a~b: sni=a~b: invalid; accepted: a host name or an IP"),
         (["--sni-listen", "127.0.0.1:0", "--sni-route", "bad..name=127.0.0.1:1"],
          "--sni-route bad..name=127.0.0.1:1: bad..name: invalid; accepted: a host name"),
         (["--sni-listen", "127.0.0.1:0", "--sni-route", "a.test=127.0.0.1:0"],
@@ -437,7 +472,8 @@ def t_cli(proxy_exe, http_exe, driver, certs):
 
 
 TESTS = {"cli": t_cli, "curl": t_curl, "pipeline": t_pipeline, "backend_nginx": t_backend_nginx,
-         "backend_sni": t_backend_sni, "backend_badcert": t_backend_badcert}
+         "backend_sni": t_backend_sni, "backend_sni_each": t_backend_sni_each,
+         "backend_badcert": t_backend_badcert}
 
 
 def main():
