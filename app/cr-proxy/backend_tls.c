@@ -59,8 +59,7 @@ px_tls_name_ok(const char *v)
 	size_t n = strlen(v);
 
 	return n > 0 && n <= 253 && v[0] != '.' && v[0] != '-' && strstr(v, "..") == NULL &&
-	       strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:") ==
-		   n;
+	       strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:") == n;
 }
 
 static int
@@ -106,11 +105,10 @@ const struct cr_opt px_backend_tls_options[PX_N_BTLS_OPTIONS] = {
      "an OpenSSL cipher list", set_str, &px_btls.ciphers},
     {"backend-tls-ciphersuites", 0, "LIST",
      "TLS 1.3 ciphersuites to the backends (default OpenSSL's three)",
-     "names such as TLS_AES_128_GCM_SHA256, colon-separated", set_str,
-     &px_btls.ciphersuites},
+     "names such as TLS_AES_128_GCM_SHA256, colon-separated", set_str, &px_btls.ciphersuites},
 };
 _Static_assert(sizeof(px_backend_tls_options) / sizeof(px_backend_tls_options[0]) ==
-		       PX_N_BTLS_OPTIONS,
+		   PX_N_BTLS_OPTIONS,
 	       "PX_N_BTLS_OPTIONS");
 
 int
@@ -120,7 +118,8 @@ px_backend_tls_check(void)
 
 	for (i = 0; i < px_conf.n_backends && !px_btls.on; i++)
 		if (px_conf.backends[i].sni[0] != '\0')
-			return cr_app_errorf(-EINVAL, "--backend %s,sni=%s: sni without --backend-tls",
+			return cr_app_errorf(-EINVAL,
+					     "--backend %s,sni=%s: sni without --backend-tls",
 					     px_conf.backends[i].host, px_conf.backends[i].sni);
 	if (px_btls.on || !px_btls.any)
 		return 0;

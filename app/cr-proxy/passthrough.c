@@ -25,8 +25,7 @@
 #include "passthrough.h"
 #include "relay_internal.h"
 
-int px_ctr_sni_routed = -1, px_ctr_sni_default = -1, px_ctr_sni_refused = -1,
-    px_ctr_sni_bad = -1;
+int px_ctr_sni_routed = -1, px_ctr_sni_default = -1, px_ctr_sni_refused = -1, px_ctr_sni_bad = -1;
 
 /* The hello's handshake bytes, gathered from its records: one lcore's, used within a call. */
 static _Thread_local uint8_t scratch[PX_SNI_MAX];

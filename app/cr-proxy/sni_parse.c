@@ -14,13 +14,13 @@
 
 #include "sni_parse.h"
 
-#define REC_HANDSHAKE	 22
-#define REC_HEADER	 5
-#define REC_MAX		 (16384u + 2048u) /* a TLSPlaintext record is at most 2^14 */
-#define HS_CLIENT_HELLO	 1
-#define HS_HEADER	 4
-#define EXT_SERVER_NAME	 0
-#define NAME_HOST	 0
+#define REC_HANDSHAKE	22
+#define REC_HEADER	5
+#define REC_MAX		(16384u + 2048u) /* a TLSPlaintext record is at most 2^14 */
+#define HS_CLIENT_HELLO 1
+#define HS_HEADER	4
+#define EXT_SERVER_NAME 0
+#define NAME_HOST	0
 
 struct rd {
 	const uint8_t *p;
@@ -90,7 +90,8 @@ walk(const uint8_t *buf, size_t len, size_t *hs_len, size_t *need)
 		if (*need == 0 && *hs_len >= HS_HEADER) {
 			if (head[0] != HS_CLIENT_HELLO)
 				return false;
-			*need = HS_HEADER + ((size_t)head[1] << 16 | (size_t)head[2] << 8 | head[3]);
+			*need =
+			    HS_HEADER + ((size_t)head[1] << 16 | (size_t)head[2] << 8 | head[3]);
 		}
 		if (got < rlen || (*need != 0 && *hs_len >= *need))
 			return true;
@@ -157,9 +158,9 @@ client_hello(struct rd *r, char *name, size_t cap)
 {
 	struct rd exts;
 
-	(void)u16(r);	     /* legacy_version */
-	(void)sub(r, 32);    /* random */
-	(void)sub(r, u8(r)); /* legacy_session_id */
+	(void)u16(r);	      /* legacy_version */
+	(void)sub(r, 32);     /* random */
+	(void)sub(r, u8(r));  /* legacy_session_id */
 	(void)sub(r, u16(r)); /* cipher_suites */
 	(void)sub(r, u8(r));  /* legacy_compression_methods */
 	if (r->bad)

@@ -135,8 +135,7 @@ const struct cr_opt px_sni_options[PX_N_SNI_OPTIONS] = {
     {"sni-route", 0, "NAME=HOST:PORT[,HOST:PORT]",
      "the backends of SNI name NAME (or *.DOMAIN) on --sni-listen; repeat for more names "
      "(at most 32)",
-     "NAME=HOST:PORT[,HOST:PORT...], a host name and 1 to 16 numeric HOST:PORTs", set_route,
-     NULL},
+     "NAME=HOST:PORT[,HOST:PORT...], a host name and 1 to 16 numeric HOST:PORTs", set_route, NULL},
     {"sni-default", 0, "HOST:PORT[,HOST:PORT]|refuse",
      "the backends of a ClientHello with no SNI or an unknown name (default refuse: closed)",
      "refuse, or 1 to 16 numeric HOST:PORTs, comma-separated", set_default, NULL},

@@ -50,8 +50,8 @@ void
 cr__tls_client_install(struct cr_tls_ctx *ctx, SSL_CTX *sc)
 {
 	SSL_CTX_set_app_data(sc, ctx);
-	SSL_CTX_set_session_cache_mode(sc, SSL_SESS_CACHE_CLIENT |
-						   SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_set_session_cache_mode(sc,
+				       SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
 	SSL_CTX_sess_set_new_cb(sc, new_session);
 }
 

@@ -34,14 +34,14 @@
 static unsigned seed, per_lcore = 200;
 static int failures;
 
-#define CHECK(cond, ...)                                                                   \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
-			fprintf(stderr, __VA_ARGS__);                                      \
-			fprintf(stderr, " (seed %u)\n", seed);                             \
-			failures++;                                                        \
-		}                                                                          \
+#define CHECK(cond, ...)                                                                \
+	do {                                                                            \
+		if (!(cond)) {                                                          \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                                   \
+			fprintf(stderr, " (seed %u)\n", seed);                          \
+			failures++;                                                     \
+		}                                                                       \
 	} while (0)
 
 /* Written by its lcore only while running; read after the run (the runtime's join). */
@@ -258,8 +258,8 @@ main(int argc, char **argv)
 	seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 1;
 	if (argc > 2)
 		per_lcore = (unsigned)strtoul(argv[2], NULL, 10);
-	printf("tls_client_stress: seed %u, %u connections per lcore, driver %s\n", seed,
-	       per_lcore, ut_driver_uring() ? "uring" : "epoll");
+	printf("tls_client_stress: seed %u, %u connections per lcore, driver %s\n", seed, per_lcore,
+	       ut_driver_uring() ? "uring" : "epoll");
 	signal(SIGPIPE, SIG_DFL);
 	ut_require_driver();
 	cr_eal_config_defaults(&cfg);
@@ -290,8 +290,8 @@ main(int argc, char **argv)
 	}
 	signal(SIGALRM, watchdog);
 	alarm(240);
-	if (cr_reactor_init(&cfg, &table, NULL) != 0 || cr_send(cr_lcore_main(), start, NULL) != 0 ||
-	    cr_reactor_run() != 0) {
+	if (cr_reactor_init(&cfg, &table, NULL) != 0 ||
+	    cr_send(cr_lcore_main(), start, NULL) != 0 || cr_reactor_run() != 0) {
 		fprintf(stderr, "FAIL: the runtime did not run (seed %u)\n", seed);
 		return 1;
 	}
@@ -303,10 +303,14 @@ main(int argc, char **argv)
 		printf("lcore %u: %u good (%u resumed), %u refused\n", l->id, l->goods, l->resumed,
 		       l->refused);
 		CHECK(l->done == per_lcore, "lcore %u: %u of %u done", l->id, l->done, per_lcore);
-		CHECK(l->opens == l->goods && l->echoes == l->goods, "lcore %u: %u opens, %u echoes, "
-		      "%u good", l->id, l->opens, l->echoes, l->goods);
-		CHECK(l->refused == l->bads && l->wrong_reason == 0, "lcore %u: %u refused of %u, "
-		      "%u with another reason", l->id, l->refused, l->bads, l->wrong_reason);
+		CHECK(l->opens == l->goods && l->echoes == l->goods,
+		      "lcore %u: %u opens, %u echoes, "
+		      "%u good",
+		      l->id, l->opens, l->echoes, l->goods);
+		CHECK(l->refused == l->bads && l->wrong_reason == 0,
+		      "lcore %u: %u refused of %u, "
+		      "%u with another reason",
+		      l->id, l->refused, l->bads, l->wrong_reason);
 		CHECK(l->resumed == (l->goods > 0 ? l->goods - 1 : 0), "lcore %u: %u resumed of %u",
 		      l->id, l->resumed, l->goods);
 		CHECK(l->other == 0, "lcore %u: %u unexpected ends", l->id, l->other);

@@ -199,11 +199,8 @@ test_every_corruption(void)
 }
 
 static const struct ut_case cases[] = {
-	UT_CASE(test_real_hellos),
-	UT_CASE(test_split_records),
-	UT_CASE(test_trailing_bytes),
-	UT_CASE(test_not_a_hello),
-	UT_CASE(test_every_corruption),
+    UT_CASE(test_real_hellos), UT_CASE(test_split_records),    UT_CASE(test_trailing_bytes),
+    UT_CASE(test_not_a_hello), UT_CASE(test_every_corruption),
 };
 
 UT_MAIN("sni_parse", cases, NULL, NULL)

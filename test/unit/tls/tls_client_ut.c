@@ -158,8 +158,11 @@ server_ctx(const char *cert, const char *key)
 static struct cr_tls_ctx *
 client_ctx(const char *ca, enum cr_tls_verify verify, const char *name)
 {
-	struct cr_tls_config cfg = {.client = true, .ca_file = ca, .verify = verify,
-				    .server_name = name, .handshake_timeout_ms = 5000};
+	struct cr_tls_config cfg = {.client = true,
+				    .ca_file = ca,
+				    .verify = verify,
+				    .server_name = name,
+				    .handshake_timeout_ms = 5000};
 	char err[256];
 	struct cr_tls_ctx *ctx = cr_tls_ctx_new(&cfg, err, sizeof(err));
 
@@ -294,8 +297,7 @@ make_expired(void)
 	if (f != NULL)
 		fclose(f);
 	rc = ca != NULL && k != NULL
-		 ? ut_make_leaf(ca, k, "localhost", "DNS:localhost", -1, ut_expired,
-				ut_expired_key)
+		 ? ut_make_leaf(ca, k, "localhost", "DNS:localhost", -1, ut_expired, ut_expired_key)
 		 : -1;
 	X509_free(ca);
 	EVP_PKEY_free(k);
@@ -317,14 +319,10 @@ suite_fini(void)
 }
 
 static const struct ut_case cases[] = {
-	UT_CASE(test_verified_sni_resumed),
-	UT_CASE(test_sni_picks_certificate),
-	UT_CASE(test_ip_checked_not_sent),
-	UT_CASE(test_wrong_ca_refused),
-	UT_CASE(test_wrong_name_refused),
-	UT_CASE(test_expired_refused),
-	UT_CASE(test_verify_none_accepts),
-	UT_CASE(test_bad_name),
+    UT_CASE(test_verified_sni_resumed), UT_CASE(test_sni_picks_certificate),
+    UT_CASE(test_ip_checked_not_sent),	UT_CASE(test_wrong_ca_refused),
+    UT_CASE(test_wrong_name_refused),	UT_CASE(test_expired_refused),
+    UT_CASE(test_verify_none_accepts),	UT_CASE(test_bad_name),
 };
 
 UT_MAIN("tls_client", cases, suite_init, suite_fini)
