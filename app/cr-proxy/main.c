@@ -249,10 +249,12 @@ telemetry_setup(void)
 	    "passthrough clients with no SNI or an unknown name, sent to --sni-default");
 	px_ctr_sni_refused = cr_telemetry_counter_register(
 	    "proxy_sni_refused", CR_TELEMETRY_COUNTER,
-	    "passthrough clients closed: no route for their name (or no ClientHello buffer free)");
+	    "passthrough clients closed: no route for their name (or every ClientHello buffer "
+	    "held by connecting sessions)");
 	px_ctr_sni_bad = cr_telemetry_counter_register(
 	    "proxy_sni_bad", CR_TELEMETRY_COUNTER,
-	    "passthrough clients closed: not a ClientHello, over 16 KiB, EOF or --sni-timeout");
+	    "passthrough clients closed: not a ClientHello, over 16 KiB, EOF, --sni-timeout, or "
+	    "the oldest hello when a newer one needed its buffer");
 	return px_telemetry_register();
 }
 

@@ -16,7 +16,8 @@
  * holds, or no buffer free, resets the session (proxy_nobufs). What is not a ClientHello, a hello
  * not whole within PX_SNI_MAX bytes or --sni-timeout, an EOF before it: closed without a
  * backend, counted (proxy_sni_bad). No name, or an unknown one: --sni-default's group,
- * else closed (proxy_sni_refused).
+ * else closed (proxy_sni_refused). When every buffer is taken, the session that has read
+ * its hello longest gives its buffer to the newcomer (take()).
  */
 #include <errno.h>
 #include <string.h>
@@ -30,14 +31,50 @@ int px_ctr_sni_routed = -1, px_ctr_sni_default = -1, px_ctr_sni_refused = -1, px
 /* The hello's handshake bytes, gathered from its records: one lcore's, used within a call. */
 static _Thread_local uint8_t scratch[PX_SNI_MAX];
 
+/* The sessions reading their hello, oldest first: who gives a buffer up when none is free. */
 static void
-sni_close(struct px_session *s, int ctr)
+sniffing_del(struct px_lcore *pl, struct px_sniff *b)
+{
+	if (b->lprev != NULL)
+		b->lprev->lnext = b->lnext;
+	else
+		pl->sniff_old = b->lnext;
+	if (b->lnext != NULL)
+		b->lnext->lprev = b->lprev;
+	else
+		pl->sniff_new = b->lprev;
+	b->lprev = b->lnext = NULL;
+}
+
+static void
+sniffing_add(struct px_lcore *pl, struct px_sniff *b)
+{
+	b->lnext = NULL;
+	b->lprev = pl->sniff_new;
+	if (pl->sniff_new != NULL)
+		pl->sniff_new->lnext = b;
+	else
+		pl->sniff_old = b;
+	pl->sniff_new = b;
+}
+
+/* @p s reads its hello no more: its timer and its place in the list go. */
+static void
+stop_sniffing(struct px_lcore *pl, struct px_session *s)
+{
+	if (!s->sniffing)
+		return;
+	s->sniffing = false;
+	cr_timer_stop(&s->sniff->timer);
+	sniffing_del(pl, s->sniff);
+}
+
+static void
+sni_close(struct px_lcore *pl, struct px_session *s, int ctr)
 {
 	cr_telemetry_add(ctr, 1);
 	px_ended(s, PX_END_NO_BACKEND);
-	s->sniffing = false;
-	if (s->sniff != NULL)
-		cr_timer_stop(&s->sniff->timer);
+	stop_sniffing(pl, s);
 	cr_conn_read_stop(s->cli);
 	cr_conn_close(s->cli);
 }
@@ -49,7 +86,7 @@ sniff_timeout(struct cr_timer *t, void *arg)
 
 	(void)t;
 	if (b->s != NULL && b->s->sniffing && b->s->cli != NULL)
-		sni_close(b->s, px_ctr_sni_bad);
+		sni_close(b->pl, b->s, px_ctr_sni_bad);
 }
 
 void
@@ -58,21 +95,37 @@ px_sni_lcore_init(struct px_lcore *pl, struct px_sniff *slab, unsigned n)
 	unsigned i;
 
 	pl->sniff_free = NULL;
+	pl->sniff_old = pl->sniff_new = NULL;
 	for (i = n; i-- > 0;) {
 		slab[i].next = pl->sniff_free;
+		slab[i].pl = pl;
 		pl->sniff_free = &slab[i];
 		cr_timer_init(&slab[i].timer, sniff_timeout, &slab[i]);
 	}
 }
 
+/*
+ * A buffer for @p s. None free: the session that has read its hello longest gives its
+ * own up and is closed (proxy_sni_bad), so a flood of hellos that never finish takes
+ * buffers from each other, not from clients that send theirs at once. NULL: none at all
+ * (every buffer held by sessions past their hello, connecting).
+ */
 static struct px_sniff *
 take(struct px_lcore *pl, struct px_session *s)
 {
 	struct px_sniff *b = pl->sniff_free;
 
-	if (b == NULL)
+	if (b != NULL) {
+		pl->sniff_free = b->next;
+	} else if (pl->sniff_old != NULL) {
+		struct px_session *old = pl->sniff_old->s;
+
+		b = old->sniff;
+		sni_close(pl, old, px_ctr_sni_bad);
+		old->sniff = NULL; /* taken over: its session ends without it */
+	} else {
 		return NULL;
-	pl->sniff_free = b->next;
+	}
 	b->next = NULL;
 	b->s = s;
 	b->len = 0;
@@ -86,10 +139,11 @@ px_sni_begin(struct px_lcore *pl, struct px_session *s)
 	struct px_sniff *b = take(pl, s);
 
 	if (b == NULL) {
-		sni_close(s, px_ctr_sni_refused);
+		sni_close(pl, s, px_ctr_sni_refused);
 		return;
 	}
 	s->sniffing = true;
+	sniffing_add(pl, b);
 	cr_timer_start(&b->timer, px_relay.sni_timeout_ns);
 	cr_conn_read_start(s->cli);
 }
@@ -101,12 +155,11 @@ px_sni_end(struct px_lcore *pl, struct px_session *s)
 
 	if (b == NULL)
 		return;
-	cr_timer_stop(&b->timer);
+	stop_sniffing(pl, s);
 	b->s = NULL;
 	b->next = pl->sniff_free;
 	pl->sniff_free = b;
 	s->sniff = NULL;
-	s->sniffing = false;
 }
 
 /* The hello is whole: route it, or close it. */
@@ -117,12 +170,11 @@ route(struct px_lcore *pl, struct px_session *s, enum px_sni_result r, const cha
 	uint64_t g = px_sni_group(r == PX_SNI_FOUND ? name : NULL, &is_default);
 
 	if (g == 0) {
-		sni_close(s, px_ctr_sni_refused);
+		sni_close(pl, s, px_ctr_sni_refused);
 		return;
 	}
 	cr_telemetry_add(is_default ? px_ctr_sni_default : px_ctr_sni_routed, 1);
-	s->sniffing = false;
-	cr_timer_stop(&s->sniff->timer);
+	stop_sniffing(pl, s);
 	s->group = g;
 	/* Nothing more is read until the server connection is open. */
 	cr_conn_read_stop(s->cli);
@@ -153,7 +205,7 @@ px_sni_data(struct px_lcore *pl, struct px_session *s, const void *d, size_t n)
 		/* More than we read before the hello must be whole; or a hello followed at once
 		 * by more than the buffer holds, which we could not replay. */
 		if (s->sniffing)
-			sni_close(s, px_ctr_sni_bad);
+			sni_close(pl, s, px_ctr_sni_bad);
 		else
 			early_overflow(pl, s);
 		return;
@@ -166,16 +218,16 @@ px_sni_data(struct px_lcore *pl, struct px_session *s, const void *d, size_t n)
 	if (r == PX_SNI_MORE)
 		return;
 	if (r == PX_SNI_BAD) {
-		sni_close(s, px_ctr_sni_bad);
+		sni_close(pl, s, px_ctr_sni_bad);
 		return;
 	}
 	route(pl, s, r, name);
 }
 
 void
-px_sni_eof(struct px_session *s)
+px_sni_eof(struct px_lcore *pl, struct px_session *s)
 {
-	sni_close(s, px_ctr_sni_bad);
+	sni_close(pl, s, px_ctr_sni_bad);
 }
 
 bool

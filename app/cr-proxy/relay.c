@@ -414,7 +414,7 @@ cli_eof(struct cr_conn *c)
 	struct px_session *s = cr_conn_data(c);
 
 	if (s->sniffing) {
-		px_sni_eof(s); /* the hello will never be whole */
+		px_sni_eof(cur(), s); /* the hello will never be whole */
 		return;
 	}
 	px_ended(s, PX_END_CLIENT_CLOSED);

@@ -38,7 +38,9 @@ struct px_session {
 
 /* A passthrough session's first bytes, until they are sent on to its backend. */
 struct px_sniff {
-	struct px_sniff *next; /* the lcore's free list */
+	struct px_sniff *next;		/* the lcore's free list */
+	struct px_sniff *lprev, *lnext; /* the lcore's sniffing list, oldest first */
+	struct px_lcore *pl;
 	struct px_session *s;
 	struct cr_timer timer; /* --sni-timeout */
 	uint32_t len;
@@ -58,6 +60,7 @@ struct px_lcore {
 	struct cr_timer credit_timer;
 	struct px_chooser ch;
 	struct px_sniff *sniff_free; /* ClientHello buffers (--sni-listen) */
+	struct px_sniff *sniff_old, *sniff_new; /* those of sessions reading their hello */
 	unsigned live; /* sessions on this lcore */
 	/* Held while the lcore serves, so a retirement waits for its sessions. */
 	struct cr_lease lease;
@@ -89,7 +92,7 @@ void px_sni_begin(struct px_lcore *pl, struct px_session *s);
 /* Bytes of a session that is sniffing; routes it once the hello is whole. */
 void px_sni_data(struct px_lcore *pl, struct px_session *s, const void *d, size_t n);
 /* The client's EOF before its hello was whole. */
-void px_sni_eof(struct px_session *s);
+void px_sni_eof(struct px_lcore *pl, struct px_session *s);
 /* The server connection is open: send it the bytes read. @return false if aborted. */
 bool px_sni_replay(struct px_lcore *pl, struct px_session *s);
 /* Give the buffer back (at the session's end; nothing if none). */

@@ -9,8 +9,9 @@ only reads the ClientHello's name to choose.
 TEST is one of: route (openssl s_client -servername a / b reach a / b, curl --resolve end
 to end, python's ssl), split (a ClientHello sent one byte per write still routes),
 garbage (not a hello, a hello cut short past --sni-timeout: closed without reaching a
-backend; no SNI and an unknown name: --sni-default, or closed without one). Exit 0 pass,
-1 fail, 77 skip.
+backend; no SNI and an unknown name: --sni-default, or closed without one), flood (300
+hellos that never finish on one lcore: a whole one still routes). Exit 0 pass, 1 fail,
+77 skip.
 """
 import argparse
 import os
@@ -296,7 +297,50 @@ def t_garbage(exe, driver, certs):
     return 0
 
 
-TESTS = {"route": t_route, "split": t_split, "garbage": t_garbage}
+def t_flood(exe, driver, certs):
+    """300 clients that send 10 bytes of a hello and stop, on one lcore (256 hello
+    buffers): each one past the 256th takes the buffer of the oldest, which is closed;
+    a client that then sends its hello at once takes one more and reaches b. Exact:
+    proxy_sni_bad = 300 - 256 + 1, routed 1, refused 0."""
+    b = SServer(certs.cert_b, certs.key_b)
+    px = sni_proxy(exe, driver, certs, [("b.test", b.port)], extra=["--sni-timeout", "60"],
+                   telemetry=True)
+    socks = []
+    try:
+        inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = tls_http_test.client_ctx(certs).wrap_bio(inc, out, server_hostname="b.test")
+        try:
+            obj.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        part = out.read()[:10]
+        for _ in range(300):
+            c = socket.create_connection(("127.0.0.1", px.sni_port), timeout=10)
+            c.sendall(part)
+            socks.append(c)
+        deadline = time.monotonic() + 20
+        ctr = px.app_counters()
+        while (ctr.get("proxy_sessions", 0) < 300 or ctr.get("proxy_sni_bad", 0) < 44) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+            ctr = px.app_counters()
+        check(ctr.get("proxy_sessions") == 300 and ctr.get("proxy_sni_bad") == 44,
+              "300 partial hellos, 44 of them closed for newer ones: %r" % ctr)
+        got, page = handshake(px.sni_port, "b.test", certs)
+        check(got == "b.test" and b"s_server" in page, "a whole hello still routed: %s" % got)
+        ctr = px.app_counters()
+        want = {"proxy_sni_bad": 45, "proxy_sni_routed": 1, "proxy_sni_refused": 0}
+        check(all(ctr.get(k) == v for k, v in want.items()),
+              "counters %r, wanted %r" % (ctr, want))
+    finally:
+        for c in socks:
+            c.close()
+        px.stop()
+        b.stop()
+    return 0
+
+
+TESTS = {"route": t_route, "split": t_split, "garbage": t_garbage, "flood": t_flood}
 
 
 def main():
