@@ -402,6 +402,8 @@ cli_data(struct cr_conn *c, const void *d, size_t n)
 		px_sni_data(cur(), s, d, n);
 		return;
 	}
+	if (s->srv == NULL)
+		return; /* the server connection has ended: nobody to relay to */
 	if (px_relay_bytes(cur(), s, c, s->srv, &s->cli_paused, d, n)) {
 		PX_ADD(cr_lcore_id(), s->slot, bytes_out, n);
 		s->log.c2s += n;
