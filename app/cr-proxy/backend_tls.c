@@ -12,7 +12,8 @@
  * A handshake that fails (a certificate that does not verify, a backend that does not
  * speak TLS) or does not finish within --connect-timeout is a connect failure: the next
  * backend is tried, it counts towards --fall, and one line names the backend and why.
- * Health checks stay TCP connects.
+ * A health check of such a backend is a whole handshake with its context (backend.c), so
+ * a backend whose certificate does not verify stays down.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -86,7 +87,7 @@ set_verify(const char *v, void *ctx)
 const struct cr_opt px_backend_tls_options[PX_N_BTLS_OPTIONS] = {
     {"backend-tls", 0, NULL,
      "connect to the backends over TLS (their certificates checked: see "
-     "--backend-tls-verify); health checks stay TCP connects",
+     "--backend-tls-verify); health checks are then TLS handshakes",
      "", set_flag, &px_btls.on},
     {"backend-tls-ca", 0, "FILE",
      "PEM CA certificates that sign the backends' certificates (default: the system's)",

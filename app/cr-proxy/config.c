@@ -265,8 +265,8 @@ const struct cr_opt px_options[PX_N_OPTIONS] = {
      "further backends to try after a failed connect, each a different one (default 3)",
      "0-100", set_count, &px_conf.retries},
     {"check-interval", 0, "SECONDS",
-     "TCP-connect to every backend this often (default 2; 0: no checks, and no "
-     "marking down on failed connects)",
+     "TCP-connect (--backend-tls: handshake) to every backend this often (default 2; 0: "
+     "no checks, and no marking down on failed connects)",
      "seconds from 0 to 1000000", set_secs, &px_conf.check_interval},
     {"check-timeout", 0, "SECONDS",
      "a check fails after this long (default: the lower of --connect-timeout and "
