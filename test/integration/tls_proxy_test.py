@@ -7,7 +7,7 @@ backends (--backend-tls) with nginx (ssl) and openssl s_server as the backends.
   tls_proxy_test.py CR_PROXY CR_HTTP TEST [--driver uring|epoll]
 
 TEST is one of: cli, curl, pipeline, backend_nginx, backend_sni, backend_sni_each,
-backend_badcert. Exit 0 pass,
+backend_silent, backend_badcert. Exit 0 pass,
 1 fail, 77 skip.
 """
 import argparse
@@ -22,6 +22,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import apptest
@@ -393,6 +394,56 @@ def t_backend_sni_each(proxy_exe, http_exe, driver, certs):
     return 0
 
 
+def t_backend_silent(proxy_exe, http_exe, driver, certs):
+    """A backend that accepts and never answers the ClientHello: the handshake is cut at
+    --connect-timeout (0.5 s) as a failed connect, the next backend (nginx) answers, and
+    the line says it timed out."""
+    if not os.path.exists(NGINX):
+        log("SKIP: no %s" % NGINX)
+        return SKIP
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held = []
+    done = threading.Event()
+
+    def accept():
+        silent.settimeout(0.1)
+        while not done.is_set():
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                pass
+    th = threading.Thread(target=accept, daemon=True)
+    th.start()
+    ng = NginxTLS(certs)
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % silent.getsockname()[1],
+            "--backend", "127.0.0.1:%d" % ng.port, "--backend-tls", "--backend-tls-ca",
+            certs.ca, "--check-interval", "0", "--connect-timeout", "0.5",
+            "--balance", "roundrobin"], ready=b"TLS to the backends")
+        try:
+            t0 = time.monotonic()
+            for i in range(2):
+                st, hdrs, body = http_get(px.plain_port)
+                check(st == 200 and "server: nginx" in hdrs, "request %d: %d %r" % (i, st, body))
+            dt = time.monotonic() - t0
+        finally:
+            err = px.stop()
+        check(dt >= 0.4, "one request waited for the handshake timeout: %.2f s" % dt)
+        check(re.search(r"backend 127\.0\.0\.1:%d: TLS connect failed: timed out"
+                        % silent.getsockname()[1], err), "the line: %r" % err)
+    finally:
+        done.set()
+        th.join(5)
+        for c in held:
+            c.close()
+        silent.close()
+        ng.stop()
+    return 0
+
+
 def t_backend_badcert(proxy_exe, http_exe, driver, certs):
     """Two backends, the first with a certificate of another CA, the second nginx: every
     client is answered by nginx (a failed verification is a failed connect, retried on
@@ -473,7 +524,7 @@ def t_cli(proxy_exe, http_exe, driver, certs):
 
 TESTS = {"cli": t_cli, "curl": t_curl, "pipeline": t_pipeline, "backend_nginx": t_backend_nginx,
          "backend_sni": t_backend_sni, "backend_sni_each": t_backend_sni_each,
-         "backend_badcert": t_backend_badcert}
+         "backend_silent": t_backend_silent, "backend_badcert": t_backend_badcert}
 
 
 def main():
