@@ -419,6 +419,7 @@ backends_cmd(const char *cmd, const char *params, struct cr_json *j)
 			       atomic_load_explicit(&s->up, memory_order_relaxed) ? "up" : "down");
 		cr_json_bool(j, "in_config",
 			     atomic_load_explicit(&s->in_config, memory_order_relaxed));
+		cr_json_bool(j, "tls", s->tls != NULL);
 		cr_json_u64(j, "weight", atomic_load_explicit(&s->weight, memory_order_relaxed));
 		cr_json_u64(j, "active", t.active);
 		cr_json_u64(j, "connections", t.conns);
@@ -469,6 +470,6 @@ px_telemetry_register(void)
 	if (rc != 0)
 		return rc;
 	return cr_telemetry_register("/backends", backends_cmd,
-				     "cr-proxy backends: address, state, weight, active, "
+				     "cr-proxy backends: address, state, tls, weight, active, "
 				     "connections, failures, bytes_in, bytes_out, transitions");
 }

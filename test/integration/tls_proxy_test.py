@@ -69,12 +69,11 @@ class Proxy:
         self.sni_port = int(m.group(1)) if m else None
         self.err = ""
 
-    def app_counters(self):
-        """The app counters of /stats, summed over the lcores."""
+    def telemetry(self, cmd):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(5)
         s.connect(self.tel)
-        s.sendall(b"/stats\n")
+        s.sendall(cmd.encode() + b"\n")
         buf = b""
         while not buf.endswith(b"\n"):
             d = s.recv(65536)
@@ -82,7 +81,11 @@ class Proxy:
                 break
             buf += d
         s.close()
-        return json.loads(buf)["/stats"]["total"]["app"]
+        return json.loads(buf)[cmd]
+
+    def app_counters(self):
+        """The app counters of /stats, summed over the lcores."""
+        return self.telemetry("/stats")["total"]["app"]
 
     def stop(self):
         self.proc.send_signal(signal.SIGINT)
@@ -458,11 +461,18 @@ def t_backend_badcert(proxy_exe, http_exe, driver, certs):
         px = Proxy(proxy_exe, driver, certs, args=[
             "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % bad.port,
             "--backend", "127.0.0.1:%d" % ng.port, "--backend-tls", "--backend-tls-ca",
-            certs.ca, "--check-interval", "0.2", "--fall", "2"], ready=b"TLS to the backends")
+            certs.ca, "--check-interval", "0.2", "--fall", "2"], ready=b"TLS to the backends",
+            telemetry=True)
         try:
             for i in range(10):
                 st, hdrs, body = http_get(px.plain_port)
                 check(st == 200 and "server: nginx" in hdrs, "request %d: %d %r" % (i, st, body))
+            bs = {b["address"]: b for b in px.telemetry("/backends")["backends"]}
+            bad_b, ng_b = bs["127.0.0.1:%d" % bad.port], bs["127.0.0.1:%d" % ng.port]
+            check(bad_b["state"] == "down" and bad_b["tls"] and bad_b["connections"] == 0,
+                  "/backends, the bad one: %r" % bad_b)
+            check(ng_b["state"] == "up" and ng_b["tls"] and ng_b["connections"] >= 10,
+                  "/backends, nginx: %r" % ng_b)
         finally:
             err = px.stop()
         check(re.search(r"backend 127\.0\.0\.1:%d: TLS connect failed: certificate verify "
