@@ -10,10 +10,10 @@
  * The client is not read while its session connects, as on the plain listener. What
  * arrives all the same before the server connection is open goes into the same buffer,
  * after what is there, and is sent with it: the bytes after the hello that were read with
- * it, and, on --tls-listen, the plaintext lib/tls decrypted from the record that ended the
- * client's handshake (it delivers it in the same call as on_open, past the read stop).
- * A connect that fails and is retried then loses none of it either. More than a buffer
- * holds, or no buffer free, resets the session (proxy_nobufs). What is not a ClientHello, a hello
+ * it, and, on --tls-listen with --backend-tls, the plaintext lib/tls decrypted from the
+ * record that ended the client's handshake (it delivers it in the same call as on_open,
+ * past the read stop) while the backend's TLS connection cannot take it yet. More than a
+ * buffer holds, or no buffer to be had, resets the session (proxy_nobufs). What is not a ClientHello, a hello
  * not whole within PX_SNI_MAX bytes or --sni-timeout, an EOF before it: closed without a
  * backend, counted (proxy_sni_bad). No name, or an unknown one: --sni-default's group,
  * else closed (proxy_sni_refused). When every buffer is taken, the session that has read

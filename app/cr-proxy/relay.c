@@ -397,8 +397,10 @@ cli_data(struct cr_conn *c, const void *d, size_t n)
 {
 	struct px_session *s = cr_conn_data(c);
 
-	if (s->sniff != NULL || !s->srv_open) {
-		/* Before the server connection is open: held, sent once it is (passthrough.c). */
+	/* Before a TLS server connection is open (it cannot queue yet), and a passthrough
+	 * session's first bytes: held, sent once it is (passthrough.c). A plain one queues
+	 * what comes early itself, as it always has. */
+	if (s->sniff != NULL || (!s->srv_open && (s->srv == NULL || cr_tls_conn(s->srv)))) {
 		px_sni_data(cur(), s, d, n);
 		return;
 	}
