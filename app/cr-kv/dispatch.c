@@ -54,12 +54,16 @@ unknown_command(struct kconn *kc, const struct kv_arg *argv, uint32_t argc)
 static void
 run_here(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 {
+	uint64_t t0;
+
 	x->out = kc_local_out(kc);
 	if (x->out == NULL) {
 		kc_abort(kc);
 		return;
 	}
+	t0 = cr_clock_ns();
 	cmd->fn(x);
+	kv_cmd_ran(kc, cmd, x->argc, x->argv, cr_clock_ns() - t0);
 	if (kv_bw_pending(x->sh))
 		kv_bw_serve(x->sh); /* it made a key blocked clients wait for */
 }
@@ -301,6 +305,7 @@ run_command(struct kconn *kc)
 	struct kv_ctx x;
 	uint32_t i, argc = kc->rp.argc;
 	char err[200];
+	uint64_t t0;
 
 	if (argc > sh->args_cap) {
 		uint32_t cap = sh->args_cap;
@@ -375,8 +380,12 @@ run_command(struct kconn *kc)
 			kc_abort(kc);
 			return;
 		}
-		if (!cmd->precheck(&x))
+		t0 = cr_clock_ns();
+		if (!cmd->precheck(&x)) {
+			/* It answered an error, as Redis's command would have: logged as Redis's */
+			kv_cmd_ran(kc, cmd, argc, sh->args, cr_clock_ns() - t0);
 			return;
+		}
 	}
 	switch (cmd->route) {
 	case KV_ROUTE_LOCAL:
@@ -402,7 +411,7 @@ run_command(struct kconn *kc)
 		dispatch_keys(kc, cmd, &x);
 		return;
 	case KV_ROUTE_ALL:
-		if (kv.nshards == 1 && cmd->merge != KV_MERGE_INFO && kv_tx_clear(sh))
+		if (kv.nshards == 1 && cmd->merge < KV_MERGE_INFO && kv_tx_clear(sh))
 			run_here(kc, cmd, &x);
 		else
 			dispatch_parts(kc, cmd, &x, 0);

@@ -66,16 +66,13 @@ struct px_lcore {
 	struct cr_lease lease;
 	bool retiring;
 	bool let_go; /* sessions no longer waited for: lib/net may close them */
+	uint64_t let_go_ns;	      /* since when */
 	struct cr_timer retire_timer; /* --shutdown-timeout: stop waiting for them */
 };
 
-/* The session ended for @p e, unless it had already for another cause. */
-static inline void
-px_ended(struct px_session *s, enum px_end e)
-{
-	if (s->log.end == PX_END_NONE)
-		s->log.end = e;
-}
+/* The session ended for @p e, unless it had already for another cause (relay.c; a
+ * session let go by its closing lcore ended for that). On its lcore. */
+void px_ended(struct px_session *s, enum px_end e);
 
 /* ---- the session (relay.c) ---- */
 
