@@ -335,7 +335,11 @@ test_tls13_client_refused(void)
 {
 	struct side x;
 	struct tls_ktls ck;
-	struct tls_ktls_info tx;
+	struct tls_ktls_info tx, rx;
+	uint8_t rec[256];
+	char got[128], *p;
+	long plen;
+	size_t n;
 
 	memset(&ck, 0, sizeof(ck));
 	handshake(&x, TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256", &ck);
@@ -351,10 +355,24 @@ test_tls13_client_refused(void)
 	SSL_free(x.cli);
 	cr__tls_session_fini(&x.s);
 
+	/* A TLS 1.2 client's parameters, checked as the server's are: our server reads the
+	 * client's kernel record, and the client's kernel reads ours. */
 	memset(&ck, 0, sizeof(ck));
 	handshake(&x, TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", &ck);
 	CU_ASSERT_PTR_NULL(cr__tls_ktls_refusal(x.cli, &ck));
-	CU_ASSERT_EQUAL(cr__tls_ktls_info(x.cli, &ck, true, &tx), 0);
+	CU_ASSERT_EQUAL_FATAL(cr__tls_ktls_info(x.cli, &ck, true, &tx), 0);
+	CU_ASSERT_EQUAL_FATAL(cr__tls_ktls_info(x.cli, &ck, false, &rx), 0);
+	n = kernel_seal(&tx, 0, "GET /k", rec);
+	CU_ASSERT_EQUAL(cr__tls_session_input(&x.s, rec, n), 0);
+	CU_ASSERT(x.plain_len == 12 && memcmp(x.plain + 6, "GET /k", 6) == 0);
+	CU_ASSERT_EQUAL(cr__tls_session_write(&x.s, "200 k", 5), 0);
+	plen = BIO_get_mem_data(x.crb, &p);
+	CU_ASSERT_FATAL(plen > 0 && (size_t)plen <= sizeof(rec));
+	memcpy(rec, p, (size_t)plen);
+	(void)BIO_reset(x.crb);
+	memset(got, 0, sizeof(got));
+	CU_ASSERT_EQUAL(kernel_open(&rx, 0, rec, (size_t)plen, got), 5);
+	CU_ASSERT_STRING_EQUAL(got, "200 k");
 	cr__tls_ktls_forget(&ck);
 	SSL_free(x.cli);
 	cr__tls_session_fini(&x.s);
