@@ -98,22 +98,24 @@ cr__io_pipes_start(unsigned lcore, unsigned count, uint32_t size)
 	for (i = 0; i < count; i++) {
 		rc = pipe_make(&pp->slots[i].p, size, &got);
 		if (rc != 0) {
-			CR_LOG(log_pipe, ERR, "lcore %u: pipe %u of %u for the pool: %s", lcore,
-			       i + 1, count, cr_strerror(rc));
-			cr__io_pipes_stop(lcore);
-			return rc;
+			/* Out of fds, say: a smaller pool, not an lcore that cannot start (its
+			 * users copy when it is empty). */
+			CR_LOG(log_pipe, WARNING, "lcore %u: pipe %u of %u for the pool: %s; "
+			       "%u pipes", lcore, i + 1, count, cr_strerror(rc), i);
+			break;
 		}
 		if (got < size && (i == 0 || got < pp->size))
-			CR_LOG(log_pipe, NOTICE,
+			CR_LOG(log_pipe, INFO,
 			       "lcore %u: pipe %u has %u bytes, not %u (fs.pipe-max-size, "
 			       "fs.pipe-user-pages-soft)", lcore, i + 1, got, size);
 		if (i == 0 || got < pp->size)
 			pp->size = got; /* the smallest: what every pipe can hold */
 		pp->count++;
-		/* Lowest index on top: a quiet lcore reuses the same few pipes. */
-		pp->free[count - 1 - i] = i;
 	}
-	pp->nfree = count;
+	/* Lowest index on top: a quiet lcore reuses the same few pipes. */
+	for (i = 0; i < pp->count; i++)
+		pp->free[pp->count - 1 - i] = i;
+	pp->nfree = pp->count;
 	return 0;
 }
 

@@ -5,7 +5,10 @@
 
 #include <stdint.h>
 
-/** Create @p count pipes of @p size bytes for @p lcore. @return 0 or -errno. */
+/**
+ * Create up to @p count pipes of @p size bytes for @p lcore (fewer if fds run out: logged).
+ * @return 0 or -ENOMEM.
+ */
 int cr__io_pipes_start(unsigned lcore, unsigned count, uint32_t size);
 /** Close every pipe of @p lcore's pool, taken ones included (no op uses them by now). */
 void cr__io_pipes_stop(unsigned lcore);
