@@ -4,7 +4,7 @@
  * socket -> pooled pipe -> socket relays of 1 B to 64 MiB checked by sha256, a file -> pipe
  * -> socket relay, partial splices, EAGAIN (a pipe end that is not ready; a socket with
  * no data waits), cancel in flight, a deadline, a reset in the middle of a relay (no fd
- * leak over $CR_UT_SPLICE_CYCLES cycles, 300 by default; 10000 by hand), bad arguments,
+ * leak over $CR_UT_SPLICE_CYCLES cycles, 1000 by default; 10000 by hand), bad arguments,
  * and the pool: exhaustion says -EAGAIN, a dirty pipe never comes back dirty.
  */
 #include <fcntl.h>
@@ -576,7 +576,7 @@ test_reset_mid_relay_no_fd_leak(void)
 	struct rst s = {0};
 	unsigned fds0 = fd_count();
 
-	s.want = env != NULL ? (unsigned)strtoul(env, NULL, 10) : 300;
+	s.want = env != NULL ? (unsigned)strtoul(env, NULL, 10) : 1000;
 	ut_run(rst_step, &s);
 	printf("\n    %u cycles, %u reset mid-relay", s.cycles, s.resets);
 	CU_ASSERT_EQUAL(s.cycles, s.want);
