@@ -265,6 +265,7 @@ relay_round(const struct bench_env *env, bool splice, uint64_t *bytes)
 	pthread_create(&ts, NULL, sender_main, s);
 	pthread_create(&tk, NULL, sink_main, s);
 	bench_phase(PHASE_ECHO_CR);
+	cr_io_pipe_pool(0, 0); /* the build's default pool: the splice relay needs two pipes */
 	bench_runtime(env, main_start, s, NULL);
 	bench_phase_end();
 	/* A relay that failed leaves the sender blocked and the sink waiting: end both. */

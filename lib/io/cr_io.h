@@ -142,8 +142,17 @@ struct cr_io_pipe {
 };
 
 /**
- * Take a pipe from this lcore's pool (created at lcore start: the io_pipes build option,
- * each sized io_pipe_size with F_SETPIPE_SZ, or as near as the system allows). Never
+ * Give every lcore that starts from now on a pool of @p count pipes of @p size bytes each
+ * (F_SETPIPE_SZ, or as near as the system allows; 0 and 0: the io_pipes and io_pipe_size
+ * build options, 16 of 256 KiB by default). Without this call an lcore has no pool (each
+ * pipe costs two descriptors and a share of the per-user pipe pages, which an app that
+ * never splices should not pay): cr_io_pipe_get() says -EAGAIN. Call it before the runtime
+ * starts, from one thread. @return 0; -EINVAL for a size over 1 MiB or under a page.
+ */
+int cr_io_pipe_pool(unsigned count, uint32_t size);
+
+/**
+ * Take a pipe from this lcore's pool (made at lcore start as cr_io_pipe_pool() asked). Never
  * blocks: when the pool is empty, -EAGAIN — the caller falls back to copying.
  * @return 0 with @p *p filled, -EAGAIN (pool empty), -EPERM off an lcore, -ENOTSUP no io
  *         driver.

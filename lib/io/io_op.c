@@ -541,7 +541,7 @@ io_lcore_start(unsigned lcore)
 		return rc;
 	}
 	io->drv = bops->io;
-	rc = cr__io_pipes_start(lcore, CR_IO_PIPES, CR_IO_PIPE_SIZE);
+	rc = cr__io_pipes_start(lcore);
 	if (rc != 0) {
 		io->drv->fini(io->be);
 		cr_numa_free(io->ops);

@@ -9,6 +9,7 @@
  * that is not the pool's, is refused loudly, and lcore stop closes every pipe, lent or not.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -39,6 +40,9 @@ struct pipe_pool {
 };
 
 static struct pipe_pool pools[CR_MAX_LCORES];
+/* What cr_io_pipe_pool() asked for every lcore that starts; read at each lcore's start. */
+static _Atomic unsigned want_count;
+static _Atomic uint32_t want_size;
 
 static struct pipe_pool *
 cur_pool(int *rc)
@@ -80,10 +84,25 @@ pipe_make(struct cr_io_pipe *p, uint32_t size, uint32_t *got)
 }
 
 int
-cr__io_pipes_start(unsigned lcore, unsigned count, uint32_t size)
+cr_io_pipe_pool(unsigned count, uint32_t size)
+{
+	if (count == 0 && size == 0) {
+		count = CR_IO_PIPES;
+		size = CR_IO_PIPE_SIZE;
+	}
+	if (size < 4096 || size > 1048576)
+		return -EINVAL;
+	atomic_store(&want_size, size);
+	atomic_store(&want_count, count);
+	return 0;
+}
+
+int
+cr__io_pipes_start(unsigned lcore)
 {
 	struct pipe_pool *pp = &pools[lcore];
-	uint32_t got = 0;
+	unsigned count = atomic_load(&want_count);
+	uint32_t size = atomic_load(&want_size), got = 0;
 	unsigned i;
 	int rc;
 

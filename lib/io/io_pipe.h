@@ -6,10 +6,10 @@
 #include <stdint.h>
 
 /**
- * Create up to @p count pipes of @p size bytes for @p lcore (fewer if fds run out: logged).
- * @return 0 or -ENOMEM.
+ * Create the pipes cr_io_pipe_pool() asked for @p lcore (none unless it was called; fewer
+ * if fds run out: logged). @return 0 or -ENOMEM.
  */
-int cr__io_pipes_start(unsigned lcore, unsigned count, uint32_t size);
+int cr__io_pipes_start(unsigned lcore);
 /** Close every pipe of @p lcore's pool, taken ones included (no op uses them by now). */
 void cr__io_pipes_stop(unsigned lcore);
 

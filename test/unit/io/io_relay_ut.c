@@ -280,4 +280,11 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_pool_short),
 };
 
-UT_MAIN("io_relay", cases, ut_rt_setup, NULL)
+/* The pool is opt-in: these tests ask for the build's default one. */
+static int
+setup(void)
+{
+	return cr_io_pipe_pool(0, 0) != 0 ? -1 : ut_rt_setup();
+}
+
+UT_MAIN("io_relay", cases, setup, NULL)
