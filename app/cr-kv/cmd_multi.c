@@ -259,6 +259,39 @@ kv_multi_keys(struct kreq *kr)
 	kv_tx_lock(tx, cmd->fn, (unsigned)cmd->step, multi_keys_done);
 }
 
+/* ---- KEYS, DBSIZE, RANDOMKEY, FLUSHDB, FLUSHALL ---- */
+
+static void
+multi_all_done(struct kv_tx *tx)
+{
+	struct kreq *kr = tx->kr;
+
+	/* Every shard's part ran under its lock, and no write reached any of them since:
+	 * together one snapshot. The writers may go before the (big) merge. */
+	kv_tx_unlock(tx);
+	rb_reset(&kr->reply);
+	kv_merge_parts(kr, tx->parts, tx->nshards, &kr->reply);
+	kv_tx_finish(tx, NULL, 0);
+}
+
+/* Every shard locked whole, in ascending order (shared for the reads, exclusive for
+ * FLUSH*), each running the command as its lock is granted; released once all are. */
+void
+kv_multi_all(struct kreq *kr)
+{
+	bool excl = (kr->cmd->flags & KV_WRITE) != 0;
+	struct kv_tx *tx = kv_tx_new(kr);
+	unsigned i;
+
+	if (tx == NULL) {
+		kreq_finish(kr);
+		return;
+	}
+	for (i = 0; i < kv.nshards; i++)
+		kv_tx_whole(tx, i, excl);
+	kv_tx_lock(tx, kr->cmd->fn, 1, multi_all_done);
+}
+
 /* ---- MSETNX ---- */
 
 /* argv: [cmd, k1, v1, ...]: how many of the keys exist. */

@@ -103,6 +103,8 @@ enum kv_route {
 	KV_ROUTE_SCAN,	    /* the shard the cursor names */
 	KV_ROUTE_MULTI,	    /* keys as cmd->keys says: run on their shard if they share one,
 			     * else cmd->multi() runs it as a transaction */
+	KV_ROUTE_TX,	    /* MULTI, EXEC, DISCARD, WATCH, UNWATCH: the client's transaction
+			     * (cmd_exec.c) */
 };
 
 enum kv_merge {
@@ -482,6 +484,8 @@ struct kconn {
 	uint64_t id;
 	char *name;
 	struct kv_bpop *bpop; /* the blocking command it waits in (bpop.h), or NULL */
+	struct kv_multi *mx;	 /* MULTI: the commands queued for EXEC, or NULL */
+	struct kv_watch *watch; /* WATCHed keys and their versions (cmd_exec.c) */
 	/* Replies handed over but not yet in lib/net's queue, oldest first (outq.c). */
 	struct kv_oblk *oq_head, *oq_tail;
 	size_t oq_bytes;	    /* unsent bytes in them */
@@ -535,6 +539,7 @@ struct kreq {
 	 * connection; called instead when its reply is final, and frees it. */
 	void (*on_done)(struct kreq *kr);
 	void *owner;
+	bool hop; /* a command EXEC runs under its locks: its parts are KP_TX_HOP */
 	struct rbuf reply;
 	uint32_t argc;
 	struct kv_arg *argv;
@@ -648,6 +653,23 @@ void kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts,
 
 /* dispatch.c: the request engine */
 void kv_process_input(struct kconn *kc);
+/* SCAN request @p kr (not on the connection's fast path): its cursor's shard, handing on
+ * to the next ones in the same call. */
+void kv_scan_request(struct kreq *kr);
+
+/* cmd_exec.c: MULTI, EXEC, DISCARD, WATCH, UNWATCH */
+/* Would the client's next command be queued (it is in MULTI, and it is not one of the
+ * few that run at once)? */
+bool kv_multi_queues(const struct kconn *kc, const struct kv_cmd *cmd);
+/* Queue it (+QUEUED), or, refused before queueing, make the EXEC fail (EXECABORT). */
+void kv_multi_queue(struct kconn *kc, const struct kv_cmd *cmd, const struct kv_ctx *x);
+void kv_multi_flag(struct kconn *kc);
+/* EXEC itself refused in MULTI (@p why): EXECABORT with it, and the MULTI discarded. */
+void kv_multi_refuse_exec(struct kconn *kc, const char *why);
+/* A KV_ROUTE_TX command. */
+void kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x);
+/* The connection's MULTI and WATCH state, at its end. */
+void kv_multi_free(struct kconn *kc);
 
 /* cmd_list.c: for the commands that move elements between lists */
 int kv_list_push(struct kv_ctx *x, struct kv_entry *e, bool head, const struct kv_arg *v);
@@ -710,6 +732,7 @@ struct kv_probe {
 /* What a shard read for kr->argv[@p idx] (false: it did not answer it). */
 bool kv_tx_probe(struct kv_tx *tx, uint32_t idx, bool dump, struct kv_probe *out);
 void kv_multi_keys(struct kreq *kr);
+void kv_multi_all(struct kreq *kr); /* KEYS, DBSIZE...: every shard, whole */
 void kv_multi_msetnx(struct kreq *kr);
 void kv_multi_rename(struct kreq *kr);
 void kv_multi_copy(struct kreq *kr);
@@ -736,6 +759,12 @@ KV_CMD(gather_dump);
 KV_CMD(gather_probe);
 KV_CMD(tx_install);
 KV_CMD(tx_delete);
+KV_CMD(watch_probe);
+KV_CMD(multi);
+KV_CMD(exec);
+KV_CMD(discard);
+KV_CMD(watch);
+KV_CMD(unwatch);
 
 /* The keys a multi-key command reads: looked up here (tx NULL), or rebuilt from what their
  * shards sent (kv_tx_compute()). e[i] NULL: absent. */

@@ -1,0 +1,707 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * MULTI, EXEC, DISCARD, WATCH, UNWATCH, as Redis 7.0 has them, across shards.
+ *
+ * MULTI makes the connection queue its commands (a copy of each, +QUEUED); a command
+ * refused before it would be queued (unknown, wrong arity, OOM) makes the EXEC answer
+ * EXECABORT. EXEC is one transaction (txn.h) over every key of every queued command and
+ * every WATCHed key: their shards are locked one after another in ascending order
+ * (exclusively where a command writes; whole shards for KEYS, FLUSHALL, SCAN...), each
+ * shard reports the versions of the watched keys as its lock is granted, and once every
+ * lock is held the versions are compared with what WATCH saw: any change, and the EXEC
+ * answers a null array. Otherwise the queued commands run one after another, each as it
+ * would outside (on its keys' shards, merged...) but as the locks' holder (its parts are
+ * KP_TX_HOP: they wait for nobody), and the locks are released once the last has
+ * answered. No other client sees a state between two of them.
+ *
+ * WATCH reads, for each key, its shard's version counter for the key's hash slot (bumped
+ * by every write of a key of that slot, expiry included: txlock.c), the shard's whole
+ * generation (bumped by FLUSH*), whether the key is live, and the shard's incarnation.
+ * Different slots never share a counter, so a modified key is always seen modified; a
+ * write to another key of the same slot (1 in 65536) is a false "modified".
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kv.h"
+
+struct kv_mxcmd {
+	struct kv_mxcmd *next;
+	const struct kv_cmd *cmd;
+	uint32_t argc;
+	struct kv_arg *argv;
+	char data[];
+};
+
+struct kv_multi {
+	struct kv_mxcmd *head, **tail;
+	uint32_t n;
+	bool dirty; /* a command was refused: EXEC answers EXECABORT */
+};
+
+struct kv_watch {
+	struct kv_watch *next;
+	long long ver, gen, live, epoch; /* what its shard said at WATCH */
+	size_t klen;
+	char key[];
+};
+
+/* An EXEC under way. */
+struct exec {
+	struct kconn *kc;
+	struct kreq *kr;  /* the EXEC request: argv[1..] are the keys locked */
+	struct kv_tx *tx; /* its locks, or NULL (nothing to lock) */
+	struct kv_multi *mx;
+	struct kv_watch *watch;
+	struct kv_mxcmd *next; /* the next queued command to run */
+	struct rbuf out;       /* the reply: "*N" and the replies so far */
+	bool running, in_loop, done;
+};
+
+static const char execabort[] = "-EXECABORT Transaction discarded because of previous errors.\r\n";
+
+/* ---- the connection's state ---- */
+
+/* A reply made now, in its turn. */
+static void
+reply_raw(struct kconn *kc, const char *s, size_t n)
+{
+	struct rbuf *o = kc_local_out(kc);
+
+	if (o != NULL)
+		rb_raw(o, s, n);
+}
+
+static void
+multi_drop(struct kv_multi *mx)
+{
+	while (mx != NULL && mx->head != NULL) {
+		struct kv_mxcmd *c = mx->head;
+
+		mx->head = c->next;
+		free(c);
+	}
+	free(mx);
+}
+
+static void
+watch_drop(struct kv_watch *w)
+{
+	while (w != NULL) {
+		struct kv_watch *next = w->next;
+
+		free(w);
+		w = next;
+	}
+}
+
+void
+kv_multi_free(struct kconn *kc)
+{
+	multi_drop(kc->mx);
+	kc->mx = NULL;
+	watch_drop(kc->watch);
+	kc->watch = NULL;
+}
+
+bool
+kv_multi_queues(const struct kconn *kc, const struct kv_cmd *cmd)
+{
+	(void)kc;
+	/* Redis runs these at once inside MULTI; UNWATCH is queued (and does nothing). */
+	if (cmd->route == KV_ROUTE_TX)
+		return cmd->fn == cmd_unwatch;
+	return cmd->fn != cmd_quit;
+}
+
+void
+kv_multi_flag(struct kconn *kc)
+{
+	if (kc->mx != NULL)
+		kc->mx->dirty = true;
+}
+
+void
+kv_multi_refuse_exec(struct kconn *kc, const char *why)
+{
+	struct rbuf *o = kc_local_out(kc);
+
+	kv_multi_free(kc); /* Redis's execCommandAbort(): discarded, unwatched */
+	if (o != NULL)
+		rb_errorf(o, "EXECABORT Transaction discarded because of: %s", why);
+}
+
+void
+kv_multi_queue(struct kconn *kc, const struct kv_cmd *cmd, const struct kv_ctx *x)
+{
+	size_t size = sizeof(struct kv_mxcmd) + kv_args_size(x->argv, x->argc);
+	struct kv_mxcmd *c = malloc(size);
+	struct kv_multi *mx = kc->mx;
+
+	if (c == NULL) {
+		mx->dirty = true;
+		kc_reply_error(kc, "OOM out of memory queueing the command", 38);
+		return;
+	}
+	c->next = NULL;
+	c->cmd = cmd;
+	c->argc = x->argc;
+	c->argv = (struct kv_arg *)c->data;
+	kv_args_copy(c->argv, c->data + x->argc * sizeof(struct kv_arg), x->argv, x->argc);
+	*mx->tail = c;
+	mx->tail = &c->next;
+	mx->n++;
+	reply_raw(kc, "+QUEUED\r\n", 9);
+}
+
+/* ---- WATCH ---- */
+
+/* Read what watch_probe answered for argv[@p i] of part @p p: false if it did not. */
+static bool
+probe_read(const struct kpart *p, uint32_t i, long long v[4])
+{
+	struct rd r;
+	long long n;
+	uint32_t k, j;
+
+	if (rd_error(&p->out))
+		return false;
+	rd_init(&r, &p->out);
+	n = rd_array(&r);
+	for (k = 1; k < p->argc && (long long)k <= n; k++) {
+		if (r.p < r.end && r.p[0] == '$') { /* a key of another shard */
+			const char *s;
+			size_t len;
+
+			rd_bulk(&r, &s, &len);
+			continue;
+		}
+		if (rd_array(&r) != 4)
+			return false;
+		for (j = 0; j < 4; j++)
+			v[j] = rd_int(&r);
+		if (k == i)
+			return true;
+	}
+	return false;
+}
+
+static void
+watch_done(struct kreq *kr)
+{
+	struct kconn *kc = kr->kc;
+	uint32_t i, k;
+
+	kr->cont = NULL;
+	rb_reset(&kr->reply);
+	for (i = 0; i < kr->nparts; i++)
+		if (rd_error(&kr->parts[i].out)) {
+			rb_raw(&kr->reply, kr->parts[i].out.p, kr->parts[i].out.len);
+			goto out;
+		}
+	for (i = 0; i < kr->nparts; i++) {
+		const struct kpart *p = &kr->parts[i];
+
+		for (k = 1; k < p->argc; k++) {
+			struct kv_watch *w = malloc(sizeof(*w) + p->argv[k].len);
+			long long v[4];
+
+			if (w == NULL || !probe_read(p, k, v)) {
+				free(w);
+				rb_reset(&kr->reply);
+				rb_error(&kr->reply, kv_err_oom);
+				goto out;
+			}
+			w->ver = v[0];
+			w->gen = v[1];
+			w->live = v[2];
+			w->epoch = v[3];
+			w->klen = p->argv[k].len;
+			memcpy(w->key, p->argv[k].p, w->klen);
+			w->next = kc->watch;
+			kc->watch = w;
+		}
+	}
+	rb_ok(&kr->reply);
+out:
+	kr->final = &kr->reply;
+	kreq_finish(kr); /* may free kr */
+	kv_unblock(kc);
+}
+
+/* Each key's version from its shard (behind any transaction writing it there); the
+ * connection parses nothing further until they are recorded, so an EXEC after it
+ * compares with them. */
+static void
+watch(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
+{
+	struct kreq *kr;
+	uint32_t i;
+
+	if (kc->mx != NULL) {
+		kc_reply_error(kc, "ERR WATCH inside MULTI is not allowed", 37);
+		return;
+	}
+	kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
+	if (kr == NULL) {
+		kc_abort(kc);
+		return;
+	}
+	kc_enqueue(kc, kr);
+	if (kreq_split_keys(kr, 1) != 0) {
+		rb_error(&kr->reply, kv_err_oom);
+		kr->final = &kr->reply;
+		kr->nparts = 0;
+		kreq_finish(kr);
+		return;
+	}
+	for (i = 0; i < kr->nparts; i++)
+		kr->parts[i].fn = cmd_watch_probe;
+	kr->cont = watch_done;
+	kc->blocked++;
+	kreq_launch(kr);
+}
+
+/* Has any watched key changed since WATCH (the locks are held: this is final)? */
+static bool
+watched_changed(struct exec *ex)
+{
+	struct kv_watch *w;
+	uint32_t i = 1;
+
+	for (w = ex->watch; w != NULL; w = w->next, i++) {
+		const struct kv_arg *k = &ex->kr->argv[i];
+		int at = kv_tx_at(ex->tx, key_shard(k));
+		const struct kpart *p;
+		long long v[4];
+		uint32_t j;
+
+		if (at < 0)
+			return true;
+		p = &ex->tx->parts[at];
+		for (j = 1; j < p->argc; j++)
+			if (p->argv[j].p == k->p)
+				break;
+		if (j == p->argc || !probe_read(p, j, v))
+			return true;
+		if (v[0] != w->ver || v[1] != w->gen || v[3] != w->epoch || (w->live && !v[2]))
+			return true; /* written, flushed, restarted, or expired (Redis 7.0) */
+	}
+	return false;
+}
+
+/* ---- EXEC: running the queued commands ---- */
+
+static void exec_run(struct exec *ex);
+
+static void
+exec_free(void *arg)
+{
+	struct exec *ex = arg;
+
+	if (ex == NULL)
+		return;
+	multi_drop(ex->mx);
+	watch_drop(ex->watch);
+	rb_fini(&ex->out);
+	free(ex);
+}
+
+static void
+step_done(struct kreq *sub)
+{
+	struct exec *ex = sub->owner;
+
+	rb_raw(&ex->out, sub->final->p, sub->final->len);
+	kreq_free(ex->kc->sh, sub);
+	ex->running = false;
+	exec_run(ex);
+}
+
+static void
+step_local(struct kreq *sub)
+{
+	sub->final = &sub->reply;
+	kreq_finish(sub); /* step_done() */
+}
+
+/* The one shard all of a command's keys are on, -1 for several, -2 for none. */
+static int
+keys_shard(const struct kv_cmd *cmd, const struct kreq *sub)
+{
+	uint32_t *idx = malloc((sub->argc + 1) * sizeof(*idx));
+	int n, i, s = -2;
+
+	if (idx == NULL)
+		return -2;
+	n = kv_cmd_keys(cmd, sub->argv, sub->argc, idx, sub->argc);
+	for (i = 0; i < n && s != -1; i++) {
+		int k = (int)key_shard(&sub->argv[idx[i]]);
+
+		s = s == -2 || s == k ? k : -1;
+	}
+	free(idx);
+	return s;
+}
+
+/* Run one queued command as it would run outside, as the holder of the EXEC's locks. */
+static void
+step(struct exec *ex, const struct kv_mxcmd *c)
+{
+	struct kconn *kc = ex->kc;
+	const struct kv_cmd *cmd = c->cmd;
+	struct kreq *sub = kreq_new(kc->sh, kc, cmd, c->argc, c->argv);
+	struct kv_ctx x;
+	unsigned i;
+	int s;
+
+	if (sub == NULL) {
+		rb_error(&ex->out, kv_err_oom);
+		ex->running = false;
+		return;
+	}
+	sub->on_done = step_done;
+	sub->owner = ex;
+	sub->hop = true;
+	memset(&x, 0, sizeof(x));
+	x.sh = kc->sh;
+	x.argc = sub->argc;
+	x.argv = sub->argv;
+	x.out = &sub->reply;
+	x.now_ms = kv_now_ms();
+	x.kc = kc;
+	if (cmd->precheck != NULL && !cmd->precheck(&x)) {
+		step_local(sub);
+		return;
+	}
+	switch (cmd->route) {
+	case KV_ROUTE_LOCAL:
+		cmd->fn(&x);
+		step_local(sub);
+		return;
+	case KV_ROUTE_TX: /* UNWATCH: EXEC unwatches anyway */
+		rb_ok(&sub->reply);
+		step_local(sub);
+		return;
+	case KV_ROUTE_SCAN:
+		kv_scan_request(sub);
+		return;
+	case KV_ROUTE_ALL:
+		if (kreq_set_parts(sub, kv.nshards) != 0)
+			break;
+		for (i = 0; i < kv.nshards; i++) {
+			sub->parts[i].shard = i;
+			kreq_part_args(&sub->parts[i], sub->argc, sub->argv);
+		}
+		kreq_launch(sub);
+		return;
+	default:
+		break;
+	}
+	if (cmd->route != KV_ROUTE_ALL) {
+		s = keys_shard(cmd, sub);
+		if (s == -2) { /* no key, or malformed arguments: the command says why */
+			cmd->fn(&x);
+			step_local(sub);
+			return;
+		}
+		if (s >= 0) {
+			kreq_set_parts(sub, 1);
+			sub->one.shard = (unsigned)s;
+			kreq_part_args(&sub->one, sub->argc, sub->argv);
+			kreq_launch(sub);
+			return;
+		}
+		if (cmd->flags & KV_BLOCKING) {
+			rb_error(&sub->reply, "ERR cr-kv runs a blocking command over keys of several "
+					      "shards only outside MULTI");
+			step_local(sub);
+			return;
+		}
+		if (cmd->route == KV_ROUTE_KEYS) {
+			if (kreq_split_keys(sub, (unsigned)cmd->step) != 0)
+				goto nomem;
+			kreq_launch(sub);
+			return;
+		}
+		if (cmd->multi != NULL)
+			cmd->multi(sub); /* its transaction takes no locks: nested */
+		else
+			kv_multi_keys(sub);
+		return;
+	}
+nomem:
+	rb_reset(&sub->reply);
+	rb_error(&sub->reply, kv_err_oom);
+	sub->nparts = 0;
+	step_local(sub);
+}
+
+static void
+exec_done(struct exec *ex)
+{
+	struct kreq *kr = ex->kr;
+	struct rbuf r = kr->reply;
+
+	ex->done = true;
+	kr->reply = ex->out; /* taken, not copied */
+	ex->out = r;
+	if (ex->tx != NULL) {
+		kv_tx_finish(ex->tx, NULL, 0); /* releases the locks; may free kr and ex */
+		return;
+	}
+	kr->final = &kr->reply;
+	kreq_finish(kr);
+}
+
+static void
+exec_run(struct exec *ex)
+{
+	if (ex->in_loop || ex->done)
+		return;
+	ex->in_loop = true;
+	while (!ex->running && ex->next != NULL) {
+		const struct kv_mxcmd *c = ex->next;
+
+		ex->next = c->next;
+		ex->running = true;
+		step(ex, c); /* may answer at once */
+	}
+	ex->in_loop = false;
+	if (!ex->running && ex->next == NULL)
+		exec_done(ex);
+}
+
+static void
+exec_locked(struct kv_tx *tx)
+{
+	struct exec *ex = tx->cmd;
+	unsigned i;
+
+	for (i = 0; i < tx->nshards; i++)
+		if (rd_error(&tx->parts[i].out)) { /* a shard could not be reached */
+			kv_tx_finish(tx, tx->parts[i].out.p, tx->parts[i].out.len);
+			return;
+		}
+	if (watched_changed(ex)) {
+		kv_tx_finish(tx, "*-1\r\n", 5);
+		return;
+	}
+	exec_run(ex);
+}
+
+/* ---- EXEC: what it locks ---- */
+
+struct plan {
+	struct kv_arg *argv; /* [EXEC, watched keys..., the commands' keys...] */
+	uint8_t *excl;
+	uint32_t n, cap;
+	uint8_t whole[CR_MAX_LCORES];
+	bool any_whole;
+};
+
+static int
+plan_add(struct plan *pl, const struct kv_arg *a, bool excl)
+{
+	if (pl->n == pl->cap) {
+		uint32_t cap = pl->cap ? pl->cap * 2 : 16;
+		struct kv_arg *v = realloc(pl->argv, cap * sizeof(*v));
+		uint8_t *e = v != NULL ? realloc(pl->excl, cap) : NULL;
+
+		if (v != NULL)
+			pl->argv = v;
+		if (e == NULL)
+			return -ENOMEM;
+		pl->excl = e;
+		pl->cap = cap;
+	}
+	pl->argv[pl->n] = *a;
+	pl->excl[pl->n++] = excl;
+	return 0;
+}
+
+static int
+plan_cmd(struct plan *pl, const struct kv_mxcmd *c)
+{
+	const struct kv_cmd *cmd = c->cmd;
+	bool excl = (cmd->flags & KV_WRITE) != 0;
+	uint32_t *idx;
+	int n, i, rc = 0;
+	unsigned s;
+
+	switch (cmd->route) {
+	case KV_ROUTE_LOCAL:
+	case KV_ROUTE_TX:
+		return 0;
+	case KV_ROUTE_ALL:
+	case KV_ROUTE_SCAN:
+		if (cmd->merge == KV_MERGE_INFO)
+			return 0; /* statistics */
+		for (s = 0; s < kv.nshards; s++)
+			if (excl || pl->whole[s] == 0)
+				pl->whole[s] = excl ? KV_WHOLE_EXCL : KV_WHOLE_SHARED;
+		pl->any_whole = true;
+		return 0;
+	default:
+		break;
+	}
+	idx = malloc((c->argc + 1) * sizeof(*idx));
+	if (idx == NULL)
+		return -ENOMEM;
+	n = kv_cmd_keys(cmd, c->argv, c->argc, idx, c->argc);
+	for (i = 0; i < n && rc == 0; i++)
+		rc = plan_add(pl, &c->argv[idx[i]], excl);
+	free(idx);
+	return rc;
+}
+
+static void
+exec(struct kconn *kc, const struct kv_cmd *cmd)
+{
+	struct kv_multi *mx = kc->mx;
+	struct kv_watch *watched = kc->watch, *w;
+	struct plan pl = {0};
+	struct kv_mxcmd *c;
+	struct exec *ex = NULL;
+	struct kreq *kr = NULL;
+	struct kv_arg a0 = {"EXEC", 4};
+	uint32_t i, nwatch = 0;
+	unsigned s;
+	int rc;
+
+	if (mx == NULL) {
+		kc_reply_error(kc, "ERR EXEC without MULTI", 22);
+		return;
+	}
+	kc->mx = NULL; /* EXEC takes them: a MULTI after it starts afresh, unwatched */
+	kc->watch = NULL;
+	if (mx->dirty) {
+		reply_raw(kc, execabort, sizeof(execabort) - 1);
+		goto out;
+	}
+	rc = plan_add(&pl, &a0, false);
+	for (w = watched; w != NULL && rc == 0; w = w->next, nwatch++) {
+		struct kv_arg k = {w->key, w->klen};
+
+		rc = plan_add(&pl, &k, false);
+	}
+	for (c = mx->head; c != NULL && rc == 0; c = c->next)
+		rc = plan_cmd(&pl, c);
+	if (rc == 0)
+		kr = kreq_new(kc->sh, kc, cmd, pl.n, pl.argv);
+	ex = kr != NULL ? calloc(1, sizeof(*ex)) : NULL;
+	if (ex == NULL) {
+		if (kr != NULL)
+			kreq_free(kc->sh, kr);
+		kc_reply_error(kc, "OOM out of memory starting EXEC", 31);
+		goto out;
+	}
+	kc_enqueue(kc, kr);
+	ex->kc = kc;
+	ex->kr = kr;
+	ex->mx = mx;
+	ex->watch = watched;
+	ex->next = mx->head;
+	rb_init(&ex->out, NULL, 0);
+	rb_array(&ex->out, mx->n);
+	mx = NULL; /* the EXEC's now */
+	watched = NULL;
+	if (pl.n == 1 && !pl.any_whole) {
+		kr->state = ex; /* nothing to lock: run them now */
+		kr->state_fini = exec_free;
+		exec_run(ex);
+		goto out;
+	}
+	ex->tx = kv_tx_new(kr);
+	if (ex->tx == NULL) {
+		exec_free(ex);
+		kreq_finish(kr);
+		goto out;
+	}
+	ex->tx->cmd = ex;
+	ex->tx->cmd_fini = exec_free;
+	for (i = 1; i < kr->argc && rc == 0; i++)
+		rc = kv_tx_key(ex->tx, i, pl.excl[i]);
+	for (s = 0; s < kv.nshards; s++)
+		if (pl.whole[s] != 0)
+			kv_tx_whole(ex->tx, s, pl.whole[s] == KV_WHOLE_EXCL);
+	if (rc != 0) {
+		kv_tx_finish(ex->tx, "-OOM out of memory\r\n", 20);
+		goto out;
+	}
+	kv_tx_lock(ex->tx, nwatch != 0 ? cmd_watch_probe : NULL, 1, exec_locked);
+out:
+	multi_drop(mx);
+	watch_drop(watched);
+	free(pl.argv);
+	free(pl.excl);
+}
+
+/* ---- the commands ---- */
+
+void
+kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
+{
+	if (cmd->fn == cmd_exec) {
+		exec(kc, cmd);
+		return;
+	}
+	if (cmd->fn == cmd_watch) {
+		watch(kc, cmd, x);
+		return;
+	}
+	x->out = kc_local_out(kc);
+	if (x->out == NULL) {
+		kc_abort(kc);
+		return;
+	}
+	cmd->fn(x);
+}
+
+KV_CMD(multi)
+{
+	struct kconn *kc = x->kc;
+
+	if (kc->mx != NULL) {
+		rb_error(x->out, "ERR MULTI calls can not be nested");
+		return;
+	}
+	kc->mx = calloc(1, sizeof(*kc->mx));
+	if (kc->mx == NULL) {
+		rb_error(x->out, kv_err_oom);
+		return;
+	}
+	kc->mx->tail = &kc->mx->head;
+	rb_ok(x->out);
+}
+
+KV_CMD(exec)
+{
+	exec(x->kc, kv_cmd_lookup("exec", 4));
+}
+
+KV_CMD(watch)
+{
+	watch(x->kc, kv_cmd_lookup("watch", 5), x);
+}
+
+KV_CMD(discard)
+{
+	struct kconn *kc = x->kc;
+
+	if (kc->mx == NULL) {
+		rb_error(x->out, "ERR DISCARD without MULTI");
+		return;
+	}
+	kv_multi_free(kc); /* and unwatch, as Redis */
+	rb_ok(x->out);
+}
+
+KV_CMD(unwatch)
+{
+	watch_drop(x->kc->watch);
+	x->kc->watch = NULL;
+	rb_ok(x->out);
+}
