@@ -232,6 +232,20 @@ kv_scan_request(struct kreq *kr)
 	scan_launch(kr, cursor, false);
 }
 
+/* SCAN over several shards in one call: one snapshot of those it may visit, unless its
+ * cursor is on the last shard (then it runs there, in one step). */
+static bool
+scan_several(const struct kv_ctx *x)
+{
+	unsigned long long cursor = 0;
+	unsigned bits = 0;
+
+	while ((1u << bits) < kv.nshards)
+		bits++;
+	(void)kv_parse_scan_cursor(&x->argv[1], &cursor);
+	return (cursor & ((1u << bits) - 1)) + 1 < kv.nshards;
+}
+
 static void
 dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 {
@@ -246,6 +260,16 @@ dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		run_here(kc, cmd, x);
 		return;
 	}
+	if (scan_several(x)) {
+		kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
+		if (kr == NULL) {
+			kc_abort(kc);
+			return;
+		}
+		kc_enqueue(kc, kr);
+		kv_multi_scan(kr, cursor);
+		return;
+	}
 	kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
 	if (kr != NULL)
 		kr->state = calloc(1, sizeof(struct scan_state));
@@ -258,6 +282,7 @@ dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 	kc_enqueue(kc, kr);
 	scan_launch(kr, cursor, true);
 }
+
 
 #define SHARDS_SEVERAL (-1)
 #define SHARDS_NONE    (-2) /* no key, or malformed arguments: the command replies */

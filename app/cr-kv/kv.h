@@ -733,6 +733,9 @@ struct kv_probe {
 bool kv_tx_probe(struct kv_tx *tx, uint32_t idx, bool dump, struct kv_probe *out);
 void kv_multi_keys(struct kreq *kr);
 void kv_multi_all(struct kreq *kr); /* KEYS, DBSIZE...: every shard, whole */
+/* SCAN from global @p cursor over the shards from its on, as one snapshot. */
+void kv_multi_scan(struct kreq *kr, unsigned long long cursor);
+KV_CMD(scan_part);
 void kv_multi_msetnx(struct kreq *kr);
 void kv_multi_rename(struct kreq *kr);
 void kv_multi_copy(struct kreq *kr);

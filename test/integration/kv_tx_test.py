@@ -5,7 +5,8 @@
   kv_tx_test.py CR_KV TEST [--lcores 1|2] [--driver auto|uring|epoll] [--seed N]
 
   keys_atomic    writers SET a_i then SET b_i (a_i and b_i on different shards) while
-                 readers on both lcores run KEYS: no KEYS shows b_i without a_i.
+                 readers on both lcores run KEYS and SCAN 0 COUNT 1000000 (one call
+                 over both shards): none shows b_i without a_i.
   dbsize_atomic  one writer moves a token key between the shards (SET the next, then DEL
                  the last) while readers run DBSIZE: it never counts 0 or 3 tokens.
   multi_oracle   MULTI/EXEC/DISCARD/WATCH/UNWATCH scripts, byte for byte against
@@ -71,7 +72,7 @@ class Local:
 
 
 def t_keys_atomic(o, writers=4, pairs=300, seconds=20.0):
-    """KEYS is one snapshot of every shard: a writer's SET a_i happens before its SET b_i,
+    """KEYS (and a SCAN call that covers every shard) is one snapshot of every shard: a writer's SET a_i happens before its SET b_i,
     so a KEYS that shows b_i shows a_i (on the code before the whole-shard lock, each
     shard's part ran at its own moment and the reader whose own shard holds a_i saw b_i
     alone)."""
@@ -98,9 +99,14 @@ def t_keys_atomic(o, writers=4, pairs=300, seconds=20.0):
         try:
             deadline = time.monotonic() + seconds
             while not done.is_set() and time.monotonic() < deadline:
-                rc.send(resp("KEYS", "[ab]:*") * 3)
-                for r in rc.replies(3, 30):
-                    keys = set(k.split(b"\r\n")[1].decode() for k in parse_array(r))
+                rc.send(resp("KEYS", "[ab]:*") * 2 +
+                        resp("SCAN", "0", "MATCH", "[ab]:*", "COUNT", "1000000"))
+                for j, r in enumerate(rc.replies(3, 30)):
+                    items = parse_array(r)
+                    if j == 2:  # SCAN: one call over both shards
+                        check(items[0] == b"$1\r\n0\r\n", "SCAN did not finish: %r" % items[0])
+                        items = parse_array(items[1])
+                    keys = set(k.split(b"\r\n")[1].decode() for k in items)
                     reads[0] += 1
                     bad.extend((b, a_of[b]) for b in keys
                                if b.startswith("b:") and a_of[b] not in keys)
