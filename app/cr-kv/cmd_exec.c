@@ -58,6 +58,9 @@ struct exec {
 	struct kv_mxcmd *next; /* the next queued command to run */
 	struct rbuf out;       /* the reply: "*N" and the replies so far */
 	bool running, in_loop, done;
+	/* A blocking pop over keys of several shards: its keys tried one by one. */
+	const struct kv_mxcmd *btry;
+	uint32_t bfirst, bkey, bn;
 };
 
 static const char execabort[] = "-EXECABORT Transaction discarded because of previous errors.\r\n";
@@ -309,12 +312,24 @@ exec_free(void *arg)
 	free(ex);
 }
 
+static void btry_next(struct exec *ex);
+
 static void
 step_done(struct kreq *sub)
 {
 	struct exec *ex = sub->owner;
+	const struct rbuf *o = sub->final;
 
-	rb_raw(&ex->out, sub->final->p, sub->final->len);
+	if (ex->btry != NULL) {
+		/* Nothing in that key: the next one, as Redis's blockingPop walks them. */
+		if (o->len >= 3 && memcmp(o->p, "*-1", 3) == 0 && ++ex->bkey < ex->bn) {
+			kreq_free(ex->kc->sh, sub);
+			btry_next(ex);
+			return;
+		}
+		ex->btry = NULL;
+	}
+	rb_raw(&ex->out, o->p, o->len);
 	kreq_free(ex->kc->sh, sub);
 	ex->running = false;
 	exec_run(ex);
@@ -344,6 +359,92 @@ keys_shard(const struct kv_cmd *cmd, const struct kreq *sub)
 	}
 	free(idx);
 	return s;
+}
+
+/* Try key ex->bkey of the blocking pop ex->btry alone, on its shard, without blocking. */
+static void
+btry_next(struct exec *ex)
+{
+	const struct kv_mxcmd *c = ex->btry;
+	const struct kv_arg *k = &c->argv[ex->bfirst + ex->bkey];
+	struct kv_arg argv[8], one = {"1", 1};
+	uint32_t argc = 0, i;
+	struct kreq *sub;
+
+	argv[argc++] = c->argv[0];
+	if (ex->bfirst == 1) { /* BLPOP key... timeout */
+		argv[argc++] = *k;
+		argv[argc++] = c->argv[c->argc - 1];
+	} else { /* BLMPOP timeout numkeys key... where [COUNT n] */
+		argv[argc++] = c->argv[1];
+		argv[argc++] = one;
+		argv[argc++] = *k;
+		for (i = ex->bfirst + ex->bn; i < c->argc && argc < 8; i++)
+			argv[argc++] = c->argv[i];
+	}
+	sub = kreq_new(ex->kc->sh, ex->kc, c->cmd, argc, argv);
+	if (sub == NULL) {
+		ex->btry = NULL;
+		rb_error(&ex->out, kv_err_oom);
+		ex->running = false;
+		exec_run(ex);
+		return;
+	}
+	sub->on_done = step_done;
+	sub->owner = ex;
+	sub->hop = true;
+	kreq_set_parts(sub, 1);
+	sub->one.shard = key_shard(k);
+	kreq_part_args(&sub->one, sub->argc, sub->argv);
+	kreq_launch(sub);
+}
+
+/* A blocking pop over keys of several shards inside MULTI pops as Redis's does there,
+ * without blocking: BLMOVE and BRPOPLPUSH as LMOVE and RPOPLPUSH (one transaction over
+ * both keys), the others from the first of their keys with something. */
+static void
+step_bpop(struct exec *ex, struct kreq *sub, const struct kv_mxcmd *c)
+{
+	const char *n = c->argv[0].p;
+	bool zset = strcasecmp(n, "bzmpop") == 0;
+
+	if (strcasecmp(n, "blmove") == 0 || strcasecmp(n, "brpoplpush") == 0) {
+		const struct kv_cmd *m = kv_cmd_lookup(n + 1, c->argv[0].len - 1);
+		struct kv_arg argv[5];
+		uint32_t i, argc = c->argc - 1;
+		struct kreq *mv;
+
+		for (i = 0; i < argc; i++)
+			argv[i] = c->argv[i];
+		argv[0].p = n + 1;
+		argv[0].len--;
+		mv = m != NULL ? kreq_new(ex->kc->sh, ex->kc, m, argc, argv) : NULL;
+		if (mv == NULL) {
+			rb_error(&sub->reply, kv_err_oom);
+			step_local(sub);
+			return;
+		}
+		kreq_free(ex->kc->sh, sub);
+		mv->on_done = step_done;
+		mv->owner = ex;
+		mv->hop = true;
+		m->multi(mv);
+		return;
+	}
+	ex->btry = c;
+	ex->bkey = 0;
+	if (zset || strcasecmp(n, "blmpop") == 0) {
+		long long nk = 0;
+
+		resp_string2ll(c->argv[2].p, c->argv[2].len, &nk); /* checked: keys on 2 shards */
+		ex->bfirst = 3;
+		ex->bn = (uint32_t)nk;
+	} else {
+		ex->bfirst = 1;
+		ex->bn = c->argc - 2;
+	}
+	kreq_free(ex->kc->sh, sub);
+	btry_next(ex);
 }
 
 /* Run one queued command as it would run outside, as the holder of the EXEC's locks. */
@@ -415,9 +516,7 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 			return;
 		}
 		if (cmd->flags & KV_BLOCKING) {
-			rb_error(&sub->reply, "ERR cr-kv runs a blocking command over keys of several "
-					      "shards only outside MULTI");
-			step_local(sub);
+			step_bpop(ex, sub, c);
 			return;
 		}
 		if (cmd->route == KV_ROUTE_KEYS) {

@@ -246,6 +246,16 @@ def tx_script(k):
     a("HSET", k[2], "f", "v"); a("ZADD", k[3], "1", "z"); a("BLPOP", k[0], "0")
     a("BLPOP", k[0], "0"); a("SMEMBERS", k[1]); a("HGETALL", k[2]); a("ZRANGE", k[3], "0", "-1")
     a("TYPE", k[2]); a("EXEC")
+    # blocking pops over one key and over keys of both shards: they do not block
+    a("DEL", *k); a("MULTI"); a("BLMOVE", k[0], k[1], "LEFT", "RIGHT", "0")
+    a("BRPOPLPUSH", k[0], k[1], "0"); a("BLMPOP", "0", "2", k[0], k[1], "LEFT")
+    a("BZMPOP", "0", "2", k[2], k[3], "MIN"); a("BLPOP", k[0], k[1], "0"); a("BZPOPMIN", k[2], k[3], "0")
+    a("BRPOP", k[0], "0"); a("RPUSH", k[1], "x", "y", "z"); a("ZADD", k[3], "1", "m", "2", "n")
+    a("BLPOP", k[0], k[1], "0"); a("BRPOP", k[0], k[1], "0"); a("BZPOPMAX", k[2], k[3], "0")
+    a("BZMPOP", "0", "2", k[2], k[3], "MIN", "COUNT", "5"); a("BLMOVE", k[1], k[0], "RIGHT", "LEFT", "0")
+    a("BRPOPLPUSH", k[0], k[1], "0"); a("BLMPOP", "0", "2", k[0], k[1], "RIGHT", "COUNT", "5")
+    a("SET", k[0], "s"); a("BLPOP", k[0], k[1], "0"); a("BLMOVE", k[0], k[1], "LEFT", "LEFT", "0")
+    a("BLMPOP", "0", "2", k[1], k[0], "LEFT"); a("BLPOP", k[1], "x", "0"); a("EXEC")
     return st
 
 
