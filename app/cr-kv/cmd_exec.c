@@ -14,11 +14,7 @@
  * KP_TX_HOP: they wait for nobody), and the locks are released once the last has
  * answered. No other client sees a state between two of them.
  *
- * WATCH reads, for each key, its shard's version counter for the key's hash slot (bumped
- * by every write of a key of that slot, expiry included: txlock.c), the shard's whole
- * generation (bumped by FLUSH*), whether the key is live, and the shard's incarnation.
- * Different slots never share a counter, so a modified key is always seen modified; a
- * write to another key of the same slot (1 in 65536) is a false "modified".
+ * WATCH's versions and their comparison: cmd_watch.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -39,13 +35,6 @@ struct kv_multi {
 	struct kv_mxcmd *head, **tail;
 	uint32_t n;
 	bool dirty; /* a command was refused: EXEC answers EXECABORT */
-};
-
-struct kv_watch {
-	struct kv_watch *next;
-	long long ver, gen, live, epoch; /* what its shard said at WATCH */
-	size_t klen;
-	char key[];
 };
 
 /* An EXEC under way. */
@@ -89,30 +78,18 @@ multi_drop(struct kv_multi *mx)
 	free(mx);
 }
 
-static void
-watch_drop(struct kv_watch *w)
-{
-	while (w != NULL) {
-		struct kv_watch *next = w->next;
-
-		free(w);
-		w = next;
-	}
-}
-
 void
 kv_multi_free(struct kconn *kc)
 {
 	multi_drop(kc->mx);
 	kc->mx = NULL;
-	watch_drop(kc->watch);
+	kv_watch_drop(kc->watch);
 	kc->watch = NULL;
 }
 
 bool
-kv_multi_queues(const struct kconn *kc, const struct kv_cmd *cmd)
+kv_multi_queues(const struct kv_cmd *cmd)
 {
-	(void)kc;
 	/* Redis runs these at once inside MULTI; UNWATCH is queued (and does nothing). */
 	if (cmd->route == KV_ROUTE_TX)
 		return cmd->fn == cmd_unwatch;
@@ -159,142 +136,6 @@ kv_multi_queue(struct kconn *kc, const struct kv_cmd *cmd, const struct kv_ctx *
 	reply_raw(kc, "+QUEUED\r\n", 9);
 }
 
-/* ---- WATCH ---- */
-
-/* Read what watch_probe answered for argv[@p i] of part @p p: false if it did not. */
-static bool
-probe_read(const struct kpart *p, uint32_t i, long long v[4])
-{
-	struct rd r;
-	long long n;
-	uint32_t k, j;
-
-	if (rd_error(&p->out))
-		return false;
-	rd_init(&r, &p->out);
-	n = rd_array(&r);
-	for (k = 1; k < p->argc && (long long)k <= n; k++) {
-		if (r.p < r.end && r.p[0] == '$') { /* a key of another shard */
-			const char *s;
-			size_t len;
-
-			rd_bulk(&r, &s, &len);
-			continue;
-		}
-		if (rd_array(&r) != 4)
-			return false;
-		for (j = 0; j < 4; j++)
-			v[j] = rd_int(&r);
-		if (k == i)
-			return true;
-	}
-	return false;
-}
-
-static void
-watch_done(struct kreq *kr)
-{
-	struct kconn *kc = kr->kc;
-	uint32_t i, k;
-
-	kr->cont = NULL;
-	rb_reset(&kr->reply);
-	for (i = 0; i < kr->nparts; i++)
-		if (rd_error(&kr->parts[i].out)) {
-			rb_raw(&kr->reply, kr->parts[i].out.p, kr->parts[i].out.len);
-			goto out;
-		}
-	for (i = 0; i < kr->nparts; i++) {
-		const struct kpart *p = &kr->parts[i];
-
-		for (k = 1; k < p->argc; k++) {
-			struct kv_watch *w = malloc(sizeof(*w) + p->argv[k].len);
-			long long v[4];
-
-			if (w == NULL || !probe_read(p, k, v)) {
-				free(w);
-				rb_reset(&kr->reply);
-				rb_error(&kr->reply, kv_err_oom);
-				goto out;
-			}
-			w->ver = v[0];
-			w->gen = v[1];
-			w->live = v[2];
-			w->epoch = v[3];
-			w->klen = p->argv[k].len;
-			memcpy(w->key, p->argv[k].p, w->klen);
-			w->next = kc->watch;
-			kc->watch = w;
-		}
-	}
-	rb_ok(&kr->reply);
-out:
-	kr->final = &kr->reply;
-	kreq_finish(kr); /* may free kr */
-	kv_unblock(kc);
-}
-
-/* Each key's version from its shard (behind any transaction writing it there); the
- * connection parses nothing further until they are recorded, so an EXEC after it
- * compares with them. */
-static void
-watch(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
-{
-	struct kreq *kr;
-	uint32_t i;
-
-	if (kc->mx != NULL) {
-		kc_reply_error(kc, "ERR WATCH inside MULTI is not allowed", 37);
-		return;
-	}
-	kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
-	if (kr == NULL) {
-		kc_abort(kc);
-		return;
-	}
-	kc_enqueue(kc, kr);
-	if (kreq_split_keys(kr, 1) != 0) {
-		rb_error(&kr->reply, kv_err_oom);
-		kr->final = &kr->reply;
-		kr->nparts = 0;
-		kreq_finish(kr);
-		return;
-	}
-	for (i = 0; i < kr->nparts; i++)
-		kr->parts[i].fn = cmd_watch_probe;
-	kr->cont = watch_done;
-	kc->blocked++;
-	kreq_launch(kr);
-}
-
-/* Has any watched key changed since WATCH (the locks are held: this is final)? */
-static bool
-watched_changed(struct exec *ex)
-{
-	struct kv_watch *w;
-	uint32_t i = 1;
-
-	for (w = ex->watch; w != NULL; w = w->next, i++) {
-		const struct kv_arg *k = &ex->kr->argv[i];
-		int at = kv_tx_at(ex->tx, key_shard(k));
-		const struct kpart *p;
-		long long v[4];
-		uint32_t j;
-
-		if (at < 0)
-			return true;
-		p = &ex->tx->parts[at];
-		for (j = 1; j < p->argc; j++)
-			if (p->argv[j].p == k->p)
-				break;
-		if (j == p->argc || !probe_read(p, j, v))
-			return true;
-		if (v[0] != w->ver || v[1] != w->gen || v[3] != w->epoch || (w->live && !v[2]))
-			return true; /* written, flushed, restarted, or expired (Redis 7.0) */
-	}
-	return false;
-}
-
 /* ---- EXEC: running the queued commands ---- */
 
 static void exec_run(struct exec *ex);
@@ -307,7 +148,7 @@ exec_free(void *arg)
 	if (ex == NULL)
 		return;
 	multi_drop(ex->mx);
-	watch_drop(ex->watch);
+	kv_watch_drop(ex->watch);
 	rb_fini(&ex->out);
 	free(ex);
 }
@@ -584,7 +425,7 @@ exec_locked(struct kv_tx *tx)
 			kv_tx_finish(tx, tx->parts[i].out.p, tx->parts[i].out.len);
 			return;
 		}
-	if (watched_changed(ex)) {
+	if (kv_watch_changed(ex->watch, ex->tx)) {
 		kv_tx_finish(tx, "*-1\r\n", 5);
 		return;
 	}
@@ -733,7 +574,7 @@ exec(struct kconn *kc, const struct kv_cmd *cmd)
 	kv_tx_lock(ex->tx, nwatch != 0 ? cmd_watch_probe : NULL, 1, exec_locked);
 out:
 	multi_drop(mx);
-	watch_drop(watched);
+	kv_watch_drop(watched);
 	free(pl.argv);
 	free(pl.excl);
 }
@@ -748,7 +589,7 @@ kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		return;
 	}
 	if (cmd->fn == cmd_watch) {
-		watch(kc, cmd, x);
+		kv_watch(kc, cmd, x);
 		return;
 	}
 	x->out = kc_local_out(kc);
@@ -781,11 +622,6 @@ KV_CMD(exec)
 	exec(x->kc, kv_cmd_lookup("exec", 4));
 }
 
-KV_CMD(watch)
-{
-	watch(x->kc, kv_cmd_lookup("watch", 5), x);
-}
-
 KV_CMD(discard)
 {
 	struct kconn *kc = x->kc;
@@ -795,12 +631,5 @@ KV_CMD(discard)
 		return;
 	}
 	kv_multi_free(kc); /* and unwatch, as Redis */
-	rb_ok(x->out);
-}
-
-KV_CMD(unwatch)
-{
-	watch_drop(x->kc->watch);
-	x->kc->watch = NULL;
 	rb_ok(x->out);
 }

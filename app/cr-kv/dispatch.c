@@ -445,7 +445,7 @@ run_command(struct kconn *kc)
 		kc_reply_error(kc, "OOM command not allowed when used memory > 'maxmemory'.", 55);
 		return;
 	}
-	if (kc->mx != NULL && kv_multi_queues(kc, cmd)) {
+	if (kc->mx != NULL && kv_multi_queues(cmd)) {
 		kv_multi_queue(kc, cmd, &x); /* MULTI: run by EXEC (its checks then) */
 		return;
 	}

@@ -658,9 +658,8 @@ void kv_process_input(struct kconn *kc);
 void kv_scan_request(struct kreq *kr);
 
 /* cmd_exec.c: MULTI, EXEC, DISCARD, WATCH, UNWATCH */
-/* Would the client's next command be queued (it is in MULTI, and it is not one of the
- * few that run at once)? */
-bool kv_multi_queues(const struct kconn *kc, const struct kv_cmd *cmd);
+/* In MULTI, is @p cmd queued (not one of the few that run at once)? */
+bool kv_multi_queues(const struct kv_cmd *cmd);
 /* Queue it (+QUEUED), or, refused before queueing, make the EXEC fail (EXECABORT). */
 void kv_multi_queue(struct kconn *kc, const struct kv_cmd *cmd, const struct kv_ctx *x);
 void kv_multi_flag(struct kconn *kc);
@@ -670,6 +669,18 @@ void kv_multi_refuse_exec(struct kconn *kc, const char *why);
 void kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x);
 /* The connection's MULTI and WATCH state, at its end. */
 void kv_multi_free(struct kconn *kc);
+/* cmd_watch.c: a WATCHed key and what its shard said of it then. */
+struct kv_watch {
+	struct kv_watch *next;
+	long long ver, gen, live, epoch;
+	size_t klen;
+	char key[];
+};
+void kv_watch(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x);
+void kv_watch_drop(struct kv_watch *list);
+/* Has a key of @p list changed since WATCH? Read from what watch_probe answered for
+ * @p tx's lock requests, whose keys argv[1...] start with @p list's, in its order. */
+bool kv_watch_changed(const struct kv_watch *list, const struct kv_tx *tx);
 
 /* cmd_list.c: for the commands that move elements between lists */
 int kv_list_push(struct kv_ctx *x, struct kv_entry *e, bool head, const struct kv_arg *v);

@@ -380,29 +380,6 @@ kv_wv_touch_cmd(struct kv_shard *sh, const struct kv_cmd *cmd, uint32_t argc,
 		free(idx);
 }
 
-/* argv: [cmd, key...]: for each key of this shard, [version, shard generation, live,
- * shard incarnation] (WATCH records it, EXEC compares); nil for a key of another. */
-KV_CMD(watch_probe)
-{
-	uint32_t i;
-
-	rb_array(x->out, x->argc - 1);
-	for (i = 1; i < x->argc; i++) {
-		const struct kv_arg *k = &x->argv[i];
-		uint64_t h = kv_hash(k->p, k->len);
-
-		if (key_shard_h(k->p, k->len, h) != x->sh->index) {
-			rb_null(x->out);
-			continue;
-		}
-		rb_array(x->out, 4);
-		rb_int(x->out, x->sh->tx.wver[h & (KV_WVER_SLOTS - 1)]);
-		rb_int(x->out, (long long)x->sh->tx.wgen);
-		rb_int(x->out, kv_peek(x->sh->store, k->p, k->len, h, x->now_ms) != NULL);
-		rb_int(x->out, (long long)x->sh->tx.epoch);
-	}
-}
-
 /* ---- running ---- */
 
 /* Run @p fn; @p from says for whom (NULL: a transaction's own step, which never waits).
