@@ -4,7 +4,8 @@
 
   kv_tx_test.py CR_KV TEST [--lcores 1|2] [--driver auto|uring|epoll] [--seed N]
 
-  keys_atomic    writers SET a_i then SET b_i (a_i and b_i on different shards) while
+  keys_atomic    writers SET a_i then SET b_i (a_i and b_i on different shards, which
+                 way round drawn from --seed) while
                  readers on both lcores run KEYS and SCAN 0 COUNT 1000000 (one call
                  over both shards): none shows b_i without a_i.
   dbsize_atomic  one writer moves a token key between the shards (SET the next, then DEL
@@ -79,8 +80,12 @@ def t_keys_atomic(o, writers=4, pairs=300, seconds=20.0):
     n = max(2, o.lcores)
     c = Conn(o.kv.port)
     pad(c, 20000)
-    # Half the pairs have a_i on shard 0 and b_i on shard 1, the others the reverse.
-    plan = [[(named("a:", i % 2, n, "%d.%d" % (w, i)), named("b:", (i + 1) % 2, n, "%d.%d" % (w, i)))
+    # Each pair has a_i on one shard and b_i on the other, which way round drawn from the
+    # seed (--seed N).
+    rng = random.Random(SEED)
+    sides = [[rng.randrange(2) for _ in range(pairs)] for _ in range(writers)]
+    plan = [[(named("a:", sides[w][i], n, "%d.%d" % (w, i)),
+              named("b:", 1 - sides[w][i], n, "%d.%d" % (w, i)))
              for i in range(pairs)] for w in range(writers)]
     a_of = {b: a for p in plan for a, b in p}
     done, errors, bad, reads = threading.Event(), [], [], [0]
