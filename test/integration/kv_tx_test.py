@@ -5,15 +5,15 @@
   kv_tx_test.py CR_KV TEST [--lcores 1|2] [--driver auto|uring|epoll] [--seed N]
 
   keys_atomic    writers SET a_i then SET b_i (a_i and b_i on different shards, which
-                 way round drawn from --seed) while
-                 readers on both lcores run KEYS and SCAN 0 COUNT 1000000 (one call
-                 over both shards): none shows b_i without a_i.
+                 way round drawn from --seed) while readers on both lcores run KEYS
+                 and SCAN 0 COUNT 1000000 (one call over both shards): none shows b_i
+                 without a_i.
   dbsize_atomic  one writer moves a token key between the shards (SET the next, then DEL
                  the last) while readers run DBSIZE: it never counts 0 or 3 tokens.
   multi_oracle   MULTI/EXEC/DISCARD/WATCH/UNWATCH scripts, byte for byte against
                  redis-server, keys on one shard and on two, singly and pipelined.
-  watch_race     two clients race WATCH/GET/MULTI/SET/EXEC on one key: exactly one wins
-                 each round, as in Redis.
+  watch_race     two clients WATCH and GET one key, then both MULTI/INCR/EXEC at once:
+                 exactly one EXEC applies each round, as in Redis.
   transfer       seeded transfers between counters on both shards in MULTI/EXEC while a
                  reader MGETs them all: the sum never changes.
   redis_py       redis-py's pipeline(transaction=True) and WATCH (python3-redis).
