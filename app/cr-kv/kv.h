@@ -588,6 +588,13 @@ kv_here(void)
 	return kv.shards[cr_lcore_id()];
 }
 
+/* WATCH's version of the slot of key hash @p h is bumped: a key there was written. */
+static inline void
+kv_wv_touch(struct kv_shard *sh, uint64_t h)
+{
+	sh->tx.wver[h & (KV_WVER_SLOTS - 1)]++;
+}
+
 int64_t kv_now_ms(void);
 uint64_t kv_used_memory(void);
 /* The process's resident set (/proc/self/statm), and the highest used memory seen. */

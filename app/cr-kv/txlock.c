@@ -331,12 +331,6 @@ lock_needs(const struct kpart *p, struct needs *n)
 /* ---- WATCH's versions ---- */
 
 void
-kv_wv_touch(struct kv_shard *sh, uint64_t h)
-{
-	sh->tx.wver[h & (KV_WVER_SLOTS - 1)]++;
-}
-
-void
 kv_wv_touch_key(struct kv_shard *sh, const char *key, size_t len)
 {
 	kv_wv_touch(sh, kv_hash(key, len));

@@ -117,7 +117,7 @@ void kv_tx_await(struct kv_shard *sh, int delta);
  * hash @p h was written; a command's keys were (every key it names, or the whole shard
  * for FLUSH*). */
 #define KV_WVER_SLOTS (1u << 16)
-void kv_wv_touch(struct kv_shard *sh, uint64_t h);
+/* kv_wv_touch(sh, h): kv.h (inline, on the fast path). */
 void kv_wv_touch_cmd(struct kv_shard *sh, const struct kv_cmd *cmd, uint32_t argc,
 		     const struct kv_arg *argv);
 void kv_wv_touch_key(struct kv_shard *sh, const char *key, size_t len);
