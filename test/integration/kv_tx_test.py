@@ -12,6 +12,8 @@
                  the last) while readers run DBSIZE: it never counts 0 or 3 tokens.
   multi_oracle   MULTI/EXEC/DISCARD/WATCH/UNWATCH scripts, byte for byte against
                  redis-server, keys on one shard and on two, singly and pipelined.
+  multi_random   kv_test.py's seeded random command stream (every type, keys of both
+                 shards) in MULTI/EXEC blocks, against redis-server.
   watch_race     two clients WATCH and GET one key, then both MULTI/INCR/EXEC at once:
                  exactly one EXEC applies each round, as in Redis.
   transfer       seeded transfers between counters on both shards in MULTI/EXEC while a
@@ -307,6 +309,49 @@ def t_multi_oracle(o):
     check(not bad, "%d differences:\n  %s" % (len(bad), "\n  ".join(bad[:20])))
 
 
+def t_multi_random(o, count=4000):
+    """kv_test.py's seeded random stream of every type's commands (keys of both shards
+    mixed), cut into MULTI/EXEC blocks of 1-12 commands, pipelined against cr-kv and
+    redis-server: every +QUEUED, and every reply inside each EXEC's array, identical
+    (compared as kv_test compares them: multisets where the order is the table's)."""
+    rnd = random.Random(SEED)
+    stream = kv_test.random_stream(SEED, count)
+    a, b = Conn(o.kv.port, timeout=60), Conn(o.redis().port, timeout=60)
+    for c in (a, b):
+        check(c.cmd("FLUSHALL") == b"+OK\r\n", "FLUSHALL")
+    bad, i = [], 0
+    while i < len(stream) and len(bad) < 5:
+        blocks = []
+        while i < len(stream) and len(blocks) < 40:
+            n = rnd.randint(1, 12)
+            blocks.append(stream[i:i + n])
+            i += n
+        data = b"".join(resp("MULTI") + b"".join(resp(*args) for args, _ in blk) + resp("EXEC")
+                        for blk in blocks)
+        a.send(data)
+        b.send(data)
+        nrep = sum(len(blk) + 2 for blk in blocks)
+        ra, rb = a.replies(nrep, 60), b.replies(nrep, 60)
+        at = 0
+        for blk in blocks:
+            xa, xb = ra[at:at + len(blk) + 2], rb[at:at + len(blk) + 2]
+            at += len(blk) + 2
+            if xa[:-1] != xb[:-1]:
+                bad.append("MULTI/queueing of %r: cr-kv %r, redis %r" % (blk, xa[:-1], xb[:-1]))
+                continue
+            if xa[-1][:1] != b"*" or xb[-1][:1] != b"*":
+                if xa[-1] != xb[-1]:
+                    bad.append("EXEC of %r: cr-kv %r, redis %r" % (blk, xa[-1][:150], xb[-1][:150]))
+                continue
+            for (args, mode), x, y in zip(blk, parse_array(xa[-1]), parse_array(xb[-1])):
+                if not kv_test.compare(mode, x, y):
+                    bad.append("%r in EXEC: cr-kv %r, redis %r" % (args, x[:150], y[:150]))
+    check(not bad, "%d replies differ (seed %d):\n  " % (len(bad), SEED) + "\n  ".join(bad[:5]))
+    log("%d commands in MULTI/EXEC blocks, identical replies" % count)
+    a.close()
+    b.close()
+
+
 def t_watch_race(o, rounds=300):
     """Two clients WATCH and GET the same counter, then both MULTI/INCR/EXEC at once:
     exactly one EXEC applies each round (the other answers nil), as in Redis; the key on
@@ -478,6 +523,7 @@ TESTS = {
     "keys_atomic": t_keys_atomic,
     "dbsize_atomic": t_dbsize_atomic,
     "multi_oracle": t_multi_oracle,
+    "multi_random": t_multi_random,
     "watch_race": t_watch_race,
     "transfer": t_transfer,
     "redis_py": t_redis_py,
