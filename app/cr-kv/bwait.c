@@ -55,6 +55,7 @@ struct kv_bwaiter {
 	void (*fn)(struct kv_ctx *x);
 	uint32_t argc;
 	struct kv_arg *argv;
+	uint64_t run_ns; /* its command's runs here while served (slowlog.h) */
 	uint32_t nent;
 	struct kv_bent ent[];
 };
@@ -271,10 +272,12 @@ serve_one(struct kv_shard *sh, struct kv_bwaiter *w)
 	    .now_ms = kv_now_ms(),
 	    .from = &from,
 	};
+	uint64_t t0 = cr_clock_ns();
 	bool done;
 
 	rb_init(&out, NULL, 0);
 	w->fn(&x);
+	w->run_ns += cr_clock_ns() - t0;
 	done = out.len != 0;
 	if (done) {
 		uint32_t i;
@@ -283,8 +286,8 @@ serve_one(struct kv_shard *sh, struct kv_bwaiter *w)
 			kv_wv_touch_key(sh, w->ent[i].k->key, w->ent[i].k->klen);
 		if (w->dst >= 0)
 			kv_wv_touch_key(sh, w->argv[w->dst].p, w->argv[w->dst].len);
-		kv_tx_answer(sh, (unsigned)w->id.origin, (struct kpart *)(uintptr_t)w->id.token,
-			     w->epoch, out.p, out.len);
+		kv_tx_answer_ran(sh, (unsigned)w->id.origin, (struct kpart *)(uintptr_t)w->id.token,
+				 w->epoch, out.p, out.len, w->run_ns);
 		unregister(sh, w);
 	}
 	rb_fini(&out);

@@ -2,8 +2,9 @@
 /*
  * CONFIG GET / SET / HELP over the parameters cr-kv has, and the parsers the options
  * share with CONFIG SET (byte counts, maxmemory-clients, client-output-buffer-limit).
- * CONFIG SET changes only the client limits at run time (maxmemory-clients and the
- * normal class of client-output-buffer-limit); the other parameters are options.
+ * CONFIG SET changes only the client limits (maxmemory-clients and the normal class of
+ * client-output-buffer-limit) and the slow log's two parameters at run time; the other
+ * parameters are options.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -111,6 +112,24 @@ kv_parse_obuf_limit(const char *v, unsigned long long out[3], const char **msg)
 	return 0;
 }
 
+int
+kv_parse_slowlog(const char *v, bool max_len, long long *out, const char **msg)
+{
+	long long n;
+
+	if (!resp_string2ll(v, strlen(v), &n)) {
+		*msg = "argument couldn't be parsed into an integer";
+		return -EINVAL;
+	}
+	if (n < (max_len ? 0 : -1)) {
+		*msg = max_len ? "argument must be between 0 and 9223372036854775807 inclusive"
+			       : "argument must be between -1 and 9223372036854775807 inclusive";
+		return -EINVAL;
+	}
+	*out = n;
+	return 0;
+}
+
 /* ---- CONFIG GET ---- */
 
 static void
@@ -129,6 +148,12 @@ config_value(const char *name, char *b, size_t n)
 			 atomic_load_explicit(&kv.obuf_hard, memory_order_relaxed),
 			 atomic_load_explicit(&kv.obuf_soft, memory_order_relaxed),
 			 atomic_load_explicit(&kv.obuf_soft_secs, memory_order_relaxed));
+	} else if (strcmp(name, "slowlog-log-slower-than") == 0) {
+		snprintf(b, n, "%lld",
+			 atomic_load_explicit(&kv_slowlog_slower_than, memory_order_relaxed));
+	} else if (strcmp(name, "slowlog-max-len") == 0) {
+		snprintf(b, n, "%lld",
+			 atomic_load_explicit(&kv_slowlog_max_len, memory_order_relaxed));
 	} else if (strcmp(name, "proto-max-bulk-len") == 0) {
 		snprintf(b, n, "%lld", kv.max_bulk);
 	} else if (strcmp(name, "client-query-buffer-limit") == 0) {
@@ -152,6 +177,8 @@ KV_CMD(config_get)
 					     "maxmemory",
 					     "maxmemory-clients",
 					     "client-output-buffer-limit",
+					     "slowlog-log-slower-than",
+					     "slowlog-max-len",
 					     "proto-max-bulk-len",
 					     "client-query-buffer-limit",
 					     "port",
@@ -194,7 +221,7 @@ KV_CMD(config_get)
 
 /* ---- CONFIG SET ---- */
 
-enum { SET_MMC, SET_OBUF, SET_NPARAMS };
+enum { SET_MMC, SET_OBUF, SET_SLOWER, SET_SLOWLEN, SET_NPARAMS };
 
 /*
  * CONFIG SET param value [param value ...]: every value is checked before any is applied,
@@ -202,8 +229,9 @@ enum { SET_MMC, SET_OBUF, SET_NPARAMS };
  */
 KV_CMD(config_set)
 {
-	static const char *const names[SET_NPARAMS] = {"maxmemory-clients",
-						       "client-output-buffer-limit"};
+	static const char *const names[SET_NPARAMS] = {
+	    "maxmemory-clients", "client-output-buffer-limit", "slowlog-log-slower-than",
+	    "slowlog-max-len"};
 	static const char *const fixed[] = {"maxclients",	  "maxmemory",
 					    "proto-max-bulk-len", "client-query-buffer-limit",
 					    "port",		  "databases",
@@ -212,6 +240,7 @@ KV_CMD(config_set)
 	bool set[SET_NPARAMS] = {false};
 	long long mmc = 0;
 	unsigned long long obuf[3] = {0};
+	long long slow[2] = {0};
 	const char *msg;
 	uint32_t j;
 	unsigned i;
@@ -243,6 +272,13 @@ KV_CMD(config_set)
 				  names[i]);
 			return;
 		}
+		if ((i == SET_SLOWER || i == SET_SLOWLEN) &&
+		    kv_parse_slowlog(v, i == SET_SLOWLEN, &slow[i - SET_SLOWER], &msg) != 0) {
+			rb_errorf(x->out,
+				  "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+				  names[i], msg);
+			return;
+		}
 		if (i == SET_OBUF && kv_parse_obuf_limit(v, obuf, &msg) != 0) {
 			rb_errorf(x->out, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
 				  names[i], msg);
@@ -272,6 +308,10 @@ KV_CMD(config_set)
 		atomic_store_explicit(&kv.obuf_soft, obuf[1], memory_order_relaxed);
 		atomic_store_explicit(&kv.obuf_soft_secs, obuf[2], memory_order_relaxed);
 	}
+	if (set[SET_SLOWER])
+		atomic_store_explicit(&kv_slowlog_slower_than, slow[0], memory_order_relaxed);
+	if (set[SET_SLOWLEN])
+		kv_slowlog_set_max_len(slow[1]);
 	rb_ok(x->out);
 }
 
@@ -282,8 +322,9 @@ KV_CMD(config_help)
 	    "GET <pattern>",
 	    "    Return parameters matching the glob-like <pattern> and their values.",
 	    "SET <directive> <value>",
-	    "    Set the configuration <directive> to <value> (maxmemory-clients and",
-	    "    client-output-buffer-limit; the others are set at start).",
+	    "    Set the configuration <directive> to <value> (maxmemory-clients,",
+	    "    client-output-buffer-limit, slowlog-log-slower-than and slowlog-max-len;",
+	    "    the others are set at start).",
 	    "HELP",
 	    "    Print this help.",
 	    NULL};

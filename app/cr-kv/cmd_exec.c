@@ -477,8 +477,8 @@ plan_cmd(struct plan *pl, const struct kv_mxcmd *c)
 		return 0;
 	case KV_ROUTE_ALL:
 	case KV_ROUTE_SCAN:
-		if (cmd->merge == KV_MERGE_INFO)
-			return 0; /* statistics */
+		if (cmd->merge >= KV_MERGE_INFO)
+			return 0; /* statistics: INFO, SLOWLOG */
 		for (s = 0; s < kv.nshards; s++)
 			if (excl || pl->whole[s] == 0)
 				pl->whole[s] = excl ? KV_WHOLE_EXCL : KV_WHOLE_SHARED;

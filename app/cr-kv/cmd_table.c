@@ -67,6 +67,19 @@ static const struct kv_cmd object_subs[] = {
     {NULL},
 };
 
+/* Every lcore keeps its own slow log: GET, LEN and RESET run on each (slowlog.h). */
+static const struct kv_cmd slowlog_subs[] = {
+    CMD("slowlog|get", -2, LS, KV_ROUTE_ALL, KV_MERGE_SLOWLOG, 0, 0, 0, cmd_slowlog_get,
+	precheck_slowlog_get, "server", "Get the slow log's entries"),
+    CMD("slowlog|len", 2, LS, KV_ROUTE_ALL, KV_MERGE_SLOWLOG, 0, 0, 0, cmd_slowlog_len, NULL,
+	"server", "Get the slow log's length"),
+    CMD("slowlog|reset", 2, LS, KV_ROUTE_ALL, KV_MERGE_SLOWLOG, 0, 0, 0, cmd_slowlog_reset, NULL,
+	"server", "Clear all entries from the slow log"),
+    CMD("slowlog|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_slowlog_help, NULL, "server",
+	"Show helpful text about the different subcommands"),
+    {NULL},
+};
+
 static const struct kv_cmd config_subs[] = {
     CMD("config|get", -3, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_get, NULL,
 	"server", "Get the values of configuration parameters"),
@@ -387,6 +400,8 @@ const struct kv_cmd kv_cmds[] = {
 	"Handshake with Redis"),
     {"config", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, config_subs, "server",
      "A container for server configuration commands"},
+    {"slowlog", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, slowlog_subs, "server",
+     "A container for slow log commands"},
     CMD("time", 1, LS | F, LOC, 0, 0, 0, 0, cmd_time, NULL, "server",
 	"Return the current server time"),
     /* transactions (cmd_exec.c) */

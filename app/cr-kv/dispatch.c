@@ -54,12 +54,16 @@ unknown_command(struct kconn *kc, const struct kv_arg *argv, uint32_t argc)
 static void
 run_here(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 {
+	uint64_t t0;
+
 	x->out = kc_local_out(kc);
 	if (x->out == NULL) {
 		kc_abort(kc);
 		return;
 	}
+	t0 = cr_clock_ns();
 	cmd->fn(x);
+	kv_cmd_ran(kc, cmd, x->argc, x->argv, cr_clock_ns() - t0);
 	if (cmd->flags & KV_WRITE) {
 		/* WATCH's versions: one counter bumped for the common single-key write. */
 		if (x->h1_ok && cmd->route == KV_ROUTE_KEY1)
@@ -369,6 +373,7 @@ run_command(struct kconn *kc)
 	struct kv_ctx x;
 	uint32_t i, argc = kc->rp.argc;
 	char err[200];
+	uint64_t t0;
 
 	if (argc > sh->args_cap) {
 		uint32_t cap = sh->args_cap;
@@ -455,8 +460,12 @@ run_command(struct kconn *kc)
 			kc_abort(kc);
 			return;
 		}
-		if (!cmd->precheck(&x))
+		t0 = cr_clock_ns();
+		if (!cmd->precheck(&x)) {
+			/* It answered an error, as Redis's command would have: logged as Redis's */
+			kv_cmd_ran(kc, cmd, argc, sh->args, cr_clock_ns() - t0);
 			return;
+		}
 	}
 	switch (cmd->route) {
 	case KV_ROUTE_LOCAL:
@@ -482,8 +491,8 @@ run_command(struct kconn *kc)
 		dispatch_keys(kc, cmd, &x);
 		return;
 	case KV_ROUTE_ALL:
-		if (cmd->merge == KV_MERGE_INFO)
-			dispatch_parts(kc, cmd, &x, 0);
+		if (cmd->merge >= KV_MERGE_INFO)
+			dispatch_parts(kc, cmd, &x, 0); /* statistics (INFO, SLOWLOG): no locks */
 		else if (kv.nshards == 1 && kv_tx_clear(sh))
 			run_here(kc, cmd, &x);
 		else if (kv.nshards == 1)

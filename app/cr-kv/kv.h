@@ -43,6 +43,7 @@
 #include "store.h"
 #include "txn.h"
 #include "clients.h"
+#include "slowlog.h"
 
 #define KV_VERSION "7.0.15"
 
@@ -115,6 +116,7 @@ enum kv_merge {
 	KV_MERGE_KEYS,	  /* arrays concatenated */
 	KV_MERGE_RANDOM,  /* one non-nil bulk, chosen at random */
 	KV_MERGE_INFO,	  /* shard statistics, formatted by the INFO command */
+	KV_MERGE_SLOWLOG, /* every lcore's slow log entries (slowlog.c) */
 };
 
 /* Command flags (also what COMMAND INFO reports). */
@@ -317,6 +319,11 @@ KV_CMD(client_info);
 KV_CMD(client_help);
 KV_CMD(config_help);
 KV_CMD(command_help);
+KV_CMD(slowlog_get);
+KV_CMD(slowlog_len);
+KV_CMD(slowlog_reset);
+KV_CMD(slowlog_help);
+bool precheck_slowlog_get(struct kv_ctx *x);
 bool precheck_mset(struct kv_ctx *x);
 bool precheck_flush(struct kv_ctx *x);
 bool precheck_info(struct kv_ctx *x);
@@ -447,6 +454,7 @@ struct kv_shard {
 	struct cr_timer evict_timer; /* its fallback when cr_defer() is full */
 	/* Counters read by INFO from the lcore where it runs: relaxed. */
 	uint64_t hits, misses, expired_active;
+	struct kv_slowlog slowlog; /* commands of this lcore's clients that ran long */
 	int64_t now_ms; /* the clock when the batch being parsed arrived */
 };
 
@@ -515,6 +523,7 @@ struct kpart {
 	unsigned origin;	/* the origin's shard index */
 	bool nolease;		/* the origin's: waiting for it keeps no lease (a blocked pop,
 				 * which a shutdown need not wait for) */
+	uint64_t run_ns;	/* how long it ran on its shard (written there), for kreq.run_ns */
 	char inl[80];
 };
 
@@ -543,7 +552,8 @@ struct kreq {
 	struct rbuf reply;
 	uint32_t argc;
 	struct kv_arg *argv;
-	size_t size; /* allocation size: KREQ_SMALL comes from the shard's free list */
+	size_t size;	 /* allocation size: KREQ_SMALL comes from the shard's free list */
+	uint64_t run_ns; /* its parts' run times so far (the slow log's duration) */
 	struct kpart one;
 	char data[];
 };
@@ -657,6 +667,8 @@ void kv_merge(struct kreq *kr, struct rbuf *out);
 void kv_merge_parts(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf *out);
 void kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts,
 		   struct rbuf *out); /* cmd_server.c */
+void kv_slowlog_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts,
+		      struct rbuf *out); /* slowlog.c */
 
 /* dispatch.c: the request engine */
 void kv_process_input(struct kconn *kc);

@@ -111,6 +111,7 @@ shards_destroy(bool failed, void *arg)
 		if (sh == NULL)
 			continue;
 		kv_store_destroy(sh->store);
+		kv_slowlog_fini(&sh->slowlog);
 		free(sh->args);
 		rb_fini(&sh->batch);
 		cr_numa_free(sh);
@@ -176,6 +177,8 @@ fini(bool failed, void *arg)
 static int
 telemetry_counters(void)
 {
+	int rc;
+
 	kv.tel_cmds = cr_telemetry_counter_register("kv_commands", CR_TELEMETRY_COUNTER,
 						    "commands run (parsed on this lcore)");
 	kv.tel_remote = cr_telemetry_counter_register(
@@ -193,6 +196,9 @@ telemetry_counters(void)
 	if (kv.tel_cmds < 0 || kv.tel_remote < 0 || kv.tel_proto < 0 || kv.tel_qbuf < 0 ||
 	    kv.tel_rejected < 0 || kv.tel_expired < 0)
 		return cr_app_errorf(-ENOSPC, "telemetry counters: %s", cr_strerror(-ENOSPC));
+	rc = kv_metrics_register();
+	if (rc != 0)
+		return cr_app_errorf(rc, "telemetry series: %s", cr_strerror(rc));
 	return 0;
 }
 
@@ -286,6 +292,35 @@ set_obuf_limit(const char *v, void *ctx)
 }
 
 static int
+set_slowlog(const char *v, bool max_len)
+{
+	const char *msg;
+	long long n;
+
+	if (kv_parse_slowlog(v, max_len, &n, &msg) != 0)
+		return -EINVAL;
+	if (max_len)
+		kv_slowlog_set_max_len(n);
+	else
+		atomic_store_explicit(&kv_slowlog_slower_than, n, memory_order_relaxed);
+	return 0;
+}
+
+static int
+set_slowlog_slower(const char *v, void *ctx)
+{
+	(void)ctx;
+	return set_slowlog(v, false);
+}
+
+static int
+set_slowlog_len(const char *v, void *ctx)
+{
+	(void)ctx;
+	return set_slowlog(v, true);
+}
+
+static int
 set_retire_grace(const char *v, void *ctx)
 {
 	unsigned long long n;
@@ -355,6 +390,13 @@ main(int argc, char **argv)
 	    {"client-query-buffer-limit", 0, "BYTES",
 	     "close a client whose unprocessed input exceeds this (default 1gb)",
 	     "a byte count from 1mb to 1024gb, e.g. 1gb", set_qbuf_limit, NULL},
+	    {"slowlog-log-slower-than", 0, "USEC",
+	     "log commands that ran this long or longer in the slow log (SLOWLOG GET), as "
+	     "Redis; 0 logs every command, -1 none (default 10000; also CONFIG SET)",
+	     "an integer from -1 to 9223372036854775807", set_slowlog_slower, NULL},
+	    {"slowlog-max-len", 0, "N",
+	     "entries the slow log keeps, the newest (default 128; also CONFIG SET)",
+	     "an integer from 0 to 9223372036854775807", set_slowlog_len, NULL},
 	    {"retire-grace", 0, "SECONDS",
 	     "when an lcore retires or shuts down, close its clients still in the middle of a "
 	     "request (or not reading their replies) after this long, logged (default 10; 0: "

@@ -152,6 +152,8 @@ kreq_finish(struct kreq *kr)
 	kr->done = true;
 	if (kr->final == NULL)
 		kr->final = &kr->reply;
+	if (kr->cmd != NULL && kr->on_done == NULL)
+		kv_cmd_ran(kc, kr->cmd, kr->argc, kr->argv, kr->run_ns); /* slowlog.h */
 	if (kr->on_done != NULL) {
 		kr->on_done(kr); /* not on the connection: its owner takes it (and frees it) */
 		return;

@@ -25,6 +25,7 @@ shard_tick(struct cr_timer *t, void *arg)
 	kv_climem_tick(sh);
 	kv_outq_tick(sh);
 	(void)kv_mem_peak(kv_used_memory()); /* INFO's used_memory_peak, as Redis's cron */
+	kv_metrics_tick(sh);
 	cr_timer_start(t, 100 * 1000 * 1000ull);
 }
 
@@ -46,6 +47,7 @@ kv_shard_start(unsigned lcore)
 	kv_climem_init(sh);
 	cr_timer_init(&sh->expire_timer, shard_tick, sh);
 	cr_timer_start(&sh->expire_timer, 100 * 1000 * 1000ull);
+	kv_metrics_tick(sh);
 	return 0;
 }
 

@@ -25,7 +25,8 @@ struct kv_late {
 	void *hold;
 	uint64_t hold_epoch;
 	bool notify;
-	uint64_t id; /* notify: the blocked request's (bpop.h) */
+	uint64_t id;	 /* notify: the blocked request's (bpop.h) */
+	uint64_t run_ns; /* how long the part ran on its shard (slowlog.h) */
 	size_t len;
 	char reply[];
 };
@@ -53,6 +54,8 @@ late_recv(void *arg)
 	}
 	rb_reset(&p->out);
 	rb_raw(&p->out, m->reply, m->len);
+	if (p->kr != NULL)
+		p->kr->run_ns += m->run_ns;
 	if (p->kind == KP_TX_LOCK) {
 		p->lock->hold = m->hold;
 		p->lock->hold_epoch = m->hold_epoch;
@@ -162,21 +165,29 @@ late_queue(struct kv_shard *sh, struct kv_late *m)
 }
 
 int
-kv_tx_late(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch, void *hold,
-	   const char *reply, size_t len)
+kv_tx_late_ran(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch,
+	       void *hold, const char *reply, size_t len, uint64_t run_ns)
 {
 	struct kv_late *m = late_new(sh, to, token, epoch, reply, len);
 
 	if (m == NULL)
 		return -ENOMEM;
 	m->hold = hold;
+	m->run_ns = run_ns;
 	late_queue(sh, m);
 	return 0;
 }
 
+int
+kv_tx_late(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch, void *hold,
+	   const char *reply, size_t len)
+{
+	return kv_tx_late_ran(sh, to, token, epoch, hold, reply, len, 0);
+}
+
 void
-kv_tx_answer(struct kv_shard *sh, unsigned origin, struct kpart *token, uint64_t epoch,
-	     const char *reply, size_t len)
+kv_tx_answer_ran(struct kv_shard *sh, unsigned origin, struct kpart *token, uint64_t epoch,
+		 const char *reply, size_t len, uint64_t run_ns)
 {
 	struct kv_late *m = late_new(sh, origin, token, epoch, reply, len);
 
@@ -184,7 +195,15 @@ kv_tx_answer(struct kv_shard *sh, unsigned origin, struct kpart *token, uint64_t
 		CR_LOG(txlate_log, ERR, "out of memory answering a blocked client; it waits");
 		return;
 	}
+	m->run_ns = run_ns;
 	late_queue(sh, m);
+}
+
+void
+kv_tx_answer(struct kv_shard *sh, unsigned origin, struct kpart *token, uint64_t epoch,
+	     const char *reply, size_t len)
+{
+	kv_tx_answer_ran(sh, origin, token, epoch, reply, len, 0);
 }
 
 void

@@ -288,8 +288,9 @@ plain_needs(const struct kpart *p, struct needs *n)
 		break;
 	case KV_ROUTE_ALL:
 	case KV_ROUTE_SCAN:
-		n->whole = cmd->merge != KV_MERGE_INFO;
-		n->none = cmd->merge == KV_MERGE_INFO;
+		/* INFO and SLOWLOG read no key: they wait for no lock */
+		n->none = cmd->merge == KV_MERGE_INFO || cmd->merge == KV_MERGE_SLOWLOG;
+		n->whole = !n->none;
 		break;
 	case KV_ROUTE_MULTI: {
 		int k = kv_cmd_keys(cmd, p->argv, p->argc, n->idx, NEEDS_MAX);
@@ -531,10 +532,12 @@ kv_tx_run_part(struct kv_shard *sh, struct kpart *p)
 	return run_plain(sh, p);
 }
 
+/* @p run_ns: how long it ran here, for its request's slow log duration. */
 static void
-late_send(struct kv_shard *sh, const struct kv_wait *w, struct kv_hold *h, const struct rbuf *r)
+late_send(struct kv_shard *sh, const struct kv_wait *w, struct kv_hold *h, const struct rbuf *r,
+	  uint64_t run_ns)
 {
-	if (kv_tx_late(sh, w->origin, w->token, w->epoch, h, r->p, r->len) != 0) {
+	if (kv_tx_late_ran(sh, w->origin, w->token, w->epoch, h, r->p, r->len, run_ns) != 0) {
 		CR_LOG(txlock_log, ERR, "out of memory answering a queued part; its client waits");
 		if (h != NULL)
 			kv_tx_release_here(sh, h);
@@ -549,6 +552,7 @@ drain(struct kv_shard *sh)
 
 	while ((w = sh->tx.wq_head) != NULL && !conflicts(sh, &w->needs)) {
 		struct kv_hold *h = NULL;
+		uint64_t t0 = cr_clock_ns();
 		struct rbuf out;
 
 		sh->tx.wq_head = w->next;
@@ -565,15 +569,15 @@ drain(struct kv_shard *sh)
 		}
 		if (w->lock && (h != NULL || w->needs.none)) {
 			run(sh, w->fn, w->argc, wait_args(w), &out, NULL);
-			late_send(sh, w, h, &out);
+			late_send(sh, w, h, &out, cr_clock_ns() - t0);
 		} else if (w->lock) {
-			late_send(sh, w, h, &out);
+			late_send(sh, w, h, &out, 0);
 		} else {
 			struct kv_from from = {
 			    .token = w->token, .origin = w->origin, .epoch = w->epoch, .fn = w->fn};
 
 			if (!run(sh, w->fn, w->argc, wait_args(w), &out, w->nowait ? NULL : &from))
-				late_send(sh, w, h, &out);
+				late_send(sh, w, h, &out, cr_clock_ns() - t0);
 			if (w->needs.excl)
 				touch_needs(sh, &w->needs);
 		}
@@ -701,7 +705,7 @@ kv_tx_shard_fini(struct kv_shard *sh)
 		sh->tx.wq_head = w->next;
 		rb_init(&out, NULL, 0);
 		rb_error(&out, "ERR the shard of this key is unavailable (stopping)");
-		late_send(sh, w, NULL, &out);
+		late_send(sh, w, NULL, &out, 0);
 		rb_fini(&out);
 		kv_free(w);
 	}

@@ -134,9 +134,15 @@ bool kv_tx_wait_cancel(struct kv_shard *sh, unsigned origin, struct kpart *token
  * @p hold, or NULL). @return 0 or -ENOMEM. */
 int kv_tx_late(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch, void *hold,
 	       const char *reply, size_t len);
+/* ... with the time the part ran here, @p run_ns, added to its request's (slowlog.h). */
+int kv_tx_late_ran(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch,
+		   void *hold, const char *reply, size_t len, uint64_t run_ns);
 /* ... the same without locks, logged on ENOMEM. */
 void kv_tx_answer(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch,
 		  const char *reply, size_t len);
+/* ... with the time it ran here (a blocked client served), as kv_tx_late_ran(). */
+void kv_tx_answer_ran(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch,
+		      const char *reply, size_t len, uint64_t run_ns);
 /* Tell shard @p to that a key blocked request @p id watches was made (bpop.h). */
 void kv_tx_notify(struct kv_shard *sh, unsigned to, uint64_t epoch, uint64_t id);
 void kv_tx_late_init(struct kv_shard *sh);

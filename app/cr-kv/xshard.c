@@ -28,6 +28,27 @@ struct kbatch {
 
 #define BATCH_MAX 256u
 
+/* Run @p p on this shard (or queue it behind a transaction's locks), the time it ran
+ * kept in it for its request (the slow log's duration). @return true if it answered. */
+static bool
+part_run(struct kv_shard *sh, struct kpart *p)
+{
+	uint64_t t0 = cr_clock_ns();
+	bool answered = kv_tx_run_part(sh, p);
+
+	p->run_ns += cr_clock_ns() - t0;
+	return answered;
+}
+
+/* Back on the request's lcore: what the part ran counts for its request. */
+static void
+part_took(struct kpart *p)
+{
+	if (p->kr != NULL)
+		p->kr->run_ns += p->run_ns;
+	p->run_ns = 0;
+}
+
 /* On the shard's lcore: prefetch every part's first key, then run (or queue, behind a
  * transaction's locks) each in order. */
 static void
@@ -41,7 +62,7 @@ batch_run(void *arg)
 		if (p->argc >= 2)
 			kv_prefetch_bucket(sh->store, kv_hash(p->argv[1].p, p->argv[1].len));
 	for (p = b->head; p != NULL; p = p->next_out)
-		(void)kv_tx_run_part(sh, p);
+		(void)part_run(sh, p);
 	kv_lazy_kick(sh);
 }
 
@@ -74,6 +95,7 @@ kreq_part_done(struct kpart *p)
 static void
 part_answered(struct kpart *p)
 {
+	part_took(p);
 	p->on_answer(p); /* may free p */
 }
 
@@ -109,10 +131,12 @@ batch_done(void *arg)
 	batch_put(sh, b);
 	for (; p != NULL; p = next) {
 		next = p->next_out;
-		if (p->state & KP_PARKED)
+		if (p->state & KP_PARKED) {
+			part_took(p); /* its run, when the locks are granted, is not counted */
 			part_parked(sh, p);
-		else
+		} else {
 			part_answered(p);
+		}
 	}
 }
 
@@ -228,10 +252,12 @@ kv_part_send(struct kv_shard *sh, struct kpart *p)
 		outq_arm(sh); /* at the end of this turn, with whatever else is queued */
 		return;
 	}
-	if (kv_tx_run_part(sh, p))
+	if (part_run(sh, p)) {
 		part_answered(p);
-	else
+	} else {
+		part_took(p);
 		part_parked(sh, p);
+	}
 }
 
 void
@@ -242,16 +268,21 @@ kreq_launch(struct kreq *kr)
 
 	while (kr->sent < kr->nparts) {
 		struct kpart *p = &kr->parts[kr->sent++];
+		bool answered;
 
 		prepare(sh, p);
 		if (kr->hop)
 			p->kind = KP_TX_HOP; /* EXEC holds the locks */
 		if (p->on_answer == NULL)
 			p->on_answer = kreq_part_done;
-		if (p->shard != sh->index)
+		if (p->shard != sh->index) {
 			outq_push(sh, p);
-		else if (kv_tx_run_part(sh, p))
-			kr->left--; /* answered: counted here, completed below */
+			continue;
+		}
+		answered = part_run(sh, p);
+		part_took(p);
+		if (answered)
+			kr->left--; /* counted here, completed below */
 		else
 			part_parked(sh, p);
 	}

@@ -59,6 +59,7 @@ struct px_lcore {
 	struct cr_lease lease;
 	bool retiring;
 	bool let_go; /* sessions no longer waited for: lib/net may close them */
+	uint64_t let_go_ns;	      /* since when */
 	struct cr_timer retire_timer; /* --shutdown-timeout: stop waiting for them */
 };
 
@@ -77,12 +78,21 @@ int px_ctr_sessions = -1, px_ctr_connect_fail = -1, px_ctr_no_backend = -1, px_c
 
 static const struct cr_conn_ops px_server_ops;
 
+static struct px_lcore *cur(void);
+
 /* The session ended for @p e, unless it had already for another cause. */
 static void
 ended(struct px_session *s, enum px_end e)
 {
-	if (s->log.end == PX_END_NONE)
-		s->log.end = e;
+	struct px_lcore *pl = cur();
+
+	if (s->log.end != PX_END_NONE)
+		return;
+	/* Let go by its closing lcore, lib/net closes both sockets gracefully: the peers'
+	 * EOFs that follow are not why it ended. */
+	if (pl->let_go && s->log.start_ns <= pl->let_go_ns)
+		e = pl->retiring ? PX_END_RETIRE : PX_END_SHUTDOWN;
+	s->log.end = e;
 }
 
 /* A connection of @p s closed with @p err (0: both its directions done). */
@@ -198,6 +208,7 @@ let_go(struct px_lcore *pl)
 {
 	cr_timer_stop(&pl->retire_timer);
 	pl->let_go = true;
+	pl->let_go_ns = cr_now_ns();
 	release(pl);
 }
 

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "cr_eal.h"
 #include "cr_log.h"
 #include "proxy.h"
 
@@ -84,20 +85,6 @@ px_slog_begin(struct px_slog *l, struct cr_conn *cli, uint64_t now_ns)
 		l->front.len = 0;
 }
 
-/* Days since 1970-01-01 to a civil date (proleptic Gregorian). */
-static void
-ymd(int64_t days, int *y, unsigned *m, unsigned *d)
-{
-	int64_t z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
-	unsigned doe = (unsigned)(z - era * 146097);
-	unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
-
-	*d = doy - (153 * mp + 2) / 5 + 1;
-	*m = mp < 10 ? mp + 3 : mp - 9;
-	*y = (int)(yoe + era * 400 + (*m <= 2));
-}
-
 /* Milliseconds from @p a to @p b, or -1 when @p a is 0 (never happened). */
 static long long
 ms(uint64_t a, uint64_t b)
@@ -106,35 +93,28 @@ ms(uint64_t a, uint64_t b)
 }
 
 void
-px_slog_write(const struct px_slog *l, const struct cr_net_addr *peer, int slot,
-	      uint64_t now_ns)
+px_slog_write(const struct px_slog *l, const struct cr_net_addr *peer, int slot, uint64_t now_ns)
 {
 	static const char mon[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
 					"Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 	char cli[CR_NET_ADDR_STRLEN], front[CR_NET_ADDR_STRLEN], line[512];
-	int64_t sec = l->accept_sec, day = sec / 86400, rem = sec % 86400;
-	unsigned m, d;
-	int y, n;
+	struct cr_utc t;
+	int n;
 
-	if (rem < 0) {
-		rem += 86400;
-		day--;
-	}
-	ymd(day, &y, &m, &d);
+	cr_time_utc(l->accept_sec, &t);
 	if (l->front.len == 0)
 		snprintf(front, sizeof(front), "-");
 	else
 		cr_net_addr_format(&l->front, front, sizeof(front));
 	cr_net_addr_format(peer, cli, sizeof(cli));
 	/* client [accept time] frontend backend Tw/Tc/Tt c->s s->c cause */
-	n = snprintf(line, sizeof(line),
-		     "%s [%02u/%s/%04d:%02u:%02u:%02u.%03u] %s %s %lld/%lld/%lld %llu %llu %s\n",
-		     cli, d, mon[m - 1], y, (unsigned)(rem / 3600), (unsigned)(rem / 60 % 60),
-		     (unsigned)(rem % 60), l->accept_ms, front,
-		     slot >= 0 ? px_slots[slot].name : "-", ms(l->start_ns, l->admit_ns),
-		     l->connected_ns == 0 ? -1 : ms(l->connect_ns, l->connected_ns),
-		     ms(l->start_ns, now_ns), (unsigned long long)l->c2s,
-		     (unsigned long long)l->s2c, px_end_name(l->end));
+	n = snprintf(
+	    line, sizeof(line),
+	    "%s [%02u/%s/%04lld:%02u:%02u:%02u.%03u] %s %s %lld/%lld/%lld %llu %llu %s\n", cli,
+	    t.day, mon[t.month - 1], (long long)t.year, t.hour, t.min, t.sec, l->accept_ms, front,
+	    slot >= 0 ? px_slots[slot].name : "-", ms(l->start_ns, l->admit_ns),
+	    l->connected_ns == 0 ? -1 : ms(l->connect_ns, l->connected_ns), ms(l->start_ns, now_ns),
+	    (unsigned long long)l->c2s, (unsigned long long)l->s2c, px_end_name(l->end));
 	if (n > 0 && (size_t)n < sizeof(line))
 		(void)cr_log_file_put(px_session_log_id, line, (size_t)n);
 }

@@ -300,6 +300,21 @@ int cr_sd_notifyf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /** CLOCK_MONOTONIC in nanoseconds. */
 uint64_t cr_clock_ns(void);
 
+/** A unix time broken down into UTC fields, by cr_time_utc(). */
+struct cr_utc {
+	int64_t year;	/**< proleptic Gregorian: 1970, 2026, ... */
+	unsigned month; /**< 1-12 */
+	unsigned day;	/**< 1-31 */
+	unsigned hour, min, sec;
+};
+
+/**
+ * Break @p sec (seconds since 1970-01-01 UTC, negative before) into UTC fields, with
+ * plain arithmetic: no time zone lock (gmtime_r() takes glibc's), no system call, so an
+ * lcore may stamp a line with it (lib/eal's log, cr-proxy's session log). Any thread.
+ */
+void cr_time_utc(int64_t sec, struct cr_utc *out);
+
 /** True when running under a hypervisor (CPUID hypervisor bit). */
 bool cr_eal_is_vm(void);
 

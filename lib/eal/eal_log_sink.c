@@ -67,39 +67,15 @@ static struct log_file {
 
 /* ---- time ---- */
 
-/* Days since 1970-01-01 to a civil date (proleptic Gregorian): shift the year to start in
- * March so the leap day is the last day of a year, then count 400-year eras of 146097
- * days, years within the era, and months of 153 days per five. */
-static void
-civil_from_days(int64_t days, int64_t *y, unsigned *m, unsigned *d)
-{
-	int64_t z = days + 719468; /* days from 0000-03-01 to 1970-01-01 */
-	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-	unsigned doe = (unsigned)(z - era * 146097);			      /* [0, 146096] */
-	unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
-	unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);		      /* [0, 365] */
-	unsigned mp = (5 * doy + 2) / 153;				      /* March = 0 */
-
-	*d = doy - (153 * mp + 2) / 5 + 1;
-	*m = mp < 10 ? mp + 3 : mp - 9;
-	*y = (int64_t)yoe + era * 400 + (*m <= 2);
-}
-
 size_t
 cr__log_format_time(char *buf, size_t len, int64_t sec, long nsec)
 {
-	int64_t days = sec / 86400, rem = sec % 86400, y;
-	unsigned m, d;
+	struct cr_utc t;
 	int n;
 
-	if (rem < 0) {
-		rem += 86400;
-		days--;
-	}
-	civil_from_days(days, &y, &m, &d);
-	n = snprintf(buf, len, "%04lld-%02u-%02uT%02u:%02u:%02u.%03ldZ ", (long long)y, m, d,
-		     (unsigned)(rem / 3600), (unsigned)(rem / 60 % 60), (unsigned)(rem % 60),
-		     nsec / 1000000);
+	cr_time_utc(sec, &t);
+	n = snprintf(buf, len, "%04lld-%02u-%02uT%02u:%02u:%02u.%03ldZ ", (long long)t.year,
+		     t.month, t.day, t.hour, t.min, t.sec, nsec / 1000000);
 	return n == CR__LOG_STAMP_LEN && (size_t)n < len ? (size_t)n : 0;
 }
 

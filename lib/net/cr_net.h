@@ -497,6 +497,45 @@ void cr_conn_set_layer_data(struct cr_conn *c, void *data);
  * what a layer asks before it calls the app. On the connection's lcore. */
 bool cr_conn_is_open(const struct cr_conn *c);
 
+/** True once the connection's lcore began closing: it is closed at its next boundary
+ * (struct cr_conn_ops.at_boundary). On the connection's lcore. */
+bool cr_conn_ending(const struct cr_conn *c);
+
+/**
+ * For layers: the app's stream begins now, after the layer's own exchange (lib/tls: its
+ * handshake is done). On a closing lcore the wait for the first request
+ * (cr_net_config.first_request_ms) then starts again from now, as for a connect that
+ * completes there. On the connection's lcore.
+ */
+void cr_conn_layer_opened(struct cr_conn *c);
+
+/**
+ * For layers: @p len bytes of the app's reached its on_data. On a layered connection the
+ * first-request wait of a closing lcore ends with the app's first bytes, not the wire's
+ * (a handshake is not a request). On the connection's lcore.
+ */
+void cr_conn_layer_rx(struct cr_conn *c, size_t len);
+
+/**
+ * For layers: from now on the socket yields the app's bytes, not the layer's (lib/tls
+ * gave its records to the kernel, kTLS). The kernel's count of received bytes then no
+ * longer matches what reaches on_data: a closing lcore waits for the bytes delivered so
+ * far instead (a request the kernel holds but has not decrypted at the closing may be
+ * cut), and the reclaim takes the connection as read. On the connection's lcore.
+ */
+void cr_conn_layer_plain(struct cr_conn *c);
+
+/**
+ * For layers: stop (@p on false) or resume reading for the layer's own reasons, as
+ * cr_conn_read_stop() / cr_conn_read_start() do, but apart from the app's: the
+ * connection reads only while neither has stopped it. On the connection's lcore.
+ */
+void cr_conn_layer_read(struct cr_conn *c, bool on);
+
+/** True while a receive of @p c is in flight (after reads stopped, until its last
+ * completion came). For layers. On the connection's lcore. */
+bool cr_conn_receiving(const struct cr_conn *c);
+
 /** The connection slots of the calling lcore (cr_net_config.max_conns as it started). */
 unsigned cr_net_conn_slots(void);
 

@@ -221,7 +221,9 @@ ending_check(struct cr_conn *c)
 		return;
 	if (c->rx_bytes < c->end_after)
 		return;
-	if (c->rx_bytes == 0 && !c->read_eof && cr_now_ns() < c->first_req_until)
+	/* Nothing for the app yet (a layer's handshake is not a request): wait for it. */
+	if ((c->layer != NULL ? c->app_rx : c->rx_bytes) == 0 && !c->read_eof &&
+	    cr_now_ns() < c->first_req_until)
 		return;
 	if (c->wire->at_boundary != NULL && !c->wire->at_boundary(c))
 		return;
@@ -238,7 +240,8 @@ cr__conn_begin_ending(struct cr_conn *c)
 	c->ending = true;
 	/* What the kernel took before this point must still reach the app; what comes later
 	 * may be served too, until the boundary. Without the count, what was delivered. */
-	c->end_after = c->state == CONN_OPEN && cr__socket_bytes_received(c->fd, &got) == 0
+	c->end_after = c->state == CONN_OPEN && !c->plain_socket &&
+				       cr__socket_bytes_received(c->fd, &got) == 0
 			       ? got
 			       : c->rx_bytes;
 	c->first_req_until = cr_now_ns() + cr__net_first_request_ns;
@@ -325,7 +328,8 @@ read_wanted(const struct cr_conn *c)
 		return false;
 	if (c->state == CONN_CLOSING)
 		return true; /* drop input until EOF, so closing sends no reset */
-	return c->state == CONN_OPEN && !c->read_stopped && (!c->above_high || c->keep_reading);
+	return c->state == CONN_OPEN && !c->read_stopped && !c->layer_read_stopped &&
+	       (!c->above_high || c->keep_reading);
 }
 
 static int
@@ -710,36 +714,6 @@ void
 cr_conn_set_data(struct cr_conn *c, void *data)
 {
 	c->data = data;
-}
-
-const struct cr_conn_ops *
-cr_conn_app_ops(const struct cr_conn *c)
-{
-	return c->ops;
-}
-
-const struct cr_conn_layer *
-cr_conn_layer(const struct cr_conn *c)
-{
-	return c->layer;
-}
-
-void *
-cr_conn_layer_arg(const struct cr_conn *c)
-{
-	return c->layer_arg;
-}
-
-void *
-cr_conn_layer_data(const struct cr_conn *c)
-{
-	return c->layer_data;
-}
-
-void
-cr_conn_set_layer_data(struct cr_conn *c, void *data)
-{
-	c->layer_data = data;
 }
 
 bool

@@ -82,6 +82,7 @@ struct cr_conn {
 	uint8_t state; /* enum conn_state */
 	bool read_eof;
 	bool read_stopped; /* by the app */
+	bool layer_read_stopped; /* by its layer (cr_conn_layer_read), apart from the app's */
 	bool keep_reading; /* cr_conn_opts.keep_reading */
 	bool reclaimable;  /* cr_conn_opts.reclaimable */
 	bool reclaimed;	   /* ended to make room: its slot is on the way back */
@@ -91,6 +92,7 @@ struct cr_conn {
 	bool wr_shut_done;
 	bool finish_pending; /* end at the next timer run (never inside an app call) */
 	bool ending;	     /* the lcore is closing: close at the next boundary */
+	bool plain_socket;   /* a layer gave its records to the kernel (cr_conn_layer_plain) */
 	int finish_err;
 	uint8_t send_again, recv_again; /* -EAGAIN completions in a row */
 	/* Ops in flight plus callbacks on the stack; the slot is freed at 0 once DEAD. */
@@ -108,6 +110,7 @@ struct cr_conn {
 	uint64_t rx_bytes;	  /* delivered to on_data, over the connection's life */
 	uint64_t end_after;	  /* ending: the kernel had received this much at the closing */
 	uint64_t first_req_until; /* ending with nothing received: wait for it until then */
+	uint64_t app_rx;	  /* a layer's: bytes it delivered to the app (cr_conn_layer_rx) */
 	struct cr_timer timer; /* kicks, idle timeout, linger */
 };
 

@@ -44,6 +44,12 @@ struct cr_tls_cert {
 	const char *key_file;
 };
 
+/** Whether connections hand their records to the kernel after the handshake (kTLS). */
+enum cr_tls_ktls {
+	CR_TLS_KTLS_AUTO = 0, /**< where the kernel has kTLS and the cipher is AES-GCM */
+	CR_TLS_KTLS_OFF,      /**< always in user space */
+};
+
 /** Client certificates, on a server. */
 enum cr_tls_verify {
 	CR_TLS_VERIFY_NONE = 0, /**< server: ask none; client: do not check the server */
@@ -80,6 +86,8 @@ struct cr_tls_config {
 	const char *server_name;
 	/** Close a connection whose handshake takes longer (default 10000 ms; 0: default). */
 	uint32_t handshake_timeout_ms;
+	/** kTLS: hand records to the kernel after the handshake where it can (default auto). */
+	enum cr_tls_ktls ktls;
 };
 
 /**
@@ -132,6 +140,12 @@ bool cr_tls_resumed(const struct cr_conn *c);
 /** True if the client sent a certificate that verified. Server, after on_open. */
 bool cr_tls_peer_verified(const struct cr_conn *c);
 
+/**
+ * True once @p c's records go through the kernel (kTLS: handed over after the handshake,
+ * when the wire was quiet). On the connection's lcore.
+ */
+bool cr_tls_kernel(const struct cr_conn *c);
+
 /* ---- an app's command-line options ---- */
 
 /** What the TLS options of an app (cr_tls_app_opts_table()) set. Strings are borrowed
@@ -149,18 +163,19 @@ struct cr_tls_app_opts {
 	const char *ciphersuites;      /**< --tls-ciphersuites */
 	double handshake_timeout;      /**< --tls-handshake-timeout, seconds (default 10) */
 	double ticket_rotate;	       /**< --tls-ticket-rotate, seconds (default 3600) */
+	enum cr_tls_ktls ktls;	       /**< --tls-ktls (default auto) */
 };
 
 /** The defaults of struct cr_tls_app_opts. Any thread. */
 void cr_tls_app_opts_defaults(struct cr_tls_app_opts *o);
 
 /** The number of entries cr_tls_app_opts_table() writes. */
-#define CR_TLS_APP_N_OPTS 10
+#define CR_TLS_APP_N_OPTS 11
 
 /**
  * Write the TLS options (--tls-listen, --tls-cert, --tls-key, --tls-ca, --tls-verify,
  * --tls-protocols, --tls-ciphers, --tls-ciphersuites, --tls-handshake-timeout,
- * --tls-ticket-rotate), which set @p o, into @p out (at most @p cap entries), for an app to
+ * --tls-ticket-rotate, --tls-ktls), which set @p o, into @p out (at most @p cap entries), for an app to
  * append to its option table. @return the entries written.
  */
 unsigned cr_tls_app_opts_table(struct cr_tls_app_opts *o, struct cr_opt *out, unsigned cap);
@@ -244,7 +259,10 @@ void cr_tls_tickets_stop(void);
  */
 bool cr_tls_ktls_available(void);
 
-/** "kernel" where kTLS runs, else "user-space": how records are made in this process. */
+/**
+ * "kernel" where kTLS runs (the kernel has it and no context turned it off: connections
+ * with AES-GCM hand their records over after the handshake), else "user-space".
+ */
 const char *cr_tls_record_mode(void);
 
 /** Counters of one lcore. */
@@ -254,6 +272,8 @@ struct cr_tls_stats {
 	uint64_t failures;   /**< handshakes that failed (bad input, alerts, certificates) */
 	uint64_t timeouts;   /**< handshakes closed after the handshake timeout */
 	uint64_t closes_notified; /**< close_notify sent */
+	uint64_t kernel;	  /**< connections whose records went to the kernel (kTLS) */
+	uint64_t kernel_fallbacks; /**< kTLS wanted, user space kept (cipher, kernel, busy) */
 };
 
 /** Snapshot lcore @p lcore's counters. Any thread. @return 0 or -EINVAL. */

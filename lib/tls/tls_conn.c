@@ -9,11 +9,22 @@
  * connection but what OpenSSL allocates for its SSL.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "cr_reactor.h"
 #include "tls_internal.h"
+#include "tls_ktls.h"
+
+#ifndef SOL_TLS
+#define SOL_TLS 282
+#endif
+#ifndef TCP_ULP
+#define TCP_ULP 31
+#endif
 
 #define L cr__tls_log
 
@@ -37,7 +48,19 @@ struct tls_conn {
 	bool client;
 	bool admitted; /* within a send cr_conn_send_room() admitted whole, or the last words */
 	int fail_err; /* a failed handshake (a client's) or a broken record: for on_close */
+	/* kTLS (the hand-over, below): where it stands, its tries, its keys. */
+	uint8_t ktls;
+	uint16_t ktls_tries;
+	struct cr_timer ktls_timer;
+	struct tls_ktls kt;
 };
+
+/* The hand-over: not wanted or given up; waiting for a quiet wire; reads stopped,
+ * waiting for the last receive; done, records in the kernel. */
+enum { KTLS_NO = 0, KTLS_WANT, KTLS_STOPPING, KTLS_KERNEL };
+/* A quiet wire is looked for this often, this many times (then user space stays). */
+#define KTLS_STEP_NS (1000ull * 1000)
+#define KTLS_TRIES 500
 
 /* Touched by its lcore only. */
 static struct {
@@ -118,6 +141,9 @@ io_established(void *arg)
 	if (SSL_session_reused(tc->s.ssl))
 		TLS_STAT_ADD(lc, resumed);
 	tc->app_open = true;
+	cr_conn_layer_opened(tc->c);
+	if (tc->ktls == KTLS_WANT)
+		cr_timer_start(&tc->ktls_timer, 0); /* not inside this call: from the loop */
 	if (app(tc)->on_open != NULL)
 		app(tc)->on_open(tc->c);
 }
@@ -127,6 +153,7 @@ io_plain(void *arg, const void *data, size_t len)
 {
 	struct tls_conn *tc = arg;
 
+	cr_conn_layer_rx(tc->c, len);
 	if (app(tc)->on_data != NULL)
 		app(tc)->on_data(tc->c, data, len);
 }
@@ -145,6 +172,131 @@ static const struct tls_session_io session_io = {
 	.plain = io_plain,
 	.alive = io_alive,
 };
+
+/* ---- the kTLS hand-over ---- */
+
+/*
+ * Once the handshake is done the records can go to the kernel (setsockopt TLS_TX and
+ * TLS_RX with the keys and sequence numbers of tls_ktls_keys.c), but only at a quiet
+ * point of the byte stream: no ciphertext of ours still queued (the kernel would encrypt
+ * it again), no part of a record held, and no receive in flight (its bytes were read
+ * before the kernel took over: ciphertext that must still go through OpenSSL). So the
+ * timer waits for the queue to empty and the record to end, stops reading, waits for the
+ * last receive, and checks again: quiet, it hands over; not (a receive brought half a
+ * record), it reads again and waits. What OpenSSL decrypted meanwhile went to the app as
+ * always. After KTLS_TRIES looks, or if the cipher or the kernel refuses, user space stays.
+ */
+/* No more keys or record counts for this one: the callbacks cost nothing from now. */
+static void
+ktls_stop_capture(struct tls_conn *tc)
+{
+	SSL_set_msg_callback(tc->s.ssl, NULL);
+	SSL_set_app_data(tc->s.ssl, NULL);
+	cr__tls_ktls_forget(&tc->kt);
+}
+
+static void
+ktls_fallback(struct tls_conn *tc, const char *why)
+{
+	if (tc->ktls == KTLS_STOPPING)
+		cr_conn_layer_read(tc->c, true);
+	tc->ktls = KTLS_NO;
+	ktls_stop_capture(tc);
+	TLS_STAT_ADD(cr_conn_lcore(tc->c), kernel_fallbacks);
+	CR_LOG(L, DEBUG, "lcore %u: kTLS not used for a connection: %s", cr_conn_lcore(tc->c),
+	       why);
+}
+
+static void
+ktls_install(struct tls_conn *tc)
+{
+	struct cr_conn *c = tc->c;
+	struct tls_ktls_info tx, rx;
+	int fd = cr_conn_fd(c), rc;
+
+	rc = cr__tls_ktls_info(tc->s.ssl, &tc->kt, true, &tx);
+	if (rc == 0)
+		rc = cr__tls_ktls_info(tc->s.ssl, &tc->kt, false, &rx);
+	ktls_stop_capture(tc);
+	if (rc != 0) {
+		ktls_fallback(tc, rc == -ENOTSUP ? "not AES-GCM" : "no keys");
+		return;
+	}
+	/* The ULP alone changes nothing: without TLS_TX the socket is plain TCP still. */
+	if (setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) != 0 ||
+	    setsockopt(fd, SOL_TLS, TLS_TX, &tx.u, tx.len) != 0) {
+		ktls_fallback(tc, strerror(errno));
+		goto out;
+	}
+	tc->ktls = KTLS_KERNEL; /* our sends are the kernel's now, whatever comes next */
+	if (setsockopt(fd, SOL_TLS, TLS_RX, &rx.u, rx.len) != 0) {
+		/* Sends in the kernel, receives not: no way on. Its close_notify goes out. */
+		CR_LOG(L, WARNING, "lcore %u: kTLS receive refused (%s): connection closed",
+		       cr_conn_lcore(c), strerror(errno));
+		tc->fail_err = -EPROTO;
+		cr_conn_close(c);
+		goto out;
+	}
+	cr_conn_layer_plain(c);
+	cr_conn_layer_read(c, true);
+	TLS_STAT_ADD(cr_conn_lcore(c), kernel);
+out:
+	OPENSSL_cleanse(&tx, sizeof(tx));
+	OPENSSL_cleanse(&rx, sizeof(rx));
+}
+
+static void
+ktls_step(struct cr_timer *t, void *arg)
+{
+	struct tls_conn *tc = arg;
+	struct cr_conn *c = tc->c;
+	bool quiet;
+
+	(void)t;
+	if (!tc->in_use || !cr_conn_is_open(c) || tc->s.failed || tc->s.shut_sent ||
+	    tc->s.peer_closed) {
+		ktls_fallback(tc, "closing");
+		return;
+	}
+	quiet = cr__tls_session_at_record_end(&tc->s) && cr_conn_queued(c) == 0;
+	if (tc->ktls == KTLS_STOPPING && !cr_conn_receiving(c)) {
+		if (quiet) {
+			ktls_install(tc);
+			return;
+		}
+		cr_conn_layer_read(c, true); /* half a record came: read the rest first */
+		tc->ktls = KTLS_WANT;
+	} else if (tc->ktls == KTLS_WANT && quiet) {
+		cr_conn_layer_read(c, false);
+		tc->ktls = KTLS_STOPPING;
+	}
+	if (++tc->ktls_tries >= KTLS_TRIES) {
+		ktls_fallback(tc, "the wire was never quiet");
+		return;
+	}
+	cr_timer_start(&tc->ktls_timer, KTLS_STEP_NS);
+}
+
+/* Our close_notify through the kernel: an alert record (TLS_SET_RECORD_TYPE 21). Only
+ * when nothing is queued before it, or it would overtake; else the peer sees FIN alone. */
+static bool
+ktls_close_notify(struct cr_conn *c)
+{
+	static const uint8_t alert[2] = {1, 0}; /* warning, close_notify */
+	char cbuf[CMSG_SPACE(1)] = {0};
+	struct iovec iov = {(void *)alert, sizeof(alert)};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			   .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+
+	if (cr_conn_queued(c) != 0)
+		return false;
+	cm->cmsg_level = SOL_TLS;
+	cm->cmsg_type = TLS_SET_RECORD_TYPE;
+	cm->cmsg_len = CMSG_LEN(1);
+	*CMSG_DATA(cm) = 21;
+	return sendmsg(cr_conn_fd(c), &m, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(alert);
+}
 
 /* ---- what lib/net calls ---- */
 
@@ -184,6 +336,11 @@ conn_start(struct cr_conn *c)
 	}
 	tc->in_use = true;
 	cr_conn_set_layer_data(c, tc);
+	cr_timer_init(&tc->ktls_timer, ktls_step, tc);
+	if (cr__tls_ctx_ktls(ctx)) {
+		SSL_set_app_data(tc->s.ssl, &tc->kt); /* the keylog and message callbacks' */
+		tc->ktls = KTLS_WANT;
+	}
 	cr_timer_init(&tc->hs_timer, hs_timeout, tc);
 	cr_timer_start(&tc->hs_timer, (uint64_t)cr__tls_ctx_handshake_ms(ctx) * 1000000u);
 	name = cr__tls_ctx_server_name(ctx);
@@ -230,6 +387,10 @@ wire_data(struct cr_conn *c, const void *data, size_t len)
 
 	if (tc == NULL)
 		return;
+	if (tc->ktls == KTLS_KERNEL) {
+		io_plain(tc, data, len); /* the kernel decrypted it */
+		return;
+	}
 	was_open = tc->app_open;
 	rc = cr__tls_session_input(&tc->s, data, len);
 	if (!tc->in_use || !cr_conn_is_open(c))
@@ -287,17 +448,35 @@ wire_close(struct cr_conn *c, int err)
 		cr_timer_stop(&tc->hs_timer);
 	if (tc != NULL && tc->fail_err != 0)
 		err = tc->fail_err;
+	/* A control record (an alert: close_notify, mostly) to a receive without room for
+	 * its type: the kernel's way to say the peer ended. A broken record is -EBADMSG. */
+	if (tc != NULL && tc->ktls == KTLS_KERNEL && err == -EIO)
+		err = 0;
 	if (tell && cr_conn_app_ops(c)->on_close != NULL)
 		cr_conn_app_ops(c)->on_close(c, err);
 }
 
+/*
+ * Closing loses nothing here when the handshake is done, no part of a record is held
+ * either way, and the app is at its boundary. On a closing lcore a server's handshake
+ * under way is like a request half read: it is served (bounded by the handshake timeout),
+ * and its client then gets the first-request wait (cr_conn_layer_opened()); only one that
+ * has received nothing yet is at a boundary. A client's handshake was started by the app
+ * to be used: never one. For making room (the lcore is not closing) a server's handshake
+ * is a boundary: a stalled one is what the reclaim is for.
+ */
 static bool
 wire_boundary(struct cr_conn *c)
 {
 	struct tls_conn *tc = conn_of(c);
 
-	if (tc == NULL || !tc->app_open)
-		return true; /* a handshake: nothing of the app's to lose */
+	if (tc == NULL)
+		return true;
+	if (!tc->app_open)
+		return !cr_conn_ending(c) || (!tc->client && tc->s.fed == 0);
+	/* In the kernel a partial record is the kernel's to hold: the app alone decides. */
+	if (tc->ktls != KTLS_KERNEL && !cr__tls_session_at_record_end(&tc->s))
+		return false;
 	return app(tc)->at_boundary == NULL || app(tc)->at_boundary(c);
 }
 
@@ -319,6 +498,8 @@ layer_send(struct cr_conn *c, const void *data, size_t len)
 
 	if (data == NULL && len != 0)
 		return -EINVAL;
+	if (tc != NULL && tc->ktls == KTLS_KERNEL)
+		return tc->s.shut_sent ? -EPIPE : cr_conn_send_wire(c, data, len);
 	if (tc == NULL || !tc->s.established)
 		return cr_conn_is_open(c) || tc == NULL ? -ENOTCONN : -EPIPE;
 	if (!cr_conn_is_open(c) || tc->s.shut_sent)
@@ -341,6 +522,12 @@ layer_shut(struct cr_conn *c)
 
 	if (tc == NULL || !tc->s.established || tc->s.shut_sent)
 		return;
+	if (tc->ktls == KTLS_KERNEL) {
+		tc->s.shut_sent = true;
+		if (ktls_close_notify(c))
+			TLS_STAT_ADD(cr_conn_lcore(c), closes_notified);
+		return;
+	}
 	tc->admitted = true; /* close_notify: the last words */
 	cr__tls_session_shutdown(&tc->s);
 	tc->admitted = false;
@@ -353,8 +540,10 @@ layer_end(struct cr_conn *c)
 {
 	struct tls_conn *tc = conn_of(c);
 
-	if (tc != NULL)
+	if (tc != NULL) {
 		cr_timer_stop(&tc->hs_timer);
+		cr_timer_stop(&tc->ktls_timer);
+	}
 }
 
 static void
@@ -365,6 +554,8 @@ layer_release(struct cr_conn *c)
 	if (tc == NULL)
 		return;
 	cr_timer_stop(&tc->hs_timer);
+	cr_timer_stop(&tc->ktls_timer);
+	cr__tls_ktls_forget(&tc->kt);
 	cr__tls_session_fini(&tc->s);
 	cr__tls_certset_put(tc->set);
 	tc->in_use = false;
@@ -454,6 +645,14 @@ cr_tls_peer_verified(const struct cr_conn *c)
 	return ok;
 }
 
+bool
+cr_tls_kernel(const struct cr_conn *c)
+{
+	struct tls_conn *tc = cr_tls_conn(c) ? conn_of(c) : NULL;
+
+	return tc != NULL && tc->ktls == KTLS_KERNEL;
+}
+
 int
 cr_tls_stats(unsigned lcore, struct cr_tls_stats *out)
 {
@@ -467,5 +666,7 @@ cr_tls_stats(unsigned lcore, struct cr_tls_stats *out)
 	out->failures = atomic_load_explicit(&s->failures, memory_order_relaxed);
 	out->timeouts = atomic_load_explicit(&s->timeouts, memory_order_relaxed);
 	out->closes_notified = atomic_load_explicit(&s->closes_notified, memory_order_relaxed);
+	out->kernel = atomic_load_explicit(&s->kernel, memory_order_relaxed);
+	out->kernel_fallbacks = atomic_load_explicit(&s->kernel_fallbacks, memory_order_relaxed);
 	return 0;
 }

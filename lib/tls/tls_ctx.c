@@ -21,6 +21,7 @@
 
 #include "cr_reactor.h"
 #include "tls_internal.h"
+#include "tls_ktls.h"
 
 #define L cr__tls_log
 #define DEFAULT_HANDSHAKE_MS 10000u
@@ -277,6 +278,12 @@ make_ssl_ctx(struct cr_tls_ctx *ctx, const struct cr_tls_cert *c, char *err, siz
 		goto out_free;
 	if (setup_verify(ctx, sc, err, len) != 0)
 		goto out_free;
+	if (cr__tls_ctx_ktls(ctx)) {
+		/* The kTLS hand-over's keys and record counts (tls_ktls_keys.c). Not
+		 * SSL_OP_ENABLE_KTLS: OpenSSL hands over only on a socket BIO of its own. */
+		SSL_CTX_set_keylog_callback(sc, cr__tls_ktls_keylog);
+		SSL_CTX_set_msg_callback(sc, cr__tls_ktls_msg);
+	}
 	if (cfg->client) {
 		if (ctx->alpn_len != 0)
 			(void)SSL_CTX_set_alpn_protos(sc, ctx->alpn, ctx->alpn_len);
@@ -443,6 +450,8 @@ cr_tls_ctx_new(const struct cr_tls_config *cfg, char *err, size_t errlen)
 		return NULL;
 	}
 	atomic_init(&ctx->refs, 1);
+	if (cfg->ktls == CR_TLS_KTLS_OFF)
+		cr__tls_ktls_turned_off();
 	rc = copy_config(ctx, cfg, err, errlen);
 	if (rc != 0)
 		goto out_free;
@@ -509,4 +518,13 @@ const char *
 cr__tls_ctx_server_name(const struct cr_tls_ctx *ctx)
 {
 	return ctx->cfg.server_name;
+}
+
+bool cr__tls_ktls_try_anyway;
+
+bool
+cr__tls_ctx_ktls(const struct cr_tls_ctx *ctx)
+{
+	return ctx->cfg.ktls == CR_TLS_KTLS_AUTO &&
+	       (cr_tls_ktls_available() || cr__tls_ktls_try_anyway);
 }

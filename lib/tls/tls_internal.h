@@ -14,63 +14,7 @@
 
 #include "cr_log.h"
 #include "cr_tls.h"
-
-/* Ciphertext fed to OpenSSL at a time: one full record (16 KiB + the largest overhead).
- * The read BIO never holds more than this plus an incomplete record's head. */
-#define TLS_FEED_MAX (16384u + 2048u)
-/* Plaintext handed to SSL_write_ex() at a time: one record's worth. */
-#define TLS_WRITE_MAX 16384u
-/* Worst-case bytes a record adds to its plaintext (TLS 1.2 CBC-SHA384 padding and MAC,
- * header), used to size sends all-or-nothing. */
-#define TLS_RECORD_OVERHEAD 128u
-
-extern struct cr_log_component cr__tls_log;
-
-/* ---- the record engine (tls_session.c): OpenSSL over two memory BIOs ---- */
-
-/* Where a session puts what it makes. */
-struct tls_session_io {
-	/* Ciphertext for the peer; 0 or -errno (the session then fails). */
-	int (*out)(void *arg, const void *data, size_t len);
-	/* The handshake finished. */
-	void (*established)(void *arg);
-	/* Plaintext from the peer. */
-	void (*plain)(void *arg, const void *data, size_t len);
-	/* False once the owner may no longer be called (closed, destroyed): the session stops
-	 * delivering. NULL: always. */
-	bool (*alive)(void *arg);
-};
-
-struct tls_session {
-	SSL *ssl;
-	BIO *rbio, *wbio; /* owned by ssl */
-	const struct tls_session_io *io;
-	void *arg;
-	bool established;
-	bool peer_closed; /* close_notify received */
-	bool shut_sent;	  /* close_notify sent */
-	bool failed;
-};
-
-/* Set up @p s over a new SSL of @p ctx. @return 0 or -ENOMEM. */
-int cr__tls_session_init(struct tls_session *s, SSL_CTX *ctx, bool server,
-			 const struct tls_session_io *io, void *arg);
-/* Free the SSL (no close_notify: see cr__tls_session_shutdown()). NULL-safe. */
-void cr__tls_session_fini(struct tls_session *s);
-/* Start a client's handshake (its ClientHello goes out). @return 0 or -EPROTO. */
-int cr__tls_session_start(struct tls_session *s);
-/*
- * Ciphertext from the peer: advance the handshake, deliver plaintext. @return 0;
- * 1 once the peer's close_notify came (nothing more will be delivered); -EPROTO (a TLS
- * error: an alert went out if one was due, the session is failed), or out's error.
- */
-int cr__tls_session_input(struct tls_session *s, const void *data, size_t len);
-/* Encrypt @p len bytes for the peer (established only). @return 0, -ENOTCONN, -EPROTO. */
-int cr__tls_session_write(struct tls_session *s, const void *data, size_t len);
-/* Send close_notify once (established only; otherwise nothing). */
-void cr__tls_session_shutdown(struct tls_session *s);
-/* The last OpenSSL error of this thread as text, for logs (clears the queue). */
-const char *cr__tls_errstr(char *buf, size_t len);
+#include "tls_session.h"
 
 /* ---- session tickets (tls_tickets.c) ---- */
 
@@ -94,10 +38,18 @@ struct tls_certset *cr__tls_ctx_take(struct cr_tls_ctx *ctx);
 uint32_t cr__tls_ctx_handshake_ms(const struct cr_tls_ctx *ctx);
 bool cr__tls_ctx_server(const struct cr_tls_ctx *ctx);
 const char *cr__tls_ctx_server_name(const struct cr_tls_ctx *ctx);
+/* Its connections hand their records to the kernel when they can (kTLS on and here). */
+bool cr__tls_ctx_ktls(const struct cr_tls_ctx *ctx);
+/* For the unit suite: contexts made from now on try the hand-over even where the probe
+ * said the kernel has no kTLS; such a kernel then refuses it (the fallback path). */
+extern bool cr__tls_ktls_try_anyway;
+/* A context with kTLS off was made: the process no longer says "kernel". */
+void cr__tls_ktls_turned_off(void);
 
 /* ---- counters (tls_conn.c) ---- */
 struct tls_counters {
 	_Atomic uint64_t handshakes, resumed, failures, timeouts, closes_notified;
+	_Atomic uint64_t kernel, kernel_fallbacks;
 };
 extern struct tls_counters cr__tls_stats[CR_MAX_LCORES];
 

@@ -5,9 +5,9 @@
  *
  * Whether the kernel has kTLS: ask for the "tls" upper layer protocol on a TCP socket
  * that is not connected. Without CONFIG_TLS the kernel finds no such ULP (ENOENT); with
- * it, the ULP exists but wants an established socket (ENOTCONN). Records are made in
- * user space either way in this version: the kTLS hand-over is not written yet, so
- * cr_tls_record_mode() says "user-space" even where the kernel could take them.
+ * it, the ULP exists but wants an established socket (ENOTCONN). Where it has it and no
+ * context turned kTLS off, records are made in the kernel: each connection with AES-GCM
+ * hands its records over after the handshake (tls_conn.c, tls_ktls_keys.c).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -29,6 +29,7 @@
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static bool ktls;
+static _Atomic bool ktls_off; /* a context with --tls-ktls off */
 
 static void
 probe(void)
@@ -49,10 +50,18 @@ cr_tls_ktls_available(void)
 	return ktls;
 }
 
+void
+cr__tls_ktls_turned_off(void)
+{
+	atomic_store_explicit(&ktls_off, true, memory_order_relaxed);
+}
+
 const char *
 cr_tls_record_mode(void)
 {
-	return "user-space";
+	return cr_tls_ktls_available() && !atomic_load_explicit(&ktls_off, memory_order_relaxed)
+		       ? "kernel"
+		       : "user-space";
 }
 
 static void
@@ -61,8 +70,9 @@ version_line(FILE *f, const struct cr_eal_config *cfg)
 	(void)cfg;
 	fprintf(f, "tls: %s, records in %s (kTLS: %s)\n", OpenSSL_version(OPENSSL_VERSION),
 		cr_tls_record_mode(),
-		cr_tls_ktls_available() ? "the kernel has it; not used yet"
-					: "not in this kernel");
+		cr_tls_ktls_available()
+			? "the kernel has it; AES-GCM connections hand over after the handshake"
+			: "not in this kernel");
 }
 
 __attribute__((constructor)) static void
@@ -94,6 +104,8 @@ tel_tls(const char *cmd, const char *params, struct cr_json *j)
 		t.failures += s.failures;
 		t.timeouts += s.timeouts;
 		t.closes_notified += s.closes_notified;
+		t.kernel += s.kernel;
+		t.kernel_fallbacks += s.kernel_fallbacks;
 	}
 	cr_json_array_end(j);
 	cr_json_string(j, "library", OpenSSL_version(OPENSSL_VERSION));
@@ -105,6 +117,8 @@ tel_tls(const char *cmd, const char *params, struct cr_json *j)
 	cr_json_u64(j, "handshake_failures", t.failures);
 	cr_json_u64(j, "handshake_timeouts", t.timeouts);
 	cr_json_u64(j, "close_notify_sent", t.closes_notified);
+	cr_json_u64(j, "ktls_connections", t.kernel);
+	cr_json_u64(j, "ktls_fallbacks", t.kernel_fallbacks);
 	cr_json_object_end(j);
 	return 0;
 }

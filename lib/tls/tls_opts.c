@@ -82,6 +82,20 @@ set_protocols(const char *v, void *ctx)
 }
 
 static int
+set_ktls(const char *v, void *ctx)
+{
+	enum cr_tls_ktls *p = ctx;
+
+	if (strcmp(v, "auto") == 0)
+		*p = CR_TLS_KTLS_AUTO;
+	else if (strcmp(v, "off") == 0)
+		*p = CR_TLS_KTLS_OFF;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int
 set_seconds(const char *v, void *ctx, double min, double max)
 {
 	double *d = ctx;
@@ -135,6 +149,10 @@ cr_tls_app_opts_table(struct cr_tls_app_opts *o, struct cr_opt *out, unsigned ca
 	     "replace the session-ticket key this often (default 3600; the previous one still "
 	     "resumes)",
 	     "a number of seconds from 1 to 604800", set_rotate, &o->ticket_rotate},
+	    {"tls-ktls", 0, "MODE",
+	     "auto (default): after the handshake, records of AES-GCM connections go to the "
+	     "kernel's TLS where it has it (see --version); off: always in user space",
+	     "auto or off", set_ktls, &o->ktls},
 	};
 	unsigned i, n = sizeof(t) / sizeof(t[0]);
 
@@ -184,6 +202,7 @@ cr_tls_app_ctx(const struct cr_tls_app_opts *o, const char *alpn, struct cr_tls_
 	cfg.ciphers = o->ciphers;
 	cfg.ciphersuites = o->ciphersuites;
 	cfg.alpn = alpn;
+	cfg.ktls = o->ktls;
 	cfg.handshake_timeout_ms = (uint32_t)(o->handshake_timeout * 1000 + 0.5);
 	if (cfg.handshake_timeout_ms == 0)
 		cfg.handshake_timeout_ms = 1;

@@ -10,10 +10,11 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <openssl/err.h>
 
-#include "tls_internal.h"
+#include "tls_session.h"
 
 #define L cr__tls_log
 
@@ -157,6 +158,40 @@ read_all(struct tls_session *s)
 	return 0;
 }
 
+/* Follow the record framing of @p len fed bytes (a header: type, version, length). */
+static void
+frame(struct tls_session *s, const uint8_t *p, size_t len)
+{
+	s->fed += len;
+	while (len > 0) {
+		size_t n;
+
+		if (s->rec_left > 0) {
+			n = len < s->rec_left ? len : s->rec_left;
+			s->rec_left -= (uint32_t)n;
+		} else {
+			n = 1;
+			s->hdr[s->hdr_have++] = *p;
+			if (s->hdr_have == sizeof(s->hdr)) {
+				s->rec_left = (uint32_t)s->hdr[3] << 8 | s->hdr[4];
+				s->hdr_have = 0;
+			}
+		}
+		p += n;
+		len -= n;
+	}
+}
+
+bool
+cr__tls_session_at_record_end(const struct tls_session *s)
+{
+	/* After close_notify or a failure nothing more is read: what is left is no record. */
+	if (s->peer_closed || s->failed)
+		return true;
+	return s->rec_left == 0 && s->hdr_have == 0 && !SSL_has_pending(s->ssl) &&
+	       BIO_ctrl_pending(s->rbio) == 0 && BIO_ctrl_pending(s->wbio) == 0;
+}
+
 int
 cr__tls_session_input(struct tls_session *s, const void *data, size_t len)
 {
@@ -170,6 +205,7 @@ cr__tls_session_input(struct tls_session *s, const void *data, size_t len)
 			s->failed = true;
 			return -ENOMEM;
 		}
+		frame(s, p, n);
 		p += n;
 		len -= n;
 		if (!s->established)

@@ -5,9 +5,11 @@
 #   CR_FUZZ_SECONDS=60 test/fuzz/run.sh [NAME...]
 #
 # Each directory test/fuzz/<name>/ holds target.txt — repo-relative C sources, one per
-# line (blank lines and '#' comments ignored), the first defining LLVMFuzzerTestOneInput —
-# and a seed corpus in corpus/. Each target is compiled with clang, libFuzzer, ASan and
-# UBSan (every directory of a listed source is an include directory), then run for
+# line (blank lines and '#' comments ignored), the first defining LLVMFuzzerTestOneInput;
+# a line that begins with '-' is a flag for the compiler and linker instead (-Ilib/eal,
+# -lssl) — and a seed corpus in corpus/. Each target is compiled with clang, libFuzzer,
+# ASan and UBSan (every directory of a listed source is an include directory, and so is
+# one holding a cr_config.h made from meson_options.txt's defaults), then run for
 # CR_FUZZ_SECONDS seconds (default 60) on a temporary copy of its corpus. Any crash, leak,
 # sanitizer report or timeout fails the run (exit 1); the reproducer is kept and named.
 # Installs clang and libfuzzer-14-dev with apt-get when missing (as root).
@@ -52,6 +54,19 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# config/meson.build's cr_config.h, with every integer option at its default.
+mkdir -p "$work/gen"
+{
+	echo "/* made by test/fuzz/run.sh from meson_options.txt */"
+	tr -d '\n' <meson_options.txt | grep -o "option('[a-z_]*', type: 'integer'[^)]*value: [0-9]*" |
+		sed -E "s/option\('([a-z_]*)'.*value: ([0-9]*)/\1 \2/" |
+		while read -r opt val; do
+			echo "#define CR_${opt^^} $val"
+		done
+	echo "#define CR_SEND_FLUSH 16"
+	echo "#define CR_DEFER_CAP 4096"
+	echo "#define CR_VERSION \"fuzz\""
+} >"$work/gen/cr_config.h"
 if (( $# > 0 )); then
 	names=("$@")
 else
@@ -73,11 +88,16 @@ for name in "${names[@]}"; do
 		exit 2
 	fi
 	srcs=()
-	incs=()
+	incs=("-I$work/gen")
+	flags=()
 	while IFS= read -r line || [[ -n $line ]]; do
 		line=${line%%#*}
 		line=$(echo "$line" | xargs)
 		[[ -z $line ]] && continue
+		if [[ $line == -* ]]; then
+			flags+=("$line")
+			continue
+		fi
 		if [[ ! -f $line ]]; then
 			echo "fuzz: $dir/target.txt: $line: no such file" >&2
 			exit 2
@@ -87,9 +107,9 @@ for name in "${names[@]}"; do
 		[[ " ${incs[*]-} " == *" $inc "* ]] || incs+=("$inc")
 	done <"$dir/target.txt"
 	bin=$work/fuzz-$name
-	echo "== fuzz $name: $cc ${srcs[*]}"
+	echo "== fuzz $name: $cc ${srcs[*]} ${flags[*]-}"
 	"$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-D_GNU_SOURCE -std=c11 "${incs[@]}" "${srcs[@]}" -o "$bin"
+		-D_GNU_SOURCE -std=c11 "${incs[@]}" "${srcs[@]}" ${flags[@]+"${flags[@]}"} -o "$bin"
 	mkdir -p "$work/corpus-$name" "$work/artifacts-$name"
 	if [[ -d $dir/corpus ]]; then
 		cp -r "$dir/corpus/." "$work/corpus-$name/"

@@ -1981,7 +1981,8 @@ def t_cli(o):
     out = p.stdout.decode()
     check(p.returncode == 0, "--help exit %d" % p.returncode)
     for opt in ("--listen", "--maxclients", "--maxmemory", "--proto-max-bulk-len",
-                "--client-query-buffer-limit", "--hash-seed", "--corelist CORELIST"):
+                "--client-query-buffer-limit", "--hash-seed", "--slowlog-log-slower-than",
+                "--slowlog-max-len", "--corelist CORELIST"):
         check(opt in out, "--help lacks %s" % opt)
     for args, word in ((["--maxclients", "0"], "--maxclients 0"),
                        (["--maxmemory", "12qb"], "--maxmemory 12qb"),
@@ -1990,6 +1991,8 @@ def t_cli(o):
                        (["--client-query-buffer-limit", "x"], "--client-query-buffer-limit x"),
                        (["--hash-seed", "00ff"], "--hash-seed 00ff"),
                        (["--hash-seed", "x" * 32], "--hash-seed " + "x" * 32),
+                       (["--slowlog-log-slower-than", "-2"], "--slowlog-log-slower-than -2"),
+                       (["--slowlog-max-len", "-1"], "--slowlog-max-len -1"),
                        (["extra"], "extra")):
         p = subprocess.run([o.exe] + args, capture_output=True, timeout=10)
         err = p.stderr.decode()

@@ -13,7 +13,8 @@ loopback, gets some real traffic, and /metrics is scraped. Then:
   - the process_* metrics are there and plausible;
   - the app's own series count what the traffic did (http: responses by code and the
     request-time histogram; proxy: the connect-time histogram and per-backend series; kv:
-    the commands counted);
+    the commands counted, keys and memory per shard where the SETs put them, the
+    command-time histogram growing by the commands run);
   with --busy instead: a start that fails on --metrics or --telemetry gives a true hint
   and prints no totals.
 Exit 0 pass, 1 fail, 77 skip (no promtool, or a client tool missing).
@@ -29,6 +30,7 @@ import threading
 import time
 import urllib.request
 
+import kv_test
 from started import Failure, Started, WAIT, check, round_trip
 
 SKIP = 77
@@ -202,18 +204,65 @@ def resp(port, *cmds):
     return buf
 
 
+def kv_shards(app):
+    m = re.search(rb", (\d+) shards?,", app.out)
+    check(m, "no shard count in %r" % app.out)
+    return int(m.group(1))
+
+
+def kv_per_shard(samples, name, n):
+    got = {int(l["shard"]): v for m, l, v in samples if m == name}
+    check(sorted(got) == list(range(n)), "%s shards %r, want 0..%d" % (name, got, n - 1))
+    return [got[i] for i in range(n)]
+
+
 def drive_kv(app):
     cmds = [(b"SET", b"key:%d" % i, b"v" * 100) for i in range(40)]
     cmds += [(b"GET", b"key:%d" % i) for i in range(10)]
     resp(app.port, *cmds)
-    return {"commands": len(cmds), "keys": 40}
+    n = kv_shards(app)
+    want = [0] * n
+    for i in range(40):
+        want[kv_test.key_shard("key:%d" % i, n)] += 1
+    # The keys are published at each shard's 100 ms tick: scrape until they are in.
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        _, samples = parse(app.scrape())
+        if kv_per_shard(samples, "coreact_kv_keys", n) == want:
+            break
+        time.sleep(0.05)
+    return {"commands": len(cmds), "keys": want, "more": [(b"GET", b"nokey")] * 7}
 
 
-def check_kv(types, samples, seen):
-    # The command-time histogram and keys / memory per shard are not exported yet (the
-    # cr-kv rework of another branch): what is there is checked.
+def check_kv(types, samples, seen, app):
+    n = len(seen["keys"])
     check(total(samples, "coreact_app_kv_commands_total") == seen["commands"],
           "commands: %r" % values(samples, "coreact_app_kv_commands_total"))
+    keys = kv_per_shard(samples, "coreact_kv_keys", n)
+    check(keys == seen["keys"], "keys per shard %r, the SETs put %r" % (keys, seen["keys"]))
+    mem = kv_per_shard(samples, "coreact_kv_memory_bytes", n)
+    # Each key holds a 100-byte value: at least that much per key, and INFO's used_memory
+    # is the same counters summed.
+    check(all(m >= k * 100 for m, k in zip(mem, keys)), "memory per shard %r for keys %r"
+          % (mem, keys))
+    with socket.create_connection(("127.0.0.1", app.port), timeout=WAIT) as s:
+        s.sendall(b"*2\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n")
+        info = b""
+        while not re.match(rb"\$(\d+)\r\n", info) or len(info) < int(info[1:info.index(b"\r")]):
+            chunk = s.recv(65536)
+            check(chunk, "INFO memory: closed after %r" % info)
+            info += chunk
+    used = int(re.search(rb"used_memory:(\d+)", info).group(1))
+    check(sum(mem) == used, "memory per shard %r sum to %d, INFO used_memory %d"
+          % (mem, sum(mem), used))
+    before = histogram(types, samples, "coreact_kv_command_duration_seconds",
+                       seen["commands"])
+    # It grows by the commands run (the INFO above and these 7 GETs of a missing key,
+    # each reply one line, so resp() returns once all of them are answered).
+    resp(app.port, *seen["more"])
+    types, samples = parse(app.scrape())
+    histogram(types, samples, "coreact_kv_command_duration_seconds",
+              before + 1 + len(seen["more"]))
 
 
 class Backend:
@@ -357,6 +406,8 @@ def main():
         extra = ["-q", "--run-for", "0"]
     elif a.app in ("echo", "http", "kv"):
         extra = ["--listen", "127.0.0.1:0"]
+        if a.app == "kv":  # keys on known shards: kv_test.key_shard() places them
+            extra += ["--hash-seed", kv_test.HASH_SEED]
     else:
         backend, dead = Backend(), dead_port()
         good = backend.port
@@ -376,7 +427,7 @@ def main():
         if a.app == "http":
             check_http(types, samples, seen)
         elif a.app == "kv":
-            check_kv(types, samples, seen)
+            check_kv(types, samples, seen, app)
         elif a.app == "proxy":
             check_proxy(types, samples, seen, good, dead)
         app.stop()

@@ -6,7 +6,7 @@ curl --cacert, openssl s_client, python's ssl.
   tls_http_test.py CR_HTTP TEST [--driver uring|epoll]
 
 TEST is one of: curl, pipeline, resume, alpn_sni, bad_client, old_protocol, reload,
-errors, hostile. Certificates are made for each run with `openssl req` in a temporary directory
+errors, warnings, client_cert, ktls, hostile. Certificates are made for each run with `openssl req` in a temporary directory
 (a CA, a leaf for localhost and a.test, one for b.test). Each test starts its own cr-http
 on ephemeral ports, is bounded in time, and exits 0 (pass), 1 (fail) or 77 (skip: a
 client tool or the io driver is missing).
@@ -73,6 +73,36 @@ class Certs:
         os.chmod(key, 0o600)
         return crt, key
 
+    def client_certs(self):
+        """A client certificate of our CA, and one of another CA (self-signed)."""
+        self.ccert, self.ckey = self.leaf("client", "client", "DNS:client")
+        d = self.dir
+        self.xcert, self.xkey = os.path.join(d, "x.pem"), os.path.join(d, "x.key")
+        self._ok(run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                      "ec_paramgen_curve:P-256", "-nodes", "-keyout", self.xkey, "-out",
+                      self.xcert, "-subj", "/CN=stranger", "-days", "2"]))
+
+    def expired(self):
+        """A leaf for localhost of our CA that expired yesterday (openssl ca takes dates)."""
+        d = os.path.join(self.dir, "ca.d")
+        os.makedirs(d, exist_ok=True)
+        open(os.path.join(d, "index.txt"), "w").close()
+        conf = os.path.join(d, "ca.cnf")
+        with open(conf, "w") as f:
+            f.write("[ca]\ndefault_ca=c\n[c]\ndir=%s\ndatabase=$dir/index.txt\n"
+                    "new_certs_dir=$dir\nserial=$dir/serial\ndefault_md=sha256\n"
+                    "policy=p\n[p]\ncommonName=supplied\n" % d)
+        with open(os.path.join(d, "serial"), "w") as f:
+            f.write("1000\n")
+        key, csr, crt = (os.path.join(self.dir, "old" + e) for e in (".key", ".csr", ".pem"))
+        self._ok(run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                      "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=localhost"]))
+        self._ok(run(["openssl", "ca", "-batch", "-config", conf, "-cert", self.ca, "-keyfile",
+                      self.ca_key, "-in", csr, "-out", crt, "-startdate", "20200101000000Z",
+                      "-enddate", "20200102000000Z", "-notext"]))
+        os.chmod(key, 0o600)
+        return crt, key
+
     def remove(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -91,7 +121,8 @@ class Server(http_test.Server):
         deadline = time.monotonic() + 10.0
         m = None
         while m is None:
-            m = re.search(r"listening on (\S+):(\d+) \(https\)", self._line(deadline))
+            self.https_line = self._line(deadline)
+            m = re.search(r"listening on (\S+):(\d+) \(https\)", self.https_line)
         self.https = (m.group(1), int(m.group(2)))
         self.port = self.https[1]
         self.url = "https://localhost:%d" % self.port
@@ -415,6 +446,129 @@ def t_errors(exe, driver, certs):
     return 0
 
 
+def t_warnings(exe, driver, certs):
+    """An expired certificate and a key file others may read: one warning line each,
+    naming the file and the reason, and the server still serves."""
+    old_crt, old_key = certs.expired()
+    wkey = os.path.join(certs.dir, "world.key")
+    shutil.copy(certs.key, wkey)
+    os.chmod(wkey, 0o644)
+    for crt, key, named, why in ((old_crt, old_key, old_crt, "certificate expired"),
+                                 (certs.cert, wkey, wkey, "readable by every user")):
+        srv = Server(exe, driver, certs, extra=["--tls-cert", crt, "--tls-key", key])
+        try:
+            c = client_ctx(certs)
+            c.check_hostname = False
+            c.verify_mode = ssl.CERT_NONE  # an expired one would not verify
+            s = c.wrap_socket(socket.create_connection(srv.https, timeout=5),
+                              server_hostname="localhost")
+            s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n")
+            check(read_responses(s, 1)[0][1] == b"Hello, World!", "served with %s" % why)
+            s.close()
+        finally:
+            srv.stop()
+        lines = [ln for ln in srv.err.splitlines() if named in ln]
+        check(len(lines) == 1 and why in lines[0] and "warn" in lines[0].lower(),
+              "want one warning line naming %s (%s): %r" % (named, why, srv.err))
+    # A good certificate and key: no warning at all.
+    srv = Server(exe, driver, certs)
+    srv.stop()
+    check("expired" not in srv.err and "readable" not in srv.err, "warned: %r" % srv.err)
+    return 0
+
+
+def s_client_get(srv, certs, *args):
+    """openssl s_client with our CA: (served, its output)."""
+    r = s_client(srv, "-CAfile", certs.ca, "-ign_eof", *args,
+                 stdin="GET /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    return "Hello, World!" in r.stdout, r.stdout[-300:] + r.stderr[-300:]
+
+
+def curl_get(srv, certs, *args):
+    r = run(["curl", "-sS", "--cacert", certs.ca] + list(args) + [srv.url + "/plaintext"])
+    return r.returncode == 0 and r.stdout == "Hello, World!", r.stderr
+
+
+def t_client_cert(exe, driver, certs):
+    """--tls-verify required / optional with --tls-ca, end to end with openssl s_client
+    -cert and curl --cert: required serves a client with a certificate of the CA and
+    refuses one without or with another CA's; optional serves one without too, and still
+    refuses another CA's."""
+    certs.client_certs()
+    mine = ["-cert", certs.ccert, "-key", certs.ckey]
+    stranger = ["-cert", certs.xcert, "-key", certs.xkey]
+    have_curl = shutil.which("curl") is not None
+    for mode in ("required", "optional"):
+        srv = Server(exe, driver, certs, extra=["--tls-ca", certs.ca, "--tls-verify", mode])
+        try:
+            for ver in ("-tls1_3", "-tls1_2"):
+                ok, out = s_client_get(srv, certs, ver, *mine)
+                check(ok, "%s %s: with our client certificate: %s" % (mode, ver, out))
+                ok, out = s_client_get(srv, certs, ver)
+                check(ok == (mode == "optional"), "%s %s: without one, served=%s: %s"
+                      % (mode, ver, ok, out))
+                ok, out = s_client_get(srv, certs, ver, *stranger)
+                check(not ok, "%s %s: another CA's certificate was served: %s"
+                      % (mode, ver, out))
+            if have_curl:
+                ok, err = curl_get(srv, certs, "--cert", certs.ccert, "--key", certs.ckey)
+                check(ok, "%s: curl --cert: %s" % (mode, err))
+                ok, err = curl_get(srv, certs)
+                check(ok == (mode == "optional"), "%s: curl without --cert: served=%s %s"
+                      % (mode, ok, err))
+                ok, err = curl_get(srv, certs, "--cert", certs.xcert, "--key", certs.xkey)
+                check(not ok, "%s: curl with another CA's certificate was served" % mode)
+        finally:
+            srv.stop()
+    return 0
+
+
+def t_ktls(exe, driver, certs):
+    """--tls-ktls: a bad value exits 2 naming it. auto (the default) serves, and on this
+    kernel without kTLS says user-space in the ready line, /tls and --version; where the
+    kernel has kTLS it says kernel and hands AES-GCM connections over (counted). off:
+    user-space, nothing handed over, on any kernel."""
+    r = run([exe, "--io-driver", driver, "--listen", "127.0.0.1:0", "--telemetry", "off",
+             "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert, "--tls-key", certs.key,
+             "--tls-ktls", "sometimes"])
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    check(r.returncode == 2 and len(lines) == 1 and "--tls-ktls" in lines[0]
+          and "sometimes" in lines[0], "--tls-ktls sometimes: %d %r" % (r.returncode, r.stderr))
+    r = run([exe, "--help"])
+    check("--tls-ktls" in r.stdout and "auto" in r.stdout, "--help: %r" % r.stdout[-600:])
+    for mode in ("auto", "off"):
+        srv = Server(exe, driver, certs, extra=["--tls-ktls", mode])
+        try:
+            tel = srv.telemetry("/tls")
+            kernel = tel["ktls_available"] and mode == "auto"
+            want = "kernel" if kernel else "user-space"
+            check(srv.https_line.endswith("TLS records in " + want),
+                  "%s: ready line %r" % (mode, srv.https_line))
+            check(tel["records"] == want, "%s: /tls %r" % (mode, tel))
+            for i in range(3):
+                s = tls_connect(srv, certs)
+                s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n")
+                check(read_responses(s, 1)[0][1] == b"Hello, World!", "%s: served" % mode)
+                time.sleep(0.05)  # a quiet wire: the hand-over, where there is one
+                s.sendall(b"GET /json HTTP/1.1\r\nHost: x\r\n\r\n")
+                check(read_responses(s, 1)[0][1] == b'{"message":"Hello, World!"}',
+                      "%s: served after the hand-over point" % mode)
+                s.close()
+            tel = srv.telemetry("/tls")
+            check((tel["ktls_connections"] == 3) == kernel and
+                  (tel["ktls_connections"] == 0) == (not kernel),
+                  "%s: ktls_connections %r" % (mode, tel))
+            log("--tls-ktls %s: records in %s, kTLS in this kernel: %s" %
+                (mode, want, tel["ktls_available"]))
+        finally:
+            srv.stop()
+    r = run([exe, "--version"])
+    want = "kernel" if tel["ktls_available"] else "user-space"
+    check(re.search(r"^tls: OpenSSL 3\S* .*records in %s" % want, r.stdout, re.M) is not None,
+          "--version: %r" % r.stdout)
+    return 0
+
+
 def proc_fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
@@ -531,7 +685,8 @@ def t_hostile(exe, driver, certs):
 
 TESTS = {"hostile": t_hostile, "curl": t_curl, "pipeline": t_pipeline, "resume": t_resume, "alpn_sni": t_alpn_sni,
          "bad_client": t_bad_client, "old_protocol": t_old_protocol, "reload": t_reload,
-         "errors": t_errors}
+         "errors": t_errors, "warnings": t_warnings, "client_cert": t_client_cert,
+         "ktls": t_ktls}
 
 
 def main():

@@ -83,10 +83,48 @@ test_strerror(void)
 	CU_ASSERT_STRING_EQUAL(other_thread_str, want);
 }
 
+/* cr_time_utc() against gmtime_r() (which takes glibc's lock; fine in a test): every day
+ * from 1900 to 2200 at a time of day that moves, leap days and the days around them,
+ * times before 1970, and the ends of a day. */
+static void
+check_utc(int64_t sec)
+{
+	time_t t = (time_t)sec;
+	struct cr_utc u;
+	struct tm tm;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(gmtime_r(&t, &tm));
+	cr_time_utc(sec, &u);
+	if (u.year != tm.tm_year + 1900 || u.month != (unsigned)tm.tm_mon + 1 ||
+	    u.day != (unsigned)tm.tm_mday || u.hour != (unsigned)tm.tm_hour ||
+	    u.min != (unsigned)tm.tm_min || u.sec != (unsigned)tm.tm_sec) {
+		printf("\n%lld: %lld-%u-%u %u:%u:%u, gmtime %d-%d-%d %d:%d:%d\n", (long long)sec,
+		       (long long)u.year, u.month, u.day, u.hour, u.min, u.sec, tm.tm_year + 1900,
+		       tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+		CU_FAIL("cr_time_utc() and gmtime_r() disagree");
+	}
+}
+
+static void
+test_time_utc(void)
+{
+	static const int64_t edges[] = {
+	    0,	    -1,	       86399,	  86400,	-86400,
+	    -86401, 951782400, 951868800, 4107542400LL, 1772409600LL + 43199};
+	int64_t day;
+	unsigned i;
+
+	for (day = -25567; day < 84006; day++) /* 1900-01-01 .. 2200-01-01 */
+		check_utc(day * 86400 + (day * 7919) % 86400);
+	for (i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		check_utc(edges[i]);
+}
+
 static const struct ut_case cases[] = {
-	{"monotonic clock", test_clock},
-	{"hypervisor bit", test_is_vm},
-	{"error strings", test_strerror},
+    {"UTC fields of a unix time", test_time_utc},
+    {"monotonic clock", test_clock},
+    {"hypervisor bit", test_is_vm},
+    {"error strings", test_strerror},
 };
 
 UT_MAIN("eal_misc", cases, NULL, NULL)

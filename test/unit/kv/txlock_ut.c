@@ -33,6 +33,14 @@ kv_tx_late(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch
 	snprintf(l->reply, sizeof(l->reply), "%.*s", (int)len, reply);
 	return 0;
 }
+int
+kv_tx_late_ran(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch, void *hold,
+	       const char *reply, size_t len, uint64_t run_ns)
+{
+	(void)run_ns;
+	return kv_tx_late(sh, to, token, epoch, hold, reply, len);
+}
+uint64_t cr_clock_ns(void) { return 0; }
 void kv_tx_late_init(struct kv_shard *sh) { (void)sh; }
 void kv_tx_late_flush(struct kv_shard *sh) { (void)sh; }
 void kv_tx_late_fini(struct kv_shard *sh) { (void)sh; }

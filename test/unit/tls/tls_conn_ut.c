@@ -4,8 +4,9 @@
  * an echo through the app's own callbacks and cr_conn_send() with close_notify both ways,
  * a ticket issued on one lcore resumed on another, a handshake that never comes (closed
  * after the handshake timeout, no app callback), garbage instead of a ClientHello (closed,
- * the server goes on serving), and backpressure (the output queue, ciphertext, stays near
- * the high watermark while a client that reads slowly gets every byte).
+ * the server goes on serving), backpressure (the output queue, ciphertext, stays near
+ * the high watermark while a client that reads slowly gets every byte), and a kTLS
+ * hand-over tried where the kernel has none: it refuses, and 256 KiB still echo intact.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <openssl/ssl.h>
 
 #include "cr_tls.h"
+#include "tls_internal.h"
 #include "ut_certs.h"
 #include "ut_net.h"
 
@@ -640,6 +642,140 @@ test_send_at_reserve(void)
 	CU_ASSERT_EQUAL(atomic_load(&S.opens), 1);
 }
 
+/* ---- a kTLS hand-over the kernel refuses: user space goes on, nothing lost ---- */
+
+#define KT_MSG 4096u
+#define KT_TOTAL (256u * 1024u)
+
+static uint64_t kt_base; /* kernel + fallbacks before the case */
+
+static uint64_t
+kt_count(void)
+{
+	return TLS_STAT(kernel) + TLS_STAT(kernel_fallbacks);
+}
+
+static void *
+client_ktls_refused(void *arg)
+{
+	static uint8_t back[KT_TOTAL];
+	int fd = ut_connect(&S.addr, 0);
+	SSL *ssl = fd >= 0 ? tls_connect(fd, NULL) : NULL;
+	size_t off = 0, w;
+	uint8_t b[4];
+	int i;
+
+	(void)arg;
+	if (ssl != NULL && SSL_write_ex(ssl, "ping", 4, &w) == 1 && ssl_read_n(ssl, b, 4)) {
+		/* The wire is quiet now: reads stop, the last receive comes, the kernel refuses
+		 * (this one has no kTLS; one that has takes it), reads start again. */
+		for (i = 0; i < 2000 && kt_count() == kt_base; i++)
+			ut_sleep_ms(1);
+		S.attempts = (int)(kt_count() - kt_base);
+		for (off = 0; off < KT_TOTAL; off += KT_MSG)
+			if (SSL_write_ex(ssl, payload + off, KT_MSG, &w) != 1 ||
+			    !ssl_read_n(ssl, back + off, KT_MSG))
+				break;
+		S.ok = off == KT_TOTAL && memcmp(back, payload, KT_TOTAL) == 0;
+		S.clean_end = clean_end(ssl);
+	}
+	SSL_free(ssl);
+	if (fd >= 0)
+		close(fd);
+	atomic_store(&S.client_done, true);
+	return NULL;
+}
+
+static void
+test_ktls_refused_keeps_serving(void)
+{
+	static const struct cr_conn_ops ops = {on_open, on_data_echo, NULL, NULL, on_close};
+
+	kt_base = kt_count();
+	cr__tls_ktls_try_anyway = true;
+	sc_run(&ops, client_ktls_refused, all_closed, 0);
+	cr__tls_ktls_try_anyway = false;
+	/* One attempt, made while the connection was young, before any of the bulk. */
+	CU_ASSERT_EQUAL(S.attempts, 1);
+	CU_ASSERT_EQUAL(kt_count() - kt_base, 1);
+	CU_ASSERT_EQUAL(S.ok, 1);
+	/* In user space close_notify goes both ways; in the kernel ours may be a FIN alone. */
+	if (TLS_STAT(kernel) == 0)
+		CU_ASSERT_EQUAL(S.clean_end, 1);
+}
+
+/* The app stopped reading in on_open and starts again 300 ms later: the hand-over's own
+ * stop and start (refused here, as above) must leave the app's stop alone. */
+static struct cr_timer kt_resume;
+static struct cr_conn *kt_conn;
+
+static void
+kt_resume_fn(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	cr_conn_read_start(kt_conn);
+}
+
+static void
+on_open_stop_reads(struct cr_conn *c)
+{
+	on_open(c);
+	kt_conn = c;
+	cr_conn_read_stop(c);
+	cr_timer_init(&kt_resume, kt_resume_fn, NULL);
+	cr_timer_start(&kt_resume, 300 * 1000000ull);
+}
+
+static void
+kt_close(struct cr_conn *c, int err)
+{
+	cr_timer_stop(&kt_resume);
+	on_close(c, err);
+}
+
+static void *
+client_ping_timed(void *arg)
+{
+	int fd = ut_connect(&S.addr, 0);
+	SSL *ssl = fd >= 0 ? tls_connect(fd, NULL) : NULL;
+	uint64_t t0;
+	size_t w;
+	uint8_t b[4];
+
+	(void)arg;
+	/* Not with the Finished (it would be delivered with it, stop or not): once the
+	 * attempt is over, 50 ms in, well before the app reads again at 300 ms. */
+	ut_sleep_ms(50);
+	t0 = ut_ms();
+	if (ssl != NULL && SSL_write_ex(ssl, "ping", 4, &w) == 1 && ssl_read_n(ssl, b, 4)) {
+		S.got = (size_t)(ut_ms() - t0); /* ms until the echo */
+		S.ok = memcmp(b, "ping", 4) == 0;
+		(void)clean_end(ssl);
+	}
+	SSL_free(ssl);
+	if (fd >= 0)
+		close(fd);
+	atomic_store(&S.client_done, true);
+	return NULL;
+}
+
+static void
+test_ktls_attempt_keeps_app_read_stop(void)
+{
+	static const struct cr_conn_ops ops = {on_open_stop_reads, on_data_echo, NULL, NULL,
+					       kt_close};
+
+	kt_base = kt_count();
+	cr__tls_ktls_try_anyway = true;
+	sc_run(&ops, client_ping_timed, all_closed, 0);
+	cr__tls_ktls_try_anyway = false;
+	CU_ASSERT_EQUAL(S.ok, 1);
+	CU_ASSERT(kt_count() - kt_base == 1);
+	/* Not before the app read again, about 250 ms after the ping. */
+	CU_ASSERT(S.got >= 150);
+}
+
 static int
 suite_init(void)
 {
@@ -667,6 +803,8 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_backpressure),
 	UT_CASE(test_send_at_reserve),
 	UT_CASE(test_destroy_at_handshake_deadline),
+	UT_CASE(test_ktls_refused_keeps_serving),
+	UT_CASE(test_ktls_attempt_keeps_app_read_stop),
 };
 
 UT_MAIN("tls_conn", cases, suite_init, suite_fini)
