@@ -11,9 +11,12 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+
+#include <openssl/err.h>
 
 #include "cr_reactor.h"
 #include "tls_internal.h"
@@ -322,7 +325,7 @@ conn_start(struct cr_conn *c)
 {
 	struct cr_tls_ctx *ctx = cr_conn_layer_arg(c);
 	struct tls_conn *tc = slot(c);
-	const char *name;
+	int rc;
 
 	if (tc == NULL)
 		return -ENOMEM;
@@ -343,12 +346,10 @@ conn_start(struct cr_conn *c)
 	}
 	cr_timer_init(&tc->hs_timer, hs_timeout, tc);
 	cr_timer_start(&tc->hs_timer, (uint64_t)cr__tls_ctx_handshake_ms(ctx) * 1000000u);
-	name = cr__tls_ctx_server_name(ctx);
-	if (tc->client && name != NULL) {
-		SSL_set_tlsext_host_name(tc->s.ssl, name);
-		SSL_set1_host(tc->s.ssl, name);
-	}
-	return tc->client ? cr__tls_session_start(&tc->s) : 0;
+	if (!tc->client)
+		return 0;
+	rc = cr__tls_client_prepare(ctx, tc->s.ssl);
+	return rc != 0 ? rc : cr__tls_session_start(&tc->s);
 }
 
 static void
@@ -651,6 +652,25 @@ cr_tls_kernel(const struct cr_conn *c)
 	struct tls_conn *tc = cr_tls_conn(c) ? conn_of(c) : NULL;
 
 	return tc != NULL && tc->ktls == KTLS_KERNEL;
+}
+
+const char *
+cr_tls_failure(const struct cr_conn *c, char *buf, size_t len)
+{
+	struct tls_conn *tc = cr_tls_conn(c) ? conn_of(c) : NULL;
+	long v;
+
+	if (tc == NULL || tc->s.ssl == NULL || !tc->s.failed)
+		return NULL;
+	v = SSL_get_verify_result(tc->s.ssl);
+	if (v != X509_V_OK)
+		snprintf(buf, len, "certificate verify failed: %s",
+			 X509_verify_cert_error_string(v));
+	else if (tc->s.err != 0 && ERR_reason_error_string(tc->s.err) != NULL)
+		snprintf(buf, len, "%s", ERR_reason_error_string(tc->s.err));
+	else
+		snprintf(buf, len, "TLS handshake failed");
+	return buf;
 }
 
 int
