@@ -288,7 +288,8 @@ struct cr_tls_stats {
 	uint64_t timeouts;   /**< handshakes closed after the handshake timeout */
 	uint64_t closes_notified; /**< close_notify sent */
 	uint64_t kernel;	  /**< connections whose records went to the kernel (kTLS) */
-	uint64_t kernel_fallbacks; /**< kTLS wanted, user space kept (cipher, kernel, busy) */
+	uint64_t kernel_fallbacks; /**< kTLS wanted, user space kept (cipher, kernel, busy,
+				    a TLS 1.3 client, a KeyUpdate); not one that ended first */
 };
 
 /** Snapshot lcore @p lcore's counters. Any thread. @return 0 or -EINVAL. */
