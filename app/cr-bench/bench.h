@@ -208,6 +208,8 @@ int bench_resize_run(const struct bench_env *env);
 
 /* cr-echo on one lcore vs a minimal liburing and a minimal epoll echo loop. */
 int bench_echo_run(const struct bench_env *env);
+/* bench_relay.c: the relay mode (splice vs copy, CPU per GB). */
+int bench_relay_run(const struct bench_env *env);
 /* `cr-bench echo-server-uring|echo-server-epoll PORT`: serve until killed. @return exit
  * status (1 set-up failed, 2 bad PORT). */
 int bench_echo_server_uring(const char *port);

@@ -214,6 +214,7 @@ static const struct {
     {"handoff", run_handoff},
     {"echo", bench_echo_run},
     {"resize", bench_resize_run},
+    {"relay", bench_relay_run},
 };
 
 /* Modes cr-bench runs in its own child processes (the echo mode's servers). */
@@ -296,6 +297,10 @@ static const char summary[] =
     "           to OFFLINE and to RUNNING, echo rate before/on one lcore/after, the lowest\n"
     "           50 ms window of each transition, and the client's reconnects and resets.\n"
     "           3 rounds, medians. Options: --connections, --message-size.\n"
+    "  relay    CPU seconds per GB of a one-way relay on the second lcore: through pooled\n"
+    "           pipes (cr_io_relay, splice) vs through receive buffers (cr_io_recv +\n"
+    "           cr_io_send); sender and sink threads on the first CPU, 3 rounds each of\n"
+    "           --seconds, medians and the ratio. Options: --seconds.\n"
     "  echo-server-uring PORT, echo-server-epoll PORT\n"
     "           internal: the echo mode's raw servers (PORT 0: any port), which it starts.\n"
     "\n"

@@ -280,6 +280,12 @@ serve_one(struct kv_shard *sh, struct kv_bwaiter *w)
 	w->run_ns += cr_clock_ns() - t0;
 	done = out.len != 0;
 	if (done) {
+		uint32_t i;
+
+		for (i = 0; i < w->nent; i++) /* popped from one (or failed): WATCH sees it */
+			kv_wv_touch_key(sh, w->ent[i].k->key, w->ent[i].k->klen);
+		if (w->dst >= 0)
+			kv_wv_touch_key(sh, w->argv[w->dst].p, w->argv[w->dst].len);
 		kv_tx_answer_ran(sh, (unsigned)w->id.origin, (struct kpart *)(uintptr_t)w->id.token,
 				 w->epoch, out.p, out.len, w->run_ns);
 		unregister(sh, w);

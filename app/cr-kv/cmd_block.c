@@ -94,6 +94,8 @@ wait_for(struct kv_ctx *x, unsigned type, uint32_t first, uint32_t n, int dst)
 		free(idx);
 	if (rc == -ENOMEM)
 		rb_error(x->out, kv_err_oom);
+	else if (rc != 0 && x->from == NULL && dst >= 0)
+		rb_null(x->out); /* BLMOVE run by EXEC: Redis's null inside MULTI */
 	else if (rc != 0 && (x->from == NULL || !x->from->serving))
 		rb_raw(x->out, "*-1\r\n", 5); /* it cannot block here: as a timeout */
 	/* Run again for a waiter and still nothing: it keeps waiting, nothing replied. */

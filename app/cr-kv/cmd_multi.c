@@ -259,6 +259,161 @@ kv_multi_keys(struct kreq *kr)
 	kv_tx_lock(tx, cmd->fn, (unsigned)cmd->step, multi_keys_done);
 }
 
+/* ---- KEYS, DBSIZE, RANDOMKEY, FLUSHDB, FLUSHALL ---- */
+
+static void
+multi_all_done(struct kv_tx *tx)
+{
+	struct kreq *kr = tx->kr;
+
+	/* Every shard's part ran under its lock, and no write reached any of them since:
+	 * together one snapshot. The writers may go before the (big) merge. */
+	kv_tx_unlock(tx);
+	rb_reset(&kr->reply);
+	kv_merge_parts(kr, tx->parts, tx->nshards, &kr->reply);
+	kv_tx_finish(tx, NULL, 0);
+}
+
+/* Every shard locked whole, in ascending order (shared for the reads, exclusive for
+ * FLUSH*), each running the command as its lock is granted; released once all are. */
+void
+kv_multi_all(struct kreq *kr)
+{
+	bool excl = (kr->cmd->flags & KV_WRITE) != 0;
+	struct kv_tx *tx = kv_tx_new(kr);
+	unsigned i;
+
+	if (tx == NULL) {
+		kreq_finish(kr);
+		return;
+	}
+	for (i = 0; i < kv.nshards; i++)
+		kv_tx_whole(tx, i, excl);
+	kv_tx_lock(tx, kr->cmd->fn, 1, multi_all_done);
+}
+
+/* ---- SCAN over the shards from the cursor's on: one snapshot ---- */
+
+struct scan_all {
+	unsigned bits, first;
+	unsigned long long local;
+	long long count;
+	struct kv_arg argv[]; /* the part's own arguments */
+};
+
+static unsigned
+cursor_bits(void)
+{
+	unsigned bits = 0;
+
+	while ((1u << bits) < kv.nshards)
+		bits++;
+	return bits;
+}
+
+/* On each shard: SCAN from the cursor's position on its first shard, from 0 on the later
+ * ones (argv[1] is the global cursor). */
+KV_CMD(scan_part)
+{
+	unsigned bits = cursor_bits();
+	unsigned long long c = 0;
+	struct kv_arg *argv = malloc(x->argc * sizeof(*argv));
+	char local[24];
+	struct kv_ctx y = *x;
+
+	if (argv == NULL) {
+		rb_error(x->out, kv_err_oom);
+		return;
+	}
+	memcpy(argv, x->argv, x->argc * sizeof(*argv));
+	(void)kv_parse_scan_cursor(&x->argv[1], &c);
+	argv[1].p = local;
+	argv[1].len = (size_t)snprintf(local, sizeof(local), "%llu",
+				       (c & ((1u << bits) - 1)) == x->sh->index ? c >> bits : 0);
+	y.argv = argv;
+	cmd_scan(&y);
+	free(argv);
+}
+
+/* The shards' answers in ascending order, as one call that hands on to the next shard
+ * while it has fewer than COUNT keys would have seen them. */
+static void
+scan_all_done(struct kv_tx *tx)
+{
+	struct kreq *kr = tx->kr;
+	struct scan_all *sa = tx->cmd;
+	struct rbuf keys;
+	unsigned long long next = 0;
+	long long total = 0;
+	char hdr[64], cur[24];
+	unsigned i;
+	int h;
+
+	kv_tx_unlock(tx);
+	if (finish_if_failed(tx))
+		return;
+	rb_init(&keys, NULL, 0);
+	for (i = 0; i < tx->nshards; i++) {
+		struct rd r;
+		const char *c;
+		size_t clen;
+		long long n;
+
+		rd_init(&r, &tx->parts[i].out);
+		rd_array(&r);
+		rd_bulk(&r, &c, &clen);
+		n = rd_array(&r);
+		rb_raw(&keys, r.p, (size_t)(r.end - r.p));
+		total += n;
+		next = strtoull(c, NULL, 10);
+		if (next != 0) {
+			next = next << sa->bits | tx->shard[i];
+			break;
+		}
+		if (total >= sa->count || i + 1 == tx->nshards) {
+			next = i + 1 < tx->nshards ? tx->shard[i + 1] : 0;
+			break;
+		}
+	}
+	snprintf(cur, sizeof(cur), "%llu", next);
+	h = snprintf(hdr, sizeof(hdr), "*2\r\n$%zu\r\n%s\r\n*%lld\r\n", strlen(cur), cur, total);
+	rb_reset(&kr->reply);
+	rb_raw(&kr->reply, hdr, (size_t)h);
+	rb_raw(&kr->reply, keys.p, keys.len);
+	rb_fini(&keys);
+	kv_tx_finish(tx, NULL, 0);
+}
+
+/* Every shard from the cursor's on, locked whole and shared in ascending order, each
+ * scanned as its lock is granted. */
+void
+kv_multi_scan(struct kreq *kr, unsigned long long cursor)
+{
+	struct kv_tx *tx = kv_tx_new(kr);
+	struct scan_all *sa;
+	unsigned i;
+
+	if (tx == NULL) {
+		kreq_finish(kr);
+		return;
+	}
+	sa = calloc(1, sizeof(*sa));
+	if (sa == NULL) {
+		kv_tx_finish(tx, "-OOM out of memory\r\n", 20);
+		return;
+	}
+	tx->cmd = sa;
+	sa->bits = cursor_bits();
+	sa->first = (unsigned)(cursor & ((1u << sa->bits) - 1));
+	sa->count = 10;
+	for (i = 2; i + 1 < kr->argc; i++)
+		if (strcasecmp(kr->argv[i].p, "count") == 0)
+			resp_string2ll(kr->argv[i + 1].p, kr->argv[i + 1].len, &sa->count);
+	for (i = sa->first; i < kv.nshards; i++)
+		kv_tx_whole(tx, i, false);
+	kv_tx_lock(tx, cmd_scan_part, 1, scan_all_done);
+}
+
 /* ---- MSETNX ---- */
 
 /* argv: [cmd, k1, v1, ...]: how many of the keys exist. */

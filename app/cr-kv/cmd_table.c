@@ -404,6 +404,17 @@ const struct kv_cmd kv_cmds[] = {
      "A container for slow log commands"},
     CMD("time", 1, LS | F, LOC, 0, 0, 0, 0, cmd_time, NULL, "server",
 	"Return the current server time"),
+    /* transactions (cmd_exec.c) */
+    CMD("multi", 1, KV_NOSCRIPT | LS | F, KV_ROUTE_TX, 0, 0, 0, 0, cmd_multi, NULL,
+	"transactions", "Mark the start of a transaction block"),
+    CMD("exec", 1, KV_NOSCRIPT | LS, KV_ROUTE_TX, 0, 0, 0, 0, cmd_exec, NULL, "transactions",
+	"Execute all commands issued after MULTI"),
+    CMD("discard", 1, KV_NOSCRIPT | LS | F, KV_ROUTE_TX, 0, 0, 0, 0, cmd_discard, NULL,
+	"transactions", "Discard all commands issued after MULTI"),
+    CMD("watch", -2, KV_NOSCRIPT | LS | F, KV_ROUTE_TX, 0, 1, -1, 1, cmd_watch, NULL,
+	"transactions", "Watch the given keys to determine execution of the MULTI/EXEC block"),
+    CMD("unwatch", 1, KV_NOSCRIPT | LS | F, KV_ROUTE_TX, 0, 0, 0, 0, cmd_unwatch, NULL,
+	"transactions", "Forget about all watched keys"),
 };
 
 const unsigned kv_ncmds = sizeof(kv_cmds) / sizeof(kv_cmds[0]);

@@ -64,6 +64,13 @@ run_here(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 	t0 = cr_clock_ns();
 	cmd->fn(x);
 	kv_cmd_ran(kc, cmd, x->argc, x->argv, cr_clock_ns() - t0);
+	if (cmd->flags & KV_WRITE) {
+		/* WATCH's versions: one counter bumped for the common single-key write. */
+		if (x->h1_ok && cmd->route == KV_ROUTE_KEY1)
+			kv_wv_touch(x->sh, x->h1);
+		else
+			kv_wv_touch_cmd(x->sh, cmd, x->argc, x->argv);
+	}
 	if (kv_bw_pending(x->sh))
 		kv_bw_serve(x->sh); /* it made a key blocked clients wait for */
 }
@@ -177,11 +184,76 @@ done:
 		kv_unblock(kc);
 }
 
+/* Launch SCAN request @p kr (its state allocated) from global @p cursor; @p hold: the
+ * connection's later commands wait until it is answered. */
+static void
+scan_launch(struct kreq *kr, unsigned long long cursor, bool hold)
+{
+	struct scan_state *st = kr->state;
+	unsigned bits = 0, shard;
+	uint32_t i;
+
+	while ((1u << bits) < kv.nshards)
+		bits++;
+	shard = (unsigned)(cursor & ((1u << bits) - 1));
+	if (shard >= kv.nshards) {
+		shard = 0;
+		cursor = 0;
+	}
+	st->bits = bits;
+	st->count = 10;
+	if (hold && shard + 1 < kv.nshards) {
+		/* It may hand on to the next shard: later commands of this client wait from
+		 * now, so that none overtakes the scan there. */
+		st->blocked = true;
+		kr->kc->blocked++;
+	}
+	for (i = 2; i + 1 < kr->argc; i++)
+		if (strcasecmp(kr->argv[i].p, "count") == 0)
+			resp_string2ll(kr->argv[i + 1].p, kr->argv[i + 1].len, &st->count);
+	kr->cont = scan_cont;
+	kreq_set_parts(kr, 1);
+	kr->one.shard = shard;
+	snprintf(kr->scratch, sizeof(kr->scratch), "%llu", cursor >> bits);
+	kr->argv[1].p = kr->scratch;
+	kr->argv[1].len = strlen(kr->scratch);
+	kreq_part_args(&kr->one, kr->argc, kr->argv);
+	kreq_launch(kr);
+}
+
+void
+kv_scan_request(struct kreq *kr)
+{
+	unsigned long long cursor;
+
+	kr->state = calloc(1, sizeof(struct scan_state));
+	if (kr->state == NULL || kv_parse_scan_cursor(&kr->argv[1], &cursor) != 0) {
+		rb_error(&kr->reply, kr->state == NULL ? kv_err_oom : "ERR invalid cursor");
+		kr->final = &kr->reply;
+		kreq_finish(kr);
+		return;
+	}
+	scan_launch(kr, cursor, false);
+}
+
+/* SCAN over several shards in one call: one snapshot of those it may visit, unless its
+ * cursor is on the last shard (then it runs there, in one step). */
+static bool
+scan_several(const struct kv_ctx *x)
+{
+	unsigned long long cursor = 0;
+	unsigned bits = 0;
+
+	while ((1u << bits) < kv.nshards)
+		bits++;
+	(void)kv_parse_scan_cursor(&x->argv[1], &cursor);
+	return (cursor & ((1u << bits) - 1)) + 1 < kv.nshards;
+}
+
 static void
 dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 {
 	unsigned long long cursor;
-	unsigned bits = 0, shard;
 	struct kreq *kr;
 
 	if (kv_parse_scan_cursor(&x->argv[1], &cursor) != 0) {
@@ -192,12 +264,15 @@ dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		run_here(kc, cmd, x);
 		return;
 	}
-	while ((1u << bits) < kv.nshards)
-		bits++;
-	shard = (unsigned)(cursor & ((1u << bits) - 1));
-	if (shard >= kv.nshards) {
-		shard = 0;
-		cursor = 0;
+	if (scan_several(x)) {
+		kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
+		if (kr == NULL) {
+			kc_abort(kc);
+			return;
+		}
+		kc_enqueue(kc, kr);
+		kv_multi_scan(kr, cursor);
+		return;
 	}
 	kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
 	if (kr != NULL)
@@ -209,31 +284,9 @@ dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		return;
 	}
 	kc_enqueue(kc, kr);
-	{
-		struct scan_state *st = kr->state;
-		uint32_t i;
-
-		st->bits = bits;
-		st->count = 10;
-		if (shard + 1 < kv.nshards) {
-			/* It may hand on to the next shard: later commands of this client wait
-			 * from now, so that none overtakes the scan there. */
-			st->blocked = true;
-			kc->blocked++;
-		}
-		for (i = 2; i + 1 < x->argc; i++)
-			if (strcasecmp(x->argv[i].p, "count") == 0)
-				resp_string2ll(x->argv[i + 1].p, x->argv[i + 1].len, &st->count);
-		kr->cont = scan_cont;
-	}
-	kreq_set_parts(kr, 1);
-	kr->one.shard = shard;
-	snprintf(kr->scratch, sizeof(kr->scratch), "%llu", cursor >> bits);
-	kr->argv[1].p = kr->scratch;
-	kr->argv[1].len = strlen(kr->scratch);
-	kreq_part_args(&kr->one, kr->argc, kr->argv);
-	kreq_launch(kr);
+	scan_launch(kr, cursor, true);
 }
+
 
 #define SHARDS_SEVERAL (-1)
 #define SHARDS_NONE    (-2) /* no key, or malformed arguments: the command replies */
@@ -277,6 +330,21 @@ dispatch_multi(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		cmd->multi(kr);
 	else
 		kv_multi_keys(kr);
+}
+
+/* KEYS, DBSIZE, RANDOMKEY, FLUSHDB, FLUSHALL over several shards: a transaction holding
+ * every shard whole (cmd_multi.c). */
+static void
+dispatch_all(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
+{
+	struct kreq *kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
+
+	if (kr == NULL) {
+		kc_abort(kc);
+		return;
+	}
+	kc_enqueue(kc, kr);
+	kv_multi_all(kr);
 }
 
 /* Run it here at once if its keys are here and no transaction holds locks here (else
@@ -353,12 +421,14 @@ run_command(struct kconn *kc)
 			i = (uint32_t)snprintf(err, sizeof(err),
 					       "ERR unknown subcommand '%.128s'. Try %s HELP.",
 					       sh->args[1].p, up);
+			kv_multi_flag(kc);
 			kc_reply_error(kc, err, i < sizeof(err) ? i : sizeof(err) - 1);
 			return;
 		}
 		cmd = sub;
 	}
 	if (cmd == NULL) {
+		kv_multi_flag(kc); /* refused in MULTI: the EXEC fails (EXECABORT) */
 		unknown_command(kc, sh->args, argc);
 		return;
 	}
@@ -366,12 +436,22 @@ run_command(struct kconn *kc)
 	    (cmd->arity < 0 && argc < (uint32_t)-cmd->arity)) {
 		struct rbuf *o = kc_local_out(kc);
 
+		if (kc->mx != NULL && cmd->fn == cmd_exec) {
+			kv_multi_refuse_exec(kc, "wrong number of arguments for 'exec' command");
+			return;
+		}
+		kv_multi_flag(kc);
 		if (o != NULL)
 			kv_reply_wrong_arity(o, cmd->name);
 		return;
 	}
 	if ((cmd->flags & KV_DENYOOM) && kv.maxmemory != 0 && kv_used_memory() > kv.maxmemory) {
+		kv_multi_flag(kc);
 		kc_reply_error(kc, "OOM command not allowed when used memory > 'maxmemory'.", 55);
+		return;
+	}
+	if (kc->mx != NULL && kv_multi_queues(cmd)) {
+		kv_multi_queue(kc, cmd, &x); /* MULTI: run by EXEC (its checks then) */
 		return;
 	}
 	if (cmd->precheck != NULL) {
@@ -411,13 +491,20 @@ run_command(struct kconn *kc)
 		dispatch_keys(kc, cmd, &x);
 		return;
 	case KV_ROUTE_ALL:
-		if (kv.nshards == 1 && cmd->merge < KV_MERGE_INFO && kv_tx_clear(sh))
+		if (cmd->merge >= KV_MERGE_INFO)
+			dispatch_parts(kc, cmd, &x, 0); /* statistics (INFO, SLOWLOG): no locks */
+		else if (kv.nshards == 1 && kv_tx_clear(sh))
 			run_here(kc, cmd, &x);
-		else
+		else if (kv.nshards == 1)
 			dispatch_parts(kc, cmd, &x, 0);
+		else
+			dispatch_all(kc, cmd, &x); /* one snapshot of every shard */
 		return;
 	case KV_ROUTE_SCAN:
 		dispatch_scan(kc, cmd, &x);
+		return;
+	case KV_ROUTE_TX:
+		kv_txcmd(kc, cmd, &x);
 		return;
 	}
 }

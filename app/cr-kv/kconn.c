@@ -42,6 +42,7 @@ void
 kconn_free(struct kconn *kc)
 {
 	kc_oq_drop(kc);
+	kv_multi_free(kc);
 	resp_parser_fini(&kc->rp);
 	free(kc->qbuf);
 	free(kc->name);

@@ -104,6 +104,8 @@ enum kv_route {
 	KV_ROUTE_SCAN,	    /* the shard the cursor names */
 	KV_ROUTE_MULTI,	    /* keys as cmd->keys says: run on their shard if they share one,
 			     * else cmd->multi() runs it as a transaction */
+	KV_ROUTE_TX,	    /* MULTI, EXEC, DISCARD, WATCH, UNWATCH: the client's transaction
+			     * (cmd_exec.c) */
 };
 
 enum kv_merge {
@@ -490,6 +492,8 @@ struct kconn {
 	uint64_t id;
 	char *name;
 	struct kv_bpop *bpop; /* the blocking command it waits in (bpop.h), or NULL */
+	struct kv_multi *mx;	 /* MULTI: the commands queued for EXEC, or NULL */
+	struct kv_watch *watch; /* WATCHed keys and their versions (cmd_exec.c) */
 	/* Replies handed over but not yet in lib/net's queue, oldest first (outq.c). */
 	struct kv_oblk *oq_head, *oq_tail;
 	size_t oq_bytes;	    /* unsent bytes in them */
@@ -544,6 +548,7 @@ struct kreq {
 	 * connection; called instead when its reply is final, and frees it. */
 	void (*on_done)(struct kreq *kr);
 	void *owner;
+	bool hop; /* a command EXEC runs under its locks: its parts are KP_TX_HOP */
 	struct rbuf reply;
 	uint32_t argc;
 	struct kv_arg *argv;
@@ -591,6 +596,13 @@ static inline struct kv_shard *
 kv_here(void)
 {
 	return kv.shards[cr_lcore_id()];
+}
+
+/* WATCH's version of the slot of key hash @p h is bumped: a key there was written. */
+static inline void
+kv_wv_touch(struct kv_shard *sh, uint64_t h)
+{
+	sh->tx.wver[h & (KV_WVER_SLOTS - 1)]++;
 }
 
 int64_t kv_now_ms(void);
@@ -660,6 +672,34 @@ void kv_slowlog_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts,
 
 /* dispatch.c: the request engine */
 void kv_process_input(struct kconn *kc);
+/* SCAN request @p kr (not on the connection's fast path): its cursor's shard, handing on
+ * to the next ones in the same call. */
+void kv_scan_request(struct kreq *kr);
+
+/* cmd_exec.c: MULTI, EXEC, DISCARD, WATCH, UNWATCH */
+/* In MULTI, is @p cmd queued (not one of the few that run at once)? */
+bool kv_multi_queues(const struct kv_cmd *cmd);
+/* Queue it (+QUEUED), or, refused before queueing, make the EXEC fail (EXECABORT). */
+void kv_multi_queue(struct kconn *kc, const struct kv_cmd *cmd, const struct kv_ctx *x);
+void kv_multi_flag(struct kconn *kc);
+/* EXEC itself refused in MULTI (@p why): EXECABORT with it, and the MULTI discarded. */
+void kv_multi_refuse_exec(struct kconn *kc, const char *why);
+/* A KV_ROUTE_TX command. */
+void kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x);
+/* The connection's MULTI and WATCH state, at its end. */
+void kv_multi_free(struct kconn *kc);
+/* cmd_watch.c: a WATCHed key and what its shard said of it then. */
+struct kv_watch {
+	struct kv_watch *next;
+	long long ver, gen, live, epoch;
+	size_t klen;
+	char key[];
+};
+void kv_watch(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x);
+void kv_watch_drop(struct kv_watch *list);
+/* Has a key of @p list changed since WATCH? Read from what watch_probe answered for
+ * @p tx's lock requests, whose keys argv[1...] start with @p list's, in its order. */
+bool kv_watch_changed(const struct kv_watch *list, const struct kv_tx *tx);
 
 /* cmd_list.c: for the commands that move elements between lists */
 int kv_list_push(struct kv_ctx *x, struct kv_entry *e, bool head, const struct kv_arg *v);
@@ -722,6 +762,10 @@ struct kv_probe {
 /* What a shard read for kr->argv[@p idx] (false: it did not answer it). */
 bool kv_tx_probe(struct kv_tx *tx, uint32_t idx, bool dump, struct kv_probe *out);
 void kv_multi_keys(struct kreq *kr);
+void kv_multi_all(struct kreq *kr); /* KEYS, DBSIZE...: every shard, whole */
+/* SCAN from global @p cursor over the shards from its on, as one snapshot. */
+void kv_multi_scan(struct kreq *kr, unsigned long long cursor);
+KV_CMD(scan_part);
 void kv_multi_msetnx(struct kreq *kr);
 void kv_multi_rename(struct kreq *kr);
 void kv_multi_copy(struct kreq *kr);
@@ -748,6 +792,12 @@ KV_CMD(gather_dump);
 KV_CMD(gather_probe);
 KV_CMD(tx_install);
 KV_CMD(tx_delete);
+KV_CMD(watch_probe);
+KV_CMD(multi);
+KV_CMD(exec);
+KV_CMD(discard);
+KV_CMD(watch);
+KV_CMD(unwatch);
 
 /* The keys a multi-key command reads: looked up here (tx NULL), or rebuilt from what their
  * shards sent (kv_tx_compute()). e[i] NULL: absent. */

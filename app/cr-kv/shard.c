@@ -3,6 +3,7 @@
  * A shard's start on its lcore (timers, the out-queues) and stop (freeing what lib/net
  * closed without telling us).
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "cr_telemetry.h"
@@ -36,7 +37,8 @@ kv_shard_start(unsigned lcore)
 	kv_mem_bind(&sh->mem);
 	sh->closing = false;
 	cr_timer_init(&sh->closing_timer, NULL, NULL);
-	kv_tx_shard_init(sh);
+	if (kv_tx_shard_init(sh) != 0)
+		return -ENOMEM;
 	kv_xshard_init(sh);
 	kv_bw_init(sh);
 	kv_bp_init(sh);

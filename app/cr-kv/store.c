@@ -38,6 +38,7 @@ struct kv_store {
 	size_t lazy_n;
 	uint64_t expired_total;
 	uint64_t lookups, probes; /* entries compared per lookup, for flood tests */
+	uint32_t *wver, wmask;	  /* WATCH's versions by key hash, or NULL (txn.h) */
 };
 
 /*
@@ -262,6 +263,22 @@ expired(const struct kv_entry *e, int64_t now_ms)
 	return e->expire != -1 && e->expire <= now_ms;
 }
 
+/* A key found expired is going: count it, and tell WATCH it was modified. */
+static void
+expire_note(struct kv_store *s, const struct kv_entry *e)
+{
+	s->expired_total++;
+	if (s->wver != NULL)
+		s->wver[e->node.hash & s->wmask]++;
+}
+
+void
+kv_store_watch(struct kv_store *s, uint32_t *versions, uint32_t mask)
+{
+	s->wver = versions;
+	s->wmask = mask;
+}
+
 struct kv_entry *
 kv_peek(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t now_ms)
 {
@@ -279,8 +296,8 @@ kv_lookup_ex(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64
 	if (e == NULL)
 		return NULL;
 	if (expired(e, now_ms)) {
+		expire_note(s, e);
 		unlink_entry(s, e);
-		s->expired_total++;
 		return NULL;
 	}
 	if (touch)
@@ -359,8 +376,8 @@ find_for_write(struct kv_store *s, const char *key, size_t klen, uint64_t h, int
 	struct kv_entry *e = find(s, key, klen, h);
 
 	if (e != NULL && expired(e, now_ms)) {
+		expire_note(s, e);
 		unlink_entry(s, e);
-		s->expired_total++;
 		e = NULL;
 	}
 	return e;
@@ -513,7 +530,7 @@ kv_delete(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64_t 
 		return false;
 	live = !expired(e, now_ms);
 	if (!live)
-		s->expired_total++;
+		expire_note(s, e);
 	unlink_entry(s, e);
 	return live;
 }
@@ -712,8 +729,8 @@ kv_store_random(struct kv_store *s, int64_t now_ms, uint64_t *rng)
 		e = entry_of(n);
 		if (!expired(e, now_ms))
 			return e;
+		expire_note(s, e);
 		unlink_entry(s, e);
-		s->expired_total++;
 	}
 	return NULL;
 }
@@ -731,8 +748,8 @@ kv_store_expire_cycle(struct kv_store *s, int64_t now_ms, uint64_t *rng, unsigne
 			struct kv_entry *e = s->exp[kv_rand(rng) % s->nexp];
 
 			if (expired(e, now_ms)) {
+				expire_note(s, e);
 				unlink_entry(s, e);
-				s->expired_total++;
 				gone++;
 			}
 		}

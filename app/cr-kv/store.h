@@ -109,6 +109,9 @@ void kv_set_expire(struct kv_store *s, struct kv_entry *e, int64_t when_ms);
 bool kv_persist(struct kv_store *s, struct kv_entry *e);
 
 size_t kv_store_count(const struct kv_store *s);
+/* Bump @p versions[hash & @p mask] whenever a key is found expired and deleted (WATCH's
+ * versions, txn.h); NULL: none. */
+void kv_store_watch(struct kv_store *s, uint32_t *versions, uint32_t mask);
 size_t kv_store_expires(const struct kv_store *s);
 uint64_t kv_store_expired_total(const struct kv_store *s);
 /* Lookups made and entries compared in them, since the store was made. */

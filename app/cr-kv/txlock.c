@@ -21,6 +21,7 @@ struct kv_klock {
 
 struct kv_hold {
 	struct kv_hold *next, **pprev; /* the shard's holds, freed if it stops */
+	uint8_t whole;		       /* KV_WHOLE_*, or 0: the keys below */
 	uint32_t n;
 	struct {
 		struct kv_klock *lk;
@@ -39,6 +40,7 @@ struct needs {
 	uint32_t nidx, idx[NEEDS_MAX];
 	const uint8_t *excl_each; /* a lock request's own modes, or NULL: all @p excl */
 	bool excl, whole, none;
+	bool whole_lock; /* a lock request for the whole shard (excl: exclusive) */
 };
 
 /* A queued part or lock request: a copy of everything it needs. */
@@ -52,6 +54,7 @@ struct kv_wait {
 	bool nowait; /* a blocking pop whose client stopped waiting: it may not block */
 	struct needs needs;
 	uint8_t *excl;
+	uint32_t nkeys; /* a lock request's keys, first in argv */
 	uint32_t argc;
 	struct kv_arg *argv;
 	char data[];
@@ -109,6 +112,20 @@ mode_of(const struct needs *n, uint32_t i)
 	return n->excl_each != NULL ? n->excl_each[(i - n->first) / n->step] : n->excl;
 }
 
+/* Does a request for keys write one of them? */
+static bool
+writes(const struct needs *n)
+{
+	uint32_t i;
+
+	if (n->excl_each == NULL)
+		return n->excl;
+	for (i = n->first; i <= n->last; i += n->step)
+		if (mode_of(n, i))
+			return true;
+	return false;
+}
+
 static bool
 conflicts(struct kv_shard *sh, const struct needs *n)
 {
@@ -116,8 +133,13 @@ conflicts(struct kv_shard *sh, const struct needs *n)
 
 	if (n->none || sh->tx.held == 0)
 		return false;
+	/* The whole shard (a plain KEYS-like part, or a whole-shard lock): any exclusive
+	 * lock is in the way; for an exclusive one, any lock at all. */
 	if (n->whole)
 		return n->excl || sh->tx.excl_held != 0;
+	/* Keys: a whole-shard lock holds off every write, an exclusive one everything. */
+	if (sh->tx.whole_excl != 0 || (sh->tx.whole_shared != 0 && writes(n)))
+		return true;
 	for (i = 0; i < n->nidx; i++) {
 		struct kv_klock *k = klock_find(sh, &n->argv[n->idx[i]]);
 
@@ -141,13 +163,24 @@ static void drop(struct kv_shard *sh, struct kv_hold *h);
 static struct kv_hold *
 take(struct kv_shard *sh, const struct needs *n)
 {
-	uint32_t count = (n->last - n->first) / n->step + 1, i, j = 0;
+	uint32_t count = n->whole_lock ? 0 : (n->last - n->first) / n->step + 1, i, j = 0;
 	struct kv_hold *h = kv_malloc(sizeof(*h) + count * sizeof(h->k[0]));
 
 	if (h == NULL)
 		return NULL;
 	h->n = 0;
-	for (i = n->first; i <= n->last; i += n->step, j++) {
+	h->whole = 0;
+	if (n->whole_lock) {
+		h->whole = n->excl ? KV_WHOLE_EXCL : KV_WHOLE_SHARED;
+		if (n->excl) {
+			sh->tx.whole_excl++;
+			sh->tx.excl_held++;
+		} else {
+			sh->tx.whole_shared++;
+		}
+		sh->tx.held++;
+	}
+	for (i = n->first; count != 0 && i <= n->last; i += n->step, j++) {
 		const struct kv_arg *a = &n->argv[i];
 		struct kv_klock *k = klock_find(sh, a);
 		uint8_t excl = mode_of(n, i);
@@ -196,12 +229,23 @@ drop(struct kv_shard *sh, struct kv_hold *h)
 	*h->pprev = h->next;
 	if (h->next != NULL)
 		h->next->pprev = h->pprev;
+	if (h->whole != 0) {
+		if (h->whole == KV_WHOLE_EXCL) {
+			sh->tx.whole_excl--;
+			sh->tx.excl_held--;
+			sh->tx.wgen++; /* anything may have been written */
+		} else {
+			sh->tx.whole_shared--;
+		}
+		sh->tx.held--;
+	}
 	for (i = 0; i < h->n; i++) {
 		struct kv_klock *k = h->k[i].lk;
 
 		if (h->k[i].excl) {
 			k->excl--;
 			sh->tx.excl_held--;
+			kv_wv_touch(sh, k->node.hash); /* written, or may have been */
 		} else {
 			k->shared--;
 		}
@@ -238,6 +282,10 @@ plain_needs(const struct kpart *p, struct needs *n)
 		n->step = (uint32_t)cmd->step;
 		n->last = p->argc - 1;
 		break;
+	case KV_ROUTE_TX: /* WATCH's keys: their versions once no transaction writes them */
+		n->first = 1;
+		n->last = p->argc - 1;
+		break;
 	case KV_ROUTE_ALL:
 	case KV_ROUTE_SCAN:
 		/* INFO and SLOWLOG read no key: they wait for no lock */
@@ -270,9 +318,61 @@ lock_needs(const struct kpart *p, struct needs *n)
 	n->argv = p->lock->keys;
 	n->first = 0;
 	n->step = 1;
+	if (p->lock->whole != 0) {
+		/* The shard's keys are in it: only the whole-shard lock is taken. */
+		n->whole = n->whole_lock = true;
+		n->excl = p->lock->whole == KV_WHOLE_EXCL;
+		return;
+	}
 	n->last = p->lock->nkeys - 1;
 	n->excl_each = p->lock->excl;
 	n->none = p->lock->nkeys == 0;
+}
+
+/* ---- WATCH's versions ---- */
+
+void
+kv_wv_touch_key(struct kv_shard *sh, const char *key, size_t len)
+{
+	kv_wv_touch(sh, kv_hash(key, len));
+}
+
+/* What a plain part that writes touched. */
+static void
+touch_needs(struct kv_shard *sh, const struct needs *n)
+{
+	uint32_t i;
+
+	if (n->none)
+		return;
+	if (n->whole) {
+		sh->tx.wgen++;
+		return;
+	}
+	for (i = 0; i < n->nidx; i++)
+		kv_wv_touch_key(sh, n->argv[n->idx[i]].p, n->argv[n->idx[i]].len);
+	for (i = n->first; n->nidx == 0 && i <= n->last; i += n->step)
+		kv_wv_touch_key(sh, n->argv[i].p, n->argv[i].len);
+}
+
+void
+kv_wv_touch_cmd(struct kv_shard *sh, const struct kv_cmd *cmd, uint32_t argc,
+		const struct kv_arg *argv)
+{
+	uint32_t small[16], *idx = argc <= 16 ? small : malloc(argc * sizeof(*idx));
+	int n, i;
+
+	if (cmd->route == KV_ROUTE_ALL || cmd->route == KV_ROUTE_SCAN || idx == NULL) {
+		sh->tx.wgen++; /* FLUSH*, or no memory to say which: all of them */
+		if (idx != small)
+			free(idx);
+		return;
+	}
+	n = kv_cmd_keys(cmd, argv, argc, idx, argc);
+	for (i = 0; i < n; i++)
+		kv_wv_touch_key(sh, argv[idx[i]].p, argv[idx[i]].len);
+	if (idx != small)
+		free(idx);
 }
 
 /* ---- running ---- */
@@ -306,8 +406,16 @@ static bool
 run_plain(struct kv_shard *sh, struct kpart *p)
 {
 	struct kv_from from = {.token = p, .origin = p->origin, .epoch = p->epoch, .fn = p->fn};
+	const struct kv_cmd *cmd = p->kr->cmd;
+	bool waits = run(sh, p->fn, p->argc, p->argv, &p->out, &from);
 
-	if (!run(sh, p->fn, p->argc, p->argv, &p->out, &from))
+	if (cmd != NULL && (cmd->flags & KV_WRITE) && p->fn != cmd_bw_watch) {
+		struct needs n;
+
+		plain_needs(p, &n);
+		touch_needs(sh, &n);
+	}
+	if (!waits)
 		return true;
 	p->state |= KP_PARKED;
 	return false;
@@ -357,8 +465,9 @@ park(struct kv_shard *sh, struct kpart *p, const struct needs *n, bool lock)
 		w->argv[i].len = a->len;
 		d += a->len + 1;
 	}
+	w->nkeys = nk;
 	w->needs.argv = w->argv;
-	w->needs.excl_each = lock ? w->excl : NULL;
+	w->needs.excl_each = lock && !n->whole_lock ? w->excl : NULL;
 	w->argc = lock ? p->argc : p->argc;
 	w->next = NULL;
 	*sh->tx.wq_tail = w;
@@ -374,7 +483,7 @@ park(struct kv_shard *sh, struct kpart *p, const struct needs *n, bool lock)
 static const struct kv_arg *
 wait_args(const struct kv_wait *w)
 {
-	return w->lock ? w->argv + (w->needs.none ? 0 : w->needs.last + 1) : w->argv;
+	return w->lock ? w->argv + w->nkeys : w->argv;
 }
 
 bool
@@ -469,6 +578,8 @@ drain(struct kv_shard *sh)
 
 			if (!run(sh, w->fn, w->argc, wait_args(w), &out, w->nowait ? NULL : &from))
 				late_send(sh, w, h, &out, cr_clock_ns() - t0);
+			if (w->needs.excl)
+				touch_needs(sh, &w->needs);
 		}
 		rb_fini(&out);
 		serving(sh, -1);
@@ -493,7 +604,9 @@ kv_tx_key_locked(struct kv_shard *sh, const char *key, size_t len)
 {
 	struct kv_arg a = {.p = key, .len = len};
 
-	return sh->tx.held != 0 && klock_find(sh, &a) != NULL;
+	if (sh->tx.held == 0)
+		return false;
+	return sh->tx.whole_shared != 0 || sh->tx.whole_excl != 0 || klock_find(sh, &a) != NULL;
 }
 
 bool
@@ -552,17 +665,24 @@ kv_tx_release(unsigned shard, void *hold, uint64_t epoch)
 	}
 }
 
-void
+int
 kv_tx_shard_init(struct kv_shard *sh)
 {
 	kd_init(&sh->tx.locks);
 	sh->tx.wq_head = NULL;
 	sh->tx.wq_tail = &sh->tx.wq_head;
 	sh->tx.held = sh->tx.excl_held = sh->tx.waiting = 0;
+	sh->tx.whole_shared = sh->tx.whole_excl = 0;
 	sh->tx.awaiting = sh->tx.serving = 0;
 	sh->tx.holds = NULL;
 	sh->tx.epoch++;
+	if (sh->tx.wver == NULL)
+		sh->tx.wver = calloc(KV_WVER_SLOTS, sizeof(*sh->tx.wver));
+	if (sh->tx.wver == NULL)
+		return -ENOMEM;
+	kv_store_watch(sh->store, sh->tx.wver, KV_WVER_SLOTS - 1);
 	kv_tx_late_init(sh);
+	return 0;
 }
 
 static void
@@ -601,6 +721,10 @@ kv_tx_shard_fini(struct kv_shard *sh)
 	}
 	kd_drain(&sh->tx.locks, free_klock, &budget);
 	sh->tx.held = sh->tx.excl_held = 0;
+	sh->tx.whole_shared = sh->tx.whole_excl = 0;
+	kv_store_watch(sh->store, NULL, 0);
+	free(sh->tx.wver);
+	sh->tx.wver = NULL;
 	(void)cr_lease_release(&sh->tx.lease_serving);
 	(void)cr_lease_release(&sh->tx.lease_origin);
 }

@@ -46,10 +46,14 @@ kv_tx_new(struct kreq *kr)
 	tx->kr = kr;
 	kr->state = tx;
 	kr->state_fini = tx_fini;
+	kv_tx_await(kr->kc->sh, 1);
+	if (kr->hop) {
+		tx->nested = true; /* inside an EXEC, which holds every lock it needs */
+		return tx;
+	}
 	/* Nothing of this client's overtakes the transaction until it holds its locks. */
 	tx->blocked = true;
 	kr->kc->blocked++;
-	kv_tx_await(kr->kc->sh, 1);
 	return tx;
 }
 
@@ -73,6 +77,13 @@ kv_tx_key(struct kv_tx *tx, uint32_t idx, bool excl)
 	return 0;
 }
 
+void
+kv_tx_whole(struct kv_tx *tx, unsigned shard, bool excl)
+{
+	if (excl || tx->whole[shard] == 0)
+		tx->whole[shard] = excl ? KV_WHOLE_EXCL : KV_WHOLE_SHARED;
+}
+
 int
 kv_tx_at(const struct kv_tx *tx, unsigned shard)
 {
@@ -92,7 +103,7 @@ locked_one(struct kpart *p)
 	struct kv_tx *tx = p->kr->state;
 	struct kv_txlock *l = &tx->locks[tx->locking];
 
-	if (l->nkeys != 0 && l->hold == NULL) {
+	if (!tx->nested && (l->nkeys != 0 || l->whole != 0) && l->hold == NULL) {
 		/* Not granted: the shard could not be reached (its reply says why). */
 		tx->failed = true;
 	}
@@ -158,7 +169,7 @@ build(struct kv_tx *tx, void (*gather)(struct kv_ctx *x))
 	for (k = 0; k < tx->nkeys; k++)
 		counts[key_shard(&kr->argv[tx->kidx[k]])]++;
 	for (i = 0; i < kv.nshards; i++)
-		if (counts[i] != 0)
+		if (counts[i] != 0 || tx->whole[i] != 0)
 			of[n++] = i;
 	tx->nshards = n;
 	tx->shard = calloc(n, sizeof(*tx->shard));
@@ -189,8 +200,17 @@ build(struct kv_tx *tx, void (*gather)(struct kv_ctx *x))
 		l->nkeys = nk;
 		l->keys = keys;
 		l->excl = tx->modes + mpos;
+		l->whole = tx->whole[of[i]];
+		if (l->whole == KV_WHOLE_SHARED && memchr(l->excl, 1, nk) != NULL)
+			l->whole = KV_WHOLE_EXCL; /* a write there too: the whole shard, exclusively */
 		mpos += nk;
 		pos += nk;
+		if (nk == 0) {
+			/* Only the whole shard: its part runs with the request's arguments. */
+			p->argv = kr->argv;
+			p->argc = kr->argc;
+			goto part;
+		}
 		p->argv = tx->pool + pos;
 		p->argv[0] = kr->argv[0];
 		j = 1;
@@ -204,10 +224,11 @@ build(struct kv_tx *tx, void (*gather)(struct kv_ctx *x))
 		}
 		p->argc = j;
 		pos += j;
+part:
 		p->kr = kr;
 		p->fn = gather;
 		p->shard = of[i];
-		p->kind = KP_TX_LOCK;
+		p->kind = tx->nested ? KP_TX_HOP : KP_TX_LOCK;
 		p->lock = l;
 		p->on_answer = locked_one;
 		rb_init(&p->out, p->inl, sizeof(p->inl));
@@ -250,21 +271,32 @@ kv_tx_steps(struct kv_tx *tx, kv_tx_fn next)
 }
 
 void
+kv_tx_unlock(struct kv_tx *tx)
+{
+	unsigned i;
+
+	for (i = 0; i < tx->nshards && tx->locks != NULL; i++) {
+		kv_tx_release(tx->shard[i], tx->locks[i].hold, tx->locks[i].hold_epoch);
+		tx->locks[i].hold = NULL;
+	}
+}
+
+void
 kv_tx_finish(struct kv_tx *tx, const char *reply, size_t n)
 {
 	struct kreq *kr = tx->kr;
 	struct kconn *kc = kr->kc;
 	bool was_blocked = tx->blocked;
-	unsigned i;
 
 	if (tx->finished)
 		return;
 	tx->finished = true;
-	for (i = 0; i < tx->nshards && tx->locks != NULL; i++)
-		kv_tx_release(tx->shard[i], tx->locks[i].hold, tx->locks[i].hold_epoch);
+	kv_tx_unlock(tx);
 	kv_tx_await(kc->sh, -1);
-	rb_reset(&kr->reply);
-	rb_raw(&kr->reply, reply, n);
+	if (reply != NULL) {
+		rb_reset(&kr->reply);
+		rb_raw(&kr->reply, reply, n);
+	}
 	kr->cont = NULL;
 	if (was_blocked) {
 		/* Before the reply is final: the resumed parsing cannot free kr then. */

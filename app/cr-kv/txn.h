@@ -43,21 +43,34 @@ struct kv_arg;
 struct kv_wait;
 struct kv_late;
 struct kv_hold;
+struct kv_cmd;
 
 /* A lock request's keys, on the origin (read by the shard during the call only). */
 struct kv_txlock {
 	uint32_t nkeys;
 	const struct kv_arg *keys;
 	const uint8_t *excl; /* per key: 1 exclusive (a write), 0 shared */
+	uint8_t whole;	     /* KV_WHOLE_*: the whole shard instead of its keys */
 	void *hold;	     /* out: the shard's handle of the held locks */
 	uint64_t hold_epoch; /* out: the shard's incarnation that granted it */
 };
 
+/* A whole-shard lock (KEYS, DBSIZE, RANDOMKEY: shared; FLUSHDB, FLUSHALL: exclusive). It
+ * counts as one lock in held (and excl_held), so the fast path's kv_tx_clear() is the
+ * same test as before. */
+#define KV_WHOLE_SHARED 1u
+#define KV_WHOLE_EXCL	2u
+
 /* Per shard (in struct kv_shard), touched by its lcore only. */
 struct kv_txshard {
 	struct kdict locks; /* struct kv_klock by key */
-	uint64_t held;	    /* keys locked, over all holds */
+	uint64_t held;	    /* keys locked, over all holds, and whole-shard locks */
 	uint64_t excl_held; /* ... of which exclusively */
+	uint32_t whole_shared, whole_excl; /* whole-shard locks held */
+	/* WATCH's versions: a counter per slot of key hashes, bumped by every write to a key
+	 * of the slot (and expiry), and one for the whole shard (FLUSH*). */
+	uint32_t *wver;
+	uint64_t wgen;
 	struct kv_wait *wq_head, **wq_tail;
 	uint64_t waiting;
 	struct kv_hold *holds;			/* every hold granted here */
@@ -79,7 +92,8 @@ enum { KP_PLAIN = 0, KP_TX_LOCK, KP_TX_HOP };
 #define KP_AWAITING 0x2u /* the origin saw the batch back and waits for that message */
 #define KP_EARLY    0x4u /* the message came before the batch did */
 
-void kv_tx_shard_init(struct kv_shard *sh);
+/* @return 0 or -ENOMEM. */
+int kv_tx_shard_init(struct kv_shard *sh);
 void kv_tx_shard_fini(struct kv_shard *sh);
 
 /*
@@ -98,6 +112,15 @@ void kv_tx_release(unsigned shard, void *hold, uint64_t epoch);
 
 /* The origin's bookkeeping of waiting for others (a lease keeps the lcore meanwhile). */
 void kv_tx_await(struct kv_shard *sh, int delta);
+
+/* WATCH's versions (KV_WVER_SLOTS counters by key hash; see doc/guides/kv.md): a key of
+ * hash @p h was written; a command's keys were (every key it names, or the whole shard
+ * for FLUSH*). */
+#define KV_WVER_SLOTS (1u << 16)
+/* kv_wv_touch(sh, h): kv.h (inline, on the fast path). */
+void kv_wv_touch_cmd(struct kv_shard *sh, const struct kv_cmd *cmd, uint32_t argc,
+		     const struct kv_arg *argv);
+void kv_wv_touch_key(struct kv_shard *sh, const char *key, size_t len);
 
 /* Is @p key locked by a transaction on @p sh? */
 bool kv_tx_key_locked(struct kv_shard *sh, const char *key, size_t len);
@@ -144,7 +167,9 @@ struct kv_tx {
 	struct kv_txlock *locks; /* [nshards] */
 	kv_tx_fn next;
 	unsigned locking; /* the shard whose lock is asked for */
+	uint8_t whole[CR_MAX_LCORES]; /* per shard index: KV_WHOLE_* asked for, or 0 */
 	bool in_loop, failed, blocked, finished;
+	bool nested; /* a command inside EXEC: the EXEC holds its locks, it takes none */
 	void *cmd; /* the command's own state */
 	void (*cmd_fini)(void *cmd);
 	/* private: what the parts point into */
@@ -162,6 +187,10 @@ struct kv_tx {
 struct kv_tx *kv_tx_new(struct kreq *kr);
 /* Lock kr->argv[@p idx] (exclusively if @p excl). @return 0 or -ENOMEM. */
 int kv_tx_key(struct kv_tx *tx, uint32_t idx, bool excl);
+/* Lock the whole of shard @p shard (exclusively if @p excl): its part then runs with every
+ * argument of the request, and waits for (and holds off) every write there, or every
+ * command at all if exclusive. */
+void kv_tx_whole(struct kv_tx *tx, unsigned shard, bool excl);
 /*
  * Lock every shard of the keys given, one after another in ascending order; on each,
  * once granted, run @p gather with [argv[0], its keys] (each key followed by the
@@ -176,5 +205,8 @@ int kv_tx_at(const struct kv_tx *tx, unsigned shard);
  * and kreq_part_args(), their fn and shard set), in parallel; then @p next.
  */
 void kv_tx_steps(struct kv_tx *tx, kv_tx_fn next);
-/* Release every lock and answer the client @p reply (RESP bytes). */
+/* Release every lock now (the command's reads and writes are all done). */
+void kv_tx_unlock(struct kv_tx *tx);
+/* Release every lock and answer the client @p reply (RESP bytes; NULL: what kr->reply
+ * already holds, not copied). */
 void kv_tx_finish(struct kv_tx *tx, const char *reply, size_t n);

@@ -271,6 +271,8 @@ kreq_launch(struct kreq *kr)
 		bool answered;
 
 		prepare(sh, p);
+		if (kr->hop)
+			p->kind = KP_TX_HOP; /* EXEC holds the locks */
 		if (p->on_answer == NULL)
 			p->on_answer = kreq_part_done;
 		if (p->shard != sh->index) {

@@ -3,7 +3,8 @@
  * The backend table: slots that keep their address for the life of the process, the
  * choice of a backend (smooth weighted round robin, weighted least connections, weighted
  * rendezvous hashing of the client address), health (active TCP checks on the main lcore,
- * passive marking on connect failures) and the /backends telemetry command.
+ * TLS handshakes for --backend-tls; passive marking on connect failures) and the /backends
+ * telemetry command.
  */
 #include <errno.h>
 #include <math.h>
@@ -73,6 +74,12 @@ slot_find(const struct cr_net_addr *a, unsigned n)
 }
 
 int
+px_slot_find(const struct cr_net_addr *a)
+{
+	return slot_find(a, atomic_load_explicit(&n_used, memory_order_relaxed));
+}
+
+int
 px_backends_apply(const struct px_backend_conf *b, unsigned n)
 {
 	unsigned used = atomic_load_explicit(&n_used, memory_order_relaxed);
@@ -96,7 +103,11 @@ px_backends_apply(const struct px_backend_conf *b, unsigned n)
 
 		if (s < 0) {
 			struct px_slot *p = &px_slots[used];
+			int rc = px_backend_tls_make(&b[i], &p->tls);
 
+			/* Slots published so far in this call stay out of the configuration. */
+			if (rc != 0)
+				return rc;
 			p->addr = b[i].addr;
 			cr_net_addr_format(&p->addr, p->name, sizeof(p->name));
 			p->hash = hash_bytes(p->name, strlen(p->name));
@@ -275,6 +286,12 @@ px_backend_failed(int slot)
 }
 
 void
+px_backend_tls_failed(int slot, const char *why)
+{
+	CR_LOG(px_log, WARNING, "backend %s: TLS connect failed: %s", px_slots[slot].name, why);
+}
+
+void
 px_backend_connected(int slot)
 {
 	atomic_store_explicit(&px_slots[slot].fails, 0, memory_order_relaxed);
@@ -312,8 +329,16 @@ check_close(struct cr_conn *c, int err)
 
 	px_slots[i].check_inflight = false;
 	/* A check cut short by our own drain (0) or stop says nothing about the backend. */
-	if (err != 0 && err != -ESHUTDOWN)
-		px_backend_failed((int)i);
+	if (err == 0 || err == -ESHUTDOWN)
+		return;
+	/* Why a TLS check failed, once per fall: not again while it stays down. */
+	if (cr_tls_conn(c) && atomic_load_explicit(&px_slots[i].up, memory_order_relaxed)) {
+		char why[256];
+
+		if (cr_tls_failure(c, why, sizeof(why)) != NULL)
+			px_backend_tls_failed((int)i, why);
+	}
+	px_backend_failed((int)i);
 }
 
 static const struct cr_conn_ops check_ops = {
@@ -330,11 +355,14 @@ check_tick(void *arg)
 	(void)arg;
 	for (i = 0; i < n; i++) {
 		struct px_slot *s = &px_slots[i];
+		struct cr_conn_opts o = {0};
 		struct cr_conn *c;
 
 		if (s->check_inflight || !atomic_load_explicit(&s->in_config, memory_order_relaxed))
 			continue;
-		c = cr_tcp_connect(&s->addr, check_timeout_ns, NULL, &check_ops,
+		/* A --backend-tls backend is checked with a whole handshake, as it is used. */
+		cr_tls_conn_opts(&o, s->tls);
+		c = cr_tcp_connect(&s->addr, check_timeout_ns, &o, &check_ops,
 				   (void *)(uintptr_t)i);
 		/* A connect that cannot even start is short of local resources (slots,
 		 * descriptors) or stopping: nothing learnt about the backend; next tick. */
@@ -391,6 +419,7 @@ backends_cmd(const char *cmd, const char *params, struct cr_json *j)
 			       atomic_load_explicit(&s->up, memory_order_relaxed) ? "up" : "down");
 		cr_json_bool(j, "in_config",
 			     atomic_load_explicit(&s->in_config, memory_order_relaxed));
+		cr_json_bool(j, "tls", s->tls != NULL);
 		cr_json_u64(j, "weight", atomic_load_explicit(&s->weight, memory_order_relaxed));
 		cr_json_u64(j, "active", t.active);
 		cr_json_u64(j, "connections", t.conns);
@@ -441,6 +470,6 @@ px_telemetry_register(void)
 	if (rc != 0)
 		return rc;
 	return cr_telemetry_register("/backends", backends_cmd,
-				     "cr-proxy backends: address, state, weight, active, "
+				     "cr-proxy backends: address, state, tls, weight, active, "
 				     "connections, failures, bytes_in, bytes_out, transitions");
 }

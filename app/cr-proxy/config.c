@@ -16,6 +16,7 @@
 
 #include "cr_app.h"
 #include "cr_eal.h"
+#include "passthrough.h"
 #include "proxy.h"
 
 struct px_conf px_conf;
@@ -80,32 +81,83 @@ parse_weight(const char *part, const char *num, unsigned *out)
 	return 0;
 }
 
+/* The host part of "HOST:PORT" or "[HOST]:PORT", for --backend-tls's default name. */
+static void
+host_of(const char *hp, char *out, size_t len)
+{
+	const char *colon = strrchr(hp, ':');
+	size_t n = colon != NULL ? (size_t)(colon - hp) : strlen(hp);
+
+	if (n >= 2 && hp[0] == '[' && hp[n - 1] == ']') {
+		hp++;
+		n -= 2;
+	}
+	if (n >= len)
+		n = 0;
+	memcpy(out, hp, n);
+	out[n] = '\0';
+}
+
+/* One part after the address: "weight N" / "sni NAME" (file), "weight=N" / "sni=NAME". */
+static int
+backend_part(const char *part, const char *val, struct px_backend_conf *out)
+{
+	size_t k = (size_t)(val - part) - 1;
+
+	if (k == 6 && strncmp(part, "weight", 6) == 0)
+		return parse_weight(part, val, &out->weight);
+	if (k == 3 && strncmp(part, "sni", 3) == 0) {
+		if (!px_tls_name_ok(val) || strlen(val) >= sizeof(out->sni)) {
+			cr_opt_bad_part(part, "a host name or an IP address");
+			return -EINVAL;
+		}
+		strcpy(out->sni, val);
+		return 0;
+	}
+	return -EINVAL;
+}
+
 int
 px_backend_parse(const char *v, struct px_backend_conf *out)
 {
-	char buf[256];
-	char *sep;
+	char buf[256], *p, *next;
+	bool file;
 
 	if (strlen(v) >= sizeof(buf))
 		return -EINVAL;
 	strcpy(buf, v);
+	memset(out, 0, sizeof(*out));
 	out->weight = 1;
-	sep = strchr(buf, ' ');
-	if (sep != NULL) {
-		*sep = '\0';
-		if (strncmp(sep + 1, "weight ", 7) != 0)
+	/* The file's form has spaces ("HOST:PORT weight N sni NAME"); the command line's
+	 * commas ("HOST:PORT,weight=N,sni=NAME"). An address has neither. */
+	file = strpbrk(buf, " \t") != NULL;
+	p = strpbrk(buf, file ? " \t" : ",");
+	if (p != NULL)
+		*p++ = '\0';
+	while (p != NULL && *p != '\0') {
+		char *val;
+
+		if (file) {
+			/* KEY VALUE: the pair, as one part for the error line. */
+			val = strpbrk(p, " \t");
+			if (val == NULL)
+				return -EINVAL;
+			next = strpbrk(val + 1, " \t");
+		} else {
+			next = strchr(p, ',');
+			val = strchr(p, '=');
+			if (val == NULL || (next != NULL && val > next))
+				return -EINVAL;
+		}
+		if (next != NULL)
+			*next++ = '\0';
+		if (backend_part(p, val + 1, out) != 0)
 			return -EINVAL;
-		if (parse_weight(sep + 1, sep + 8, &out->weight) != 0)
-			return -EINVAL;
-	} else if ((sep = strrchr(buf, ',')) != NULL) {
-		*sep = '\0';
-		if (strncmp(sep + 1, "weight=", 7) != 0)
-			return -EINVAL;
-		if (parse_weight(sep + 1, sep + 8, &out->weight) != 0)
-			return -EINVAL;
+		p = next;
 	}
 	if (cr_net_addr_parse(buf, &out->addr) != 0 || cr_net_addr_port(&out->addr) == 0)
 		return -EINVAL;
+	host_of(buf, out->host, sizeof(out->host));
 	return 0;
 }
 
@@ -194,11 +246,13 @@ set_session_log(const char *v, void *ctx)
 
 const struct cr_opt px_options[PX_N_OPTIONS] = {
     CR_APP_OPT_LISTEN(&px_conf.listen, "address to accept clients on (required here or in "
-				       "--config), e.g. 127.0.0.1:8080"),
-    {"backend", 0, "HOST:PORT[,weight=N]",
+				       "--config, unless --sni-listen alone), e.g. 127.0.0.1:8080"),
+    {"backend", 0, "HOST:PORT[,weight=N][,sni=NAME]",
      "a backend (repeat for more; at least one here or in --config, where it is `backend "
-     "HOST:PORT [weight N]`; SIGHUP re-reads the file's); weight 0-256, default 1",
-     "HOST:PORT with a numeric host and a port 1-65535, optionally ,weight=0-256",
+     "HOST:PORT [weight N] [sni NAME]`; SIGHUP re-reads the file's); weight 0-256, default "
+     "1; sni: its --backend-tls name",
+     "HOST:PORT with a numeric host and a port 1-65535, optionally ,weight=0-256 and "
+     ",sni=NAME",
      set_backend, NULL},
     {"balance", 0, "ALGO",
      "roundrobin (default, weighted), leastconn (fewest connections per weight) or "
@@ -211,8 +265,8 @@ const struct cr_opt px_options[PX_N_OPTIONS] = {
      "further backends to try after a failed connect, each a different one (default 3)",
      "0-100", set_count, &px_conf.retries},
     {"check-interval", 0, "SECONDS",
-     "TCP-connect to every backend this often (default 2; 0: no checks, and no "
-     "marking down on failed connects)",
+     "TCP-connect (--backend-tls: handshake) to every backend this often (default 2; 0: "
+     "no checks, and no marking down on failed connects)",
      "seconds from 0 to 1000000", set_secs, &px_conf.check_interval},
     {"check-timeout", 0, "SECONDS",
      "a check fails after this long (default: the lower of --connect-timeout and "
@@ -262,9 +316,13 @@ merge_cli_backends(struct px_conf *c)
 int
 px_conf_finish(void)
 {
+	if (px_conf.listen.len == 0 && px_sni.listen.len != 0 && px_conf.n_backends == 0 &&
+	    n_cli_backends == 0)
+		return 0; /* SNI passthrough only */
 	if (px_conf.listen.len == 0)
 		return cr_app_errorf(-EINVAL, "--listen: missing; accepted: HOST:PORT, e.g. "
-					      "127.0.0.1:8080 (or `listen` in --config)");
+					      "127.0.0.1:8080 (or `listen` in --config, or "
+					      "--sni-listen alone)");
 	if (merge_cli_backends(&px_conf) != 0)
 		return cr_app_errorf(-EINVAL, "--backend: more than %d backends; accepted: at "
 					      "most %d, --config's and the command line's together",
@@ -298,8 +356,9 @@ set_reload_backend(const char *v, void *ctx)
 }
 
 static const struct cr_opt reload_options[] = {
-    {"backend", 0, "HOST:PORT [weight N]", "", "HOST:PORT with a numeric host and a port "
-					       "1-65535, optionally `weight 0-256`",
+    {"backend", 0, "HOST:PORT [weight N] [sni NAME]", "",
+     "HOST:PORT with a numeric host and a port 1-65535, optionally `weight 0-256` and "
+     "`sni NAME`",
      set_reload_backend, NULL},
 };
 
@@ -323,5 +382,25 @@ px_conf_reload(unsigned *n_backends)
 	if (c.n_backends == 0)
 		return -ENOENT;
 	*n_backends = c.n_backends;
-	return px_backends_apply(c.backends, c.n_backends);
+	return px_apply_all(c.backends, c.n_backends);
+}
+
+int
+px_apply_all(struct px_backend_conf *plain, unsigned n)
+{
+	struct px_backend_conf all[2 * PX_MAX_BACKENDS];
+	unsigned i, m;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		if (plain[i].sni[0] != '\0' && !px_btls.on)
+			return -EINVAL; /* a reload's line: px_backend_tls_check() at start */
+		plain[i].tls = px_btls.on;
+		all[i] = plain[i];
+	}
+	m = n + px_sni_backends(all + n, PX_MAX_BACKENDS);
+	rc = px_backends_apply(all, m);
+	if (rc == 0)
+		px_sni_groups_update(plain, n);
+	return rc;
 }

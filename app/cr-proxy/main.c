@@ -20,6 +20,7 @@
 #include "cr_reactor.h"
 #include "cr_telemetry.h"
 #include "cr_tls.h"
+#include "passthrough.h"
 #include "proxy.h"
 
 #define DRAIN_POLL_NS (20ull * 1000 * 1000)
@@ -31,8 +32,8 @@ static struct cr_tls_app px_tls;
 static struct {
 	double shutdown_timeout;
 	struct cr_net_config net;
-	struct cr_listener *listener;
-	struct cr_net_addr bound;
+	struct cr_listener *listener, *sni_listener;
+	struct cr_net_addr bound, sni_bound;
 	struct cr_timer drain_timer;
 	uint64_t drain_deadline;
 	bool draining;
@@ -91,13 +92,25 @@ start(void *arg)
 	int rc;
 
 	(void)arg;
-	lo.addr = c->listen;
 	px_conn_opts(&lo.conn, (uint64_t)secs_ns(c->client_timeout));
-	rc = cr_tcp_listen(&lo, &px_client_ops, NULL, &app.listener);
-	if (rc != 0)
-		return cr_app_errorf(rc, "--listen %s: %s",
-				     cr_net_addr_format(&c->listen, a, sizeof(a)), cr_strerror(rc));
-	cr_listener_addr(app.listener, &app.bound);
+	if (c->listen.len != 0) {
+		lo.addr = c->listen;
+		rc = cr_tcp_listen(&lo, &px_client_ops, NULL, &app.listener);
+		if (rc != 0)
+			return cr_app_errorf(rc, "--listen %s: %s",
+					     cr_net_addr_format(&c->listen, a, sizeof(a)),
+					     cr_strerror(rc));
+		cr_listener_addr(app.listener, &app.bound);
+	}
+	if (px_sni.on) {
+		lo.addr = px_sni.listen;
+		rc = cr_tcp_listen(&lo, &px_passthrough_ops, NULL, &app.sni_listener);
+		if (rc != 0)
+			return cr_app_errorf(rc, "--sni-listen %s: %s",
+					     cr_net_addr_format(&px_sni.listen, a, sizeof(a)),
+					     cr_strerror(rc));
+		cr_listener_addr(app.sni_listener, &app.sni_bound);
+	}
 	/* TLS termination: the same client callbacks, plaintext to the backends. */
 	rc = cr_tls_app_listen(&px_tls, &lo.conn, &px_client_ops, NULL, cl, sizeof(cl));
 	if (rc != 0)
@@ -111,11 +124,21 @@ start(void *arg)
 		if (rc != 0)
 			return cr_app_errorf(rc, "health checks: %s", cr_strerror(rc));
 	}
-	printf("cr-proxy: listening on %s, %u backend%s (%s), %u lcore%s (%s), io driver %s\n",
-	       cr_net_addr_format(&app.bound, a, sizeof(a)), c->n_backends,
-	       c->n_backends == 1 ? "" : "s", px_balance_name(c->balance), n, n == 1 ? "" : "s",
-	       cr_lcore_table_corelist(cr_app_lcore_table(), cl, sizeof(cl)), cr_reactor_driver());
-	cr_tls_app_ready_line(&px_tls, "cr-proxy", "tls, plain to the backends");
+	if (app.listener != NULL)
+		printf("cr-proxy: listening on %s, %u backend%s (%s%s), %u lcore%s (%s), io driver "
+		       "%s\n",
+		       cr_net_addr_format(&app.bound, a, sizeof(a)), c->n_backends,
+		       c->n_backends == 1 ? "" : "s", px_balance_name(c->balance),
+		       px_btls.on ? ", TLS to the backends" : "", n, n == 1 ? "" : "s",
+		       cr_lcore_table_corelist(cr_app_lcore_table(), cl, sizeof(cl)),
+		       cr_reactor_driver());
+	if (app.sni_listener != NULL)
+		printf("cr-proxy: listening on %s (tls passthrough, %u SNI route%s), %u lcore%s, io "
+		       "driver %s\n",
+		       cr_net_addr_format(&app.sni_bound, a, sizeof(a)), px_sni.n_routes,
+		       px_sni.n_routes == 1 ? "" : "s", n, n == 1 ? "" : "s", cr_reactor_driver());
+	cr_tls_app_ready_line(&px_tls, "cr-proxy",
+			      px_btls.on ? "tls, TLS to the backends" : "tls, plain to the backends");
 	fflush(stdout);
 	return 0;
 }
@@ -160,7 +183,12 @@ drain_start(void *arg)
 		return;
 	app.draining = true;
 	cr_tls_app_close(&px_tls); /* its close goes round before the plain one's */
-	cr_listener_close(app.listener, drain_announce, NULL);
+	if (app.sni_listener != NULL)
+		cr_listener_close(app.sni_listener, app.listener == NULL ? drain_announce : NULL,
+				  NULL);
+	app.sni_listener = NULL;
+	if (app.listener != NULL)
+		cr_listener_close(app.listener, drain_announce, NULL);
 	app.listener = NULL;
 	px_checks_stop();
 	app.drain_deadline = cr_now_ns() + (uint64_t)secs_ns(app.shutdown_timeout);
@@ -214,6 +242,19 @@ telemetry_setup(void)
 					  "waited for its reader, when the pool was down to its reserve");
 	px_ctr_maxconn_waits = cr_telemetry_counter_register(
 	    "proxy_maxconn_waits", CR_TELEMETRY_COUNTER, "clients that waited for --maxconn");
+	px_ctr_sni_routed = cr_telemetry_counter_register(
+	    "proxy_sni_routed", CR_TELEMETRY_COUNTER, "passthrough clients routed by their SNI name");
+	px_ctr_sni_default = cr_telemetry_counter_register(
+	    "proxy_sni_default", CR_TELEMETRY_COUNTER,
+	    "passthrough clients with no SNI or an unknown name, sent to --sni-default");
+	px_ctr_sni_refused = cr_telemetry_counter_register(
+	    "proxy_sni_refused", CR_TELEMETRY_COUNTER,
+	    "passthrough clients closed: no route for their name (or every ClientHello buffer "
+	    "held by connecting sessions)");
+	px_ctr_sni_bad = cr_telemetry_counter_register(
+	    "proxy_sni_bad", CR_TELEMETRY_COUNTER,
+	    "passthrough clients closed: not a ClientHello, over 16 KiB, EOF, --sni-timeout, or "
+	    "the oldest hello when a newer one needed its buffer");
 	return px_telemetry_register();
 }
 
@@ -233,9 +274,20 @@ configure(int argc, char **argv, void *arg)
 	rc = px_conf_finish();
 	if (rc != 0)
 		return rc;
+	rc = px_sni_check();
+	if (rc != 0)
+		return rc;
 	rc = cr_tls_app_configure(&px_tls, NULL, err, sizeof(err));
 	if (rc != 0)
 		return cr_app_errorf(rc, "%s", err);
+	rc = px_backend_tls_check();
+	if (rc != 0)
+		return rc;
+	if (px_btls.on && px_tls.ctx == NULL) {
+		rc = cr_tls_telemetry_register();
+		if (rc != 0)
+			return cr_app_errorf(rc, "telemetry command /tls: %s", cr_strerror(rc));
+	}
 	if (c->session_log[0] != '\0') {
 		rc = px_session_log_open(c->session_log);
 		if (rc != 0)
@@ -253,7 +305,10 @@ configure(int argc, char **argv, void *arg)
 	px_relay.server_idle_ns = (uint64_t)secs_ns(c->server_timeout);
 	px_relay.maxconn = c->maxconn;
 	px_relay.retire_timeout_ns = (uint64_t)secs_ns(app.shutdown_timeout);
-	rc = px_backends_apply(c->backends, c->n_backends);
+	px_relay.sni_timeout_ns = (uint64_t)secs_ns(px_sni.timeout);
+	rc = px_apply_all(c->backends, c->n_backends);
+	if (rc == -EINVAL)
+		return rc; /* a --backend-tls file or value, named on stderr */
 	if (rc != 0)
 		return cr_app_errorf(rc, "cannot start: %s", cr_strerror(rc));
 	/* Every session may land on one lcore: two connections each, plus the checks. */
@@ -265,7 +320,11 @@ configure(int argc, char **argv, void *arg)
 	px_n_lcores = t->n;
 	for (i = 0; i < t->n; i++)
 		px_lcore_ids[i] = t->lcores[i].lcore_id;
-	rc = px_relay_register(app.net.max_conns);
+	/* ClientHello buffers, and for what a TLS client sends with its handshake's end
+	 * while a TLS backend connection is still in its own. */
+	rc = px_relay_register(app.net.max_conns, px_sni.on || (px_tls.ctx != NULL && px_btls.on)
+							  ? PX_SNI_BUFFERS
+							  : 0);
 	if (rc == 0)
 		rc = telemetry_setup();
 	if (rc != 0)
@@ -279,6 +338,7 @@ fini(bool failed, void *arg)
 	(void)failed;
 	(void)arg;
 	cr_tls_app_fini(&px_tls);
+	px_backend_tls_fini();
 	px_session_log_close();
 	return 0;
 }
@@ -293,7 +353,8 @@ reopen_logs(void *arg)
 int
 main(int argc, char **argv)
 {
-	static struct cr_opt all[PX_N_OPTIONS + CR_TLS_APP_N_OPTS];
+	static struct cr_opt
+	    all[PX_N_OPTIONS + PX_N_BTLS_OPTIONS + PX_N_SNI_OPTIONS + CR_TLS_APP_N_OPTS];
 	static struct cr_app proxy = {
 	    .name = "cr-proxy",
 	    .summary = "L4 TCP load balancer",
@@ -313,8 +374,10 @@ main(int argc, char **argv)
 
 	px_conf_defaults(&px_conf);
 	memcpy(all, px_options, sizeof(px_options));
+	memcpy(all + PX_N_OPTIONS, px_backend_tls_options, sizeof(px_backend_tls_options));
+	memcpy(all + PX_N_OPTIONS + PX_N_BTLS_OPTIONS, px_sni_options, sizeof(px_sni_options));
+	proxy.n_opts = PX_N_OPTIONS + PX_N_BTLS_OPTIONS + PX_N_SNI_OPTIONS;
 	cr_tls_app_opts_defaults(&px_tls.o);
-	proxy.n_opts = PX_N_OPTIONS + cr_tls_app_opts_table(&px_tls.o, all + PX_N_OPTIONS,
-							    CR_TLS_APP_N_OPTS);
+	proxy.n_opts += cr_tls_app_opts_table(&px_tls.o, all + proxy.n_opts, CR_TLS_APP_N_OPTS);
 	return cr_app_run(&proxy, argc, argv);
 }

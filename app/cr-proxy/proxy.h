@@ -20,6 +20,7 @@
 #include "cr_eal.h"
 #include "cr_net.h"
 #include "cr_reactor.h"
+#include "cr_tls.h"
 
 /* Distinct backend addresses over the life of the process (reloads included). */
 #define PX_MAX_BACKENDS 64
@@ -58,9 +59,12 @@ enum px_balance {
 struct px_backend_conf {
 	struct cr_net_addr addr;
 	unsigned weight;
+	char host[PX_NAME_LEN]; /* the host as given ("localhost", "10.0.0.1"); "": unknown */
+	bool tls;		/* --backend-tls applies (a --backend, not an SNI route's) */
+	char sni[PX_NAME_LEN];	/* ,sni=NAME: its --backend-tls name; "": the default */
 };
 
-/* Everything --config and the command line set. */
+/* Everything --config and the command line set (SNI passthrough's: passthrough.h). */
 struct px_conf {
 	struct cr_net_addr listen; /* len 0: not given */
 	enum px_balance balance;
@@ -96,6 +100,11 @@ int px_conf_finish(void);
  */
 int px_conf_reload(unsigned *n_backends);
 /*
+ * Apply @p plain (the --backend list, marked for --backend-tls) and the SNI routes'
+ * backends to the table, then the groups. @return px_backends_apply()'s.
+ */
+int px_apply_all(struct px_backend_conf *plain, unsigned n);
+/*
  * "HOST:PORT[,weight=N]" as --backend takes it, or "HOST:PORT weight N" as a backend line
  * of --config has it. A bad weight is named with cr_opt_bad_part().
  */
@@ -110,6 +119,7 @@ struct px_slot {
 	struct cr_net_addr addr;
 	char name[PX_NAME_LEN];
 	uint64_t hash;	   /* of name, for source balancing */
+	struct cr_tls_ctx *tls; /* --backend-tls: this backend's client context; NULL: plain */
 	_Atomic bool used; /* release: after addr/name/hash; pairs with acquire readers */
 	_Atomic bool in_config;
 	_Atomic unsigned weight;
@@ -147,9 +157,12 @@ extern struct px_lcore_counts px_counts[CR_MAX_LCORES];
  * Make the table hold exactly @p n backends (weights included): new addresses get slots,
  * addresses not listed leave the configuration (their live connections go on). Control
  * path, one caller at a time. @return 0, or -ENOSPC when more than PX_MAX_BACKENDS
- * distinct addresses would have been seen (nothing changed).
+ * distinct addresses would have been seen (nothing changed), or px_backend_tls_make()'s
+ * error for a new one (the configuration unchanged).
  */
 int px_backends_apply(const struct px_backend_conf *b, unsigned n);
+/* The slot of @p a, or -1 (control path). */
+int px_slot_find(const struct cr_net_addr *a);
 /* Per-lcore chooser state. */
 struct px_chooser {
 	int64_t cur[PX_MAX_BACKENDS]; /* smooth weighted round robin */
@@ -164,6 +177,8 @@ int px_choose(struct px_chooser *ch, enum px_balance bal, const struct cr_net_ad
 	      uint64_t tried);
 /* A connect to @p slot failed / succeeded (any lcore). */
 void px_backend_failed(int slot);
+/* A TLS connect to @p slot failed for @p why: one log line naming the backend. */
+void px_backend_tls_failed(int slot, const char *why);
 void px_backend_connected(int slot);
 
 extern bool px_marking; /* checks on: failures may mark a backend down */
@@ -189,6 +204,31 @@ int px_metrics_register(void);
 extern int px_hist_connect;
 extern enum px_balance px_balance_mode;
 
+/* ---- TLS to the backends (backend_tls.c) ---- */
+
+/* What the --backend-tls options set; strings are borrowed from the command line. */
+struct px_backend_tls {
+	bool on; /* --backend-tls */
+	bool any; /* one of the others was given */
+	const char *ca_file, *sni, *protocols, *ciphers, *ciphersuites;
+	enum cr_tls_verify verify;
+};
+extern struct px_backend_tls px_btls;
+#define PX_N_BTLS_OPTIONS 7
+extern const struct cr_opt px_backend_tls_options[PX_N_BTLS_OPTIONS];
+/* After the options: -EINVAL (after one line) for --backend-tls-* (or a backend's sni)
+ * without --backend-tls. */
+int px_backend_tls_check(void);
+/* A host name or an IP address, as --backend-tls-sni and ,sni= take. */
+bool px_tls_name_ok(const char *v);
+/*
+ * The client context of backend @p b, into *@p out (NULL without --backend-tls). Control
+ * path. @return 0, or -errno after one line on stderr naming the file or value.
+ */
+int px_backend_tls_make(const struct px_backend_conf *b, struct cr_tls_ctx **out);
+/* After the runtime stopped: free every slot's context. */
+void px_backend_tls_fini(void);
+
 /* ---- relay (relay.c) ---- */
 
 struct px_relay_conf {
@@ -200,6 +240,7 @@ struct px_relay_conf {
 	uint64_t retire_timeout_ns; /* how long a retiring lcore waits for its sessions */
 	uint64_t chunks;	    /* output chunks per lcore */
 	uint32_t chunk_size;	    /* bytes each */
+	uint64_t sni_timeout_ns;    /* --sni-timeout */
 };
 /* --buffers auto: the chunks per lcore for @p maxconn sessions. */
 uint64_t px_buffers_auto(uint64_t maxconn);
@@ -207,12 +248,14 @@ uint64_t px_buffers_auto(uint64_t maxconn);
 void px_conn_opts(struct cr_conn_opts *o, uint64_t idle_ns);
 
 extern const struct cr_conn_ops px_client_ops;
+extern const struct cr_conn_ops px_passthrough_ops; /* --sni-listen's clients */
 extern struct px_relay_conf px_relay;
 /*
- * Register the per-lcore relay state (an lcore-local with a slab of @p sessions), before
- * the runtime starts. @return 0 or -errno of cr_lcore_local_register().
+ * Register the per-lcore relay state (an lcore-local with a slab of @p sessions and
+ * @p sniffs ClientHello buffers), before the runtime starts. @return 0 or -errno of
+ * cr_lcore_local_register().
  */
-int px_relay_register(unsigned sessions);
+int px_relay_register(unsigned sessions, unsigned sniffs);
 /*
  * Lcore hooks. start: hold the lcore (a lease) while it serves. retire: stop accepting,
  * and let the lcore go when its last session ends or after retire_timeout_ns. stop: let go.

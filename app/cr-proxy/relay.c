@@ -9,7 +9,8 @@
  * - Backpressure: bytes read from one side are queued on the other; when that queue goes
  *   over its high watermark the side they came from stops being read, until the queue's
  *   on_drain. Each connection keeps reading while its own queue is high (keep_reading):
- *   the two directions never wait for each other.
+ *   the two directions never wait for each other. How much each may queue, and who gives
+ *   chunks back when the pool runs low, is relay_pool.c's.
  * - Half-close: an EOF from one side shuts the other side's write once its queue is sent;
  *   a connection ends by itself when both its directions are done.
  * - An error on one side (reset, failed send) resets the other; an idle timeout or our
@@ -22,52 +23,14 @@
 #include "cr_app.h"
 #include "cr_lease.h"
 #include "cr_telemetry.h"
-#include "proxy.h"
-
-struct px_session {
-	struct px_session *next, *prev;	  /* free list or wait list */
-	struct px_session *pnext, *pprev; /* the paused list: a direction is paused */
-	struct cr_conn *cli, *srv;
-	struct cr_net_addr peer;
-	uint64_t tried; /* a bit per backend slot */
-	int slot;	/* the backend of srv */
-	uint64_t connect_ns; /* when the connect to it started (the turn's clock) */
-	uint64_t paused_ns;  /* when it went on the paused list (the turn's clock) */
-	unsigned attempts;
-	bool srv_open;
-	bool cli_paused, srv_paused; /* reads we stopped for backpressure */
-	bool admitted;		     /* counted against --maxconn */
-	bool waiting;		     /* on the wait list */
-	bool on_paused;		     /* on the paused list */
-	struct px_slog log;	     /* --session-log */
-};
-
-/* An lcore's relay state, an lcore-local (one per incarnation); its slab follows it. */
-struct px_lcore {
-	struct px_session *slab;
-	struct px_session *free;
-	struct px_session *wait_head, *wait_tail;
-	struct cr_timer wait_timer;
-	struct px_session *paused; /* sessions with a direction paused: who holds chunks */
-	/* Chunks of sessions reset this turn, not back yet (they return with the final
-	 * completions of their sends); forgotten at the next tick. */
-	uint64_t credit;
-	struct cr_timer credit_timer;
-	struct px_chooser ch;
-	unsigned live; /* sessions on this lcore */
-	/* Held while the lcore serves, so a retirement waits for its sessions. */
-	struct cr_lease lease;
-	bool retiring;
-	bool let_go; /* sessions no longer waited for: lib/net may close them */
-	uint64_t let_go_ns;	      /* since when */
-	struct cr_timer retire_timer; /* --shutdown-timeout: stop waiting for them */
-};
+#include "cr_tls.h"
+#include "relay_internal.h"
 
 #define WAIT_RETRY_NS (10ull * 1000 * 1000)
 
 struct px_relay_conf px_relay;
 static int local_id = -1;
-static unsigned slab_sessions;
+static unsigned slab_sessions, slab_sniffs;
 /* Counts shared by every lcore, all accesses relaxed: they order nothing else; the CAS
  * in try_admit() alone keeps admitted at or below --maxconn. */
 static _Atomic uint64_t live;	  /* sessions alive, every lcore */
@@ -80,9 +43,8 @@ static const struct cr_conn_ops px_server_ops;
 
 static struct px_lcore *cur(void);
 
-/* The session ended for @p e, unless it had already for another cause. */
-static void
-ended(struct px_session *s, enum px_end e)
+void
+px_ended(struct px_session *s, enum px_end e)
 {
 	struct px_lcore *pl = cur();
 
@@ -100,15 +62,14 @@ static void
 ended_err(struct px_lcore *pl, struct px_session *s, int err, bool client)
 {
 	if (err == -ETIMEDOUT)
-		ended(s, client ? PX_END_CLIENT_TIMEOUT : PX_END_SERVER_TIMEOUT);
+		px_ended(s, client ? PX_END_CLIENT_TIMEOUT : PX_END_SERVER_TIMEOUT);
 	else if (err == -ESHUTDOWN)
-		ended(s, pl->retiring ? PX_END_RETIRE : PX_END_SHUTDOWN);
+		px_ended(s, pl->retiring ? PX_END_RETIRE : PX_END_SHUTDOWN);
 	else if (err != 0)
-		ended(s, client ? PX_END_CLIENT_RESET : PX_END_SERVER_RESET);
+		px_ended(s, client ? PX_END_CLIENT_RESET : PX_END_SERVER_RESET);
 	else
-		ended(s, client ? PX_END_CLIENT_CLOSED : PX_END_SERVER_CLOSED);
+		px_ended(s, client ? PX_END_CLIENT_CLOSED : PX_END_SERVER_CLOSED);
 }
-static void paused_sync(struct px_lcore *pl, struct px_session *s);
 
 static struct px_lcore *
 cur(void)
@@ -166,7 +127,7 @@ wait_add(struct px_lcore *pl, struct px_session *s)
 		cr_timer_start(&pl->wait_timer, WAIT_RETRY_NS);
 }
 
-static void connect_next(struct px_lcore *pl, struct px_session *s);
+static void session_start(struct px_lcore *pl, struct px_session *s);
 
 /* Admit waiting clients of this lcore while --maxconn allows. Slots freed on other lcores
  * are noticed by the retry timer. */
@@ -179,7 +140,7 @@ admit_waiting(struct px_lcore *pl)
 		wait_del(pl, s);
 		s->admitted = true;
 		s->log.admit_ns = cr_now_ns();
-		connect_next(pl, s);
+		session_start(pl, s);
 	}
 	if (pl->wait_head != NULL && !cr_timer_armed(&pl->wait_timer))
 		cr_timer_start(&pl->wait_timer, WAIT_RETRY_NS);
@@ -288,8 +249,9 @@ session_done(struct px_lcore *pl, struct px_session *s)
 		px_slog_write(&s->log, &s->peer, s->slot, cr_now_ns());
 	if (s->waiting)
 		wait_del(pl, s);
+	px_sni_end(pl, s);
 	s->cli_paused = s->srv_paused = false;
-	paused_sync(pl, s);
+	px_paused_sync(pl, s);
 	s->next = pl->free;
 	pl->free = s;
 	atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
@@ -335,9 +297,8 @@ pass_on(struct cr_conn *c, int err)
 	return true;
 }
 
-/* A fatal relay error: reset both sides now. */
-static void
-session_abort(struct px_lcore *pl, struct px_session *s)
+void
+px_session_abort(struct px_lcore *pl, struct px_session *s)
 {
 	if (s->srv != NULL) {
 		set_reset(s->srv);
@@ -357,12 +318,12 @@ static void
 fail_client(struct px_session *s)
 {
 	cr_telemetry_add(px_ctr_no_backend, 1);
-	ended(s, s->log.connect_ns != 0 ? PX_END_CONNECT_FAILED : PX_END_NO_BACKEND);
+	px_ended(s, s->log.connect_ns != 0 ? PX_END_CONNECT_FAILED : PX_END_NO_BACKEND);
 	cr_conn_close(s->cli);
 }
 
-static void
-connect_next(struct px_lcore *pl, struct px_session *s)
+void
+px_connect_next(struct px_lcore *pl, struct px_session *s)
 {
 	static const struct cr_conn_opts none;
 	struct cr_conn_opts o = none;
@@ -373,7 +334,8 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 		fail_client(s);
 		return;
 	}
-	slot = px_choose(&pl->ch, px_relay.balance, &s->peer, s->tried);
+	/* Only its group's slots: the others count as tried. */
+	slot = px_choose(&pl->ch, px_relay.balance, &s->peer, s->tried | ~s->group);
 	if (slot < 0) {
 		fail_client(s);
 		return;
@@ -381,6 +343,8 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 	s->tried |= 1ull << slot;
 	s->attempts++;
 	px_conn_opts(&o, px_relay.server_idle_ns);
+	if (!s->passthrough)
+		cr_tls_conn_opts(&o, px_slots[slot].tls); /* --backend-tls; NULL: plain */
 	c = cr_tcp_connect(&px_slots[slot].addr, px_relay.connect_timeout_ns, &o, &px_server_ops,
 			   s);
 	if (c == NULL) {
@@ -396,192 +360,21 @@ connect_next(struct px_lcore *pl, struct px_session *s)
 	PX_ADD(cr_lcore_id(), slot, active, 1);
 }
 
-/* ---- the output pool: each session's share ---- */
-
-/* lib/net keeps a quarter of the pool from connections above their high watermark. */
-static uint64_t
-reserve(uint64_t chunks)
-{
-	return chunks / 4 + PX_RESERVE_CHUNKS;
-}
-
-uint64_t
-px_buffers_auto(uint64_t maxconn)
-{
-	/* The shares, PX_SESSION_CHUNKS per session, are the three quarters less ours. */
-	uint64_t n = (PX_RESERVE_CHUNKS + PX_SESSION_CHUNKS * maxconn) * 4 / 3 + 1;
-
-	return n < PX_BUFFERS_AUTO_MAX ? n : PX_BUFFERS_AUTO_MAX;
-}
-
-void
-px_conn_opts(struct cr_conn_opts *o, uint64_t idle_ns)
-{
-	o->idle_timeout_ns = idle_ns;
-	/* lib/net's watermarks only time on_drain here (keep_reading): a direction is paused
-	 * above its share, never below PX_QUEUE_MIN, so it went over the high one and its
-	 * on_drain comes once the queue is down to the low one. */
-	o->high_watermark = PX_QUEUE_MIN;
-	o->low_watermark = PX_QUEUE_MIN / 2;
-	o->keep_reading = true;
-}
-
-/*
- * The bytes one direction of a session on this lcore may have queued: the pool less the
- * reserve, split over both directions of every session here (less a chunk that may be
- * partly sent), within [PX_QUEUE_MIN, PX_QUEUE_MAX].
- */
-static size_t
-share(const struct px_lcore *pl)
-{
-	uint64_t r = reserve(px_relay.chunks);
-	uint64_t avail = px_relay.chunks > r ? px_relay.chunks - r : 0;
-	uint64_t per = avail / (2 * (uint64_t)(pl->live != 0 ? pl->live : 1));
-	uint64_t bytes = per > 1 ? (per - 1) * px_relay.chunk_size : 0;
-
-	if (bytes < PX_QUEUE_MIN)
-		return PX_QUEUE_MIN;
-	return bytes > PX_QUEUE_MAX ? PX_QUEUE_MAX : (size_t)bytes;
-}
-
-/* Fewer than the reserve would be free after queueing @p n bytes, counting the chunks of
- * sessions reset this turn as free. */
-static bool
-down_to_reserve(const struct px_lcore *pl, size_t n)
-{
-	struct cr_net_stats st;
-
-	if (cr_net_stats(cr_lcore_id(), &st) != 0)
-		return true;
-	return st.chunks_free + pl->credit < reserve(px_relay.chunks) + n / px_relay.chunk_size + 2;
-}
-
-static void
-paused_sync(struct px_lcore *pl, struct px_session *s)
-{
-	bool want = s->cli_paused || s->srv_paused;
-
-	if (want && !s->on_paused) {
-		s->paused_ns = cr_now_ns();
-		s->pprev = NULL;
-		s->pnext = pl->paused;
-		if (pl->paused != NULL)
-			pl->paused->pprev = s;
-		pl->paused = s;
-	} else if (!want && s->on_paused) {
-		if (s->pprev != NULL)
-			s->pprev->pnext = s->pnext;
-		else
-			pl->paused = s->pnext;
-		if (s->pnext != NULL)
-			s->pnext->pprev = s->pprev;
-		s->pnext = s->pprev = NULL;
-	}
-	s->on_paused = want;
-}
-
-/* Bytes @p s has queued in its paused directions. */
-static size_t
-held(const struct px_session *s)
-{
-	size_t h = 0;
-
-	if (s->srv_paused && s->cli != NULL)
-		h += cr_conn_queued(s->cli);
-	if (s->cli_paused && s->srv != NULL)
-		h += cr_conn_queued(s->srv);
-	return h;
-}
-
-static void
-credit_timer_fired(struct cr_timer *t, void *arg)
-{
-	(void)t;
-	((struct px_lcore *)arg)->credit = 0;
-}
-
-/*
- * The pool is down to its reserve: reset the session that holds the most bytes over its
- * share (@p sh) in directions that have waited for their reader at least PX_STALL_NS, as
- * Redis evicts the biggest client first. A session that reads drains its queue and goes
- * on within a turn or so, however much landed on it at once; one that does not read keeps
- * what it holds, waiting. @return the session reset, or NULL when none qualifies.
- */
-static struct px_session *
-evict_biggest(struct px_lcore *pl, size_t sh)
-{
-	uint64_t now = cr_now_ns();
-	struct px_session *s, *big = NULL;
-	size_t most = sh;
-
-	for (s = pl->paused; s != NULL; s = s->pnext) {
-		size_t h;
-
-		if (now - s->paused_ns < PX_STALL_NS)
-			continue;
-		h = held(s);
-		if (h > most) {
-			most = h;
-			big = s;
-		}
-	}
-	if (big == NULL)
-		return NULL;
-	pl->credit += most / px_relay.chunk_size + 1;
-	if (!cr_timer_armed(&pl->credit_timer))
-		cr_timer_start(&pl->credit_timer, 0);
-	cr_telemetry_add(px_ctr_nobufs, 1);
-	ended(big, PX_END_NOBUFS);
-	session_abort(pl, big);
-	return big;
-}
-
-/*
- * Queue @p d on @p dst; stop reading @p src while @p dst is over its share.
- * @return false if the session was aborted.
- */
-static bool
-relay(struct px_lcore *pl, struct px_session *s, struct cr_conn *src, struct cr_conn *dst,
-      bool *src_paused, const void *d, size_t n)
-{
-	size_t sh = share(pl);
-	int rc;
-
-	/* The reserve is for sessions within their share, or that read: the biggest that
-	 * waits over its share gives its chunks up first, and may be this one. */
-	while (down_to_reserve(pl, n)) {
-		struct px_session *v = evict_biggest(pl, sh);
-
-		if (v == NULL)
-			break;
-		if (v == s)
-			return false;
-	}
-	rc = cr_conn_send(dst, d, n);
-	if (rc != 0) {
-		/* -ENOBUFS: this lcore's output chunks are spent (see --buffers); -EPIPE:
-		 * the other side is closing. Either way these bytes cannot be delivered. */
-		if (rc == -ENOBUFS) {
-			cr_telemetry_add(px_ctr_nobufs, 1);
-			ended(s, PX_END_NOBUFS);
-		} else {
-			ended(s, dst == s->cli ? PX_END_CLIENT_CLOSED : PX_END_SERVER_CLOSED);
-		}
-		session_abort(pl, s);
-		return false;
-	}
-	if (!*src_paused && cr_conn_queued(dst) > sh) {
-		*src_paused = true;
-		paused_sync(pl, s);
-		cr_conn_read_stop(src);
-	}
-	return true;
-}
 
 /* ---- the client side ---- */
 
+/* Admitted under --maxconn: a passthrough session reads its hello first. */
 static void
-cli_open(struct cr_conn *c)
+session_start(struct px_lcore *pl, struct px_session *s)
+{
+	if (s->passthrough)
+		px_sni_begin(pl, s);
+	else
+		px_connect_next(pl, s);
+}
+
+static void
+cli_begin(struct cr_conn *c, bool passthrough)
 {
 	struct px_lcore *pl = cur();
 	struct px_session *s = session_get(pl);
@@ -592,8 +385,11 @@ cli_open(struct cr_conn *c)
 	}
 	cr_telemetry_add(px_ctr_sessions, 1);
 	s->cli = c;
+	s->passthrough = passthrough;
+	/* A passthrough session's group is its hello's; the others', --backend's. */
+	s->group = passthrough ? 0 : px_plain_group();
 	cr_conn_set_data(c, s);
-	/* Nothing is read until a server connection is open. */
+	/* Nothing is read until a server connection is open (or, passthrough, admitted). */
 	cr_conn_read_stop(c);
 	(void)cr_conn_peer(c, &s->peer);
 	if (px_session_log_id > 0)
@@ -604,7 +400,13 @@ cli_open(struct cr_conn *c)
 		return;
 	}
 	s->admitted = true;
-	connect_next(pl, s);
+	session_start(pl, s);
+}
+
+static void
+cli_open(struct cr_conn *c)
+{
+	cli_begin(c, false);
 }
 
 static void
@@ -612,9 +414,16 @@ cli_data(struct cr_conn *c, const void *d, size_t n)
 {
 	struct px_session *s = cr_conn_data(c);
 
+	/* Before a TLS server connection is open (it cannot queue yet), and a passthrough
+	 * session's first bytes: held, sent once it is (passthrough.c). A plain one queues
+	 * what comes early itself, as it always has. */
+	if (s->sniff != NULL || (!s->srv_open && (s->srv == NULL || cr_tls_conn(s->srv)))) {
+		px_sni_data(cur(), s, d, n);
+		return;
+	}
 	if (s->srv == NULL)
-		return; /* not reached: the client is read only while the server is open */
-	if (relay(cur(), s, c, s->srv, &s->cli_paused, d, n)) {
+		return; /* the server connection has ended: nobody to relay to */
+	if (px_relay_bytes(cur(), s, c, s->srv, &s->cli_paused, d, n)) {
 		PX_ADD(cr_lcore_id(), s->slot, bytes_out, n);
 		s->log.c2s += n;
 	}
@@ -625,7 +434,11 @@ cli_eof(struct cr_conn *c)
 {
 	struct px_session *s = cr_conn_data(c);
 
-	ended(s, PX_END_CLIENT_CLOSED);
+	if (s->sniffing) {
+		px_sni_eof(cur(), s); /* the hello will never be whole */
+		return;
+	}
+	px_ended(s, PX_END_CLIENT_CLOSED);
 	if (s->srv != NULL)
 		(void)cr_conn_shutdown_write(s->srv);
 }
@@ -637,7 +450,7 @@ cli_drain(struct cr_conn *c)
 
 	if (s->srv_paused && s->srv != NULL) {
 		s->srv_paused = false;
-		paused_sync(cur(), s);
+		px_paused_sync(cur(), s);
 		cr_conn_read_start(s->srv);
 	}
 }
@@ -671,6 +484,21 @@ const struct cr_conn_ops px_client_ops = {
     .at_boundary = session_at_boundary,
 };
 
+static void
+pass_open(struct cr_conn *c)
+{
+	cli_begin(c, true);
+}
+
+const struct cr_conn_ops px_passthrough_ops = {
+    .on_open = pass_open,
+    .on_data = cli_data,
+    .on_eof = cli_eof,
+    .on_drain = cli_drain,
+    .on_close = cli_close,
+    .at_boundary = session_at_boundary,
+};
+
 /* ---- the server side ---- */
 
 static void
@@ -684,6 +512,8 @@ srv_open(struct cr_conn *c)
 	cr_telemetry_observe_ns(px_hist_connect, cr_now_ns() - s->connect_ns);
 	PX_ADD(cr_lcore_id(), s->slot, conns, 1);
 	px_backend_connected(s->slot);
+	if (s->sniff != NULL && !px_sni_replay(cur(), s))
+		return; /* aborted */
 	if (s->cli != NULL)
 		cr_conn_read_start(s->cli);
 }
@@ -694,7 +524,7 @@ srv_data(struct cr_conn *c, const void *d, size_t n)
 	struct px_session *s = cr_conn_arg(c);
 
 	PX_ADD(cr_lcore_id(), s->slot, bytes_in, n);
-	if (s->cli != NULL && relay(cur(), s, c, s->cli, &s->srv_paused, d, n))
+	if (s->cli != NULL && px_relay_bytes(cur(), s, c, s->cli, &s->srv_paused, d, n))
 		s->log.s2c += n;
 }
 
@@ -703,7 +533,7 @@ srv_eof(struct cr_conn *c)
 {
 	struct px_session *s = cr_conn_arg(c);
 
-	ended(s, PX_END_SERVER_CLOSED);
+	px_ended(s, PX_END_SERVER_CLOSED);
 	if (s->cli != NULL)
 		(void)cr_conn_shutdown_write(s->cli);
 	else
@@ -717,9 +547,21 @@ srv_drain(struct cr_conn *c)
 
 	if (s->cli_paused && s->cli != NULL) {
 		s->cli_paused = false;
-		paused_sync(cur(), s);
+		px_paused_sync(cur(), s);
 		cr_conn_read_start(s->cli);
 	}
+}
+
+/* Name why a TLS connect failed, when it got as far as TLS. */
+static void
+tls_failed(struct cr_conn *c, int slot, int err)
+{
+	char why[256];
+
+	if (cr_tls_failure(c, why, sizeof(why)) != NULL)
+		px_backend_tls_failed(slot, why);
+	else if (err == -ETIMEDOUT)
+		px_backend_tls_failed(slot, "timed out (TCP connect or TLS handshake)");
 }
 
 static void
@@ -729,20 +571,22 @@ srv_close(struct cr_conn *c, int err)
 	struct px_session *s = cr_conn_arg(c);
 	int slot = s->slot;
 
-	(void)c;
 	srv_gone(s);
 	if (!s->srv_open && (err == 0 || err == -ESHUTDOWN)) {
 		/* Closed by our own drain or stop while connecting: not the backend's fault. */
-		ended(s, pl->retiring ? PX_END_RETIRE : PX_END_SHUTDOWN);
+		px_ended(s, pl->retiring ? PX_END_RETIRE : PX_END_SHUTDOWN);
 		if (s->cli != NULL)
 			cr_conn_close(s->cli);
 	} else if (!s->srv_open) {
-		/* The connect failed (refused, timed out, unreachable): try the next. */
+		/* The connect failed (refused, timed out, unreachable, a TLS handshake that
+		 * failed): try the next. */
+		if (cr_tls_conn(c))
+			tls_failed(c, slot, err);
 		PX_ADD(cr_lcore_id(), slot, fails, 1);
 		cr_telemetry_add(px_ctr_connect_fail, 1);
 		px_backend_failed(slot);
 		if (s->cli != NULL)
-			connect_next(pl, s);
+			px_connect_next(pl, s);
 	} else {
 		ended_err(pl, s, err, false);
 		if (err != 0 && s->cli != NULL && pass_on(s->cli, err))
@@ -771,13 +615,14 @@ lcore_init(void *mem, unsigned lcore, void *arg)
 	(void)lcore;
 	(void)arg;
 	pl->slab = (struct px_session *)(pl + 1);
+	px_sni_lcore_init(pl, (struct px_sniff *)(pl->slab + slab_sessions), slab_sniffs);
 	for (i = slab_sessions; i-- > 0;) {
 		pl->slab[i].next = pl->free;
 		pl->free = &pl->slab[i];
 	}
 	cr_timer_init(&pl->wait_timer, wait_timer_fired, pl);
 	cr_timer_init(&pl->retire_timer, retire_timer_fired, pl);
-	cr_timer_init(&pl->credit_timer, credit_timer_fired, pl);
+	cr_timer_init(&pl->credit_timer, px_credit_timer_fired, pl);
 	return 0;
 }
 
@@ -785,22 +630,30 @@ static void
 lcore_fini(void *mem, unsigned lcore, void *arg)
 {
 	struct px_lcore *pl = mem;
+	struct px_sniff *b = (struct px_sniff *)(pl->slab + slab_sessions);
+	unsigned i;
 
 	(void)lcore;
 	(void)arg;
 	cr_timer_stop(&pl->wait_timer);
 	cr_timer_stop(&pl->retire_timer);
 	cr_timer_stop(&pl->credit_timer);
+	for (i = 0; i < slab_sniffs; i++)
+		cr_timer_stop(&b[i].timer);
 }
 
 int
-px_relay_register(unsigned sessions)
+px_relay_register(unsigned sessions, unsigned sniffs)
 {
 	_Static_assert(sizeof(struct px_lcore) % _Alignof(struct px_session) == 0,
 		       "the slab follows struct px_lcore");
+	_Static_assert(sizeof(struct px_session) % _Alignof(struct px_sniff) == 0,
+		       "the ClientHello buffers follow the slab");
 	slab_sessions = sessions;
-	local_id = cr_lcore_local_register(
-	    sizeof(struct px_lcore) + sizeof(struct px_session) * (size_t)sessions, lcore_init,
-	    lcore_fini, NULL);
+	slab_sniffs = sniffs;
+	local_id = cr_lcore_local_register(sizeof(struct px_lcore) +
+						   sizeof(struct px_session) * (size_t)sessions +
+						   sizeof(struct px_sniff) * (size_t)sniffs,
+					   lcore_init, lcore_fini, NULL);
 	return local_id < 0 ? local_id : 0;
 }

@@ -124,6 +124,105 @@ cr_op_id cr_io_write(int fd, const void *buf, size_t len, uint64_t offset, cr_io
 /** fsync(2). One completion: 0 or -errno. */
 cr_op_id cr_io_fsync(int fd, cr_io_fn fn, void *ctx);
 
+/** cr_io_splice() offset meaning "none": the fd's own position (a file), or a pipe/socket. */
+#define CR_IO_NO_OFF (-1)
+
+/**
+ * Move up to @p len bytes from @p fd_in to @p fd_out without copying them through user
+ * memory, as splice(2): one end must be a pipe, the other a socket, a file or a pipe.
+ * @p off_in / @p off_out: the offset in a file end (not advanced; the caller adds the result),
+ * or CR_IO_NO_OFF. @p flags: SPLICE_F_MOVE and SPLICE_F_MORE only (lib/io adds
+ * SPLICE_F_NONBLOCK itself). @p timeout_ns: a deadline as cr_io_set_deadline() (0 = none).
+ *
+ * One completion: the bytes moved (which may be fewer than @p len: a partial splice; the
+ * caller splices the rest), 0 at EOF of @p fd_in, or -errno. The op waits for the non-pipe
+ * end (the socket's data, or room in it); the pipe end is the caller's and must be ready —
+ * room in it for a splice into it, bytes for a splice out of it — or the completion is
+ * -EAGAIN (nobody else will fill or drain an lcore's pipe, so waiting for it would be
+ * waiting forever). The socket end is made O_NONBLOCK if it is not already.
+ * @return a handle, or 0 with errno EINVAL (bad flags, len 0, no pipe end), EBADF, or as
+ *         cr_io_accept().
+ */
+cr_op_id cr_io_splice(int fd_in, int64_t off_in, int fd_out, int64_t off_out, size_t len,
+		      unsigned flags, uint64_t timeout_ns, cr_io_fn fn, void *ctx);
+
+/** A pipe of this lcore's pool: read end rd, write end wr, both O_NONBLOCK. */
+struct cr_io_pipe {
+	int rd;
+	int wr;
+};
+
+/**
+ * Give every lcore that starts from now on a pool of @p count pipes of @p size bytes each
+ * (F_SETPIPE_SZ, or as near as the system allows; 0 and 0: the io_pipes and io_pipe_size
+ * build options, 16 of 256 KiB by default). Without this call an lcore has no pool (each
+ * pipe costs two descriptors and a share of the per-user pipe pages, which an app that
+ * never splices should not pay): cr_io_pipe_get() says -EAGAIN. Call it before the runtime
+ * starts, from one thread. @return 0; -EINVAL for a size over 1 MiB or under a page.
+ */
+int cr_io_pipe_pool(unsigned count, uint32_t size);
+
+/**
+ * Take a pipe from this lcore's pool (made at lcore start as cr_io_pipe_pool() asked). Never
+ * blocks: when the pool is empty, -EAGAIN — the caller falls back to copying.
+ * @return 0 with @p *p filled, -EAGAIN (pool empty), -EPERM off an lcore, -ENOTSUP no io
+ *         driver.
+ */
+int cr_io_pipe_get(struct cr_io_pipe *p);
+
+/**
+ * Give @p p back to this lcore's pool. A pipe with bytes still in it is drained; one
+ * that cannot be drained at once is closed and replaced by a new pipe, so the pool never
+ * hands out a pipe with stale bytes. No op may still use it.
+ */
+void cr_io_pipe_put(const struct cr_io_pipe *p);
+
+/** Pipes free in this lcore's pool, and its capacity in bytes of each pipe. */
+unsigned cr_io_pipe_free(void);
+uint32_t cr_io_pipe_size(void);
+
+/**
+ * A relay of two connected sockets through two pooled pipes (io_relay.c): each direction
+ * splices from one socket into its pipe and from the pipe into the other socket. EOF on
+ * one side shuts the other for writing (half-close) while the other direction goes on.
+ * The caller owns the storage (it stays valid until @p done has run) and the sockets (it
+ * closes them after @p done). Fields are lib/io's; read bytes[] and err in @p done.
+ */
+struct cr_io_relay;
+typedef void (*cr_io_relay_fn)(void *ctx, struct cr_io_relay *r);
+
+struct cr_io_relay_dir {
+	struct cr_io_relay *r;
+	int from, to;
+	struct cr_io_pipe p;
+	uint32_t in_pipe; /* bytes in the pipe, not yet in @c to */
+	uint64_t bytes;	  /* bytes delivered to @c to */
+	cr_op_id op;
+	bool eof; /* @c from said EOF and @c to was shut for writing */
+};
+
+struct cr_io_relay {
+	struct cr_io_relay_dir dir[2]; /**< [0]: a to b, [1]: b to a */
+	int32_t err;		       /**< 0 (both sides ended), or the first -errno */
+	bool stopping;
+	cr_io_relay_fn done;
+	void *ctx;
+};
+
+/**
+ * Start relaying between sockets @p a and @p b. @p done runs once, on this lcore, when
+ * both directions have ended (EOF each way: err 0), or after the first error in either
+ * (the other is cancelled; err says which errno), or after cr_io_relay_stop() (-ECANCELED);
+ * by then no op is in flight and both pipes are back in the pool.
+ * @return 0; -EAGAIN if the pool has not two pipes free (copy instead: nothing was
+ *         taken), -EPERM off an lcore, -ENOTSUP no io driver, or the -errno of a first
+ *         splice that could not start.
+ */
+int cr_io_relay_start(struct cr_io_relay *r, int a, int b, cr_io_relay_fn done, void *ctx);
+
+/** End relay @p r: its ops are cancelled, and its done callback runs with -ECANCELED. */
+void cr_io_relay_stop(struct cr_io_relay *r);
+
 /**
  * Set a deadline on op @p id: if it has not completed @p timeout_ns from now, it is
  * cancelled and its (final) completion reports -ETIMEDOUT.

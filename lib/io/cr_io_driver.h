@@ -55,6 +55,7 @@ enum cr_op_kind {
 	CR_OP_READ,
 	CR_OP_WRITE,
 	CR_OP_FSYNC,
+	CR_OP_SPLICE, /* the last kind: drivers size their tables by it */
 };
 
 enum cr_op_state {
@@ -119,11 +120,29 @@ struct cr_op {
 			struct sockaddr_storage addr;
 			socklen_t len;
 		} connect;
+		/* op->fd is the end the op waits for: fd_in, or fd_out when fd_in is a pipe */
+		struct {
+			int fd_in, fd_out;
+			int64_t off_in, off_out; /* CR_IO_NO_OFF: none */
+			uint32_t len;
+			uint32_t flags;	  /* splice(2) flags, SPLICE_F_NONBLOCK included */
+			bool wait_out;	  /* op->fd == fd_out: wait for room, not data */
+			bool wait_file;	  /* op->fd is a regular file: always ready */
+		} splice;
 	} u;
 
 	/* driver private */
 	uint64_t drv[4];
 };
+
+/**
+ * A splice of @p op said EAGAIN: true if its pipe end is the reason (a splice out of an
+ * empty pipe, or into a full one), so waiting for the other end would not help; the op
+ * then ends with -EAGAIN (cr_io.h). Asked of the pipe itself (poll, no wait), which only
+ * this lcore fills and drains, so the answer cannot race (a byte count of the socket can:
+ * data arriving during the splice). Only on the EAGAIN path.
+ */
+bool cr_io_splice_pipe_stuck(const struct cr_op *op);
 
 /** Receive buffer pool sizing, from the build configuration. */
 struct cr_io_config {
@@ -133,6 +152,9 @@ struct cr_io_config {
 	uint32_t buf_spares;
 	uint32_t zc_threshold; /**< sends of at least this many bytes may use SEND_ZC; 0 = never */
 };
+
+/** The largest splice one op moves (the kernel's MAX_RW_COUNT; results fit an int32). */
+#define CR_IO_SPLICE_MAX 0x7ffff000u
 
 /** A driver's I/O table; pointed to by its cr_backend_ops.io. */
 struct cr_io_driver_ops {

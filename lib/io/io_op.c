@@ -7,12 +7,16 @@
  * let the kernel write into freed memory.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cr_io_driver.h"
 #include "io_fault_hook.h"
+#include "io_pipe.h"
 #include "cr_log.h"
 #include "cr_reactor.h"
 #include "cr_reactor_module.h"
@@ -250,6 +254,80 @@ cr_io_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, uint64_t t
 	return id;
 }
 
+/* The end a splice waits for: the one that is not a pipe (fd_in if both are). */
+static int
+splice_wait_end(struct cr_op *op)
+{
+	struct stat in, out;
+	int fl;
+
+	if (fstat(op->u.splice.fd_in, &in) != 0 || fstat(op->u.splice.fd_out, &out) != 0)
+		return -errno;
+	if (!S_ISFIFO(in.st_mode) && !S_ISFIFO(out.st_mode))
+		return -EINVAL;
+	op->u.splice.wait_out = S_ISFIFO(in.st_mode) && !S_ISFIFO(out.st_mode);
+	op->fd = op->u.splice.wait_out ? op->u.splice.fd_out : op->u.splice.fd_in;
+	op->u.splice.wait_file = S_ISREG(op->u.splice.wait_out ? out.st_mode : in.st_mode);
+	if (op->u.splice.wait_file)
+		return 0;
+	/* SPLICE_F_NONBLOCK covers the pipe end only: a blocking socket would block the
+	 * splice (an io_uring worker, or the lcore itself under epoll). */
+	fl = fcntl(op->fd, F_GETFL);
+	if (fl < 0)
+		return -errno;
+	if (!(fl & O_NONBLOCK) && fcntl(op->fd, F_SETFL, fl | O_NONBLOCK) != 0)
+		return -errno;
+	return 0;
+}
+
+bool
+cr_io_splice_pipe_stuck(const struct cr_op *op)
+{
+	short ev = op->u.splice.wait_out ? POLLIN : POLLOUT;
+	struct pollfd pfd = {op->u.splice.wait_out ? op->u.splice.fd_in : op->u.splice.fd_out,
+			     ev, 0};
+	int n = poll(&pfd, 1, 0);
+
+	return n == 0 || (n == 1 && !(pfd.revents & ev));
+}
+
+cr_op_id
+cr_io_splice(int fd_in, int64_t off_in, int fd_out, int64_t off_out, size_t len,
+	     unsigned flags, uint64_t timeout_ns, cr_io_fn fn, void *ctx)
+{
+	struct io_lcore *io = cur_io();
+	struct cr_op *op;
+	cr_op_id id;
+	int rc;
+
+	if (io == NULL)
+		return 0;
+	if (len == 0 || (flags & ~(unsigned)(SPLICE_F_MOVE | SPLICE_F_MORE)) != 0 ||
+	    off_in < CR_IO_NO_OFF || off_out < CR_IO_NO_OFF) {
+		errno = EINVAL;
+		return 0;
+	}
+	op = op_get(io, CR_OP_SPLICE, fd_in, fn, ctx);
+	if (op == NULL)
+		return 0;
+	op->u.splice.fd_in = fd_in;
+	op->u.splice.fd_out = fd_out;
+	op->u.splice.off_in = off_in;
+	op->u.splice.off_out = off_out;
+	op->u.splice.len = len > CR_IO_SPLICE_MAX ? CR_IO_SPLICE_MAX : (uint32_t)len;
+	op->u.splice.flags = flags | SPLICE_F_NONBLOCK;
+	rc = splice_wait_end(op);
+	if (rc != 0) {
+		op_put(io, op);
+		errno = -rc;
+		return 0;
+	}
+	id = op_submit(io, op);
+	if (id != 0 && timeout_ns != 0)
+		cr_io_set_deadline(id, timeout_ns);
+	return id;
+}
+
 static void
 send_cancel(struct io_lcore *io, struct cr_op *op)
 {
@@ -480,7 +558,13 @@ io_lcore_start(unsigned lcore)
 		return rc;
 	}
 	io->drv = bops->io;
-	return 0;
+	rc = cr__io_pipes_start(lcore);
+	if (rc != 0) {
+		io->drv->fini(io->be);
+		cr_numa_free(io->ops);
+		io_reset(io);
+	}
+	return rc;
 }
 
 static void
@@ -510,6 +594,7 @@ io_lcore_stop(unsigned lcore)
 			abort();
 		}
 	}
+	cr__io_pipes_stop(lcore);
 	io->drv->fini(io->be);
 	cr_numa_free(io->ops);
 	io_reset(io);

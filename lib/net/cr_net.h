@@ -619,7 +619,10 @@ void cr_conn_layer_rx(struct cr_conn *c, size_t len);
  * gave its records to the kernel, kTLS). The kernel's count of received bytes then no
  * longer matches what reaches on_data: a closing lcore waits for the bytes delivered so
  * far instead (a request the kernel holds but has not decrypted at the closing may be
- * cut), and the reclaim takes the connection as read. On the connection's lcore.
+ * cut; on a connection already ending, the mark taken then is reset to them), and the
+ * reclaim takes the connection as read. A receive failing -EIO (a record that is not
+ * data: the peer's close_notify) is then the peer's EOF, not an error. On the
+ * connection's lcore.
  */
 void cr_conn_layer_plain(struct cr_conn *c);
 

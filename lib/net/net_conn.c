@@ -468,7 +468,13 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 {
 	struct cr_conn *c = ctx;
 	bool final = !(cqe->flags & CR_IO_F_MORE);
+	int res = cqe->res;
 
+	/* A kTLS socket's control record (the peer's close_notify, an alert, a KeyUpdate) to
+	 * a receive with no room for its type: the peer's stream of data ended. Only there;
+	 * elsewhere -EIO is an error. */
+	if (res == -EIO && c->plain_socket)
+		res = 0;
 	cr__conn_hold(c);
 	if (final) {
 		c->recv_op = 0;
@@ -488,7 +494,7 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 	}
 	if (c->state != CONN_OPEN && c->state != CONN_CLOSING)
 		goto out;
-	if (cqe->res == 0) {
+	if (res == 0) {
 		c->read_eof = true;
 		if (c->state == CONN_OPEN && c->wire->on_eof != NULL) {
 			c->wire->on_eof(c);
@@ -496,11 +502,11 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 			layer_shut(c); /* the default shut of our side: the layer's words first */
 			c->wr_shut_req = true;
 		}
-	} else if (cqe->res < 0 && cqe->res != -ECANCELED && cqe->res != -ENOBUFS &&
-		   !(transient(cqe->res) && ++c->recv_again < NET_AGAIN_MAX)) {
-		cr__conn_end(c, cqe->res, true);
+	} else if (res < 0 && res != -ECANCELED && res != -ENOBUFS &&
+		   !(transient(res) && ++c->recv_again < NET_AGAIN_MAX)) {
+		cr__conn_end(c, res, true);
 		goto out;
-	} else if (cqe->res > 0) {
+	} else if (res > 0) {
 		c->recv_again = 0;
 	}
 	cr__conn_progress(c, true);

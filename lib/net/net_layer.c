@@ -60,6 +60,13 @@ void
 cr_conn_layer_plain(struct cr_conn *c)
 {
 	c->plain_socket = true;
+	/* Ending: end_after counted what the kernel received, records; what reaches on_data
+	 * from now is their plaintext, fewer bytes: it would never get there. What was
+	 * delivered is the mark, as for a socket whose count is unknown; a look soon. */
+	if (c->ending && c->end_after > c->rx_bytes) {
+		c->end_after = c->rx_bytes;
+		cr_timer_start(&c->timer, 0);
+	}
 }
 
 bool

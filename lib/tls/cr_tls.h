@@ -82,7 +82,12 @@ struct cr_tls_config {
 	 * there is none in common or the client offers none; a client offers them.
 	 */
 	const char *alpn;
-	/** Client: the name sent as SNI and checked in the server's certificate. */
+	/**
+	 * Client: a host name, sent as SNI and checked against the server certificate's
+	 * names; or an IP address, checked against its addresses and not sent. NULL: none
+	 * sent, and only the chain is checked. A client context also keeps each lcore's last
+	 * session from its server and offers it in that lcore's next handshake.
+	 */
 	const char *server_name;
 	/** Close a connection whose handshake takes longer (default 10000 ms; 0: default). */
 	uint32_t handshake_timeout_ms;
@@ -145,6 +150,16 @@ bool cr_tls_peer_verified(const struct cr_conn *c);
  * when the wire was quiet). On the connection's lcore.
  */
 bool cr_tls_kernel(const struct cr_conn *c);
+
+/**
+ * Why @p c's TLS failed (its handshake, or a record after it), for a log line: "certificate
+ * verify failed: " and OpenSSL's reason (an unknown CA, a hostname mismatch, an expired
+ * certificate), or OpenSSL's reason for another failure. On the connection's lcore, until
+ * on_close returns.
+ * @param buf  receives the text (one line, truncated to @p len).
+ * @return @p buf, or NULL if @p c is not TLS or TLS did not fail (a timeout, a reset).
+ */
+const char *cr_tls_failure(const struct cr_conn *c, char *buf, size_t len);
 
 /* ---- an app's command-line options ---- */
 
@@ -273,7 +288,8 @@ struct cr_tls_stats {
 	uint64_t timeouts;   /**< handshakes closed after the handshake timeout */
 	uint64_t closes_notified; /**< close_notify sent */
 	uint64_t kernel;	  /**< connections whose records went to the kernel (kTLS) */
-	uint64_t kernel_fallbacks; /**< kTLS wanted, user space kept (cipher, kernel, busy) */
+	uint64_t kernel_fallbacks; /**< kTLS wanted, user space kept (cipher, kernel, busy,
+				    a TLS 1.3 client, a KeyUpdate); not one that ended first */
 };
 
 /** Snapshot lcore @p lcore's counters. Any thread. @return 0 or -EINVAL. */

@@ -11,9 +11,12 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+
+#include <openssl/err.h>
 
 #include "cr_reactor.h"
 #include "tls_internal.h"
@@ -195,14 +198,17 @@ ktls_stop_capture(struct tls_conn *tc)
 	cr__tls_ktls_forget(&tc->kt);
 }
 
+/* User space stays. ktls_fallbacks counts a connection that lives on in user space, not
+ * one that ended (or began ending) before its hand-over: @p counted. */
 static void
-ktls_fallback(struct tls_conn *tc, const char *why)
+ktls_fallback(struct tls_conn *tc, const char *why, bool counted)
 {
 	if (tc->ktls == KTLS_STOPPING)
 		cr_conn_layer_read(tc->c, true);
 	tc->ktls = KTLS_NO;
 	ktls_stop_capture(tc);
-	TLS_STAT_ADD(cr_conn_lcore(tc->c), kernel_fallbacks);
+	if (counted)
+		TLS_STAT_ADD(cr_conn_lcore(tc->c), kernel_fallbacks);
 	CR_LOG(L, DEBUG, "lcore %u: kTLS not used for a connection: %s", cr_conn_lcore(tc->c),
 	       why);
 }
@@ -212,20 +218,23 @@ ktls_install(struct tls_conn *tc)
 {
 	struct cr_conn *c = tc->c;
 	struct tls_ktls_info tx, rx;
-	int fd = cr_conn_fd(c), rc;
+	const char *why = cr__tls_ktls_refusal(tc->s.ssl, &tc->kt);
+	int fd = cr_conn_fd(c), rc = -ENOTSUP;
 
-	rc = cr__tls_ktls_info(tc->s.ssl, &tc->kt, true, &tx);
-	if (rc == 0)
-		rc = cr__tls_ktls_info(tc->s.ssl, &tc->kt, false, &rx);
+	if (why == NULL) {
+		rc = cr__tls_ktls_info(tc->s.ssl, &tc->kt, true, &tx);
+		if (rc == 0)
+			rc = cr__tls_ktls_info(tc->s.ssl, &tc->kt, false, &rx);
+	}
 	ktls_stop_capture(tc);
 	if (rc != 0) {
-		ktls_fallback(tc, rc == -ENOTSUP ? "not AES-GCM" : "no keys");
+		ktls_fallback(tc, why != NULL ? why : "the key derivation failed", true);
 		return;
 	}
 	/* The ULP alone changes nothing: without TLS_TX the socket is plain TCP still. */
 	if (setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) != 0 ||
 	    setsockopt(fd, SOL_TLS, TLS_TX, &tx.u, tx.len) != 0) {
-		ktls_fallback(tc, strerror(errno));
+		ktls_fallback(tc, strerror(errno), true);
 		goto out;
 	}
 	tc->ktls = KTLS_KERNEL; /* our sends are the kernel's now, whatever comes next */
@@ -255,7 +264,13 @@ ktls_step(struct cr_timer *t, void *arg)
 	(void)t;
 	if (!tc->in_use || !cr_conn_is_open(c) || tc->s.failed || tc->s.shut_sent ||
 	    tc->s.peer_closed) {
-		ktls_fallback(tc, "closing");
+		ktls_fallback(tc, "closing", false);
+		return;
+	}
+	/* Ending (its lcore closing): lib/net's end_after counts the kernel's bytes received,
+	 * ciphertext; after a hand-over its reads would count plaintext, never reaching it. */
+	if (cr_conn_ending(c)) {
+		ktls_fallback(tc, "the lcore is closing", false);
 		return;
 	}
 	quiet = cr__tls_session_at_record_end(&tc->s) && cr_conn_queued(c) == 0;
@@ -271,7 +286,7 @@ ktls_step(struct cr_timer *t, void *arg)
 		tc->ktls = KTLS_STOPPING;
 	}
 	if (++tc->ktls_tries >= KTLS_TRIES) {
-		ktls_fallback(tc, "the wire was never quiet");
+		ktls_fallback(tc, "the wire was never quiet", true);
 		return;
 	}
 	cr_timer_start(&tc->ktls_timer, KTLS_STEP_NS);
@@ -322,7 +337,7 @@ conn_start(struct cr_conn *c)
 {
 	struct cr_tls_ctx *ctx = cr_conn_layer_arg(c);
 	struct tls_conn *tc = slot(c);
-	const char *name;
+	int rc;
 
 	if (tc == NULL)
 		return -ENOMEM;
@@ -343,12 +358,10 @@ conn_start(struct cr_conn *c)
 	}
 	cr_timer_init(&tc->hs_timer, hs_timeout, tc);
 	cr_timer_start(&tc->hs_timer, (uint64_t)cr__tls_ctx_handshake_ms(ctx) * 1000000u);
-	name = cr__tls_ctx_server_name(ctx);
-	if (tc->client && name != NULL) {
-		SSL_set_tlsext_host_name(tc->s.ssl, name);
-		SSL_set1_host(tc->s.ssl, name);
-	}
-	return tc->client ? cr__tls_session_start(&tc->s) : 0;
+	if (!tc->client)
+		return 0;
+	rc = cr__tls_client_prepare(ctx, tc->s.ssl);
+	return rc != 0 ? rc : cr__tls_session_start(&tc->s);
 }
 
 static void
@@ -419,7 +432,13 @@ wire_eof(struct cr_conn *c)
 			cr_conn_destroy(c);
 		return;
 	}
-	if (!tc->s.peer_closed) {
+	if (tc->ktls == KTLS_KERNEL) {
+		/* A FIN, or a record that is not data (close_notify, an alert, a KeyUpdate):
+		 * lib/net's receive has no room for its type, so it is the EOF either way. */
+		CR_LOG(L, DEBUG, "lcore %u: kTLS peer ended (FIN or a control record)",
+		       cr_conn_lcore(c));
+		peer_done(tc);
+	} else if (!tc->s.peer_closed) {
 		/* No close_notify: the stream may be cut short; the app hears EOF all the same,
 		 * as with a plain connection, and decides whether what it has is whole. */
 		CR_LOG(L, DEBUG, "lcore %u: TLS peer closed without close_notify",
@@ -448,10 +467,6 @@ wire_close(struct cr_conn *c, int err)
 		cr_timer_stop(&tc->hs_timer);
 	if (tc != NULL && tc->fail_err != 0)
 		err = tc->fail_err;
-	/* A control record (an alert: close_notify, mostly) to a receive without room for
-	 * its type: the kernel's way to say the peer ended. A broken record is -EBADMSG. */
-	if (tc != NULL && tc->ktls == KTLS_KERNEL && err == -EIO)
-		err = 0;
 	if (tell && cr_conn_app_ops(c)->on_close != NULL)
 		cr_conn_app_ops(c)->on_close(c, err);
 }
@@ -651,6 +666,25 @@ cr_tls_kernel(const struct cr_conn *c)
 	struct tls_conn *tc = cr_tls_conn(c) ? conn_of(c) : NULL;
 
 	return tc != NULL && tc->ktls == KTLS_KERNEL;
+}
+
+const char *
+cr_tls_failure(const struct cr_conn *c, char *buf, size_t len)
+{
+	struct tls_conn *tc = cr_tls_conn(c) ? conn_of(c) : NULL;
+	long v;
+
+	if (tc == NULL || tc->s.ssl == NULL || !tc->s.failed)
+		return NULL;
+	v = SSL_get_verify_result(tc->s.ssl);
+	if (v != X509_V_OK)
+		snprintf(buf, len, "certificate verify failed: %s",
+			 X509_verify_cert_error_string(v));
+	else if (tc->s.err != 0 && ERR_reason_error_string(tc->s.err) != NULL)
+		snprintf(buf, len, "%s", ERR_reason_error_string(tc->s.err));
+	else
+		snprintf(buf, len, "TLS handshake failed");
+	return buf;
 }
 
 int

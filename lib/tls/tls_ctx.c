@@ -44,6 +44,9 @@ struct cr_tls_ctx {
 	struct {
 		_Alignas(64) _Atomic unsigned taking;
 	} lc[CR_MAX_LCORES + 1];
+	/* A client's session to resume, per lcore: each touched by its lcore only
+	 * (tls_client.c), freed with the context. */
+	SSL_SESSION *sessions[CR_MAX_LCORES];
 };
 
 static int
@@ -287,6 +290,7 @@ make_ssl_ctx(struct cr_tls_ctx *ctx, const struct cr_tls_cert *c, char *err, siz
 	if (cfg->client) {
 		if (ctx->alpn_len != 0)
 			(void)SSL_CTX_set_alpn_protos(sc, ctx->alpn, ctx->alpn_len);
+		cr__tls_client_install(ctx, sc);
 	} else {
 		/* Stateless tickets only: no cache shared (and locked) between lcores. */
 		SSL_CTX_set_session_cache_mode(sc, SSL_SESS_CACHE_OFF);
@@ -353,6 +357,7 @@ ctx_put(struct cr_tls_ctx *ctx)
 	/* acq_rel: the last one sees every other holder's use done. */
 	if (atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	cr__tls_client_sessions_free(ctx->sessions, CR_MAX_LCORES);
 	for (i = 0; i < ctx->n_strings; i++)
 		free(ctx->strings[i]);
 	free(ctx);
@@ -415,6 +420,10 @@ copy_config(struct cr_tls_ctx *ctx, const struct cr_tls_config *cfg, char *err, 
 	if (!cfg->client && cfg->verify != CR_TLS_VERIFY_NONE && cfg->ca_file == NULL)
 		return fail(err, len, -EINVAL,
 			    "TLS: client certificates need a CA file to check them%s%s", "", "");
+	if (cfg->server_name != NULL && !cr__tls_server_name_ok(cfg->server_name))
+		return fail(err, len, -EINVAL,
+			    "TLS server name '%s': expected a host name or an IP address%s",
+			    cfg->server_name, "");
 	for (i = 0; i < cfg->n_certs; i++) {
 		ctx->certs[i].cert_file = keep(ctx, cfg->certs[i].cert_file);
 		ctx->certs[i].key_file = keep(ctx, cfg->certs[i].key_file);
@@ -527,4 +536,12 @@ cr__tls_ctx_ktls(const struct cr_tls_ctx *ctx)
 {
 	return ctx->cfg.ktls == CR_TLS_KTLS_AUTO &&
 	       (cr_tls_ktls_available() || cr__tls_ktls_try_anyway);
+}
+
+SSL_SESSION **
+cr__tls_ctx_session_slot(struct cr_tls_ctx *ctx)
+{
+	unsigned lc = cr_lcore_id();
+
+	return lc < CR_MAX_LCORES ? &ctx->sessions[lc] : NULL;
 }

@@ -38,6 +38,8 @@ struct tls_certset *cr__tls_ctx_take(struct cr_tls_ctx *ctx);
 uint32_t cr__tls_ctx_handshake_ms(const struct cr_tls_ctx *ctx);
 bool cr__tls_ctx_server(const struct cr_tls_ctx *ctx);
 const char *cr__tls_ctx_server_name(const struct cr_tls_ctx *ctx);
+/* The calling lcore's client session slot, or NULL off an lcore. */
+SSL_SESSION **cr__tls_ctx_session_slot(struct cr_tls_ctx *ctx);
 /* Its connections hand their records to the kernel when they can (kTLS on and here). */
 bool cr__tls_ctx_ktls(const struct cr_tls_ctx *ctx);
 /* For the unit suite: contexts made from now on try the hand-over even where the probe
@@ -45,6 +47,17 @@ bool cr__tls_ctx_ktls(const struct cr_tls_ctx *ctx);
 extern bool cr__tls_ktls_try_anyway;
 /* A context with kTLS off was made: the process no longer says "kernel". */
 void cr__tls_ktls_turned_off(void);
+
+/* ---- the client side (tls_client.c) ---- */
+
+/* A client SSL_CTX of @p ctx: keep each lcore's last session. */
+void cr__tls_client_install(struct cr_tls_ctx *ctx, SSL_CTX *sc);
+/* Before a client's handshake: the name to send and check, the session to offer.
+ * @return 0 or -ENOMEM. */
+int cr__tls_client_prepare(struct cr_tls_ctx *ctx, SSL *ssl);
+void cr__tls_client_sessions_free(SSL_SESSION **sessions, unsigned n);
+/* A host name or an IP address literal. */
+bool cr__tls_server_name_ok(const char *name);
 
 /* ---- counters (tls_conn.c) ---- */
 struct tls_counters {

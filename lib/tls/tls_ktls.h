@@ -21,6 +21,7 @@ struct tls_ktls {
 	uint8_t secret_len[2];
 	uint64_t seq[2];  /* records since the direction's key change: the next one's number */
 	bool counting[2]; /* the direction changed to its application keys */
+	bool rekeyed;	  /* a KeyUpdate went either way: the secrets above are stale */
 };
 
 /* What setsockopt(fd, SOL_TLS, TLS_TX or TLS_RX, &u, len) takes. */
@@ -39,9 +40,17 @@ void cr__tls_ktls_msg(int write_p, int version, int content_type, const void *bu
 		      SSL *ssl, void *arg);
 
 /*
+ * Why @p ssl's records may not go to the kernel now, or NULL if they may: not TLS 1.2 or
+ * 1.3 with AES-GCM; a TLS 1.3 client (the server's NewSessionTickets may still come, and
+ * the kernel would end the connection on a record that is not data); a KeyUpdate seen
+ * (the kernel would get the first keys); a direction's keys not seen.
+ */
+const char *cr__tls_ktls_refusal(SSL *ssl, const struct tls_ktls *k);
+
+/*
  * The kernel's parameters for @p ssl's receive (@p tx false) or send direction, after
- * its handshake, for the next record. @return 0; -ENOTSUP (not TLS 1.2 or 1.3 with
- * AES-GCM, or the direction's keys were not seen), -EIO (OpenSSL's KDF failed).
+ * its handshake, for the next record. @return 0; -ENOTSUP (cr__tls_ktls_refusal() says
+ * why), -EIO (OpenSSL's KDF failed).
  */
 int cr__tls_ktls_info(SSL *ssl, const struct tls_ktls *k, bool tx, struct tls_ktls_info *out);
 

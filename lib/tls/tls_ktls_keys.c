@@ -19,6 +19,7 @@
  * SSL_export_keying_material() is no use here: it derives new keys, not the session's.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include <openssl/core_names.h>
@@ -80,7 +81,13 @@ cr__tls_ktls_msg(int write_p, int version, int content_type, const void *buf, si
 
 	(void)version;
 	(void)arg;
-	if (k == NULL || content_type != SSL3_RT_HEADER || len < 1)
+	if (k == NULL || len < 1)
+		return;
+	/* TLS 1.3's KeyUpdate (handshake type 24), either way: the keys move on from the
+	 * secrets the keylog gave, and only the _0 ones are given. No hand-over then. */
+	if (content_type == SSL3_RT_HANDSHAKE && ((const uint8_t *)buf)[0] == SSL3_MT_KEY_UPDATE)
+		k->rekeyed = true;
+	if (content_type != SSL3_RT_HEADER)
 		return;
 	if (k->counting[dir])
 		k->seq[dir]++;
@@ -93,6 +100,28 @@ cr__tls_ktls_msg(int write_p, int version, int content_type, const void *buf, si
 	}
 }
 
+/* The two KDFs, fetched once for the process: a fetch takes OpenSSL's method store lock,
+ * which no hand-over should wait on. Kept to the end (an EVP_KDF is shared read-only). */
+static pthread_once_t kdf_once = PTHREAD_ONCE_INIT;
+static EVP_KDF *kdf_hkdf, *kdf_prf;
+
+static void
+kdf_fetch(void)
+{
+	kdf_hkdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+	kdf_prf = EVP_KDF_fetch(NULL, "TLS1-PRF", NULL);
+}
+
+static EVP_KDF_CTX *
+kdf_ctx(bool hkdf)
+{
+	EVP_KDF *kdf;
+
+	pthread_once(&kdf_once, kdf_fetch);
+	kdf = hkdf ? kdf_hkdf : kdf_prf;
+	return kdf != NULL ? EVP_KDF_CTX_new(kdf) : NULL;
+}
+
 /* HKDF-Expand-Label(secret, label, "", len) of TLS 1.3. */
 static int
 expand_label(const char *md, const uint8_t *secret, size_t slen, const char *label, uint8_t *out,
@@ -100,8 +129,7 @@ expand_label(const char *md, const uint8_t *secret, size_t slen, const char *lab
 {
 	uint8_t info[2 + 1 + 6 + 16 + 1];
 	size_t ll = strlen(label), n = 0;
-	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
-	EVP_KDF_CTX *kc = kdf != NULL ? EVP_KDF_CTX_new(kdf) : NULL;
+	EVP_KDF_CTX *kc = kdf_ctx(true);
 	int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY, ok;
 	OSSL_PARAM p[5];
 
@@ -120,7 +148,6 @@ expand_label(const char *md, const uint8_t *secret, size_t slen, const char *lab
 	p[4] = OSSL_PARAM_construct_end();
 	ok = kc != NULL && EVP_KDF_derive(kc, out, len, p) == 1;
 	EVP_KDF_CTX_free(kc);
-	EVP_KDF_free(kdf);
 	return ok ? 0 : -EIO;
 }
 
@@ -130,8 +157,7 @@ key_block(const char *md, SSL *ssl, uint8_t *out, size_t len)
 {
 	uint8_t master[64], seed[13 + 2 * SSL3_RANDOM_SIZE];
 	size_t mlen = SSL_SESSION_get_master_key(SSL_get_session(ssl), master, sizeof(master));
-	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "TLS1-PRF", NULL);
-	EVP_KDF_CTX *kc = kdf != NULL ? EVP_KDF_CTX_new(kdf) : NULL;
+	EVP_KDF_CTX *kc = kdf_ctx(false);
 	OSSL_PARAM p[4];
 	int ok;
 
@@ -144,9 +170,31 @@ key_block(const char *md, SSL *ssl, uint8_t *out, size_t len)
 	p[3] = OSSL_PARAM_construct_end();
 	ok = mlen > 0 && kc != NULL && EVP_KDF_derive(kc, out, len, p) == 1;
 	EVP_KDF_CTX_free(kc);
-	EVP_KDF_free(kdf);
 	OPENSSL_cleanse(master, sizeof(master));
 	return ok ? 0 : -EIO;
+}
+
+const char *
+cr__tls_ktls_refusal(SSL *ssl, const struct tls_ktls *k)
+{
+	const SSL_CIPHER *ci = SSL_get_current_cipher(ssl);
+	int nid = ci != NULL ? SSL_CIPHER_get_cipher_nid(ci) : NID_undef;
+	int version = SSL_version(ssl);
+
+	if ((nid != NID_aes_128_gcm && nid != NID_aes_256_gcm) ||
+	    SSL_CIPHER_get_handshake_digest(ci) == NULL ||
+	    (version != TLS1_2_VERSION && version != TLS1_3_VERSION))
+		return "not AES-GCM";
+	/* The server's tickets come after our Finished, any number, any time: waiting for
+	 * "the last one" has no end. A TLS 1.2 client has them all before the server's
+	 * Finished. */
+	if (version == TLS1_3_VERSION && !SSL_is_server(ssl))
+		return "client, TLS 1.3";
+	if (k->rekeyed)
+		return "KeyUpdate";
+	if (!k->counting[RX] || !k->counting[TX])
+		return "no keys";
+	return NULL;
 }
 
 int
@@ -163,8 +211,7 @@ cr__tls_ktls_info(SSL *ssl, const struct tls_ktls *k, bool tx, struct tls_ktls_i
 	unsigned i;
 
 	memset(out, 0, sizeof(*out));
-	if ((nid != NID_aes_128_gcm && nid != NID_aes_256_gcm) || md == NULL || !k->counting[dir] ||
-	    (version != TLS1_2_VERSION && version != TLS1_3_VERSION))
+	if (cr__tls_ktls_refusal(ssl, k) != NULL)
 		return -ENOTSUP;
 	if (version == TLS1_3_VERSION) {
 		if (k->secret_len[dir] != EVP_MD_get_size(md))

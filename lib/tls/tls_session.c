@@ -107,6 +107,7 @@ ssl_result(struct tls_session *s, int r)
 		return 1;
 	}
 	s->failed = true;
+	s->err = ERR_peek_error();
 	CR_LOG(L, INFO, "TLS: %s", cr__tls_errstr(buf, sizeof(buf)));
 	/* An alert OpenSSL queued for the peer still goes out. */
 	(void)flush(s);

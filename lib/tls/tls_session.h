@@ -49,6 +49,7 @@ struct tls_session {
 	bool peer_closed; /* close_notify received */
 	bool shut_sent;	  /* close_notify sent */
 	bool failed;
+	unsigned long err; /* the OpenSSL error that failed it (0: none), for cr_tls_failure() */
 	/* The peer's records as they were fed: where the last one ends. */
 	uint64_t fed;	   /* ciphertext bytes fed, over the session's life */
 	uint32_t rec_left; /* bytes of the current record's body still to come */

@@ -1,21 +1,28 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Integration tests of cr-proxy's TLS termination (--tls-listen): TLS from the clients,
-plain HTTP to a cr-http backend, with curl --cacert and python's ssl.
+"""Integration tests of cr-proxy's TLS: termination (--tls-listen), TLS from the clients
+and plain HTTP to a cr-http backend, with curl --cacert and python's ssl; and TLS to the
+backends (--backend-tls) with nginx (ssl) and openssl s_server as the backends.
 
   tls_proxy_test.py CR_PROXY CR_HTTP TEST [--driver uring|epoll]
 
-TEST is one of: curl, pipeline. Exit 0 pass, 1 fail, 77 skip.
+TEST is one of: cli, curl, pipeline, backend_nginx, backend_sni, backend_sni_each,
+backend_silent, backend_badcert. Exit 0 pass,
+1 fail, 77 skip.
 """
 import argparse
+import json
 import os
 import re
 import select
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 import apptest
@@ -29,27 +36,173 @@ SKIP = 77
 
 
 class Proxy:
-    def __init__(self, exe, driver, certs, backend):
+    """cr-proxy with @p args (default: TLS termination in front of @p backend), ready once
+    its stdout has @p ready; its stderr is collected by stop()."""
+
+    def __init__(self, exe, driver, certs, backend=None, args=None,
+                 ready=rb"(tls, plain to the backends)", telemetry=False):
+        if args is None:
+            args = ["--listen", "127.0.0.1:0", "--backend", "%s:%d" % backend,
+                    "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert,
+                    "--tls-key", certs.key]
+        self.tel = os.path.join(certs.dir, "tel.%d.sock" % time.monotonic_ns())
         self.proc = subprocess.Popen(
             [exe, "-l", str(min(os.sched_getaffinity(0))), "--io-driver", driver,
-             "--telemetry", "off", "--listen", "127.0.0.1:0", "--backend",
-             "%s:%d" % backend, "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert,
-             "--tls-key", certs.key], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             "--telemetry", self.tel if telemetry else "off"] + args,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, deadline = b"", time.monotonic() + 10
-        while b"(tls, plain to the backends)" not in out:
+        while ready not in out:
             check(time.monotonic() < deadline and self.proc.poll() is None,
-                  "cr-proxy not ready: %r %r" % (out, self.proc.poll()))
+                  "cr-proxy not ready: %r %r %r" % (out, self.proc.poll(),
+                                                    self.proc.stderr.read()
+                                                    if self.proc.poll() is not None else ""))
             r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
             if r:
                 out += os.read(self.proc.stdout.fileno(), 4096)
+        self.out = out
         m = re.search(rb"listening on 127\.0\.0\.1:(\d+) \(tls", out)
-        self.port = int(m.group(1))
-        self.url = "https://localhost:%d" % self.port
+        self.port = int(m.group(1)) if m else None
+        self.url = "https://localhost:%d" % self.port if m else None
+        m = re.search(rb"listening on 127\.0\.0\.1:(\d+), ", out)
+        self.plain_port = int(m.group(1)) if m else None
+        m = re.search(rb"listening on 127\.0\.0\.1:(\d+) \(tls passthrough", out)
+        self.sni_port = int(m.group(1)) if m else None
+        self.err = ""
+
+    def telemetry(self, cmd):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(self.tel)
+        s.sendall(cmd.encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+        s.close()
+        return json.loads(buf)[cmd]
+
+    def app_counters(self):
+        """The app counters of /stats, summed over the lcores."""
+        return self.telemetry("/stats")["total"]["app"]
 
     def stop(self):
         self.proc.send_signal(signal.SIGINT)
         _, err = self.proc.communicate(timeout=30)
+        self.err = err.decode(errors="replace")
         check(self.proc.returncode == 0, "cr-proxy exit %d: %s" % (self.proc.returncode, err))
+        return self.err
+
+
+def start_port(start, what):
+    """start(port) on free ports of 127.0.0.1 until one is taken by it (5 tries)."""
+    for _ in range(5):
+        port = apptest.free_port()
+        proc = start(port)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return proc, port
+            except OSError:
+                time.sleep(0.05)
+        stop_proc(proc)
+    raise Failure("%s did not start" % what)
+
+
+def stop_proc(proc):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class SServer:
+    """`openssl s_server -www` on 127.0.0.1 with @p cert: it answers an HTTP GET with a
+    page that starts with its own command line. @p extra: more s_server options."""
+
+    def __init__(self, cert, key, extra=()):
+        self.proc, self.port = start_port(
+            lambda port: subprocess.Popen(
+                ["openssl", "s_server", "-accept", "127.0.0.1:%d" % port, "-cert", cert,
+                 "-key", key, "-www", "-quiet"] + list(extra),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL), "openssl s_server")
+        self.addr = ("127.0.0.1", self.port)
+
+    def stop(self):
+        stop_proc(self.proc)
+
+
+NGINX = "/usr/sbin/nginx"
+
+
+class NginxTLS:
+    """nginx with ssl on 127.0.0.1, our certificate; /plaintext answers Hello, World!, and
+    its log has a line per request: TLS version, SNI name, session reused (r or .)."""
+
+    def __init__(self, certs):
+        self.d = tempfile.mkdtemp(prefix="tls_proxy_nginx.", dir=certs.dir)
+        self.log = os.path.join(self.d, "tls.log")
+        self.certs_cert, self.certs_key = certs.cert, certs.key
+        self.proc, self.port = start_port(self._start, "nginx")
+        self.addr = ("127.0.0.1", self.port)
+
+    def _start(self, port):
+        d = self.d
+        conf = os.path.join(d, "nginx.conf")
+        temps = "".join("%s_temp_path %s/%s;\n" % (t, d, t)
+                        for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        with open(conf, "w") as f:
+            f.write("""daemon off; master_process off; worker_processes 1;
+pid %(d)s/nginx.pid; error_log %(d)s/error.log;
+events { worker_connections 64; }
+http {
+  %(temps)s
+  log_format tls '$ssl_protocol $ssl_server_name $ssl_session_reused';
+  access_log %(log)s tls;
+  server {
+    listen 127.0.0.1:%(port)d ssl;
+    ssl_certificate %(cert)s; ssl_certificate_key %(key)s;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    location = /plaintext { default_type text/plain; return 200 "Hello, World!"; }
+  }
+}
+""" % {"d": d, "temps": temps, "port": port, "log": self.log, "cert": self.certs_cert,
+       "key": self.certs_key})
+        return subprocess.Popen([NGINX, "-p", d, "-c", conf], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+
+    def lines(self):
+        with open(self.log) as f:
+            return [ln.split() for ln in f.read().splitlines()]
+
+    def stop(self):
+        stop_proc(self.proc)
+
+
+def http_get(port, path="/plaintext", timeout=10):
+    """One GET on a new plain connection to 127.0.0.1:@p port: (status, headers, body)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+                  % path.encode())
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    status = int(lines[0].split()[1]) if lines and len(lines[0].split()) > 1 else 0
+    return status, "\n".join(lines[1:]).lower(), body
 
 
 def t_curl(proxy_exe, http_exe, driver, certs):
@@ -89,7 +242,299 @@ def t_pipeline(proxy_exe, http_exe, driver, certs):
     return 0
 
 
-TESTS = {"curl": t_curl, "pipeline": t_pipeline}
+def tls_get_with_finished(port, certs, path="/plaintext", timeout=10):
+    """A TLS GET whose request record goes in the same write as the client's Finished, so
+    the proxy's lib/tls decrypts it in the call that ends the handshake: (status, body)."""
+    ctx = tls_http_test.client_ctx(certs)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        for _ in range(20):
+            try:
+                obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                data = out.read()
+                if data:
+                    s.sendall(data)
+                b = s.recv(65536)
+                check(b, "closed during the handshake")
+                inc.write(b)
+        obj.write(b"GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+                  % path.encode())
+        s.sendall(out.read())  # Finished and the request, one write
+        got = b""
+        for _ in range(1000):
+            try:
+                b = obj.read(65536)
+                if not b:
+                    break  # close_notify
+                got += b
+            except ssl.SSLWantReadError:
+                b = s.recv(65536)
+                if not b:
+                    break
+                inc.write(b)
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                break
+    except ConnectionResetError:
+        return 0, b"(reset)"
+    finally:
+        s.close()
+    head, _, body = got.partition(b"\r\n\r\n")
+    parts = head.split(b" ")
+    return (int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0), body
+
+
+def t_backend_nginx(proxy_exe, http_exe, driver, certs):
+    """nginx with ssl as the backend: verified by our CA and its IP address (the default
+    name of a numeric backend), then by --backend-tls-sni a.test, which nginx logs; every
+    connection after the lcore's first resumes its session (nginx logs r); and TLS from
+    the client too (--tls-listen), TLS both ways."""
+    if not os.path.exists(NGINX) or shutil.which("curl") is None:
+        log("SKIP: no %s or curl" % NGINX)
+        return SKIP
+    ng = NginxTLS(certs)
+    try:
+        for sni in (None, "a.test"):
+            args = ["--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % ng.port,
+                    "--backend-tls", "--backend-tls-ca", certs.ca, "--check-interval", "0",
+                    "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert,
+                    "--tls-key", certs.key]
+            if sni is not None:
+                args += ["--backend-tls-sni", sni]
+            px = Proxy(proxy_exe, driver, certs, args=args,
+                       ready=b"(tls, TLS to the backends)")
+            try:
+                for _ in range(2):
+                    st, hdrs, body = http_get(px.plain_port)
+                    check(st == 200 and body == b"Hello, World!" and "server: nginx" in hdrs,
+                          "plain client, TLS backend: %d %r %r" % (st, hdrs, body))
+                r = subprocess.run(["curl", "-sS", "--cacert", certs.ca, px.url + "/plaintext"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   timeout=30)
+                check(r.returncode == 0 and r.stdout == "Hello, World!",
+                      "TLS both ways: %r %r" % (r.stdout, r.stderr))
+                # The request read with the handshake's end waits for the backend's open
+                # (it was reset when sent on a TLS connection still in its handshake).
+                st, body = tls_get_with_finished(px.port, certs)
+                check(st == 200 and body == b"Hello, World!",
+                      "a request in the Finished's write: %d %r" % (st, body))
+            finally:
+                px.stop()
+        lines = ng.lines()
+        check(len(lines) == 8, "nginx saw 8 requests: %r" % lines)
+        check(all(ln[0] == "TLSv1.3" for ln in lines), "all over TLS 1.3: %r" % lines)
+        check([ln[1] for ln in lines] == ["-"] * 4 + ["a.test"] * 4,
+              "no SNI for an IP address, then a.test: %r" % lines)
+        check([ln[2] for ln in lines] == [".", "r", "r", "r"] * 2,
+              "every connection after each proxy's first resumed: %r" % lines)
+    finally:
+        ng.stop()
+    return 0
+
+
+def t_backend_sni(proxy_exe, http_exe, driver, certs):
+    """openssl s_server as the backend, which fails the handshake unless the SNI name is
+    b.test (-servername_fatal): --backend-tls-sni b.test passes (and b.test's certificate
+    verifies); a.test, even unverified, is refused by the server, and cr-proxy says why."""
+    b = SServer(certs.cert, certs.key, ["-cert2", certs.cert_b, "-key2", certs.key_b,
+                                        "-servername", "b.test", "-servername_fatal"])
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % b.port, "--backend-tls",
+            "--backend-tls-ca", certs.ca, "--backend-tls-sni", "b.test",
+            "--check-interval", "0"], ready=b"TLS to the backends")
+        try:
+            st, _, body = http_get(px.plain_port, "/")
+            check(st == 200 and b"s_server" in body, "through to s_server: %d %r" % (st, body))
+        finally:
+            px.stop()
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % b.port, "--backend-tls",
+            "--backend-tls-verify", "none", "--backend-tls-sni", "a.test", "--retries", "0",
+            "--check-interval", "0"], ready=b"TLS to the backends")
+        try:
+            st, _, body = http_get(px.plain_port, "/")
+            check(st == 0 and body == b"", "a.test refused, the client closed: %d" % st)
+        finally:
+            err = px.stop()
+        check(re.search(r"backend 127\.0\.0\.1:%d: TLS connect failed: .*unrecognized name"
+                        % b.port, err), "the reason logged: %r" % err)
+    finally:
+        b.stop()
+    return 0
+
+
+def t_backend_sni_each(proxy_exe, http_exe, driver, certs):
+    """Each backend its own name: a (by --config's `backend ... sni a.test`) and b (by
+    --backend ...,sni=b.test), two s_servers that fail any other SNI name: every request,
+    round robin over both, gets through."""
+    a = SServer(certs.cert, certs.key, ["-cert2", certs.cert, "-key2", certs.key,
+                                        "-servername", "a.test", "-servername_fatal"])
+    b = SServer(certs.cert, certs.key, ["-cert2", certs.cert_b, "-key2", certs.key_b,
+                                        "-servername", "b.test", "-servername_fatal"])
+    conf = os.path.join(certs.dir, "proxy.conf")
+    with open(conf, "w") as f:
+        f.write("backend 127.0.0.1:%d sni a.test\n" % a.port)
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--config", conf, "--listen", "127.0.0.1:0",
+            "--backend", "127.0.0.1:%d,sni=b.test" % b.port, "--backend-tls",
+            "--backend-tls-ca", certs.ca, "--check-interval", "0", "--retries", "0"],
+            ready=b"TLS to the backends")
+        try:
+            for i in range(4):
+                st, _, body = http_get(px.plain_port, "/")
+                check(st == 200 and b"s_server" in body, "request %d: %d %r" % (i, st, body))
+        finally:
+            err = px.stop()
+        check("TLS connect failed" not in err, "no failed connect: %r" % err)
+    finally:
+        a.stop()
+        b.stop()
+    return 0
+
+
+def t_backend_silent(proxy_exe, http_exe, driver, certs):
+    """A backend that accepts and never answers the ClientHello: the handshake is cut at
+    --connect-timeout (0.5 s) as a failed connect, the next backend (nginx) answers, and
+    the line says it timed out."""
+    if not os.path.exists(NGINX):
+        log("SKIP: no %s" % NGINX)
+        return SKIP
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held = []
+    done = threading.Event()
+
+    def accept():
+        silent.settimeout(0.1)
+        while not done.is_set():
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                pass
+    th = threading.Thread(target=accept, daemon=True)
+    th.start()
+    ng = NginxTLS(certs)
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % silent.getsockname()[1],
+            "--backend", "127.0.0.1:%d" % ng.port, "--backend-tls", "--backend-tls-ca",
+            certs.ca, "--check-interval", "0", "--connect-timeout", "0.5",
+            "--balance", "roundrobin"], ready=b"TLS to the backends")
+        try:
+            t0 = time.monotonic()
+            for i in range(2):
+                st, hdrs, body = http_get(px.plain_port)
+                check(st == 200 and "server: nginx" in hdrs, "request %d: %d %r" % (i, st, body))
+            dt = time.monotonic() - t0
+        finally:
+            err = px.stop()
+        check(dt >= 0.4, "one request waited for the handshake timeout: %.2f s" % dt)
+        check(re.search(r"backend 127\.0\.0\.1:%d: TLS connect failed: timed out"
+                        % silent.getsockname()[1], err), "the line: %r" % err)
+    finally:
+        done.set()
+        th.join(5)
+        for c in held:
+            c.close()
+        silent.close()
+        ng.stop()
+    return 0
+
+
+def t_backend_badcert(proxy_exe, http_exe, driver, certs):
+    """Two backends, the first with a certificate of another CA, the second nginx: every
+    client is answered by nginx (a failed verification is a failed connect, retried on
+    the next), the first is marked down, and its line names it and OpenSSL's reason."""
+    if not os.path.exists(NGINX):
+        log("SKIP: no %s" % NGINX)
+        return SKIP
+    other = tls_http_test.Certs()
+    bad = SServer(other.cert, other.key)
+    ng = NginxTLS(certs)
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % bad.port,
+            "--backend", "127.0.0.1:%d" % ng.port, "--backend-tls", "--backend-tls-ca",
+            certs.ca, "--check-interval", "0.2", "--fall", "2"], ready=b"TLS to the backends",
+            telemetry=True)
+        try:
+            for i in range(10):
+                st, hdrs, body = http_get(px.plain_port)
+                check(st == 200 and "server: nginx" in hdrs, "request %d: %d %r" % (i, st, body))
+            bs = {b["address"]: b for b in px.telemetry("/backends")["backends"]}
+            bad_b, ng_b = bs["127.0.0.1:%d" % bad.port], bs["127.0.0.1:%d" % ng.port]
+            check(bad_b["state"] == "down" and bad_b["tls"] and bad_b["connections"] == 0,
+                  "/backends, the bad one: %r" % bad_b)
+            check(ng_b["state"] == "up" and ng_b["tls"] and ng_b["connections"] >= 10,
+                  "/backends, nginx: %r" % ng_b)
+        finally:
+            err = px.stop()
+        check(re.search(r"backend 127\.0\.0\.1:%d: TLS connect failed: certificate verify "
+                        r"failed: unable to get local issuer certificate" % bad.port, err),
+              "the reason logged: %r" % err)
+        check(re.search(r"backend 127\.0\.0\.1:%d is down" % bad.port, err),
+              "marked down: %r" % err)
+        check(not re.search(r"backend 127\.0\.0\.1:%d is down" % ng.port, err),
+              "nginx stays up: %r" % err)
+    finally:
+        ng.stop()
+        bad.stop()
+        other.remove()
+    return 0
+
+
+def t_cli(proxy_exe, http_exe, driver, certs):
+    """Bad values of the TLS-to-backend and passthrough options: one line naming the
+    option (or the file) and what is accepted, exit 2; --help lists them."""
+    plain = ["--listen", "127.0.0.1:0", "--backend", "127.0.0.1:9", "--check-interval", "0"]
+    cases = [
+        (plain + ["--backend-tls", "--backend-tls-verify", "maybe"],
+         "--backend-tls-verify maybe: invalid value; accepted: none or required"),
+        (plain + ["--backend-tls", "--backend-tls-sni", "a~b"],
+         "--backend-tls-sni a~b: invalid value; accepted: a host name or an IP address"),
+        (plain + ["--backend-tls", "--backend-tls-protocols", "TLSv1.1"],
+         "--backend-tls-protocols TLSv1.1: invalid value"),
+        (plain + ["--backend-tls", "--backend-tls-ca", "/nonexistent/ca.pem"],
+         "backend 127.0.0.1:9: /nonexistent/ca.pem: No such file or directory"),
+        (plain + ["--backend-tls", "--backend-tls-ca", certs.key],
+         "no PEM CA certificate"),
+        (plain + ["--backend-tls-ca", certs.ca], "given without --backend-tls"),
+        (["--listen", "127.0.0.1:0", "--backend", "127.0.0.1:9,sni=a.test"],
+         "sni without --backend-tls"),
+        (plain + ["--backend", "127.0.0.1:10,sni=a~b"],
+         "--backend 127.0.0.1:10,sni=a~b: sni=a~b: invalid; accepted: a host name or an IP"),
+        (["--sni-listen", "127.0.0.1:0", "--sni-route", "bad..name=127.0.0.1:1"],
+         "--sni-route bad..name=127.0.0.1:1: bad..name: invalid; accepted: a host name"),
+        (["--sni-listen", "127.0.0.1:0", "--sni-route", "a.test=127.0.0.1:0"],
+         "127.0.0.1:0: invalid; accepted: HOST:PORT"),
+        (["--sni-listen", "127.0.0.1:0"], "--sni-listen needs --sni-route"),
+        (plain + ["--sni-route", "a.test=127.0.0.1:1"], "without --sni-listen"),
+        (["--sni-listen", "127.0.0.1:0", "--sni-default", "refuse", "--sni-timeout", "0"],
+         "--sni-timeout 0: invalid value; accepted: a number of seconds"),
+    ]
+    for args, want in cases:
+        r = subprocess.run([proxy_exe, "--telemetry", "off"] + args, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=30)
+        check(r.returncode == 2 and want in r.stderr and len(r.stderr.splitlines()) == 1,
+              "%s: exit %d, %r (wanted %r)" % (" ".join(args), r.returncode, r.stderr, want))
+    r = subprocess.run([proxy_exe, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=30)
+    for opt in ("--backend-tls ", "--backend-tls-ca FILE", "--backend-tls-verify MODE",
+                "--backend-tls-sni NAME", "--sni-listen HOST:PORT", "--sni-route NAME=",
+                "--sni-default", "--sni-timeout SECONDS"):
+        check(opt in r.stdout, "--help lists %s" % opt)
+    return 0
+
+
+TESTS = {"cli": t_cli, "curl": t_curl, "pipeline": t_pipeline, "backend_nginx": t_backend_nginx,
+         "backend_sni": t_backend_sni, "backend_sni_each": t_backend_sni_each,
+         "backend_silent": t_backend_silent, "backend_badcert": t_backend_badcert}
 
 
 def main():

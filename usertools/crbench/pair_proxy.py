@@ -17,6 +17,14 @@ Modes:
   bulk-MB      one 1 GB stream (a Python sender, 1 MiB sendall) through the proxy to the
                sink; here "requests" are megabytes (10^6 bytes): req/s is MB/s and
                req/cpu-s is MB per proxy-CPU-second; no latency
+  tls          TLS termination: wrk -t1 over https, ctx.connections keep-alive
+               connections, TLS 1.3 with TLS_AES_128_GCM_SHA256 only and an ECDSA P-256
+               certificate made for the run (pair_https.make_cert), plain to nginx.
+               cr-proxy: --tls-listen --tls-cert --tls-key --tls-protocols TLSv1.3
+               --tls-ciphersuites TLS_AES_128_GCM_SHA256 (its plain --listen unused);
+               haproxy: the same `mode tcp` frontend with `bind ... ssl crt FILE
+               ssl-min-ver TLSv1.3 ciphersuites TLS_AES_128_GCM_SHA256` (FILE: the
+               certificate and key in one PEM, as haproxy reads it)
 Runs are interleaved (cr-proxy, haproxy, cr-proxy, ...) so noise on a shared machine falls
 on both alike; each cell is the median of ctx.runs runs.
 """
@@ -25,7 +33,7 @@ import shutil
 import subprocess
 import sys
 
-from . import core
+from . import core, pair_https
 
 PAIRING = "proxy"
 PACKAGES = ["haproxy", "nginx-light", "wrk"]
@@ -71,7 +79,7 @@ defaults
     timeout client 300s
     timeout server 300s
 frontend bench
-    bind 127.0.0.1:{port}
+    bind 127.0.0.1:{port}{ssl}
     default_backend servers
 backend servers
     server s1 127.0.0.1:{backend}
@@ -150,24 +158,38 @@ def start_sink(ctx):
     return proc, port
 
 
-def start_cr_proxy(ctx, exe, backend):
+def start_cr_proxy(ctx, exe, backend, tls=None):
+    """cr-proxy in front of @p backend; with @p tls (cert, key), on its TLS listener."""
     port = ctx.free_port()
-    proc = ctx.spawn([exe, "-l", str(ctx.server_cpu), "--telemetry", "off",
-                      "--listen", "127.0.0.1:%d" % port, "--backend", "127.0.0.1:%d" % backend,
-                      "--check-interval", "0", "--client-timeout", "300",
-                      "--server-timeout", "300"] + ctx.ours_args, ctx.server_cpu)
+    argv = [exe, "-l", str(ctx.server_cpu), "--telemetry", "off",
+            "--listen", "127.0.0.1:%d" % (0 if tls else port),
+            "--backend", "127.0.0.1:%d" % backend, "--check-interval", "0",
+            "--client-timeout", "300", "--server-timeout", "300"]
+    if tls is not None:
+        argv += ["--tls-listen", "127.0.0.1:%d" % port, "--tls-cert", tls[0], "--tls-key",
+                 tls[1], "--tls-protocols", "TLSv1.3", "--tls-ciphersuites", pair_https.CIPHER]
+    proc = ctx.spawn(argv + ctx.ours_args, ctx.server_cpu)
     wait(ctx, proc, port)
     return proc, port
 
 
-def start_haproxy(ctx, backend):
+def start_haproxy(ctx, backend, tls=None):
+    """haproxy in front of @p backend; with @p tls (cert, key), an `ssl crt` bind."""
     exe = shutil.which("haproxy") or "/usr/sbin/haproxy"
     if not os.access(exe, os.X_OK):
         raise core.BenchError("haproxy not found (Debian package haproxy)")
     tmp = ctx.tmpdir()
     port = ctx.free_port()
+    ssl = ""
+    if tls is not None:
+        pem = os.path.join(tmp, "haproxy.pem")
+        with open(tls[0]) as c, open(tls[1]) as k:
+            write(pem, c.read() + k.read())
+        os.chmod(pem, 0o600)
+        ssl = " ssl crt %s ssl-min-ver TLSv1.3 ciphersuites %s" % (pem, pair_https.CIPHER)
     conf = write(os.path.join(tmp, "haproxy.cfg"), HAPROXY_CONF.format(port=port,
-                                                                        backend=backend))
+                                                                        backend=backend,
+                                                                        ssl=ssl))
     proc = ctx.spawn([exe, "-f", conf, "-db"], ctx.server_cpu, cwd=tmp)
     wait(ctx, proc, port)
     return proc, port
@@ -194,7 +216,8 @@ def bulk(ctx, port):
 
 MODES = [("plain", "http", None),
          ("pipeline%d" % DEPTH, "http", os.path.join(HERE, "pipeline.lua")),
-         ("bulk-MB", "bulk", None)]
+         ("bulk-MB", "bulk", None),
+         ("tls", "tls", None)]
 MODE_NAMES = [m for m, _, _ in MODES]
 
 
@@ -203,12 +226,16 @@ def run(ctx):
     nginx, http_port = start_nginx(ctx)
     sink, sink_port = start_sink(ctx)
     proxies = {}  # name -> {"http": (proc, port), "bulk": (proc, port)}
+    modes = [m for m in MODES if ctx.want(m[0])]
     proxies["cr-proxy"] = {"http": start_cr_proxy(ctx, exe, http_port),
                            "bulk": start_cr_proxy(ctx, exe, sink_port)}
     proxies["haproxy"] = {"http": start_haproxy(ctx, http_port),
                           "bulk": start_haproxy(ctx, sink_port)}
+    if any(kind == "tls" for _, kind, _ in modes):
+        tls = pair_https.make_cert(ctx)
+        proxies["cr-proxy"]["tls"] = start_cr_proxy(ctx, exe, http_port, tls)
+        proxies["haproxy"]["tls"] = start_haproxy(ctx, http_port, tls)
 
-    modes = [m for m in MODES if ctx.want(m[0])]
     cells = {}
     for mode, kind, script in modes:
         raw = {name: [] for name in proxies}
@@ -219,9 +246,10 @@ def run(ctx):
                     def load(port=port):
                         return bulk(ctx, port)
                 else:
-                    def load(port=port, script=script):
-                        return ctx.wrk("http://127.0.0.1:%d/" % port, ctx.connections,
-                                       ctx.duration, script)
+                    def load(port=port, script=script,
+                             scheme="https" if kind == "tls" else "http"):
+                        return ctx.wrk("%s://127.0.0.1:%d/" % (scheme, port),
+                                       ctx.connections, ctx.duration, script)
                 r = ctx.measure(proc, load)
                 if r["errors"] or r["non_2xx"]:
                     ctx.log("%s %s run %d: %d socket errors, %d non-2xx responses"

@@ -146,7 +146,7 @@ cr__eio_fd_update(struct cr_backend *be, int fd)
 int
 cr__eio_fd_add_op(struct cr_backend *be, struct cr_op *op)
 {
-	enum op_where side = (enum op_where)cr__eio_opdefs[op->kind].side;
+	enum op_where side = op_side(op);
 	struct eio_oplist *l;
 	struct eio_fd *e;
 	int rc;

@@ -79,7 +79,16 @@ struct opdef {
 	try_fn try;
 };
 
-extern const struct opdef cr__eio_opdefs[CR_OP_FSYNC + 1];
+extern const struct opdef cr__eio_opdefs[CR_OP_SPLICE + 1];
+
+/* The side @p op waits on: its kind's, but a splice waits for room when fd_in is a pipe. */
+static inline enum op_where
+op_side(const struct cr_op *op)
+{
+	if (op->kind == CR_OP_SPLICE)
+		return op->u.splice.wait_out ? IN_WR : IN_RD;
+	return (enum op_where)cr__eio_opdefs[op->kind].side;
+}
 
 /* A read, write or fsync of a regular file (OUT_STREAM: it has no offsets, wait on it). */
 enum outcome cr__eio_try_file(struct eio *io, struct cr_op *op, struct result *r);

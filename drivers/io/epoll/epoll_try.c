@@ -173,6 +173,35 @@ try_stream(struct eio *io, struct cr_op *op, struct result *r)
 	return final_ret(n, r);
 }
 
+/*
+ * splice(2) with SPLICE_F_NONBLOCK; the waiting end is O_NONBLOCK (lib/io saw to it).
+ * EAGAIN waits for that end's next readiness, unless the pipe end is the reason: then it
+ * is the result (cr_io.h). A readiness event is no promise (a socket's POLLOUT threshold
+ * is not the send path's), so a splice may wait more than once. Offsets are copies: the
+ * op's are never advanced.
+ */
+static enum outcome
+try_splice(struct eio *io, struct cr_op *op, struct result *r)
+{
+	loff_t oin = op->u.splice.off_in, oout = op->u.splice.off_out;
+	ssize_t n;
+	int tries = 0;
+
+	(void)io;
+	do
+		n = splice(op->u.splice.fd_in, oin < 0 ? NULL : &oin, op->u.splice.fd_out,
+			   oout < 0 ? NULL : &oout, op->u.splice.len, op->u.splice.flags);
+	while (n < 0 && errno == EINTR && ++tries < EINTR_TRIES);
+	if (n >= 0) {
+		r->res = (int32_t)n;
+		return OUT_FINAL;
+	}
+	if (errno == EAGAIN && !op->u.splice.wait_file && !cr_io_splice_pipe_stuck(op))
+		return OUT_WAIT;
+	r->res = -errno;
+	return OUT_FINAL;
+}
+
 enum outcome
 cr__eio_try_file(struct eio *io, struct cr_op *op, struct result *r)
 {
@@ -196,7 +225,7 @@ cr__eio_try_file(struct eio *io, struct cr_op *op, struct result *r)
 	return OUT_FINAL;
 }
 
-const struct opdef cr__eio_opdefs[CR_OP_FSYNC + 1] = {
+const struct opdef cr__eio_opdefs[CR_OP_SPLICE + 1] = {
     [CR_OP_ACCEPT] = {IN_RD, false, true, try_accept},
     [CR_OP_RECV] = {IN_RD, false, false, try_recv},
     [CR_OP_SEND] = {IN_WR, false, false, try_send},
@@ -206,6 +235,7 @@ const struct opdef cr__eio_opdefs[CR_OP_FSYNC + 1] = {
     [CR_OP_READ] = {IN_RD, true, false, try_stream},
     [CR_OP_WRITE] = {IN_WR, true, false, try_stream},
     [CR_OP_FSYNC] = {IN_WR, true, false, NULL},
+    [CR_OP_SPLICE] = {IN_RD, false, false, try_splice}, /* side: op_side() */
 };
-_Static_assert(sizeof(cr__eio_opdefs) / sizeof(cr__eio_opdefs[0]) == CR_OP_FSYNC + 1,
+_Static_assert(sizeof(cr__eio_opdefs) / sizeof(cr__eio_opdefs[0]) == CR_OP_SPLICE + 1,
 	       "one opdef per enum cr_op_kind");

@@ -102,6 +102,13 @@ void cr__uring_io_free(struct cr_backend *be);
 /* 0 when this kernel has what the I/O half needs, else -ENOSYS and why in @p why. */
 int cr__uring_io_probe(struct io_uring *ring, char *why, size_t len);
 
+/* Splice (uring_splice.c): its state bit in op->drv[0], the flags word of uring_io.c. */
+#define URING_OPF_SPLICING 0x10u /* the SQE in flight is the splice, not the poll before it */
+/* Prepare @p op's next SQE: the poll of its waiting end, or the splice itself. */
+void cr__uring_prep_splice(struct io_uring_sqe *sqe, struct cr_op *op);
+/* A CQE of splice @p op. @return true if the op ends with *@p res; false: issue again. */
+bool cr__uring_splice_cqe(struct cr_op *op, int32_t *res);
+
 extern const struct cr_io_driver_ops cr__uring_io_ops;
 
 #endif /* URING_INTERNAL_H */

@@ -2,7 +2,8 @@
 /*
  * The io_uring driver's I/O ops for lib/io (doc/guides/design.md "I/O"): multishot
  * accept, multishot recv on a provided-buffer ring, send/sendmsg (zero-copy above a
- * threshold), recvmsg, connect, read/write/fsync and cancel.
+ * threshold), recvmsg, connect, read/write/fsync, splice (its SQEs: uring_splice.c) and
+ * cancel.
  *
  * Every op's SQE carries user_data == op->id, and everything an owner sees reaches it
  * through cr_io_complete() from the backend's poll(). lib/io counts on an op ending
@@ -303,6 +304,9 @@ op_issue(struct cr_backend *be, struct cr_op *op)
 	case CR_OP_FSYNC:
 		io_uring_prep_fsync(sqe, op->fd, 0);
 		break;
+	case CR_OP_SPLICE:
+		cr__uring_prep_splice(sqe, op);
+		break;
 	}
 	io_uring_sqe_set_data64(sqe, op->id);
 	return true;
@@ -321,7 +325,7 @@ op_reissue(struct cr_backend *be, struct cr_op *op)
 static int
 submit(struct cr_backend *be, struct cr_op *op)
 {
-	if (op->index >= be->io.ops_cap || op->kind < CR_OP_ACCEPT || op->kind > CR_OP_FSYNC)
+	if (op->index >= be->io.ops_cap || op->kind < CR_OP_ACCEPT || op->kind > CR_OP_SPLICE)
 		return -EINVAL;
 	return op_issue(be, op) ? 0 : -EBUSY;
 }
@@ -562,6 +566,12 @@ cr__uring_io_cqe(struct cr_backend *be, uint64_t user_data, int32_t res, uint32_
 		break;
 	case CR_OP_ACCEPT:
 		accept_cqe(be, op, res, cflags);
+		break;
+	case CR_OP_SPLICE:
+		if (cr__uring_splice_cqe(op, &res))
+			finish(be, op, res);
+		else
+			op_reissue(be, op);
 		break;
 	default:
 		if (op->drv[D_FLAGS] & OPF_ZC)

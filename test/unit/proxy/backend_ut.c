@@ -230,6 +230,22 @@ test_backend_option(void)
 	CU_ASSERT_EQUAL(px_backend_parse("127.0.0.1:80,w=2", &b), -EINVAL);
 	CU_ASSERT_EQUAL(px_backend_parse("127.0.0.1:0", &b), -EINVAL);
 	CU_ASSERT_EQUAL(px_backend_parse("example.com:80", &b), -EINVAL);
+	/* A backend's own --backend-tls name, either order, with or without a weight. */
+	CU_ASSERT_EQUAL(px_backend_parse("127.0.0.1:443,sni=a.test", &b), 0);
+	CU_ASSERT_STRING_EQUAL(b.sni, "a.test");
+	CU_ASSERT_EQUAL(b.weight, 1);
+	CU_ASSERT_STRING_EQUAL(b.host, "127.0.0.1");
+	CU_ASSERT_EQUAL(px_backend_parse("[::1]:443,sni=b.test,weight=3", &b), 0);
+	CU_ASSERT_STRING_EQUAL(b.sni, "b.test");
+	CU_ASSERT_EQUAL(b.weight, 3);
+	CU_ASSERT_STRING_EQUAL(b.host, "::1");
+	CU_ASSERT_EQUAL(px_backend_parse("localhost:443,weight=2", &b), 0);
+	CU_ASSERT_STRING_EQUAL(b.host, "localhost");
+	CU_ASSERT_STRING_EQUAL(b.sni, "");
+	CU_ASSERT_EQUAL(px_backend_parse("127.0.0.1:443,sni=a b", &b), -EINVAL);
+	CU_ASSERT_EQUAL(px_backend_parse("127.0.0.1:443,sni=", &b), -EINVAL);
+	CU_ASSERT_EQUAL(px_backend_parse("127.0.0.1:443,sni", &b), -EINVAL);
+	CU_ASSERT_EQUAL(px_backend_parse("127.0.0.1:443,,weight=2", &b), -EINVAL);
 }
 
 /* A --config line as lib/app applies it: the key's option, the rest of the line. */
@@ -289,6 +305,11 @@ test_config_keys(void)
 	/* The file's form of a backend line, and its bad forms (the line goes to stderr). */
 	CU_ASSERT_EQUAL(px_backend_parse("127.0.0.1:80 weight 0", &b), 0);
 	CU_ASSERT_EQUAL(b.weight, 0);
+	CU_ASSERT_EQUAL(px_backend_parse("127.0.0.1:80 sni a.test weight 2", &b), 0);
+	CU_ASSERT_STRING_EQUAL(b.sni, "a.test");
+	CU_ASSERT_EQUAL(b.weight, 2);
+	CU_ASSERT_EQUAL(line("backend", "127.0.0.1:9 sni"), -EINVAL);
+	CU_ASSERT_EQUAL(line("backend", "127.0.0.1:9 sni a..b"), -EINVAL);
 	CU_ASSERT_EQUAL(line("backend", "127.0.0.1:9 weight"), -EINVAL);
 	CU_ASSERT_EQUAL(line("backend", "127.0.0.1:9 heavy 3"), -EINVAL);
 	CU_ASSERT_EQUAL(line("backend", "127.0.0.1:9 weight 900"), -EINVAL);

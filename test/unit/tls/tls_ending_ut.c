@@ -22,6 +22,7 @@
 #include <openssl/ssl.h>
 
 #include "cr_tls.h"
+#include "tls_internal.h"
 #include "ut_certs.h"
 #include "ut_net.h"
 
@@ -35,6 +36,7 @@ static struct {
 	_Atomic int opens, closes, stop_now;
 	bool stopped;
 	int ok; /* the client got its answer and a clean end */
+	int attempts; /* kTLS hand-overs tried (done or refused) while ending */
 } S;
 
 static SSL_CTX *cli_ctx;
@@ -263,6 +265,63 @@ test_stop_mid_handshake(void)
 	CU_ASSERT_EQUAL(atomic_load(&S.closes), 1);
 }
 
+/* kTLS hand-overs made or refused by the kernel, over every lcore. */
+static uint64_t
+kt_count(void)
+{
+	struct cr_tls_stats st;
+	uint64_t n = 0;
+	unsigned i;
+
+	for (i = 0; i < CR_MAX_LCORES; i++)
+		if (cr_tls_stats(i, &st) == 0)
+			n += st.kernel + st.kernel_fallbacks;
+	return n;
+}
+
+static uint64_t kt_base;
+
+/* As mid-handshake, but the Finished alone, then 100 ms of quiet before the request. */
+static void *
+client_mid_handshake_quiet(void *arg)
+{
+	struct mc m;
+
+	(void)arg;
+	if (mc_handshake(&m)) {
+		ask_stop_and_wait(200);
+		if (mc_send(&m, SIZE_MAX)) {
+			ut_sleep_ms(100); /* the hand-over's timer looks every ms meanwhile */
+			S.attempts = (int)(kt_count() - kt_base);
+			mc_write(&m, "hello");
+			S.ok = mc_send(&m, SIZE_MAX) && mc_expect(&m, "hello") && mc_clean_end(&m);
+		}
+	}
+	atomic_store(&S.stop_now, 1);
+	mc_free(&m);
+	return NULL;
+}
+
+/*
+ * No kTLS hand-over on an ending connection: lib/net's end_after counts the kernel's
+ * bytes received, ciphertext, and a hand-over would make its reads plaintext. The
+ * handshake ends on a closing runtime, the wire is quiet for 100 ms, the connection open
+ * (its first request still to come): no attempt (before: one, refused by this kernel,
+ * counted in ktls_fallbacks; made on a kernel with kTLS). The request is served as ever.
+ */
+static void
+test_no_ktls_while_ending(void)
+{
+	kt_base = kt_count();
+	cr__tls_ktls_try_anyway = true;
+	run(client_mid_handshake_quiet);
+	cr__tls_ktls_try_anyway = false;
+	CU_ASSERT_EQUAL(S.ok, 1);
+	CU_ASSERT_EQUAL(S.attempts, 0);
+	CU_ASSERT_EQUAL(kt_count() - kt_base, 0);
+	CU_ASSERT_EQUAL(atomic_load(&S.closes), 1);
+}
+
 static void *
 client_just_handshaken(void *arg)
 {
@@ -440,6 +499,7 @@ static const struct ut_case cases[] = {
     UT_CASE(test_stop_just_handshaken),
     UT_CASE(test_stop_inside_a_record),
     UT_CASE(test_stop_mixed_seeded),
+    UT_CASE(test_no_ktls_while_ending),
 };
 
 UT_MAIN("tls_ending", cases, suite_init, suite_fini)

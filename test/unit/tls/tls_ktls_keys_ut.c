@@ -193,6 +193,46 @@ kernel_open(const struct tls_ktls_info *in, unsigned n, const uint8_t *rec, size
 
 /* ---- the cases ---- */
 
+/* Our server and the client handshaken in @p version and @p suite, a request and its
+ * answer made in user space; @p ck, if not NULL, takes the client's keys. */
+static void
+handshake(struct side *x, int version, const char *suite, struct tls_ktls *ck)
+{
+	char got[128];
+	size_t n, w;
+	int r = 0, i;
+
+	memset(x, 0, sizeof(*x));
+	CU_ASSERT_EQUAL_FATAL(cr__tls_session_init(&x->s, srv_ctx, true, &io, x), 0);
+	SSL_set_app_data(x->s.ssl, &x->k);
+	x->cli = SSL_new(cli_ctx);
+	if (ck != NULL)
+		SSL_set_app_data(x->cli, ck);
+	x->crb = BIO_new(BIO_s_mem());
+	x->cwb = BIO_new(BIO_s_mem());
+	BIO_set_mem_eof_return(x->crb, -1);
+	SSL_set_bio(x->cli, x->crb, x->cwb);
+	SSL_set_connect_state(x->cli);
+	SSL_set_min_proto_version(x->cli, version);
+	SSL_set_max_proto_version(x->cli, version);
+	if (version == TLS1_3_VERSION) {
+		CU_ASSERT_EQUAL(SSL_set_ciphersuites(x->cli, suite), 1);
+	} else {
+		CU_ASSERT_EQUAL(SSL_set_cipher_list(x->cli, suite), 1);
+	}
+	for (i = 0; i < 10 && (r = SSL_do_handshake(x->cli)) != 1; i++)
+		to_server(x);
+	CU_ASSERT_EQUAL_FATAL(r, 1);
+	/* The client's first request goes in the flight of its Finished. */
+	CU_ASSERT_EQUAL(SSL_write_ex(x->cli, "GET /1", 6, &w), 1);
+	to_server(x);
+	CU_ASSERT_FATAL(x->up);
+	CU_ASSERT(x->plain_len == 6 && memcmp(x->plain, "GET /1", 6) == 0);
+	CU_ASSERT_EQUAL(cr__tls_session_write(&x->s, "200 one", 7), 0);
+	CU_ASSERT(SSL_read_ex(x->cli, got, sizeof(got), &n) == 1 && n == 7); /* tickets too */
+	CU_ASSERT(cr__tls_session_at_record_end(&x->s));
+}
+
 static void
 handover_case(int version, const char *suite)
 {
@@ -201,37 +241,11 @@ handover_case(int version, const char *suite)
 	uint8_t rec[256];
 	char got[128];
 	size_t n, w;
-	int r, i;
+	int i;
 	char *p;
 	long plen;
 
-	memset(&x, 0, sizeof(x));
-	CU_ASSERT_EQUAL_FATAL(cr__tls_session_init(&x.s, srv_ctx, true, &io, &x), 0);
-	SSL_set_app_data(x.s.ssl, &x.k);
-	x.cli = SSL_new(cli_ctx);
-	x.crb = BIO_new(BIO_s_mem());
-	x.cwb = BIO_new(BIO_s_mem());
-	BIO_set_mem_eof_return(x.crb, -1);
-	SSL_set_bio(x.cli, x.crb, x.cwb);
-	SSL_set_connect_state(x.cli);
-	SSL_set_min_proto_version(x.cli, version);
-	SSL_set_max_proto_version(x.cli, version);
-	if (version == TLS1_3_VERSION) {
-		CU_ASSERT_EQUAL(SSL_set_ciphersuites(x.cli, suite), 1);
-	} else {
-		CU_ASSERT_EQUAL(SSL_set_cipher_list(x.cli, suite), 1);
-	}
-	for (i = 0; i < 10 && (r = SSL_do_handshake(x.cli)) != 1; i++)
-		to_server(&x);
-	CU_ASSERT_EQUAL_FATAL(r, 1);
-	/* The client's first request goes in the flight of its Finished. */
-	CU_ASSERT_EQUAL(SSL_write_ex(x.cli, "GET /1", 6, &w), 1);
-	to_server(&x);
-	CU_ASSERT_FATAL(x.up);
-	CU_ASSERT(x.plain_len == 6 && memcmp(x.plain, "GET /1", 6) == 0);
-	CU_ASSERT_EQUAL(cr__tls_session_write(&x.s, "200 one", 7), 0);
-	CU_ASSERT(SSL_read_ex(x.cli, got, sizeof(got), &n) == 1 && n == 7); /* tickets too */
-	CU_ASSERT(cr__tls_session_at_record_end(&x.s));
+	handshake(&x, version, suite, NULL);
 
 	/* The hand-over's parameters... */
 	CU_ASSERT_EQUAL_FATAL(cr__tls_ktls_info(x.s.ssl, &x.k, true, &tx), 0);
@@ -313,6 +327,82 @@ test_chacha_refused(void)
 	cr__tls_session_fini(&x.s);
 }
 
+/* A TLS 1.3 client is refused: the server's NewSessionTickets come after its Finished, as
+ * many as it likes, and the kernel would end the connection on the first after a hand-over
+ * (a record that is not data). A TLS 1.2 client has them all before the server's Finished. */
+static void
+test_tls13_client_refused(void)
+{
+	struct side x;
+	struct tls_ktls ck;
+	struct tls_ktls_info tx, rx;
+	uint8_t rec[256];
+	char got[128], *p;
+	long plen;
+	size_t n;
+
+	memset(&ck, 0, sizeof(ck));
+	handshake(&x, TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256", &ck);
+	CU_ASSERT(ck.counting[0] && ck.counting[1]); /* the keys were there */
+	CU_ASSERT_PTR_NOT_NULL(cr__tls_ktls_refusal(x.cli, &ck));
+	if (cr__tls_ktls_refusal(x.cli, &ck) != NULL)
+		CU_ASSERT_STRING_EQUAL(cr__tls_ktls_refusal(x.cli, &ck), "client, TLS 1.3");
+	CU_ASSERT_EQUAL(cr__tls_ktls_info(x.cli, &ck, true, &tx), -ENOTSUP);
+	CU_ASSERT_EQUAL(cr__tls_ktls_info(x.cli, &ck, false, &tx), -ENOTSUP);
+	/* The server of the same session may. */
+	CU_ASSERT_PTR_NULL(cr__tls_ktls_refusal(x.s.ssl, &x.k));
+	cr__tls_ktls_forget(&ck);
+	SSL_free(x.cli);
+	cr__tls_session_fini(&x.s);
+
+	/* A TLS 1.2 client's parameters, checked as the server's are: our server reads the
+	 * client's kernel record, and the client's kernel reads ours. */
+	memset(&ck, 0, sizeof(ck));
+	handshake(&x, TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", &ck);
+	CU_ASSERT_PTR_NULL(cr__tls_ktls_refusal(x.cli, &ck));
+	CU_ASSERT_EQUAL_FATAL(cr__tls_ktls_info(x.cli, &ck, true, &tx), 0);
+	CU_ASSERT_EQUAL_FATAL(cr__tls_ktls_info(x.cli, &ck, false, &rx), 0);
+	n = kernel_seal(&tx, 0, "GET /k", rec);
+	CU_ASSERT_EQUAL(cr__tls_session_input(&x.s, rec, n), 0);
+	CU_ASSERT(x.plain_len == 12 && memcmp(x.plain + 6, "GET /k", 6) == 0);
+	CU_ASSERT_EQUAL(cr__tls_session_write(&x.s, "200 k", 5), 0);
+	plen = BIO_get_mem_data(x.crb, &p);
+	CU_ASSERT_FATAL(plen > 0 && (size_t)plen <= sizeof(rec));
+	memcpy(rec, p, (size_t)plen);
+	(void)BIO_reset(x.crb);
+	memset(got, 0, sizeof(got));
+	CU_ASSERT_EQUAL(kernel_open(&rx, 0, rec, (size_t)plen, got), 5);
+	CU_ASSERT_STRING_EQUAL(got, "200 k");
+	cr__tls_ktls_forget(&ck);
+	SSL_free(x.cli);
+	cr__tls_session_fini(&x.s);
+}
+
+/* A KeyUpdate before the hand-over, from the peer or ours in reply: the keylog gave only
+ * the first secrets, so the kernel would get stale keys. Refused. */
+static void
+test_key_update_refused(void)
+{
+	struct side x;
+	struct tls_ktls_info tx;
+	size_t w;
+
+	handshake(&x, TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256", NULL);
+	CU_ASSERT_PTR_NULL(cr__tls_ktls_refusal(x.s.ssl, &x.k));
+	CU_ASSERT_EQUAL(SSL_key_update(x.cli, SSL_KEY_UPDATE_REQUESTED), 1);
+	CU_ASSERT_EQUAL(SSL_write_ex(x.cli, "GET /2", 6, &w), 1);
+	to_server(&x);
+	CU_ASSERT(x.plain_len == 12 && memcmp(x.plain + 6, "GET /2", 6) == 0);
+	CU_ASSERT_EQUAL(cr__tls_ktls_info(x.s.ssl, &x.k, true, &tx), -ENOTSUP);
+	CU_ASSERT_EQUAL(cr__tls_ktls_info(x.s.ssl, &x.k, false, &tx), -ENOTSUP);
+	CU_ASSERT_PTR_NOT_NULL(cr__tls_ktls_refusal(x.s.ssl, &x.k));
+	if (cr__tls_ktls_refusal(x.s.ssl, &x.k) != NULL)
+		CU_ASSERT_STRING_EQUAL(cr__tls_ktls_refusal(x.s.ssl, &x.k), "KeyUpdate");
+	cr__tls_ktls_forget(&x.k);
+	SSL_free(x.cli);
+	cr__tls_session_fini(&x.s);
+}
+
 /* The hand-over's (and a closing lcore's) quiet point: bytes after the peer's
  * close_notify, never read, hold no record. */
 static void
@@ -362,6 +452,9 @@ suite_init(void)
 					  "TLS_CHACHA20_POLY1305_SHA256");
 	SSL_CTX_set_keylog_callback(srv_ctx, cr__tls_ktls_keylog);
 	SSL_CTX_set_msg_callback(srv_ctx, cr__tls_ktls_msg);
+	/* The client's keys too where a case gives its SSL a struct tls_ktls. */
+	SSL_CTX_set_keylog_callback(cli_ctx, cr__tls_ktls_keylog);
+	SSL_CTX_set_msg_callback(cli_ctx, cr__tls_ktls_msg);
 	SSL_CTX_load_verify_locations(cli_ctx, ut_ca, NULL);
 	SSL_CTX_set_verify(cli_ctx, SSL_VERIFY_PEER, NULL);
 	return 0;
@@ -382,6 +475,8 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_tls12_aes256),
 	UT_CASE(test_chacha_refused),
 	UT_CASE(test_record_end_after_close_notify),
+	UT_CASE(test_tls13_client_refused),
+	UT_CASE(test_key_update_refused),
 };
 
 UT_MAIN("tls_ktls_keys", cases, suite_init, suite_fini)
