@@ -142,7 +142,13 @@ cr_conn_hold(struct cr_conn *c)
 	b->id = c->rx_cqe->buf_id;
 	b->lcore = nl->lcore;
 	b->refs = 2; /* the caller's, and the delivery's until on_data returns */
-	held_add(c, b);
+	/* An ended connection (cr_conn_destroy() inside this on_data) has released what it
+	 * held and its slot goes back once on_data returns: the buffer is the app's alone,
+	 * detached as at the end, and counts against no connection. */
+	if (c->state != CONN_DEAD)
+		held_add(c, b);
+	else
+		b->conn = NULL, b->next = b->prev = NULL;
 	nl->bufs_held++;
 	NET_STAT_ADD(nl, bufs_held, 1);
 	c->rx_buf = b;

@@ -50,6 +50,8 @@ static struct {
 	unsigned bad, same_twice, held_at_close, held_after_close;
 	int hold_outside_errno;
 	bool destroy_in_data;
+	bool destroy_then_hold; /* cr_conn_destroy() first, then cr_conn_hold() */
+	unsigned tied_to_dead; /* buffers held after the destroy still tied to its slot */
 } S;
 
 static uint8_t stream[INNOCENT_BYTES];
@@ -158,7 +160,15 @@ hold_open(struct cr_conn *c)
 static void
 hold_data(struct cr_conn *c, const void *d, size_t n)
 {
-	struct cr_buf *b = cr_conn_hold(c), *again;
+	struct cr_buf *b, *again;
+
+	if (S.destroy_then_hold) {
+		cr_conn_destroy(c);
+		S.conn = NULL;
+	}
+	b = cr_conn_hold(c);
+	if (S.destroy_then_hold && b != NULL && b->conn != NULL)
+		S.tied_to_dead++;
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
 	CU_ASSERT_PTR_EQUAL(b->data, d);
@@ -172,7 +182,7 @@ hold_data(struct cr_conn *c, const void *d, size_t n)
 	S.h[S.nh].off = S.rx;
 	S.nh++;
 	S.rx += n;
-	if (S.destroy_in_data) {
+	if (S.destroy_in_data && !S.destroy_then_hold) {
 		cr_conn_destroy(c);
 		S.conn = NULL;
 	}
@@ -276,6 +286,24 @@ test_destroy_in_on_data_with_held(void)
 	CU_ASSERT_EQUAL(S.closes, 0); /* destroyed: no on_close */
 	CU_ASSERT_EQUAL(S.held_after_close, 1);
 	CU_ASSERT_EQUAL(S.same_twice, 1);
+	CU_ASSERT_EQUAL(S.bad, 0);
+	CU_ASSERT_EQUAL(UT_STAT(bufs_held), 0);
+}
+
+/* A hold after cr_conn_destroy() in the same on_data: the buffer is the app's, detached (it
+ * was tied to the dead slot, whose reuse then saw a held list and a count not its own). */
+static void
+test_hold_after_destroy_in_on_data(void)
+{
+	static const struct cr_conn_ops ops = {hold_open, hold_data, NULL, NULL, on_close};
+
+	s_reset();
+	S.destroy_then_hold = true;
+	s_run(&ops, client_ping, release_after_destroy, 10000);
+	CU_ASSERT_EQUAL(S.closes, 0);
+	CU_ASSERT_EQUAL(S.nh, 0); /* unref_all() released it */
+	CU_ASSERT_EQUAL(S.tied_to_dead, 0);
+	CU_ASSERT_EQUAL(S.held_after_close, 1);
 	CU_ASSERT_EQUAL(S.bad, 0);
 	CU_ASSERT_EQUAL(UT_STAT(bufs_held), 0);
 }
@@ -557,6 +585,7 @@ test_caps_and_pool(void)
 static const struct ut_case cases[] = {
 	UT_CASE(test_hold_across_callbacks_release_after_close),
 	UT_CASE(test_destroy_in_on_data_with_held),
+	UT_CASE(test_hold_after_destroy_in_on_data),
 	UT_CASE(test_caps_and_pool),
 };
 
