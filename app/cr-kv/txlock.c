@@ -453,13 +453,15 @@ park(struct kv_shard *sh, struct kpart *p, const struct needs *n, bool lock)
 	d = (char *)(w->argv + argc + (lock ? p->argc : 0));
 	if (lock) {
 		w->excl = (uint8_t *)d;
-		memcpy(w->excl, p->lock->excl, nk);
+		if (nk > 0) /* a whole-shard lock has no keys and no excl array */
+			memcpy(w->excl, p->lock->excl, nk);
 		d += nk;
 	}
 	for (i = 0; i < argc + (lock ? p->argc : 0); i++) {
 		const struct kv_arg *a = i < argc ? &src[i] : &p->argv[i - argc];
 
-		memcpy(d, a->p, a->len);
+		if (a->len > 0)
+			memcpy(d, a->p, a->len);
 		d[a->len] = '\0';
 		w->argv[i].p = d;
 		w->argv[i].len = a->len;
