@@ -10,9 +10,10 @@
  * The client is not read while its session connects, as on the plain listener. What
  * arrives all the same before the server connection is open goes into the same buffer,
  * after what is there, and is sent with it: the bytes after the hello that were read with
- * it, and, on --tls-listen with --backend-tls, the plaintext lib/tls decrypted from the
- * record that ended the client's handshake (it delivers it in the same call as on_open,
- * past the read stop) while the backend's TLS connection cannot take it yet. More than a
+ * it, and, on --tls-listen, the plaintext lib/tls decrypted from the record that ended
+ * the client's handshake (it delivers it in the same call as on_open, past the read stop)
+ * while the session has no server connection that can take it yet (--backend-tls: one in
+ * its own handshake; or none, the client waiting for --maxconn). More than a
  * buffer holds, or no buffer to be had, resets the session (proxy_nobufs). What is not a ClientHello, a hello
  * not whole within PX_SNI_MAX bytes or --sni-timeout, an EOF before it: closed without a
  * backend, counted (proxy_sni_bad). No name, or an unknown one: --sni-default's group,

@@ -7,7 +7,8 @@ backends (--backend-tls) with nginx (ssl) and openssl s_server as the backends.
   tls_proxy_test.py CR_PROXY CR_HTTP TEST [--driver uring|epoll]
 
 TEST is one of: cli, curl, pipeline, backend_nginx, backend_sni, backend_sni_each,
-backend_silent, backend_badcert. Exit 0 pass,
+backend_silent, backend_badcert, connect_budget, backend_client_eof, maxconn_early.
+Exit 0 pass,
 1 fail, 77 skip.
 """
 import argparse
@@ -489,6 +490,238 @@ def t_backend_badcert(proxy_exe, http_exe, driver, certs):
     return 0
 
 
+class SilentTLS:
+    """A backend that accepts TCP and never says a word (no ServerHello): each
+    connection it accepts is kept open, with its accept time (monotonic). With
+    @p late_accept the listener's accept queue is full at first (listen(0) and one
+    connection waiting in it), so a connect's first SYN is dropped; the queue is emptied
+    after @p late_accept s, and the connect completes with the SYN's retransmission
+    (about 1 s after it began): a TCP connect that takes most of --connect-timeout."""
+
+    def __init__(self, late_accept=None):
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(0 if late_accept is not None else 16)
+        self.port = self.ls.getsockname()[1]
+        self.filler = None
+        if late_accept is not None:
+            self.filler = socket.create_connection(("127.0.0.1", self.port), timeout=2)
+        self.late = late_accept
+        self.held, self.times = [], []
+        self.done = threading.Event()
+        self.started = None
+        self.th = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.started = time.monotonic()
+        self.th.start()
+
+    def _run(self):
+        self.ls.settimeout(0.05)
+        if self.late is not None:
+            self.done.wait(self.late)
+            c, _ = self.ls.accept()  # the filler: the queue has room again
+            self.held.append(c)
+        for _ in range(2000):  # bounded: 100 s at most
+            if self.done.is_set():
+                break
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                continue
+            self.times.append(time.monotonic())
+            self.held.append(c)
+
+    def stop(self):
+        self.done.set()
+        if self.th.is_alive():
+            self.th.join(5)
+        for c in self.held:
+            c.close()
+        if self.filler is not None:
+            self.filler.close()
+        self.ls.close()
+
+
+def wait_eof(s, limit):
+    """Seconds until @p s reads EOF or a reset (at most @p limit, else None)."""
+    t0 = time.monotonic()
+    s.settimeout(limit)
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d:
+                break
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    except socket.timeout:
+        return None
+    return time.monotonic() - t0
+
+
+def t_connect_budget(proxy_exe, http_exe, driver, certs):
+    """R3: the TCP connect and the TLS handshake to a backend share one --connect-timeout.
+    A backend whose TCP connect takes about 1 s (its first SYN dropped) and that then never
+    answers the ClientHello: with --connect-timeout 1.5 the client is closed about 1.5 s
+    after it connected (before, the handshake got 1.5 s of its own: about 2.5 s), the
+    session is logged connect_failed with no connect time, and the line says timed out."""
+    be = SilentTLS(late_accept=0.3)
+    slog = os.path.join(certs.dir, "session.log")
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % be.port,
+            "--backend-tls", "--backend-tls-ca", certs.ca, "--check-interval", "0",
+            "--connect-timeout", "1.5", "--retries", "0", "--session-log", slog],
+            ready=b"TLS to the backends")
+        try:
+            be.start()
+            c = socket.create_connection(("127.0.0.1", px.plain_port), timeout=5)
+            t0 = time.monotonic()
+            dt = wait_eof(c, 6)
+            c.close()
+            check(len(be.times) == 1, "one backend connection: %r" % be.times)
+            tcp = be.times[0] - t0
+            # The case this is about: a TCP connect that took most of the budget.
+            check(tcp >= 0.7, "the TCP connect took %.2f s (the SYN was not dropped?)" % tcp)
+            check(dt is not None, "the client was not closed within 6 s")
+            log("TCP connect %.2f s, client closed after %.2f s (connect-timeout 1.5)"
+                % (tcp, dt))
+            check(1.4 <= dt <= 1.5 + 0.35,
+                  "connect + handshake took %.2f s, not one --connect-timeout (1.5 s)" % dt)
+        finally:
+            err = px.stop()
+        check(re.search(r"backend 127\.0\.0\.1:%d: TLS connect failed: timed out" % be.port,
+                        err), "the line: %r" % err)
+        with open(slog) as f:
+            lines = f.read().splitlines()
+        check(len(lines) == 1, "one session line: %r" % lines)
+        fields = lines[0].split()
+        check(fields[-1] == "connect_failed" and fields[4].split("/")[1] == "-1",
+              "the session line: %r" % lines[0])
+    finally:
+        be.stop()
+    return 0
+
+
+def tls_request_then_eof(port, certs, request, timeout=10):
+    """A TLS client whose request and close_notify go in the same write as its Finished,
+    then a FIN: the proxy's lib/tls reads the request and the client's EOF in the call
+    that ends the handshake. Returns what it read back (b"(reset)" on a reset)."""
+    ctx = tls_http_test.client_ctx(certs)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    got = b""
+    try:
+        for _ in range(20):
+            try:
+                obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                data = out.read()
+                if data:
+                    s.sendall(data)
+                b = s.recv(65536)
+                check(b, "closed during the handshake")
+                inc.write(b)
+        obj.write(request)
+        try:
+            obj.unwrap()
+        except ssl.SSLWantReadError:
+            pass  # close_notify is in out; the peer's comes later
+        s.sendall(out.read())  # Finished, the request and close_notify: one write
+        s.shutdown(socket.SHUT_WR)
+        for _ in range(1000):
+            try:
+                b = obj.read(65536)
+                if not b:
+                    break
+                got += b
+            except ssl.SSLWantReadError:
+                b = s.recv(65536)
+                if not b:
+                    break
+                inc.write(b)
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                break
+            except ssl.SSLError:
+                break
+    except ConnectionResetError:
+        return b"(reset)"
+    finally:
+        s.close()
+    return got
+
+
+def t_backend_client_eof(proxy_exe, http_exe, driver, certs):
+    """A TLS client whose request and EOF arrive with its Finished, while the proxy's
+    TLS connection to the backend (nginx) is still in its handshake: the request still
+    reaches nginx and the answer the client; the backend is not counted as failed (the
+    client's EOF was passed on as a shut of our write during the handshake, which failed
+    it: a backend failure, a retry, no answer)."""
+    if not os.path.exists(NGINX):
+        log("SKIP: no %s" % NGINX)
+        return SKIP
+    ng = NginxTLS(certs)
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % ng.port,
+            "--backend-tls", "--backend-tls-ca", certs.ca, "--check-interval", "0",
+            "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert, "--tls-key", certs.key],
+            ready=b"(tls, TLS to the backends)", telemetry=True)
+        try:
+            for i in range(3):
+                got = tls_request_then_eof(
+                    px.port, certs, b"GET /plaintext HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                check(got.startswith(b"HTTP/1.1 200") and got.endswith(b"Hello, World!"),
+                      "request %d: %r" % (i, got))
+            st = px.app_counters()
+            bs = px.telemetry("/backends")["backends"]
+            check(st.get("proxy_connect_failures", 0) == 0 and bs[0]["failures"] == 0,
+                  "no connect failure: %r %r" % (st, bs))
+        finally:
+            err = px.stop()
+        check("TLS connect failed" not in err, "no failed connect: %r" % err)
+    finally:
+        ng.stop()
+    return 0
+
+
+def t_maxconn_early(proxy_exe, http_exe, driver, certs):
+    """--maxconn 1 with TLS termination: a TLS client whose request came with its
+    Finished, over the limit, waits and is answered when the session before it ends (it
+    was reset: its early request had nowhere to wait with a plain backend)."""
+    be = http_test.Server(http_exe, driver)
+    px = Proxy(proxy_exe, driver, certs, args=[
+        "--listen", "127.0.0.1:0", "--backend", "%s:%d" % be.addr, "--maxconn", "1",
+        "--check-interval", "0", "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert,
+        "--tls-key", certs.key], telemetry=True)
+    try:
+        first = socket.create_connection(("127.0.0.1", px.plain_port), timeout=10)
+        first.sendall(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(b"Hello, World!" in first.recv(65536), "the first session is served")
+        res = {}
+        th = threading.Thread(target=lambda: res.update(r=tls_get_with_finished(px.port, certs)))
+        th.start()
+        for _ in range(100):  # until it waits for --maxconn (at most 5 s)
+            if px.app_counters().get("proxy_maxconn_waits", 0) >= 1:
+                break
+            time.sleep(0.05)
+        check(px.app_counters().get("proxy_maxconn_waits", 0) == 1, "the TLS client waits")
+        time.sleep(0.2)
+        check(th.is_alive(), "the waiting client was answered or closed: %r" % res)
+        first.close()
+        th.join(10)
+        check(not th.is_alive(), "the waiting client is never answered")
+        st, body = res["r"]
+        check(st == 200 and body == b"Hello, World!", "the waiting client: %d %r" % (st, body))
+        check(px.app_counters().get("proxy_nobufs", 0) == 0, "no session reset")
+    finally:
+        px.stop()
+        be.stop()
+    return 0
+
+
 def t_cli(proxy_exe, http_exe, driver, certs):
     """Bad values of the TLS-to-backend and passthrough options: one line naming the
     option (or the file) and what is accepted, exit 2; --help lists them."""
@@ -534,7 +767,9 @@ def t_cli(proxy_exe, http_exe, driver, certs):
 
 TESTS = {"cli": t_cli, "curl": t_curl, "pipeline": t_pipeline, "backend_nginx": t_backend_nginx,
          "backend_sni": t_backend_sni, "backend_sni_each": t_backend_sni_each,
-         "backend_silent": t_backend_silent, "backend_badcert": t_backend_badcert}
+         "backend_silent": t_backend_silent, "backend_badcert": t_backend_badcert,
+         "connect_budget": t_connect_budget, "backend_client_eof": t_backend_client_eof,
+         "maxconn_early": t_maxconn_early}
 
 
 def main():
