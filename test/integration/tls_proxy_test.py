@@ -7,7 +7,8 @@ backends (--backend-tls) with nginx (ssl) and openssl s_server as the backends.
   tls_proxy_test.py CR_PROXY CR_HTTP TEST [--driver uring|epoll]
 
 TEST is one of: cli, curl, pipeline, backend_nginx, backend_sni, backend_sni_each,
-backend_silent, backend_badcert, connect_budget, backend_client_eof, maxconn_early.
+backend_silent, backend_badcert, connect_budget, backend_client_eof, maxconn_early,
+check_budget.
 Exit 0 pass,
 1 fail, 77 skip.
 """
@@ -722,6 +723,42 @@ def t_maxconn_early(proxy_exe, http_exe, driver, certs):
     return 0
 
 
+def t_check_budget(proxy_exe, http_exe, driver, certs):
+    """--check-timeout bounds a --backend-tls health check whole, TCP connect and
+    handshake: a backend that accepts and never answers the ClientHello, checked every
+    0.2 s with --check-timeout 0.2 and --fall 2, is down within 2 s, though
+    --connect-timeout is 5 (before, each check's handshake had the 5 s of the client
+    context's handshake timeout: down after about 10 s)."""
+    be = SilentTLS()
+    try:
+        be.start()
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % be.port,
+            "--backend-tls", "--backend-tls-ca", certs.ca, "--check-interval", "0.2",
+            "--check-timeout", "0.2", "--connect-timeout", "5", "--fall", "2"],
+            ready=b"TLS to the backends", telemetry=True)
+        try:
+            t0 = time.monotonic()
+            state = None
+            for _ in range(60):  # 3 s at most
+                state = px.telemetry("/backends")["backends"][0]["state"]
+                if state == "down":
+                    break
+                time.sleep(0.05)
+            dt = time.monotonic() - t0
+            check(state == "down", "the silent backend is %s after %.1f s" % (state, dt))
+            log("silent TLS backend marked down %.2f s after the start, %d checks"
+                % (dt, len(be.times)))
+            check(dt < 2.0, "marked down after %.2f s" % dt)
+        finally:
+            err = px.stop()
+        check(re.search(r"backend 127\.0\.0\.1:%d: TLS connect failed: .*timed out" % be.port,
+                        err), "the reason logged: %r" % err)
+    finally:
+        be.stop()
+    return 0
+
+
 def t_cli(proxy_exe, http_exe, driver, certs):
     """Bad values of the TLS-to-backend and passthrough options: one line naming the
     option (or the file) and what is accepted, exit 2; --help lists them."""
@@ -769,7 +806,7 @@ TESTS = {"cli": t_cli, "curl": t_curl, "pipeline": t_pipeline, "backend_nginx": 
          "backend_sni": t_backend_sni, "backend_sni_each": t_backend_sni_each,
          "backend_silent": t_backend_silent, "backend_badcert": t_backend_badcert,
          "connect_budget": t_connect_budget, "backend_client_eof": t_backend_client_eof,
-         "maxconn_early": t_maxconn_early}
+         "maxconn_early": t_maxconn_early, "check_budget": t_check_budget}
 
 
 def main():
