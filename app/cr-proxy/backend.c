@@ -379,6 +379,8 @@ check_close(struct cr_conn *c, int err)
 			check_tls_failed(i, why);
 		else if (err == -ETIMEDOUT)
 			check_tls_failed(i, "timed out (TCP connect or TLS handshake)");
+		else if (err == -ECONNRESET || err == -EPIPE)
+			check_tls_failed(i, "closed by the backend during the TLS handshake");
 	}
 	px_backend_failed((int)i);
 }

@@ -586,6 +586,9 @@ tls_failed(struct cr_conn *c, int slot, int err)
 		px_backend_tls_failed(slot, why);
 	else if (err == -ETIMEDOUT)
 		px_backend_tls_failed(slot, "timed out (TCP connect or TLS handshake)");
+	else if (err == -ECONNRESET || err == -EPIPE)
+		/* Its FIN or reset after the TCP connect (a refusal is -ECONNREFUSED). */
+		px_backend_tls_failed(slot, "closed by the backend during the TLS handshake");
 }
 
 /* The connect to @p slot failed (its connection gone): count it, try the next. */

@@ -8,7 +8,7 @@ backends (--backend-tls) with nginx (ssl) and openssl s_server as the backends.
 
 TEST is one of: cli, curl, pipeline, backend_nginx, backend_sni, backend_sni_each,
 backend_silent, backend_badcert, connect_budget, backend_client_eof, maxconn_early,
-check_budget.
+check_budget, backend_refusals.
 Exit 0 pass,
 1 fail, 77 skip.
 """
@@ -759,6 +759,101 @@ def t_check_budget(proxy_exe, http_exe, driver, certs):
     return 0
 
 
+class ClosingTLS(SilentTLS):
+    """A backend that reads the ClientHello and closes (a FIN) without an answer."""
+
+    def _run(self):
+        self.ls.settimeout(0.05)
+        for _ in range(2000):  # bounded: 100 s at most
+            if self.done.is_set():
+                break
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                continue
+            self.times.append(time.monotonic())
+            c.settimeout(2)
+            try:
+                c.recv(4096)
+            except OSError:
+                pass
+            c.close()
+
+
+def t_backend_refusals(proxy_exe, http_exe, driver, certs):
+    """A backend whose certificate fails (another CA's, our CA's for another name, an
+    expired one), and one that closes in the middle of the handshake, each the only
+    backend: the client reads a clean EOF (no reset) soon, the session is logged
+    connect_failed with no connect time, proxy_connect_failures and the backend's
+    failures count it, and the proxy's line names the reason (a backend that closed
+    during the handshake had no line)."""
+    other = tls_http_test.Certs()
+    old_cert, old_key = certs.expired()
+    slog = os.path.join(certs.dir, "refusals.log")
+    cases = [
+        ("another CA", lambda: SServer(other.cert, other.key), [],
+         r"certificate verify failed: unable to get local issuer certificate"),
+        ("another name", lambda: SServer(certs.cert_b, certs.key_b), [],
+         r"certificate verify failed: IP address mismatch"),
+        ("another host name", lambda: SServer(certs.cert_b, certs.key_b),
+         ["--backend-tls-sni", "localhost"], r"certificate verify failed: hostname mismatch"),
+        ("expired", lambda: SServer(old_cert, old_key), ["--backend-tls-sni", "localhost"],
+         r"certificate verify failed: certificate has expired"),
+        ("closed", ClosingTLS, [], r"closed by the backend during the TLS handshake"),
+    ]
+    try:
+        for n, (what, make, extra, reason) in enumerate(cases, 1):
+            be = make()
+            if isinstance(be, ClosingTLS):
+                be.start()
+            try:
+                px = Proxy(proxy_exe, driver, certs, args=[
+                    "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % be.port,
+                    "--backend-tls", "--backend-tls-ca", certs.ca, "--check-interval", "0",
+                    "--retries", "0", "--connect-timeout", "3", "--session-log", slog]
+                    + extra, ready=b"TLS to the backends", telemetry=True)
+                try:
+                    c = socket.create_connection(("127.0.0.1", px.plain_port), timeout=5)
+                    c.settimeout(5)
+                    t0 = time.monotonic()
+                    try:
+                        got = c.recv(100)
+                    except ConnectionResetError:
+                        got = None
+                    dt = time.monotonic() - t0
+                    c.close()
+                    check(got == b"", "%s: the client got %r, not an EOF" % (what, got))
+                    check(dt < 1.0, "%s: the client waited %.2f s" % (what, dt))
+                    ctr = px.app_counters()
+                    bk = px.telemetry("/backends")["backends"][0]
+                    check(ctr.get("proxy_connect_failures") == 1 and bk["failures"] == 1
+                          and bk["connections"] == 0,
+                          "%s: counted %r %r" % (what, ctr, bk))
+                finally:
+                    err = px.stop()
+                check(re.search(r"backend 127\.0\.0\.1:%d: TLS connect failed: %s"
+                                % (be.port, reason), err),
+                      "%s: the reason logged: %r" % (what, err))
+                lines = []
+                for _ in range(100):  # the log thread's: 5 s at most
+                    with open(slog) as f:
+                        lines = f.read().splitlines()
+                    if len(lines) >= n:
+                        break
+                    time.sleep(0.05)
+                check(len(lines) == n, "%s: %d session lines: %r" % (what, n, lines))
+                f = lines[-1].split()
+                check(f[-1] == "connect_failed" and f[4].split("/")[1] == "-1"
+                      and f[3] == "127.0.0.1:%d" % be.port,
+                      "%s: the session line %r" % (what, lines[-1]))
+                log("%s: EOF after %.3f s, %s" % (what, dt, reason))
+            finally:
+                be.stop()
+    finally:
+        other.remove()
+    return 0
+
+
 def t_cli(proxy_exe, http_exe, driver, certs):
     """Bad values of the TLS-to-backend and passthrough options: one line naming the
     option (or the file) and what is accepted, exit 2; --help lists them."""
@@ -806,7 +901,8 @@ TESTS = {"cli": t_cli, "curl": t_curl, "pipeline": t_pipeline, "backend_nginx": 
          "backend_sni": t_backend_sni, "backend_sni_each": t_backend_sni_each,
          "backend_silent": t_backend_silent, "backend_badcert": t_backend_badcert,
          "connect_budget": t_connect_budget, "backend_client_eof": t_backend_client_eof,
-         "maxconn_early": t_maxconn_early, "check_budget": t_check_budget}
+         "maxconn_early": t_maxconn_early, "check_budget": t_check_budget,
+         "backend_refusals": t_backend_refusals}
 
 
 def main():
