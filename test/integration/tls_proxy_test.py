@@ -8,7 +8,7 @@ backends (--backend-tls) with nginx (ssl) and openssl s_server as the backends.
 
 TEST is one of: cli, curl, pipeline, backend_nginx, backend_sni, backend_sni_each,
 backend_silent, backend_badcert, connect_budget, backend_client_eof, maxconn_early,
-check_budget, backend_refusals.
+check_budget, backend_refusals, reload_live, retire_live.
 Exit 0 pass,
 1 fail, 77 skip.
 """
@@ -42,14 +42,14 @@ class Proxy:
     its stdout has @p ready; its stderr is collected by stop()."""
 
     def __init__(self, exe, driver, certs, backend=None, args=None,
-                 ready=rb"(tls, plain to the backends)", telemetry=False):
+                 ready=rb"(tls, plain to the backends)", telemetry=False, lcores=None):
         if args is None:
             args = ["--listen", "127.0.0.1:0", "--backend", "%s:%d" % backend,
                     "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert,
                     "--tls-key", certs.key]
         self.tel = os.path.join(certs.dir, "tel.%d.sock" % time.monotonic_ns())
         self.proc = subprocess.Popen(
-            [exe, "-l", str(min(os.sched_getaffinity(0))), "--io-driver", driver,
+            [exe, "-l", lcores or str(min(os.sched_getaffinity(0))), "--io-driver", driver,
              "--telemetry", self.tel if telemetry else "off"] + args,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, deadline = b"", time.monotonic() + 10
@@ -83,7 +83,8 @@ class Proxy:
                 break
             buf += d
         s.close()
-        return json.loads(buf)[cmd]
+        d = json.loads(buf)
+        return d.get(cmd, d)  # a command with parameters answers under its own name
 
     def app_counters(self):
         """The app counters of /stats, summed over the lcores."""
@@ -145,7 +146,8 @@ NGINX = "/usr/sbin/nginx"
 
 class NginxTLS:
     """nginx with ssl on 127.0.0.1, our certificate; /plaintext answers Hello, World!, and
-    its log has a line per request: TLS version, SNI name, session reused (r or .)."""
+    its log has a line per request: TLS version, SNI name, session reused (r or .), its
+    connection's serial number."""
 
     def __init__(self, certs):
         self.d = tempfile.mkdtemp(prefix="tls_proxy_nginx.", dir=certs.dir)
@@ -165,7 +167,7 @@ pid %(d)s/nginx.pid; error_log %(d)s/error.log;
 events { worker_connections 64; }
 http {
   %(temps)s
-  log_format tls '$ssl_protocol $ssl_server_name $ssl_session_reused';
+  log_format tls '$ssl_protocol $ssl_server_name $ssl_session_reused $connection';
   access_log %(log)s tls;
   server {
     listen 127.0.0.1:%(port)d ssl;
@@ -854,6 +856,163 @@ def t_backend_refusals(proxy_exe, http_exe, driver, certs):
     return 0
 
 
+def peer_names(der):
+    """The DNS names of a DER certificate (openssl x509 -ext subjectAltName)."""
+    r = subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-ext",
+                        "subjectAltName"], input=der, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=10)
+    return re.findall(rb"DNS:([\w.-]+)", r.stdout)
+
+
+def read_until(proc, want, limit=10):
+    """Read @p proc's stdout until @p want is in it (at most @p limit s)."""
+    out, deadline = b"", time.monotonic() + limit
+    while want not in out and time.monotonic() < deadline:
+        r, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if r:
+            out += os.read(proc.stdout.fileno(), 4096)
+    return out
+
+
+def t_reload_live(proxy_exe, http_exe, driver, certs):
+    """SIGHUP with TLS sessions live, TLS from the client and to the backend (nginx): the
+    certificate files are replaced by b.test's and reloaded; the session opened before
+    keeps working on its connections (two more requests, its backend connection the same:
+    nginx sees no new handshake), a new client gets b.test's certificate, and the backend
+    list of --config is read again with them."""
+    if not os.path.exists(NGINX):
+        log("SKIP: no %s" % NGINX)
+        return SKIP
+    ng = NginxTLS(certs)
+    d = tempfile.mkdtemp(prefix="reload.", dir=certs.dir)
+    cert, key, conf = (os.path.join(d, n) for n in ("cert.pem", "key.pem", "proxy.conf"))
+    shutil.copy(certs.cert, cert)
+    shutil.copy(certs.key, key)
+    os.chmod(key, 0o600)
+    with open(conf, "w") as f:
+        f.write("backend 127.0.0.1:%d\n" % ng.port)
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--config", conf, "--listen", "127.0.0.1:0", "--backend-tls",
+            "--backend-tls-ca", certs.ca, "--check-interval", "0", "--tls-listen",
+            "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key],
+            ready=b"(tls, TLS to the backends)")
+        try:
+            ctx = tls_http_test.client_ctx(certs)
+            live = ctx.wrap_socket(socket.create_connection(("127.0.0.1", px.port), timeout=10),
+                                   server_hostname="localhost")
+            req = b"GET /plaintext HTTP/1.1\r\nHost: localhost\r\n\r\n"
+            live.sendall(req)
+            check(tls_http_test.read_responses(live, 1)[0][1] == b"Hello, World!",
+                  "the live session before the reload")
+            shutil.copy(certs.cert_b, cert)
+            shutil.copy(certs.key_b, key)
+            px.proc.send_signal(signal.SIGHUP)
+            out = read_until(px.proc, b"reloaded %s" % conf.encode())
+            check(b"TLS certificates and keys reloaded" in out and b"1 backend" in out,
+                  "the reload lines: %r" % out)
+            for i in range(2):
+                live.sendall(req)
+                check(tls_http_test.read_responses(live, 1)[0][1] == b"Hello, World!",
+                      "the live session after the reload, request %d" % i)
+            check(peer_names(live.getpeercert(True)) == [b"localhost", b"a.test"],
+                  "the live session's certificate")
+            ctx2 = tls_http_test.client_ctx(certs)
+            new = ctx2.wrap_socket(socket.create_connection(("127.0.0.1", px.port), timeout=10),
+                                   server_hostname="b.test")
+            check(peer_names(new.getpeercert(True)) == [b"b.test"], "a new client: b.test's")
+            new.sendall(b"GET /plaintext HTTP/1.1\r\nHost: b.test\r\n\r\n")
+            check(tls_http_test.read_responses(new, 1)[0][1] == b"Hello, World!",
+                  "a new client after the reload")
+            new.close()
+            live.close()
+        finally:
+            err = px.stop()
+        check("TLS connect failed" not in err, "no failed backend connect: %r" % err)
+        lines = ng.lines()
+        check(len(lines) == 4 and lines[0][3] == lines[1][3] == lines[2][3] != lines[3][3],
+              "nginx: 3 requests of the live session on one connection, one of the new "
+              "client on another: %r" % lines)
+    finally:
+        ng.stop()
+    return 0
+
+
+def t_retire_live(proxy_exe, http_exe, driver, certs):
+    """Retiring an lcore with TLS sessions live on it, TLS from the clients and to the
+    backend (nginx): every session keeps working while it retires (a request each), a new
+    client is served by the other lcore, and once the clients close the lcore goes
+    offline (within 5 s); started again, it runs."""
+    if not os.path.exists(NGINX):
+        log("SKIP: no %s" % NGINX)
+        return SKIP
+    if len(os.sched_getaffinity(0)) < 2:
+        log("SKIP: one CPU")
+        return SKIP
+    ng = NginxTLS(certs)
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % ng.port,
+            "--backend-tls", "--backend-tls-ca", certs.ca, "--check-interval", "0",
+            "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert, "--tls-key", certs.key,
+            "--shutdown-timeout", "20"], ready=b"(tls, TLS to the backends)", telemetry=True,
+            lcores="%d,%d" % tuple(cpus))
+
+        def lcores():
+            return {lc["lcore"]: lc for lc in px.telemetry("/stats")["lcores"]}
+        try:
+            ctx = tls_http_test.client_ctx(certs)
+            req = b"GET /plaintext HTTP/1.1\r\nHost: localhost\r\n\r\n"
+            live = []
+            for _ in range(16):
+                c = ctx.wrap_socket(socket.create_connection(("127.0.0.1", px.port),
+                                                             timeout=10),
+                                    server_hostname="localhost")
+                c.sendall(req)
+                check(tls_http_test.read_responses(c, 1)[0][1] == b"Hello, World!",
+                      "a session before the retire")
+                live.append(c)
+            second = max(lcores())
+            on = lcores()[second]["net_connections"]
+            check(on > 0, "none of 16 sessions on lcore %d" % second)
+            r = px.telemetry("/lcore/retire,%d" % second)
+            check("error" not in json.dumps(r), "retire: %r" % r)
+            check(lcores()[second]["state"] == "RETIRING", "lcore %d retiring" % second)
+            for i, c in enumerate(live):
+                c.sendall(req)
+                check(tls_http_test.read_responses(c, 1)[0][1] == b"Hello, World!",
+                      "session %d while its lcore retires" % i)
+            st, body = tls_get_with_finished(px.port, certs)
+            check(st == 200 and body == b"Hello, World!", "a new client: %d %r" % (st, body))
+            check(lcores()[second]["state"] == "RETIRING", "lcore left before its sessions")
+            for c in live:
+                c.close()
+            state = None
+            for _ in range(100):  # 5 s at most
+                state = lcores()[second]["state"]
+                if state == "OFFLINE":
+                    break
+                time.sleep(0.05)
+            check(state == "OFFLINE", "lcore %d %s 5 s after its clients closed"
+                  % (second, state))
+            px.telemetry("/lcore/start,%d" % second)
+            for _ in range(100):
+                state = lcores()[second]["state"]
+                if state == "RUNNING":
+                    break
+                time.sleep(0.05)
+            check(state == "RUNNING", "lcore %d started again: %s" % (second, state))
+            log("retire: %d TLS sessions on lcore %d kept working, offline once closed"
+                % (on // 2, second))
+        finally:
+            err = px.stop()
+        check("TLS connect failed" not in err, "no failed backend connect: %r" % err)
+    finally:
+        ng.stop()
+    return 0
+
+
 def t_cli(proxy_exe, http_exe, driver, certs):
     """Bad values of the TLS-to-backend and passthrough options: one line naming the
     option (or the file) and what is accepted, exit 2; --help lists them."""
@@ -902,7 +1061,8 @@ TESTS = {"cli": t_cli, "curl": t_curl, "pipeline": t_pipeline, "backend_nginx": 
          "backend_silent": t_backend_silent, "backend_badcert": t_backend_badcert,
          "connect_budget": t_connect_budget, "backend_client_eof": t_backend_client_eof,
          "maxconn_early": t_maxconn_early, "check_budget": t_check_budget,
-         "backend_refusals": t_backend_refusals}
+         "backend_refusals": t_backend_refusals, "reload_live": t_reload_live,
+         "retire_live": t_retire_live}
 
 
 def main():
