@@ -13,13 +13,13 @@
  * it, and, on --tls-listen, the plaintext lib/tls decrypted from the record that ended
  * the client's handshake (it delivers it in the same call as on_open, past the read stop)
  * while the session has no server connection that can take it yet (--backend-tls: one in
- * its own handshake; or none, the client waiting for --maxconn). More than a
- * buffer holds, or no buffer to be had, resets the session (proxy_nobufs). What is not a ClientHello, a hello
- * not whole within PX_SNI_MAX bytes or --sni-timeout, an EOF before it: closed without a
- * backend, counted (proxy_sni_bad), and logged no_backend, client_timeout (--sni-timeout)
- * or client_closed (the EOF). No name, or an unknown one: --sni-default's group,
- * else closed (proxy_sni_refused). When every buffer is taken, the session that has read
- * its hello longest gives its buffer to the newcomer (take()).
+ * its own handshake; or none, the client waiting for --maxconn). More than a buffer
+ * holds, or no buffer to be had, resets the session (proxy_nobufs). What is not a
+ * ClientHello, a hello not whole within PX_SNI_MAX bytes or --sni-timeout, an EOF before
+ * it: closed without a backend, counted (proxy_sni_bad), and logged no_backend,
+ * client_timeout (--sni-timeout) or client_closed (the EOF). No name, or an unknown one:
+ * --sni-default's group, else closed (proxy_sni_refused). When every buffer is taken, the
+ * session that has read its hello longest gives its buffer to the newcomer (take()).
  */
 #include <errno.h>
 #include <string.h>
