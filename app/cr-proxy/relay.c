@@ -536,8 +536,9 @@ srv_open(struct cr_conn *c)
 	if (s->cli_eof) {
 		px_ended(s, PX_END_CLIENT_CLOSED);
 		(void)cr_conn_shutdown_write(c);
-		return; /* the client has no more to say */
 	}
+	/* Also after its EOF: reading on is how lib/net meets the FIN that may follow a TLS
+	 * client's close_notify, and ends the connection once our side is shut too. */
 	if (s->cli != NULL)
 		cr_conn_read_start(s->cli);
 }

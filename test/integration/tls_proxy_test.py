@@ -682,6 +682,13 @@ def t_backend_client_eof(proxy_exe, http_exe, driver, certs):
             bs = px.telemetry("/backends")["backends"]
             check(st.get("proxy_connect_failures", 0) == 0 and bs[0]["failures"] == 0,
                   "no connect failure: %r %r" % (st, bs))
+            live = None
+            for _ in range(40):  # every session ends with its connections: 2 s at most
+                live = px.telemetry("/backends")["sessions"]
+                if live == 0:
+                    break
+                time.sleep(0.05)
+            check(live == 0, "%r sessions still live after their clients closed" % live)
         finally:
             err = px.stop()
         check("TLS connect failed" not in err, "no failed connect: %r" % err)
