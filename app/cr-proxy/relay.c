@@ -452,8 +452,10 @@ cli_eof(struct cr_conn *c)
 		px_sni_eof(cur(), s); /* the hello will never be whole */
 		return;
 	}
-	if (s->srv != NULL && !s->srv_open) {
-		s->cli_eof = true; /* passed on once it is open, after what is held for it */
+	if (!s->srv_open) {
+		/* Connecting, or not yet (waiting for --maxconn): passed on once it is open,
+		 * after what is held for it. */
+		s->cli_eof = true;
 		return;
 	}
 	px_ended(s, PX_END_CLIENT_CLOSED);

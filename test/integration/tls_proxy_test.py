@@ -700,7 +700,8 @@ def t_backend_client_eof(proxy_exe, http_exe, driver, certs):
 def t_maxconn_early(proxy_exe, http_exe, driver, certs):
     """--maxconn 1 with TLS termination: a TLS client whose request came with its
     Finished, over the limit, waits and is answered when the session before it ends (it
-    was reset: its early request had nowhere to wait with a plain backend)."""
+    was reset: its early request had nowhere to wait with a plain backend); one whose
+    close_notify and FIN came with them too is answered and closed."""
     be = http_test.Server(http_exe, driver)
     px = Proxy(proxy_exe, driver, certs, args=[
         "--listen", "127.0.0.1:0", "--backend", "%s:%d" % be.addr, "--maxconn", "1",
@@ -726,6 +727,28 @@ def t_maxconn_early(proxy_exe, http_exe, driver, certs):
         st, body = res["r"]
         check(st == 200 and body == b"Hello, World!", "the waiting client: %d %r" % (st, body))
         check(px.app_counters().get("proxy_nobufs", 0) == 0, "no session reset")
+        # The same with the client's close_notify and FIN in that write too: its EOF,
+        # read before there was a backend connection, reaches the backend after the
+        # request (it was lost: the backend, keeping the connection alive, never closed).
+        first = socket.create_connection(("127.0.0.1", px.plain_port), timeout=10)
+        first.sendall(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(b"Hello, World!" in first.recv(65536), "the first session again")
+        res = {}
+        th = threading.Thread(target=lambda: res.update(r=tls_request_then_eof(
+            px.port, certs, b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", timeout=3)))
+        th.start()
+        for _ in range(100):  # until it waits for --maxconn (at most 5 s)
+            if px.app_counters().get("proxy_maxconn_waits", 0) >= 2:
+                break
+            time.sleep(0.05)
+        check(px.app_counters().get("proxy_maxconn_waits", 0) == 2, "the second TLS client waits")
+        t_eof = time.monotonic()
+        first.close()
+        th.join(10)
+        check("r" in res, "the client with its EOF: no EOF back within 3 s")
+        log("the client with its EOF: %.2f s" % (time.monotonic() - t_eof))
+        check(res["r"].startswith(b"HTTP/1.1 200") and res["r"].endswith(b"Hello, World!"),
+              "the client with its EOF: %r" % res["r"])
     finally:
         px.stop()
         be.stop()
