@@ -65,6 +65,10 @@ cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o)
 	c->low_wm = o != NULL && o->low_watermark != 0 ? o->low_watermark : c->high_wm / 4;
 	if (c->low_wm > c->high_wm)
 		c->low_wm = c->high_wm;
+	/* A copy queue of high_wm bytes spans at most this many chunks (one partly sent at
+	 * its head): a queue of more is above its high watermark whatever its bytes. */
+	c->high_chunks = (c->high_wm + c->nl->chunk_cap - 1) / c->nl->chunk_cap + 1;
+	c->low_chunks = (c->low_wm + c->nl->chunk_cap - 1) / c->nl->chunk_cap + 1;
 	c->idle_ns = o != NULL ? o->idle_timeout_ns : 0;
 	c->keep_reading = o != NULL && o->keep_reading;
 	c->reclaimable = o != NULL && o->reclaimable;
@@ -107,6 +111,7 @@ conn_free(struct cr_conn *c)
 	}
 	c->tail = NULL;
 	c->queued = 0;
+	c->nchunks = 0;
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -415,6 +420,7 @@ consume(struct cr_conn *c, size_t n)
 			if (c->head == NULL)
 				c->tail = NULL;
 			ch->next = NULL;
+			c->nchunks--;
 			*last = ch;
 			last = &ch->next;
 		}
@@ -452,7 +458,7 @@ send_done(void *ctx, const struct cr_io_cqe *cqe)
 	consume(c, (size_t)cqe->res);
 	c->last_active = cr_now_ns();
 	NET_STAT_ADD(c->nl, bytes_out, (uint64_t)cqe->res);
-	if (c->above_high && c->queued <= c->low_wm) {
+	if (c->above_high && c->queued <= c->low_wm && c->nchunks <= c->low_chunks) {
 		c->above_high = false;
 		drained = true;
 	}
@@ -583,15 +589,22 @@ tail_room(const struct cr_conn *c)
 }
 
 bool
+cr__conn_above_high(const struct cr_conn *c)
+{
+	return c->queued > c->high_wm || c->nchunks > c->high_chunks;
+}
+
+bool
 cr__conn_admit(struct cr_conn *c, size_t need, bool past_reserve)
 {
 	struct net_lcore *nl = c->nl;
 
 	/* A connection already above its high watermark (it was fed faster than its peer
 	 * reads) may not take the last quarter of the pool: that share is kept for the
-	 * others, so it is the greedy one that is refused, never a bystander. */
+	 * others, so it is the greedy one that is refused, never a bystander. The reserve
+	 * is chunks, so "above" counts chunks too: 64 one-byte pieces are 64 chunks. */
 	if (need > nl->chunks_free ||
-	    (!past_reserve && c->queued > c->high_wm &&
+	    (!past_reserve && cr__conn_above_high(c) &&
 	     nl->chunks_free - need < nl->chunk_reserve)) {
 		NET_STAT_ADD(nl, send_nobufs, 1);
 		return false;
@@ -607,6 +620,7 @@ cr__conn_append(struct cr_conn *c, struct net_chunk *ch)
 	else
 		c->head = ch;
 	c->tail = ch;
+	c->nchunks++;
 }
 
 static int
@@ -643,7 +657,7 @@ send_wire(struct cr_conn *c, const void *data, size_t len, bool past_reserve)
 		p += n;
 		len -= n;
 	}
-	if (c->queued > c->high_wm)
+	if (cr__conn_above_high(c))
 		c->above_high = true;
 	cr__conn_progress(c, false);
 	return 0;
@@ -669,7 +683,7 @@ cr_conn_send_room(const struct cr_conn *c)
 	unsigned chunks = nl->chunks_free;
 
 	/* send_wire()'s rule: one above its high watermark leaves the reserve alone. */
-	if (c->queued > c->high_wm)
+	if (cr__conn_above_high(c))
 		chunks = chunks > nl->chunk_reserve ? chunks - nl->chunk_reserve : 0;
 	return room + (size_t)chunks * nl->chunk_cap;
 }
@@ -692,7 +706,7 @@ cr_conn_queued(const struct cr_conn *c)
 bool
 cr_conn_writable(const struct cr_conn *c)
 {
-	return c->queued <= c->high_wm;
+	return !cr__conn_above_high(c);
 }
 
 int

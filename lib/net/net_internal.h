@@ -107,11 +107,13 @@ struct cr_conn {
 	unsigned holds;
 	cr_op_id recv_op, send_op, connect_op;
 	size_t queued;
+	uint32_t nchunks; /* output chunks in the queue (head..tail) */
 	size_t sending; /* bytes of the send in flight */
 	struct net_chunk *head, *tail;
 	struct msghdr msg;
 	struct iovec iov[NET_IOV_MAX];
 	uint32_t high_wm, low_wm;
+	uint32_t high_chunks, low_chunks; /* the watermarks as chunks a copy queue would hold */
 	uint64_t idle_ns;
 	uint64_t last_active;
 	uint64_t linger_until;
@@ -214,6 +216,9 @@ void cr__conn_deliver(struct cr_conn *c, const struct cr_io_cqe *cqe);
 void cr__conn_bufs_detach(struct cr_conn *c);
 
 /* Connections (net_conn.c). */
+/* Above its high watermark, in bytes or in chunks (tiny pieces of sendv/send_buf take a
+ * chunk each): the test the pool's reserve, reads and cr_conn_writable() apply. */
+bool cr__conn_above_high(const struct cr_conn *c);
 /* May @p c take @p need more chunks (the pool's reserve rule)? Counts a refusal. */
 bool cr__conn_admit(struct cr_conn *c, size_t need, bool past_reserve);
 /* Put @p ch at the end of @p c's queue. */

@@ -60,7 +60,7 @@ queue_ext(struct cr_conn *c, const uint8_t *p, size_t len)
 static void
 queued_more(struct cr_conn *c)
 {
-	if (c->queued > c->high_wm)
+	if (cr__conn_above_high(c))
 		c->above_high = true;
 	cr__conn_progress(c, false);
 }
