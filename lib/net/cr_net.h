@@ -446,8 +446,10 @@ int cr_conn_peer(const struct cr_conn *c, struct cr_net_addr *out);
  * holding never starves another connection's receives; when the spares are all in use,
  * cr_conn_hold() refuses (copy instead). A buffer outlives its connection: after on_close
  * or cr_conn_destroy() the references the app has are still its own, and the buffer goes
- * back at the last cr_buf_unref(), whenever that is; every buffer must be released before
- * its lcore stops (on_close with -ESHUTDOWN is the last chance).
+ * back at the last cr_buf_unref(), whenever that is. Release every buffer before its
+ * lcore stops (on_close is the last chance): one still held then stays valid (its bytes
+ * readable, ref/unref only counting, from any one thread at a time), but its memory and
+ * its handle are kept until the process exits (logged as a warning), never reused.
  */
 struct cr_buf {
 	/* public, read-only */
@@ -473,13 +475,14 @@ struct cr_buf {
  */
 struct cr_buf *cr_conn_hold(struct cr_conn *c);
 
-/** Take one more reference on @p b. On @p b's lcore. */
+/** Take one more reference on @p b. On @p b's lcore (any thread once it stopped). */
 void cr_buf_ref(struct cr_buf *b);
 
 /**
  * Drop a reference on @p b; at the last one the buffer goes back to the lcore's pool (its
  * bytes are dead from then on) and, if its connection was at its cap, that connection
- * reads again. NULL is fine. On @p b's lcore.
+ * reads again. NULL is fine. On @p b's lcore; once that lcore stopped, on any thread
+ * (the reference only counts: the memory stays until the process exits).
  */
 void cr_buf_unref(struct cr_buf *b);
 

@@ -6,6 +6,7 @@
 #define NET_INTERNAL_H
 
 #include <assert.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,6 +26,8 @@
 
 /* -EAGAIN completions of one connection's sends (or receives) in a row before it ends. */
 #define NET_AGAIN_MAX 64
+/* struct cr_buf.lcore of a buffer still held when its lcore stopped (net_buf.c). */
+#define NET_BUF_ORPHAN UINT_MAX
 /* Chunks one sendmsg covers at most. */
 #define NET_IOV_MAX 8
 /* cr_conn_close(): how long to read and drop while waiting for the peer's EOF. */
@@ -172,6 +175,7 @@ struct net_lcore {
 	struct net_chunk *free_chunks;
 
 	struct cr_buf *bufs; /* handles of held receive buffers: one per spare */
+	uint32_t nbufs;
 	struct cr_buf *free_bufs;
 	uint32_t bufs_held;
 
