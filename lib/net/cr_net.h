@@ -516,7 +516,9 @@ typedef void (*cr_conn_sent_fn)(void *arg, int err);
  * which is inside cr_conn_destroy() when none are. All or nothing: each buffer takes one
  * output chunk (a record, not a copy) and the pool's rules apply as for cr_conn_send().
  * On a layered connection (TLS) the layer encrypts a copy of each buffer at once, and
- * @p sent(@p arg, 0) runs before this returns 0. On the connection's lcore.
+ * @p sent(@p arg, 0) runs before this returns 0; all or nothing there too when the layer
+ * has @c sendv (lib/tls has), else a refused buffer leaves those before it queued.
+ * On the connection's lcore.
  * @return 0; -ENOBUFS, -EPIPE as cr_conn_send() (@p sent is not called); -EINVAL (NULL,
  *         @p n 0 or above 64, no byte at all, or a buffer above 4 GiB).
  */
@@ -544,12 +546,16 @@ unsigned cr_conn_held_bufs(const struct cr_conn *c);
  * its own timers there, so nothing of its reaches an app that destroyed the connection.
  * @c release runs when the slot is freed
  * (after the last final completion, whether on_close ran or cr_conn_destroy() came
- * first), so the layer frees its per-connection state then. Every member but @c wire may
- * be NULL. All of them run on the connection's lcore.
+ * first), so the layer frees its per-connection state then. @c sendv is
+ * cr_conn_sendv() on a layered connection: it copies the @p n buffers into the layer's
+ * output, all of them or none (0, or an error with nothing queued: -ENOBUFS, -EPIPE,
+ * ...); NULL means @c send is called for each buffer in turn. Every member but @c wire
+ * may be NULL. All of them run on the connection's lcore.
  */
 struct cr_conn_layer {
 	const struct cr_conn_ops *wire;
 	int (*send)(struct cr_conn *c, const void *data, size_t len);
+	int (*sendv)(struct cr_conn *c, const struct iovec *iov, unsigned n);
 	void (*shut)(struct cr_conn *c);
 	void (*end)(struct cr_conn *c);
 	void (*release)(struct cr_conn *c);

@@ -223,6 +223,10 @@ void cr__conn_bufs_detach(struct cr_conn *c);
 /* Above its high watermark, in bytes or in chunks (tiny pieces of sendv/send_buf take a
  * chunk each): the test the pool's reserve, reads and cr_conn_writable() apply. */
 bool cr__conn_above_high(const struct cr_conn *c);
+/* The kernel took @p n bytes from the head of @p c's queue (net_queue.c). */
+void cr__conn_consume(struct cr_conn *c, size_t n);
+/* Drop what @p c still has queued, at the free of its slot (net_queue.c). */
+void cr__conn_queue_drop(struct cr_conn *c);
 /* May @p c take @p need more chunks (the pool's reserve rule)? Counts a refusal. */
 bool cr__conn_admit(struct cr_conn *c, size_t need, bool past_reserve);
 /* Put @p ch at the end of @p c's queue. */
