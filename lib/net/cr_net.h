@@ -430,6 +430,15 @@ unsigned cr_conn_index(const struct cr_conn *c);
 /** The lcore the connection belongs to. Any thread. */
 unsigned cr_conn_lcore(const struct cr_conn *c);
 
+/**
+ * The app moved @p bytes onto @p c's socket itself, past the output queue (a splice from a
+ * file into cr_conn_fd()): count them as activity for the idle timeout and in the lcore's
+ * bytes_out. Only while the queue is empty (cr_conn_queued() 0) and nothing is queued
+ * until the app's own writes are done, so the bytes keep their order. On the
+ * connection's lcore.
+ */
+void cr_conn_note_sent(struct cr_conn *c, size_t bytes);
+
 /** The peer's address. On the connection's lcore. @return 0 or -errno of getpeername. */
 int cr_conn_peer(const struct cr_conn *c, struct cr_net_addr *out);
 

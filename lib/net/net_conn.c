@@ -537,6 +537,14 @@ layer_shut(struct cr_conn *c)
 		c->layer->shut(c);
 }
 
+void
+cr_conn_note_sent(struct cr_conn *c, size_t bytes)
+{
+	NET_ASSERT_OWNER(c->nl);
+	c->last_active = cr_now_ns();
+	NET_STAT_ADD(c->nl, bytes_out, (uint64_t)bytes);
+}
+
 int
 cr_conn_shutdown_write(struct cr_conn *c)
 {
