@@ -60,15 +60,23 @@ cr__socket_opts_nodelay(int fd, bool nagle)
 void
 cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o)
 {
+	uint32_t unit;
+
 	c->high_wm = o != NULL && o->high_watermark != 0 ? o->high_watermark
 							: CR_NET_HIGH_WATERMARK;
 	c->low_wm = o != NULL && o->low_watermark != 0 ? o->low_watermark : c->high_wm / 4;
 	if (c->low_wm > c->high_wm)
 		c->low_wm = c->high_wm;
-	/* A copy queue of high_wm bytes spans at most this many chunks (one partly sent at
-	 * its head): a queue of more is above its high watermark whatever its bytes. */
-	c->high_chunks = (c->high_wm + c->nl->chunk_cap - 1) / c->nl->chunk_cap + 1;
-	c->low_chunks = (c->low_wm + c->nl->chunk_cap - 1) / c->nl->chunk_cap + 1;
+	/* The watermarks in chunks: a queue of high_wm bytes in pieces of a receive buffer
+	 * each (held buffers forwarded with cr_conn_send_buf(), the smallest pieces an app
+	 * sends in bulk), one more for a head partly sent. A queue of more chunks is above its
+	 * high watermark whatever its bytes, so pieces smaller than that cannot take the
+	 * pool's chunks while the bytes say "below". */
+	unit = cr_io_buf_size();
+	if (unit == 0 || unit > c->nl->chunk_cap)
+		unit = c->nl->chunk_cap;
+	c->high_chunks = (c->high_wm + unit - 1) / unit + 1;
+	c->low_chunks = (c->low_wm + unit - 1) / unit + 1;
 	c->idle_ns = o != NULL ? o->idle_timeout_ns : 0;
 	c->keep_reading = o != NULL && o->keep_reading;
 	c->reclaimable = o != NULL && o->reclaimable;

@@ -390,8 +390,8 @@ test_tiny_pieces_keep_the_reserve(void)
 	s_run(&ops, client_tiny, tiny_done);
 	CU_ASSERT_TRUE(S.client_ok);
 	CU_ASSERT_TRUE(atomic_load(&S.queued));
-	/* The first 64 pieces lift it past what a copy queue of 64 KiB could hold (5 chunks);
-	 * from then on it may not go below the reserve (1024 / 4): 11 more calls. */
+	/* The first 64 pieces lift it past what 64 KiB in 4 KiB pieces would hold (17
+	 * chunks); from then on it may not go below the reserve (1024 / 4): 11 more calls. */
 	CU_ASSERT_EQUAL(T.accepted, 12);
 	CU_ASSERT_EQUAL(T.refused_rc, -ENOBUFS);
 	CU_ASSERT(T.free_after >= 1024 / 4);
