@@ -857,6 +857,57 @@ suite_fini(void)
 	return ut_tmpdir_remove();
 }
 
+/* ---- a sendv the pool cannot take whole: nothing of it is queued ---- */
+
+static int sendv_rc, sendv_sent_calls, sendv_tail_rc;
+static size_t sendv_queued_before, sendv_queued_after;
+
+static void
+sendv_sent(void *arg, int err)
+{
+	(void)arg;
+	(void)err;
+	sendv_sent_calls++;
+}
+
+/* 8 chunks of 16 KiB: the first piece fits, the second (8 chunks' worth) cannot. */
+static void
+on_open_sendv(struct cr_conn *c)
+{
+	struct iovec iov[2] = {{payload, 100}, {payload + 100, 8u * 16384u}};
+
+	on_open(c);
+	sendv_queued_before = cr_conn_queued(c);
+	sendv_rc = cr_conn_sendv(c, iov, 2, sendv_sent, NULL);
+	sendv_queued_after = cr_conn_queued(c);
+	/* The stream goes on as if the refused sendv had never been made. */
+	sendv_tail_rc = cr_conn_send(c, payload, 100);
+	cr_conn_close(c);
+}
+
+static void
+test_sendv_all_or_nothing(void)
+{
+	static const struct cr_conn_ops ops = {on_open_sendv, NULL, NULL, NULL, on_close};
+	struct cr_net_config nc, def;
+
+	cr_net_config_defaults(&def);
+	nc = def;
+	nc.chunks = 8;
+	nc.chunk_size = 16384;
+	CU_ASSERT_EQUAL_FATAL(cr_net_configure(&nc), 0);
+	sendv_sent_calls = 0;
+	sc_run_opts(&ops, client_read_all, all_closed, 0, NULL);
+	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
+	CU_ASSERT_EQUAL(sendv_rc, -ENOBUFS);
+	CU_ASSERT_EQUAL(sendv_queued_after, sendv_queued_before);
+	CU_ASSERT_EQUAL(sendv_sent_calls, 0); /* refused: the memory was never the queue's */
+	CU_ASSERT_EQUAL(sendv_tail_rc, 0);
+	CU_ASSERT_EQUAL(S.got, 100); /* the tail alone: no piece of the refused sendv */
+	CU_ASSERT_EQUAL(S.ok, 1);
+	CU_ASSERT_EQUAL(S.clean_end, 1);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_echo),
 	UT_CASE(test_resume_other_lcore),
@@ -865,6 +916,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_garbage_closed),
 	UT_CASE(test_backpressure),
 	UT_CASE(test_send_at_reserve),
+	UT_CASE(test_sendv_all_or_nothing),
 	UT_CASE(test_destroy_at_handshake_deadline),
 	UT_CASE(test_ktls_refused_keeps_serving),
 	UT_CASE(test_ktls_attempt_keeps_app_read_stop),
