@@ -6,6 +6,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -180,6 +184,38 @@ try_stream(struct eio *io, struct cr_op *op, struct result *r)
  * is not the send path's), so a splice may wait more than once. Offsets are copies: the
  * op's are never advanced.
  */
+/*
+ * splice(2) has no MSG_NOSIGNAL: into a socket or pipe whose reader is gone it raises
+ * SIGPIPE, which kills the process by default (cr-proxy was killed so under the hostile
+ * non-readers). The lcore thread blocks SIGPIPE before its first splice, and takes back
+ * the one an -EPIPE left pending, so the error is the op's result and nothing else.
+ */
+static _Thread_local bool sigpipe_blocked;
+
+static void
+block_sigpipe(void)
+{
+	sigset_t set;
+
+	if (sigpipe_blocked)
+		return;
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	(void)pthread_sigmask(SIG_BLOCK, &set, NULL);
+	sigpipe_blocked = true;
+}
+
+static void
+take_sigpipe(void)
+{
+	static const struct timespec now = {0, 0};
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	(void)sigtimedwait(&set, NULL, &now);
+}
+
 static enum outcome
 try_splice(struct eio *io, struct cr_op *op, struct result *r)
 {
@@ -188,6 +224,7 @@ try_splice(struct eio *io, struct cr_op *op, struct result *r)
 	int tries = 0;
 
 	(void)io;
+	block_sigpipe();
 	do
 		n = splice(op->u.splice.fd_in, oin < 0 ? NULL : &oin, op->u.splice.fd_out,
 			   oout < 0 ? NULL : &oout, op->u.splice.len, op->u.splice.flags);
@@ -199,6 +236,8 @@ try_splice(struct eio *io, struct cr_op *op, struct result *r)
 	if (errno == EAGAIN && !op->u.splice.wait_file && !cr_io_splice_pipe_stuck(op))
 		return OUT_WAIT;
 	r->res = -errno;
+	if (errno == EPIPE)
+		take_sigpipe();
 	return OUT_FINAL;
 }
 

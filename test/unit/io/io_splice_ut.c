@@ -470,6 +470,49 @@ test_single_ops(void)
 	close(o.sv[1]);
 }
 
+/* A splice into a socket whose peer is gone: -EPIPE as the op's result, never a SIGPIPE
+ * (the harness leaves SIGPIPE at its default, which would kill the test; the epoll driver
+ * splices on the lcore thread, and splice(2) has no MSG_NOSIGNAL). */
+static int
+epipe_step(void *arg)
+{
+	struct one *o = arg;
+	char buf[4096];
+
+	switch (o->phase) {
+	case 0:
+		CU_ASSERT_FATAL(cr_io_pipe_get(&o->p) == 0);
+		memset(buf, 'e', sizeof(buf));
+		CU_ASSERT(write(o->p.wr, buf, sizeof(buf)) == (ssize_t)sizeof(buf));
+		close(o->sv[0]);
+		o->sv[0] = -1;
+		one_start(o, true, sizeof(buf), 0);
+		o->phase = 1;
+		break;
+	case 1:
+		if (o->calls == 0)
+			break;
+		CU_ASSERT_EQUAL(o->calls, 1);
+		CU_ASSERT_EQUAL(o->res, -EPIPE);
+		cr_io_pipe_put(&o->p);
+		ut_finish();
+		o->phase = 2;
+		break;
+	}
+	return 1;
+}
+
+static void
+test_splice_to_closed_peer(void)
+{
+	struct one o = {0};
+
+	CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, o.sv) == 0);
+	ut_run(epipe_step, &o);
+	CU_ASSERT_EQUAL(o.phase, 2);
+	close(o.sv[1]);
+}
+
 /* Off an lcore both the op and the pool say EPERM. */
 static void
 test_off_lcore(void)
@@ -731,6 +774,7 @@ test_pool_exhaustion_and_dirty_pipes(void)
 static const struct ut_case cases[] = {
 	UT_CASE(test_off_lcore),
 	UT_CASE(test_single_ops),
+	UT_CASE(test_splice_to_closed_peer),
 	UT_CASE(test_relay_sizes),
 	UT_CASE(test_file_to_socket),
 	UT_CASE(test_pool_exhaustion_and_dirty_pipes),
