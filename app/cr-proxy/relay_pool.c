@@ -31,9 +31,11 @@ px_buffers_auto(uint64_t maxconn)
 }
 
 void
-px_conn_opts(struct cr_conn_opts *o, uint64_t idle_ns)
+px_conn_opts(struct cr_conn_opts *o)
 {
-	o->idle_timeout_ns = idle_ns;
+	/* No idle timeout of lib/net's: the relay keeps its own (relay.c), which counts the
+	 * bytes it splices too. */
+	o->idle_timeout_ns = 0;
 	/* lib/net's watermarks only time on_drain here (keep_reading): a direction is paused
 	 * above its share, never below PX_QUEUE_MIN, so it went over the high one and its
 	 * on_drain comes once the queue is down to the low one. */
@@ -152,6 +154,30 @@ evict_biggest(struct px_lcore *pl, size_t sh)
 	return big;
 }
 
+/*
+ * Queue the receive buffer itself when lib/net lends it (no copy; the queue's reference
+ * goes when the bytes are sent), else a copy: at its max_held_bufs, the lcore's spares all
+ * held, or a TLS source, whose plaintext is not in a receive buffer. Either way the bytes
+ * count in the destination's queue, so the share and the pool's rules hold alike.
+ */
+static int
+forward(struct cr_conn *src, struct cr_conn *dst, const void *d, size_t n)
+{
+	struct cr_buf *b = cr_conn_hold(src);
+	const uint8_t *p = d;
+	int rc;
+
+	if (b == NULL)
+		return cr_conn_send(dst, d, n);
+	/* on_data's bytes are in the buffer; were they not, copy them. */
+	if (p >= b->data && n <= b->len && (size_t)(p - b->data) <= b->len - n)
+		rc = cr_conn_send_buf(dst, b, (size_t)(p - b->data), n);
+	else
+		rc = cr_conn_send(dst, d, n);
+	cr_buf_unref(b);
+	return rc;
+}
+
 bool
 px_relay_bytes(struct px_lcore *pl, struct px_session *s, struct cr_conn *src,
 	       struct cr_conn *dst, bool *src_paused, const void *d, size_t n)
@@ -169,7 +195,7 @@ px_relay_bytes(struct px_lcore *pl, struct px_session *s, struct cr_conn *src,
 		if (v == s)
 			return false;
 	}
-	rc = cr_conn_send(dst, d, n);
+	rc = forward(src, dst, d, n);
 	if (rc != 0) {
 		/* -ENOBUFS: this lcore's output chunks are spent (see --buffers); -EPIPE:
 		 * the other side is closing. Either way these bytes cannot be delivered. */
