@@ -257,6 +257,10 @@ switch_poll(struct cr_timer *t, void *arg)
 		return;
 	}
 	d->mode = PX_DIR_SPLICE;
+	/* lib/net will not see the bytes spliced from the source: a closing lcore must not
+	 * wait for it to deliver what the kernel received (the mark is what it delivered),
+	 * as for a kTLS socket, whose count is not the app's either. */
+	cr_conn_layer_plain(src);
 	cr_telemetry_add(px_ctr_splices, 1);
 	dir_in(d);
 }

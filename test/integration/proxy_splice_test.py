@@ -17,6 +17,12 @@ nonreader: a backend sends 256 MiB to a client that reads 2 MiB (the direction s
 idle: --client-timeout and --server-timeout 1 s: a download spliced for 3 s at 1 MiB per
   100 ms is not cut (lib/net sees none of those bytes); once it stops, the session ends by
   the idle timeout within ~1 s.
+rst: 100 sessions reset by the client and 100 by the backend in the middle of a splice:
+  the proxy's descriptors come back to what they were (pipes, duplicates), and it still
+  relays 64 MiB byte-exact after them.
+retire: lcore 1 retires while spliced downloads run on it: they finish byte-exact, then the
+  lcore is OFFLINE; with --shutdown-timeout 1 and clients that stopped reading, the lcore
+  goes OFFLINE after the timeout, the sessions are cut and no descriptor is left.
 nopipe: 24 bulk downloads at once on one lcore, whose pool has fewer pipes: the ones that
   found none copy on (proxy_splice_nopipe), every byte arrives.
 Exit 0 pass, 1 fail, 77 skip (driver refused).
@@ -30,9 +36,10 @@ import threading
 import time
 
 import proxy_test
-from apptest import rss_kib
+from apptest import fds_of, rss_kib
 from proxy_sessionlog_test import lines_of, parse, wait_line
-from proxy_test import (Backend, Env, Proxy, check, log, note_recv, recv_all, wait_for)
+from proxy_test import (Backend, Env, Proxy, check, log, note_recv, recv_all, reset_close,
+                        wait_for)
 
 MIB = 1 << 20
 
@@ -304,10 +311,10 @@ def t_idle(exe, driver):
             got += d
         t_eof = time.monotonic()
         s.close()
-        check(ev.wait(10), "the backend's side never ended")
-        rec = b.accepted[0]
         check(len(got) == steps * MIB, "the stream was cut after %d of %d MiB (%.2f s)"
               % (len(got) // MIB, steps, t_eof - t0))
+        check(ev.wait(10), "the backend's side never ended")
+        rec = b.accepted[0]
         st = app_stats(p)
         check(st["proxy_splices"] >= 1, "the stream did not splice: %r" % st)
         idle = t_eof - rec["streamed"]
@@ -320,6 +327,175 @@ def t_idle(exe, driver):
             "closed after %.2f s (%s)" % (steps, rec["streamed"] - t0, idle, e["cause"]))
         p.stop()
         os.unlink(slog)
+    finally:
+        env.close()
+
+
+def flood_handler(stop_after=None, rst=False):
+    def h(c, rec, b):
+        c.settimeout(30)
+        blk = b"z" * MIB
+        sent = 0
+        try:
+            while stop_after is None or sent < stop_after:
+                c.sendall(blk)
+                sent += MIB
+        except OSError:
+            return
+        if rst:
+            reset_close(c)
+    return h
+
+
+def read_n(s, n):
+    got = 0
+    while got < n:
+        d = s.recv(min(MIB, n - got))
+        if not d:
+            break
+        got += len(d)
+    return got
+
+
+def t_rst(exe, driver):
+    env = Env()
+    try:
+        flood = env.add(Backend(flood_handler(), "flood", backlog=256))
+        p = env.add(Proxy(exe, driver, ["--backend", flood.addr()]))
+        time.sleep(0.3)
+        fd0 = fds_of(p.proc.pid)
+        for i in range(100):
+            s = p.connect(timeout=10)
+            check(read_n(s, 2 * MIB) == 2 * MIB, "session %d: short read" % i)
+            reset_close(s)
+        st = app_stats(p)
+        check(st["proxy_splices"] >= 50, "few of the reset sessions spliced: %r" % st)
+        wait_for(lambda: app_stats(p)["proxy_splices"] >= 0 and fds_of(p.proc.pid) <= fd0, 10,
+                 "descriptors back to %d after 100 client resets (now %d)"
+                 % (fd0, fds_of(p.proc.pid)))
+        log("100 client resets mid-splice (%d spliced): fds back to %d"
+            % (st["proxy_splices"], fd0))
+        p.stop()
+
+        burst = env.add(Backend(flood_handler(stop_after=4 * MIB, rst=True), "rst",
+                                backlog=256))
+        p = env.add(Proxy(exe, driver, ["--backend", burst.addr()]))
+        time.sleep(0.3)
+        fd0 = fds_of(p.proc.pid)
+        resets = 0
+        for i in range(100):
+            s = p.connect(timeout=10)
+            s.settimeout(10)
+            try:
+                while s.recv(MIB):
+                    pass
+            except ConnectionResetError:
+                resets += 1
+            s.close()
+        st = app_stats(p)
+        check(st["proxy_splices"] >= 50, "few of the backend-reset sessions spliced: %r" % st)
+        wait_for(lambda: fds_of(p.proc.pid) <= fd0, 10,
+                 "descriptors back to %d after 100 backend resets" % fd0)
+        # Still relays, byte-exact.
+        echo = env.add(Backend(proxy_test.h_echo, "echo"))
+        p2 = env.add(Proxy(exe, driver, ["--backend", echo.addr()]))
+        s = p2.connect(timeout=30)
+        h = hashlib.sha256()
+        th = threading.Thread(target=lambda: (send_random(s, 64 * MIB, h),
+                                              s.shutdown(socket.SHUT_WR)), daemon=True)
+        th.start()
+        n, hx = read_hash(s, 1 << 40)
+        th.join(30)
+        s.close()
+        check(n == 64 * MIB and hx == h.hexdigest(), "after the resets: %d bytes" % n)
+        log("100 backend resets mid-splice (%d spliced, %d clients saw the reset): fds back "
+            "to %d; 64 MiB echo byte-exact after" % (st["proxy_splices"], resets, fd0))
+        p2.stop()
+        p.stop()
+    finally:
+        env.close()
+
+
+def t_retire(exe, driver):
+    def lcores(p):
+        return {l["lcore"]: l for l in p.telemetry("/stats")["/stats"]["lcores"]}
+
+    total = 32 * MIB
+
+    def h_down(c, rec, b):
+        for i in range(total // MIB):
+            c.sendall(pattern(i))
+        c.shutdown(socket.SHUT_WR)
+        recv_all(c)
+
+    env = Env()
+    try:
+        b = env.add(Backend(h_down, "down"))
+        p = env.add(Proxy(exe, driver, ["--backend", b.addr(), "--shutdown-timeout", "20"],
+                          lcores="0-1"))
+        socks = []
+        for _ in range(8):
+            s = p.connect(timeout=30)
+            check(read_n(s, 2 * MIB) == 2 * MIB, "short first read")
+            socks.append(s)
+        on1 = lcores(p)[1]["net_connections"]
+        check(on1 > 0, "no session landed on lcore 1")
+        wait_for(lambda: app_stats(p)["proxy_splices"] >= 8, 10, "all 8 to splice")
+        r = p.telemetry("/lcore/retire,1")
+        check("error" not in r, "retire: %r" % r)
+        time.sleep(0.3)
+        check(lcores(p)[1]["state"] == "RETIRING", "lcore 1 left with spliced sessions")
+        for i, s in enumerate(socks):
+            got = bytearray()
+            while True:
+                d = s.recv(MIB)
+                if not d:
+                    break
+                got += d
+            s.close()
+            check(len(got) == total - 2 * MIB and
+                  all(got[j * MIB:(j + 1) * MIB] == pattern(j + 2)
+                      for j in range(len(got) // MIB)),
+                  "session %d on a retiring lcore: %d bytes" % (i, len(got)))
+        wait_for(lambda: lcores(p)[1]["state"] == "OFFLINE", 10,
+                 "lcore 1 offline once its spliced sessions ended")
+        log("retire: 8 spliced downloads (%d connections on lcore 1) finished byte-exact, "
+            "then lcore 1 went offline" % on1)
+        p.stop()
+
+        p = env.add(Proxy(exe, driver, ["--backend", b.addr(), "--shutdown-timeout", "1"],
+                          lcores="0-1"))
+        time.sleep(0.3)
+        fd0 = fds_of(p.proc.pid)
+        socks = []
+        for _ in range(8):
+            s = p.connect(timeout=30)
+            check(read_n(s, 2 * MIB) == 2 * MIB, "short first read")
+            socks.append(s)
+        check(lcores(p)[1]["net_connections"] > 0, "no session landed on lcore 1")
+        wait_for(lambda: app_stats(p)["proxy_splices"] >= 8, 10, "all 8 to splice")
+        t0 = time.monotonic()
+        p.telemetry("/lcore/retire,1")
+        wait_for(lambda: lcores(p)[1]["state"] == "OFFLINE", 8,
+                 "lcore 1 offline after --shutdown-timeout with stalled spliced sessions")
+        dt = time.monotonic() - t0
+        check(dt >= 0.8, "offline after %.2f s with sessions open" % dt)
+        cut = 0
+        for s in socks:
+            s.settimeout(10)
+            try:
+                n = 2 * MIB + read_n(s, total)
+            except ConnectionResetError:
+                n = -1
+            cut += n != total
+            s.close()
+        check(cut >= 1, "no session was cut by the retire")
+        r = p.telemetry("/lcore/start,1")
+        wait_for(lambda: fds_of(p.proc.pid) <= fd0 + 2, 10,
+                 "descriptors back to about %d (now %d)" % (fd0, fds_of(p.proc.pid)))
+        log("retire with --shutdown-timeout 1: offline after %.2f s, %d of 8 stalled "
+            "spliced sessions cut, fds back" % (dt, cut))
+        p.stop()
     finally:
         env.close()
 
@@ -393,6 +569,8 @@ TESTS = {
     "nonreader": t_nonreader,
     "idle": t_idle,
     "nopipe": t_nopipe,
+    "rst": t_rst,
+    "retire": t_retire,
 }
 
 if __name__ == "__main__":
