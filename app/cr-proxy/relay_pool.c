@@ -159,11 +159,17 @@ evict_biggest(struct px_lcore *pl, size_t sh)
  * goes when the bytes are sent), else a copy: at its max_held_bufs, the lcore's spares all
  * held, or a TLS source, whose plaintext is not in a receive buffer. Either way the bytes
  * count in the destination's queue, so the share and the pool's rules hold alike.
+ *
+ * Only onto an empty queue: a held buffer takes a whole output chunk as its record, where
+ * copies pack into chunks, so a destination that waits for its reader would spend the
+ * pool four times as fast as its share says (PX_SESSION_CHUNKS). A reader that keeps up
+ * has an empty queue when the next bytes come (request and reply); one that does not gets
+ * copies after the first buffer.
  */
 static int
 forward(struct cr_conn *src, struct cr_conn *dst, const void *d, size_t n)
 {
-	struct cr_buf *b = cr_conn_hold(src);
+	struct cr_buf *b = cr_conn_queued(dst) == 0 ? cr_conn_hold(src) : NULL;
 	const uint8_t *p = d;
 	int rc;
 

@@ -240,21 +240,49 @@ dir_out(struct px_dir *d)
 		dir_fail(d, false);
 }
 
+/* The pipe and the duplicates; none free: copy on (the next window tries again). */
+static bool
+take_pipe(struct px_dir *d, struct cr_conn *src, struct cr_conn *dst)
+{
+	if (cr_io_pipe_get(&d->p) != 0) {
+		d->p.rd = d->p.wr = -1;
+		return false;
+	}
+	d->from = fcntl(cr_conn_fd(src), F_DUPFD_CLOEXEC, 0);
+	d->to = d->from < 0 ? -1 : fcntl(cr_conn_fd(dst), F_DUPFD_CLOEXEC, 0);
+	return d->to >= 0;
+}
+
 /* Switching: splice once lib/net is done with the source and the destination's queue. */
 static void
 switch_poll(struct cr_timer *t, void *arg)
 {
 	struct px_dir *d = arg;
+	struct px_session *s = d->s;
 	struct cr_conn *src = src_of(d), *dst = dst_of(d);
+	bool *paused = d->c2s ? &s->cli_paused : &s->srv_paused;
 
 	(void)t;
 	if (d->mode != PX_DIR_SWITCHING || src == NULL || dst == NULL)
 		return;
 	if (cr_conn_receiving(src) || cr_conn_queued(dst) != 0) {
-		/* A destination that does not read keeps its queue: look less often. */
+		/* A destination that reads slowly keeps its queue: look less often. Its bytes
+		 * stay the pool's to take back meanwhile (the paused list, if over its share). */
 		cr_timer_start(&d->timer, d->poll_ns);
 		d->poll_ns = d->poll_ns * 2 < POLL_MAX_NS ? d->poll_ns * 2 : POLL_MAX_NS;
 		return;
+	}
+	if (!take_pipe(d, src, dst)) {
+		release(d, PX_DIR_COPY);
+		cr_telemetry_add(px_ctr_splice_nopipe, 1);
+		if (!*paused)
+			cr_conn_read_start(src);
+		return;
+	}
+	/* Its reads are ours from now on: a drain of the destination must not start them. */
+	if (*paused) {
+		*paused = false;
+		px_paused_sync(px_cur(), s);
 	}
 	d->mode = PX_DIR_SPLICE;
 	/* lib/net will not see the bytes spliced from the source: a closing lcore must not
@@ -274,36 +302,22 @@ splice_ok(const struct px_session *s)
 	       !cr_conn_ending(s->srv);
 }
 
-/* Begin the switch. No pipe free or no descriptor: go on copying (the next window may
- * find one). */
+/*
+ * Begin the switch: stop the source's reads and wait for lib/net to be done with both.
+ * Not while the destination is over its share (a reader that does not keep up: it would
+ * sit on a pipe; the next window tries again), and the pipe is taken only when the splice
+ * can start.
+ */
 static void
 dir_switch(struct px_dir *d)
 {
 	struct px_session *s = d->s;
-	struct cr_conn *src = src_of(d), *dst = dst_of(d);
-	bool *paused = d->c2s ? &s->cli_paused : &s->srv_paused;
+	bool paused = d->c2s ? s->cli_paused : s->srv_paused;
 
-	if (!splice_ok(s))
+	if (paused || !splice_ok(s))
 		return;
-	if (cr_io_pipe_get(&d->p) != 0) {
-		d->p.rd = d->p.wr = -1;
-		cr_telemetry_add(px_ctr_splice_nopipe, 1);
-		return;
-	}
-	d->from = fcntl(cr_conn_fd(src), F_DUPFD_CLOEXEC, 0);
-	d->to = d->from < 0 ? -1 : fcntl(cr_conn_fd(dst), F_DUPFD_CLOEXEC, 0);
-	if (d->to < 0) {
-		release(d, PX_DIR_COPY);
-		cr_telemetry_add(px_ctr_splice_nopipe, 1);
-		return;
-	}
 	d->mode = PX_DIR_SWITCHING;
-	/* Its reads are ours from now on: a drain of the destination must not start them. */
-	if (*paused) {
-		*paused = false;
-		px_paused_sync(px_cur(), s);
-	}
-	cr_conn_read_stop(src);
+	cr_conn_read_stop(src_of(d));
 	d->poll_ns = POLL_FIRST_NS;
 	cr_timer_start(&d->timer, 0);
 }
