@@ -154,36 +154,6 @@ evict_biggest(struct px_lcore *pl, size_t sh)
 	return big;
 }
 
-/*
- * Queue the receive buffer itself when lib/net lends it (no copy; the queue's reference
- * goes when the bytes are sent), else a copy: at its max_held_bufs, the lcore's spares all
- * held, or a TLS source, whose plaintext is not in a receive buffer. Either way the bytes
- * count in the destination's queue, so the share and the pool's rules hold alike.
- *
- * Only onto an empty queue: a held buffer takes a whole output chunk as its record, where
- * copies pack into chunks, so a destination that waits for its reader would spend the
- * pool four times as fast as its share says (PX_SESSION_CHUNKS). A reader that keeps up
- * has an empty queue when the next bytes come (request and reply); one that does not gets
- * copies after the first buffer.
- */
-static int
-forward(struct cr_conn *src, struct cr_conn *dst, const void *d, size_t n)
-{
-	struct cr_buf *b = cr_conn_queued(dst) == 0 ? cr_conn_hold(src) : NULL;
-	const uint8_t *p = d;
-	int rc;
-
-	if (b == NULL)
-		return cr_conn_send(dst, d, n);
-	/* on_data's bytes are in the buffer; were they not, copy them. */
-	if (p >= b->data && n <= b->len && (size_t)(p - b->data) <= b->len - n)
-		rc = cr_conn_send_buf(dst, b, (size_t)(p - b->data), n);
-	else
-		rc = cr_conn_send(dst, d, n);
-	cr_buf_unref(b);
-	return rc;
-}
-
 bool
 px_relay_bytes(struct px_lcore *pl, struct px_session *s, struct cr_conn *src,
 	       struct cr_conn *dst, bool *src_paused, const void *d, size_t n)
@@ -201,7 +171,7 @@ px_relay_bytes(struct px_lcore *pl, struct px_session *s, struct cr_conn *src,
 		if (v == s)
 			return false;
 	}
-	rc = forward(src, dst, d, n);
+	rc = cr_conn_send(dst, d, n);
 	if (rc != 0) {
 		/* -ENOBUFS: this lcore's output chunks are spent (see --buffers); -EPIPE:
 		 * the other side is closing. Either way these bytes cannot be delivered. */

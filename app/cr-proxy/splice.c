@@ -304,17 +304,14 @@ splice_ok(const struct px_session *s)
 
 /*
  * Begin the switch: stop the source's reads and wait for lib/net to be done with both.
- * Not while the destination is over its share (a reader that does not keep up: it would
- * sit on a pipe; the next window tries again), and the pipe is taken only when the splice
- * can start.
+ * The pipe is taken only when the splice can start, so a destination that does not read
+ * holds none meanwhile; its paused flag (if it is over its share) stays, and with it the
+ * pool's right to take its queued bytes back.
  */
 static void
 dir_switch(struct px_dir *d)
 {
-	struct px_session *s = d->s;
-	bool paused = d->c2s ? s->cli_paused : s->srv_paused;
-
-	if (paused || !splice_ok(s))
+	if (!splice_ok(d->s))
 		return;
 	d->mode = PX_DIR_SWITCHING;
 	cr_conn_read_stop(src_of(d));
