@@ -47,8 +47,7 @@ dst_of(const struct px_dir *d)
 	return d->c2s ? d->s->srv : d->s->cli;
 }
 
-static void
-switch_poll(struct cr_timer *t, void *arg);
+static void switch_poll(struct cr_timer *t, void *arg);
 
 void
 px_dir_init(struct px_session *s)
