@@ -3,7 +3,8 @@
  * Settings: defaults, the option table (lib/app reads it from the command line and from
  * --config, whose keys are the long options: listen, backend, balance, connect-timeout,
  * retries, check-interval, check-timeout, rise, fall, client-timeout, server-timeout,
- * maxconn, buffers), and what SIGHUP reloads (the backends). See doc/guides/proxy.md.
+ * maxconn, buffers, session-log, splice-threshold), and what SIGHUP reloads (the
+ * backends). See doc/guides/proxy.md.
  *
  * A backend is `--backend HOST:PORT[,weight=N]` on the command line and
  * `backend HOST:PORT [weight N]` in a file; the file's backends and the command line's are
@@ -39,6 +40,7 @@ px_conf_defaults(struct px_conf *c)
 	c->server_timeout = 60.0;
 	c->maxconn = 4096;
 	c->chunks = 0; /* auto: from --maxconn */
+	c->splice_threshold = PX_SPLICE_DEFAULT;
 }
 
 int
@@ -230,6 +232,16 @@ set_buffers(const char *v, void *ctx)
 }
 
 static int
+set_splice_threshold(const char *v, void *ctx)
+{
+	if (strcmp(v, "off") == 0) {
+		*(unsigned long long *)ctx = 0;
+		return 0;
+	}
+	return cr_parse_uint(v, PX_SPLICE_MIN, PX_SPLICE_MAX, ctx);
+}
+
+static int
 set_session_log(const char *v, void *ctx)
 {
 	char *out = ctx;
@@ -297,6 +309,11 @@ const struct cr_opt px_options[PX_N_OPTIONS] = {
      "backend, wait/connect/total ms, bytes each way, why it ended (default off; "
      "reopened on SIGUSR1)",
      "a file path (shorter than 4096 bytes) or off", set_session_log, px_conf.session_log},
+    {"splice-threshold", 0, "BYTES|off",
+     "a direction of a plain (non-TLS) session that has moved this many bytes in large "
+     "reads (2 KiB or more on average) switches from receive buffers to splice(2) through "
+     "a pooled pipe (default 262144; off: never splice, and no pipe pool)",
+     "off or 4096-1099511627776", set_splice_threshold, &px_conf.splice_threshold},
 };
 _Static_assert(sizeof(px_options) / sizeof(px_options[0]) == PX_N_OPTIONS, "PX_N_OPTIONS");
 

@@ -11,11 +11,13 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cr_app.h"
+#include "cr_io.h"
 #include "cr_net.h"
 #include "cr_reactor.h"
 #include "cr_telemetry.h"
@@ -92,7 +94,7 @@ start(void *arg)
 	int rc;
 
 	(void)arg;
-	px_conn_opts(&lo.conn, (uint64_t)secs_ns(c->client_timeout));
+	px_conn_opts(&lo.conn);
 	if (c->listen.len != 0) {
 		lo.addr = c->listen;
 		rc = cr_tcp_listen(&lo, &px_client_ops, NULL, &app.listener);
@@ -242,6 +244,14 @@ telemetry_setup(void)
 					  "waited for its reader, when the pool was down to its reserve");
 	px_ctr_maxconn_waits = cr_telemetry_counter_register(
 	    "proxy_maxconn_waits", CR_TELEMETRY_COUNTER, "clients that waited for --maxconn");
+	px_ctr_splices = cr_telemetry_counter_register(
+	    "proxy_splices", CR_TELEMETRY_COUNTER,
+	    "directions of sessions that switched to splice (--splice-threshold)");
+	px_ctr_splice_bytes = cr_telemetry_counter_register(
+	    "proxy_splice_bytes", CR_TELEMETRY_COUNTER, "bytes relayed by splice");
+	px_ctr_splice_nopipe = cr_telemetry_counter_register(
+	    "proxy_splice_nopipe", CR_TELEMETRY_COUNTER,
+	    "switches to splice that found no pipe or descriptor free: copied on");
 	px_ctr_sni_routed = cr_telemetry_counter_register(
 	    "proxy_sni_routed", CR_TELEMETRY_COUNTER, "passthrough clients routed by their SNI name");
 	px_ctr_sni_default = cr_telemetry_counter_register(
@@ -306,6 +316,20 @@ configure(int argc, char **argv, void *arg)
 	px_relay.maxconn = c->maxconn;
 	px_relay.retire_timeout_ns = (uint64_t)secs_ns(app.shutdown_timeout);
 	px_relay.sni_timeout_ns = (uint64_t)secs_ns(px_sni.timeout);
+	px_relay.splice_threshold = c->splice_threshold;
+	/* Pipes only for an app that splices: two descriptors and their pages each. */
+	if (c->splice_threshold != 0) {
+		struct sigaction ign = {.sa_handler = SIG_IGN};
+
+		rc = cr_io_pipe_pool(0, 0);
+		if (rc != 0)
+			return cr_app_errorf(rc, "cannot start: pipe pool: %s", cr_strerror(rc));
+		/* splice(2) into a socket the peer has reset raises SIGPIPE: it has no
+		 * MSG_NOSIGNAL, as lib/net's sends do. The epoll driver splices on the lcore's
+		 * thread; the error comes back as -EPIPE either way. */
+		if (sigaction(SIGPIPE, &ign, NULL) != 0)
+			return cr_app_errorf(-errno, "cannot start: SIGPIPE: %s", cr_strerror(-errno));
+	}
 	rc = px_apply_all(c->backends, c->n_backends);
 	if (rc == -EINVAL)
 		return rc; /* a --backend-tls file or value, named on stderr */

@@ -46,6 +46,18 @@
 #define PX_BUFFERS_AUTO_MAX   (1ull << 20)
 /* The reserve and one session's share: (256 + 4) * 4 / 3 + 1. */
 #define PX_BUFFERS_MIN 347u
+/*
+ * Splice (doc/guides/proxy.md, "How bytes move"). A direction that has moved
+ * --splice-threshold bytes (default PX_SPLICE_DEFAULT) in deliveries of PX_SPLICE_MEAN_MIN
+ * bytes or more on average is bulk and switches to splice; a window with a smaller mean
+ * (requests and replies) starts the count again, so a long-lived connection of small
+ * messages never splices (a splice costs two ops per burst where a receive costs one
+ * completion). Bounds of the option: PX_SPLICE_MIN..PX_SPLICE_MAX.
+ */
+#define PX_SPLICE_DEFAULT  (256u * 1024)
+#define PX_SPLICE_MEAN_MIN 2048u
+#define PX_SPLICE_MIN	   4096ull
+#define PX_SPLICE_MAX	   (1ull << 40)
 /* A session that has waited this long for its reader may be reset to refill the reserve. */
 #define PX_STALL_NS (200ull * 1000 * 1000)
 
@@ -79,12 +91,13 @@ struct px_conf {
 	unsigned long long maxconn;
 	unsigned long long chunks; /* lib/net output chunks per lcore; 0: auto */
 	char session_log[4096];	   /* --session-log PATH; "" is off */
+	unsigned long long splice_threshold; /* --splice-threshold BYTES; 0 is off */
 };
 
 /* The settings, written by the options' setters (config.c), read by main.c. */
 extern struct px_conf px_conf;
 /* The options (cr_app's table); every long option is a --config key too. */
-#define PX_N_OPTIONS 14
+#define PX_N_OPTIONS 15
 extern const struct cr_opt px_options[PX_N_OPTIONS];
 void px_conf_defaults(struct px_conf *c);
 /*
@@ -241,11 +254,12 @@ struct px_relay_conf {
 	uint64_t chunks;	    /* output chunks per lcore */
 	uint32_t chunk_size;	    /* bytes each */
 	uint64_t sni_timeout_ns;    /* --sni-timeout */
+	uint64_t splice_threshold;  /* --splice-threshold: bulk bytes before splicing; 0 off */
 };
 /* --buffers auto: the chunks per lcore for @p maxconn sessions. */
 uint64_t px_buffers_auto(uint64_t maxconn);
 /* The connection options of both sides of a session (watermarks: see PX_QUEUE_MIN). */
-void px_conn_opts(struct cr_conn_opts *o, uint64_t idle_ns);
+void px_conn_opts(struct cr_conn_opts *o);
 
 extern const struct cr_conn_ops px_client_ops;
 extern const struct cr_conn_ops px_passthrough_ops; /* --sni-listen's clients */
@@ -310,6 +324,6 @@ void px_slog_write(const struct px_slog *l, const struct cr_net_addr *peer, int 
 
 /* App counters (telemetry ids). */
 extern int px_ctr_sessions, px_ctr_connect_fail, px_ctr_no_backend, px_ctr_nobufs,
-    px_ctr_maxconn_waits;
+    px_ctr_maxconn_waits, px_ctr_splices, px_ctr_splice_bytes, px_ctr_splice_nopipe;
 
 #endif /* PROXY_H */

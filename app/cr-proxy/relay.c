@@ -44,11 +44,13 @@ static _Atomic uint64_t live;	  /* sessions alive, every lcore */
 static _Atomic uint64_t admitted; /* sessions counted against --maxconn */
 
 int px_ctr_sessions = -1, px_ctr_connect_fail = -1, px_ctr_no_backend = -1, px_ctr_nobufs = -1,
-    px_ctr_maxconn_waits = -1;
+    px_ctr_maxconn_waits = -1, px_ctr_splices = -1, px_ctr_splice_bytes = -1,
+    px_ctr_splice_nopipe = -1;
 
 static const struct cr_conn_ops px_server_ops;
 
 static struct px_lcore *cur(void);
+static void idle_fired(struct cr_timer *t, void *arg);
 static void connect_expired(struct cr_timer *t, void *arg);
 
 void
@@ -83,6 +85,12 @@ static struct px_lcore *
 cur(void)
 {
 	return cr_lcore_local(local_id);
+}
+
+struct px_lcore *
+px_cur(void)
+{
+	return cur();
 }
 
 uint64_t
@@ -186,10 +194,26 @@ let_go(struct px_lcore *pl)
  * sockets only once the proxy lets them go (the sessions ended, or the timeout passed).
  */
 static bool
-session_at_boundary(struct cr_conn *c)
+session_at_boundary(struct px_session *s)
 {
-	(void)c;
-	return cur()->let_go;
+	if (!cur()->let_go)
+		return false;
+	/* lib/net closes it now, reading and sending again: no splice may go on. */
+	px_dir_stop(&s->dir[0]);
+	px_dir_stop(&s->dir[1]);
+	return true;
+}
+
+static bool
+cli_at_boundary(struct cr_conn *c)
+{
+	return session_at_boundary(cr_conn_data(c));
+}
+
+static bool
+srv_at_boundary(struct cr_conn *c)
+{
+	return session_at_boundary(cr_conn_arg(c));
 }
 
 static void
@@ -230,6 +254,64 @@ px_relay_lcore_stop(unsigned lcore)
 	let_go(cur());
 }
 
+/* ---- idle timeouts ---- */
+
+/* When the first side of @p s goes idle (the turn clock); 0: never. The server side is
+ * timed from its connect's success (a connect has a timeout of its own). */
+static uint64_t
+idle_deadline(const struct px_session *s)
+{
+	uint64_t d = 0;
+
+	if (s->cli != NULL && px_relay.client_idle_ns != 0)
+		d = s->cli_active + px_relay.client_idle_ns;
+	if (s->srv != NULL && s->srv_open && px_relay.server_idle_ns != 0) {
+		uint64_t e = s->srv_active + px_relay.server_idle_ns;
+
+		if (d == 0 || e < d)
+			d = e;
+	}
+	return d;
+}
+
+/* Armed at the nearest deadline and not moved by activity: when it fires it looks at the
+ * activity since, so a busy session costs one timer event per timeout period. */
+static void
+idle_arm(struct px_session *s)
+{
+	uint64_t d = idle_deadline(s), now = cr_now_ns();
+
+	if (d == 0)
+		cr_timer_stop(&s->idle);
+	else
+		cr_timer_start(&s->idle, d > now ? d - now : 0);
+}
+
+static void cli_ended(struct px_lcore *pl, struct px_session *s, int err);
+static void srv_ended(struct px_lcore *pl, struct px_session *s, int err);
+
+/* A side idle for its timeout ends with -ETIMEDOUT as if lib/net had timed it out: its
+ * queue dropped, the other side closed gracefully. */
+static void
+idle_fired(struct cr_timer *t, void *arg)
+{
+	struct px_session *s = arg;
+	uint64_t now = cr_now_ns();
+
+	(void)t;
+	if (s->cli != NULL && px_relay.client_idle_ns != 0 &&
+	    now - s->cli_active >= px_relay.client_idle_ns) {
+		cr_conn_destroy(s->cli);
+		cli_ended(cur(), s, -ETIMEDOUT);
+	} else if (s->srv != NULL && s->srv_open && px_relay.server_idle_ns != 0 &&
+		   now - s->srv_active >= px_relay.server_idle_ns) {
+		cr_conn_destroy(s->srv);
+		srv_ended(cur(), s, -ETIMEDOUT);
+	} else {
+		idle_arm(s);
+	}
+}
+
 /* ---- sessions ---- */
 
 static struct px_session *
@@ -242,18 +324,26 @@ session_get(struct px_lcore *pl)
 	pl->free = s->next;
 	memset(s, 0, sizeof(*s));
 	s->slot = -1;
+	px_dir_init(s);
+	cr_timer_init(&s->idle, idle_fired, s);
 	cr_timer_init(&s->connect_timer, connect_expired, s);
 	pl->live++;
 	atomic_fetch_add_explicit(&live, 1, memory_order_relaxed);
 	return s;
 }
 
-/* Free @p s once both its connections are gone. */
+/* Free @p s once both its connections are gone, and its splices' last completions came
+ * (they name the session). */
 static void
 session_done(struct px_lcore *pl, struct px_session *s)
 {
 	if (s->cli != NULL || s->srv != NULL)
 		return;
+	px_dir_stop(&s->dir[0]);
+	px_dir_stop(&s->dir[1]);
+	if (px_dir_busy(s))
+		return; /* px_session_done() again from the last one */
+	cr_timer_stop(&s->idle);
 	if (px_session_log_id > 0)
 		px_slog_write(&s->log, &s->peer, s->slot, cr_now_ns());
 	if (s->waiting)
@@ -271,6 +361,12 @@ session_done(struct px_lcore *pl, struct px_session *s)
 		atomic_fetch_sub_explicit(&admitted, 1, memory_order_relaxed);
 		admit_waiting(pl);
 	}
+}
+
+void
+px_session_done(struct px_lcore *pl, struct px_session *s)
+{
+	session_done(pl, s);
 }
 
 static void
@@ -310,6 +406,8 @@ pass_on(struct cr_conn *c, int err)
 void
 px_session_abort(struct px_lcore *pl, struct px_session *s)
 {
+	px_dir_stop(&s->dir[0]);
+	px_dir_stop(&s->dir[1]);
 	if (s->srv != NULL) {
 		set_reset(s->srv);
 		cr_conn_destroy(s->srv);
@@ -352,7 +450,7 @@ px_connect_next(struct px_lcore *pl, struct px_session *s)
 	}
 	s->tried |= 1ull << slot;
 	s->attempts++;
-	px_conn_opts(&o, px_relay.server_idle_ns);
+	px_conn_opts(&o);
 	if (!s->passthrough)
 		cr_tls_conn_opts(&o, px_slots[slot].tls); /* --backend-tls; NULL: plain */
 	c = cr_tcp_connect(&px_slots[slot].addr, px_relay.connect_timeout_ns, &o, &px_server_ops,
@@ -404,6 +502,8 @@ cli_begin(struct cr_conn *c, bool passthrough)
 	cr_conn_set_data(c, s);
 	/* Nothing is read until a server connection is open (or, passthrough, admitted). */
 	cr_conn_read_stop(c);
+	s->cli_active = cr_now_ns();
+	idle_arm(s);
 	(void)cr_conn_peer(c, &s->peer);
 	if (px_session_log_id > 0)
 		px_slog_begin(&s->log, c, cr_now_ns());
@@ -437,9 +537,11 @@ cli_data(struct cr_conn *c, const void *d, size_t n)
 	}
 	if (s->srv == NULL)
 		return; /* the server connection has ended: nobody to relay to */
+	s->cli_active = s->srv_active = cr_now_ns();
 	if (px_relay_bytes(cur(), s, c, s->srv, &s->cli_paused, d, n)) {
 		PX_ADD(cr_lcore_id(), s->slot, bytes_out, n);
 		s->log.c2s += n;
+		px_dir_note(cur(), &s->dir[0], n);
 	}
 }
 
@@ -459,6 +561,7 @@ cli_eof(struct cr_conn *c)
 		return;
 	}
 	px_ended(s, PX_END_CLIENT_CLOSED);
+	px_dir_eof(&s->dir[0]);
 	if (s->srv != NULL)
 		(void)cr_conn_shutdown_write(s->srv);
 }
@@ -471,17 +574,18 @@ cli_drain(struct cr_conn *c)
 	if (s->srv_paused && s->srv != NULL) {
 		s->srv_paused = false;
 		px_paused_sync(cur(), s);
-		cr_conn_read_start(s->srv);
+		if (px_dir_lib_reads(&s->dir[1]))
+			cr_conn_read_start(s->srv);
 	}
 }
 
+/* The client connection ended with @p err (on_close, or our idle timeout). */
 static void
-cli_close(struct cr_conn *c, int err)
+cli_ended(struct px_lcore *pl, struct px_session *s, int err)
 {
-	struct px_lcore *pl = cur();
-	struct px_session *s = cr_conn_data(c);
-
 	s->cli = NULL;
+	px_dir_stop(&s->dir[0]);
+	px_dir_stop(&s->dir[1]);
 	ended_err(pl, s, err, true);
 	if (s->srv != NULL && (err != 0 || !s->srv_open)) {
 		/* Still connecting: the attempt is of no use now. */
@@ -495,13 +599,19 @@ cli_close(struct cr_conn *c, int err)
 	session_done(pl, s);
 }
 
+static void
+cli_close(struct cr_conn *c, int err)
+{
+	cli_ended(cur(), cr_conn_data(c), err);
+}
+
 const struct cr_conn_ops px_client_ops = {
     .on_open = cli_open,
     .on_data = cli_data,
     .on_eof = cli_eof,
     .on_drain = cli_drain,
     .on_close = cli_close,
-    .at_boundary = session_at_boundary,
+    .at_boundary = cli_at_boundary,
 };
 
 static void
@@ -516,7 +626,7 @@ const struct cr_conn_ops px_passthrough_ops = {
     .on_eof = cli_eof,
     .on_drain = cli_drain,
     .on_close = cli_close,
-    .at_boundary = session_at_boundary,
+    .at_boundary = cli_at_boundary,
 };
 
 /* ---- the server side ---- */
@@ -529,6 +639,8 @@ srv_open(struct cr_conn *c)
 	s->srv_open = true;
 	cr_timer_stop(&s->connect_timer);
 	s->log.connected_ns = cr_now_ns();
+	s->srv_active = cr_now_ns();
+	idle_arm(s);
 	/* Both ends on the turn's clock: no clock read of our own per session. */
 	cr_telemetry_observe_ns(px_hist_connect, cr_now_ns() - s->connect_ns);
 	PX_ADD(cr_lcore_id(), s->slot, conns, 1);
@@ -551,8 +663,11 @@ srv_data(struct cr_conn *c, const void *d, size_t n)
 	struct px_session *s = cr_conn_arg(c);
 
 	PX_ADD(cr_lcore_id(), s->slot, bytes_in, n);
-	if (s->cli != NULL && px_relay_bytes(cur(), s, c, s->cli, &s->srv_paused, d, n))
+	s->cli_active = s->srv_active = cr_now_ns();
+	if (s->cli != NULL && px_relay_bytes(cur(), s, c, s->cli, &s->srv_paused, d, n)) {
 		s->log.s2c += n;
+		px_dir_note(cur(), &s->dir[1], n);
+	}
 }
 
 static void
@@ -561,6 +676,7 @@ srv_eof(struct cr_conn *c)
 	struct px_session *s = cr_conn_arg(c);
 
 	px_ended(s, PX_END_SERVER_CLOSED);
+	px_dir_eof(&s->dir[1]);
 	if (s->cli != NULL)
 		(void)cr_conn_shutdown_write(s->cli);
 	else
@@ -575,7 +691,8 @@ srv_drain(struct cr_conn *c)
 	if (s->cli_paused && s->cli != NULL) {
 		s->cli_paused = false;
 		px_paused_sync(cur(), s);
-		cr_conn_read_start(s->cli);
+		if (px_dir_lib_reads(&s->dir[0]))
+			cr_conn_read_start(s->cli);
 	}
 }
 
@@ -622,6 +739,20 @@ connect_expired(struct cr_timer *t, void *arg)
 	session_done(cur(), s);
 }
 
+/* The open server connection ended with @p err (on_close, or our idle timeout). */
+static void
+srv_ended(struct px_lcore *pl, struct px_session *s, int err)
+{
+	if (s->srv != NULL)
+		srv_gone(s);
+	px_dir_stop(&s->dir[0]);
+	px_dir_stop(&s->dir[1]);
+	ended_err(pl, s, err, false);
+	if (err != 0 && s->cli != NULL && pass_on(s->cli, err))
+		s->cli = NULL;
+	session_done(pl, s);
+}
+
 static void
 srv_close(struct cr_conn *c, int err)
 {
@@ -642,9 +773,8 @@ srv_close(struct cr_conn *c, int err)
 			tls_failed(c, slot, err);
 		connect_failed(pl, s, slot);
 	} else {
-		ended_err(pl, s, err, false);
-		if (err != 0 && s->cli != NULL && pass_on(s->cli, err))
-			s->cli = NULL;
+		srv_ended(pl, s, err);
+		return;
 	}
 	session_done(pl, s);
 }
@@ -655,7 +785,7 @@ static const struct cr_conn_ops px_server_ops = {
     .on_eof = srv_eof,
     .on_drain = srv_drain,
     .on_close = srv_close,
-    .at_boundary = session_at_boundary,
+    .at_boundary = srv_at_boundary,
 };
 
 /* ---- memory ---- */
@@ -695,8 +825,12 @@ lcore_fini(void *mem, unsigned lcore, void *arg)
 	cr_timer_stop(&pl->credit_timer);
 	for (i = 0; i < slab_sniffs; i++)
 		cr_timer_stop(&b[i].timer);
-	for (i = 0; i < slab_sessions; i++)
+	for (i = 0; i < slab_sessions; i++) {
 		cr_timer_stop(&pl->slab[i].connect_timer);
+		cr_timer_stop(&pl->slab[i].idle);
+		cr_timer_stop(&pl->slab[i].dir[0].timer);
+		cr_timer_stop(&pl->slab[i].dir[1].timer);
+	}
 }
 
 int

@@ -10,9 +10,41 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cr_io.h"
 #include "cr_lease.h"
 #include "passthrough.h"
 #include "proxy.h"
+
+/*
+ * One direction of a session (splice.c). It starts copied (lib/net receives, the relay
+ * queues on the other side); a plain one that moves bulk switches to splice once lib/net
+ * has nothing of it left (SWITCHING), and gives the source back to lib/net at its EOF
+ * (BACK), so that lib/net sees the EOF and the half-close goes on as always.
+ */
+enum px_dir_mode {
+	PX_DIR_COPY = 0,  /* lib/net reads the source; the bulk detector counts */
+	PX_DIR_SWITCHING, /* source read stopped: waiting for lib/net's last bytes of it */
+	PX_DIR_SPLICE,	  /* source -> pipe -> destination, lib/net reading none of it */
+	PX_DIR_STOPPING,  /* cancelled: the last op's completion releases it */
+	PX_DIR_BACK,	  /* spliced up to the source's EOF; lib/net reads it again */
+	PX_DIR_NEVER,	  /* copied to the end (EOF seen while switching, TLS, ...) */
+};
+
+struct px_session;
+
+struct px_dir {
+	struct px_session *s;
+	uint8_t mode;	 /* enum px_dir_mode */
+	bool c2s;	 /* client to server */
+	int from, to;	 /* our duplicates of the two sockets while switching or splicing */
+	struct cr_io_pipe p;
+	uint32_t in_pipe; /* bytes in the pipe, not yet in the destination */
+	cr_op_id op;	  /* the splice in flight (one at a time: nothing reordered) */
+	uint64_t win_bytes; /* the bulk detector's window: bytes and deliveries */
+	uint32_t win_reads;
+	uint64_t poll_ns;	/* switching: the next wait for lib/net to be done */
+	struct cr_timer timer; /* switching: look again */
+};
 
 struct px_session {
 	struct px_session *next, *prev;	  /* free list or wait list */
@@ -37,6 +69,12 @@ struct px_session {
 	struct px_sniff *sniff;	     /* the bytes read before the server connection opened */
 	uint64_t group;		     /* the slots it may connect to */
 	struct px_slog log;	     /* --session-log */
+	/* Idle timeouts (--client-timeout, --server-timeout) are the relay's, not lib/net's:
+	 * a spliced direction moves bytes lib/net never sees. A side is active when bytes
+	 * are read from it or relayed to it (turn clock). */
+	uint64_t cli_active, srv_active;
+	struct cr_timer idle;
+	struct px_dir dir[2]; /* [0] client to server, [1] server to client */
 };
 
 /* A passthrough session's first bytes, until they are sent on to its backend. */
@@ -83,6 +121,27 @@ void px_ended(struct px_session *s, enum px_end e);
 void px_session_abort(struct px_lcore *pl, struct px_session *s);
 /* Connect @p s to the next backend of its group it has not tried, or end it. */
 void px_connect_next(struct px_lcore *pl, struct px_session *s);
+
+/* The calling lcore's relay state. */
+struct px_lcore *px_cur(void);
+/* Free @p s if both its connections are gone and no splice of it is in flight. */
+void px_session_done(struct px_lcore *pl, struct px_session *s);
+
+/* ---- splicing bulk (splice.c) ---- */
+
+/* A session begins: both directions copied. */
+void px_dir_init(struct px_session *s);
+/* @p n bytes of direction @p d were relayed by copy (or held buffer): the bulk detector
+ * may start the switch to splice. In the source's on_data. */
+void px_dir_note(struct px_lcore *pl, struct px_dir *d, size_t n);
+/* The source of @p d is read by lib/net (copy mode, or back after the splice's EOF). */
+bool px_dir_lib_reads(const struct px_dir *d);
+/* The source's EOF reached lib/net while switching: copied to the end. */
+void px_dir_eof(struct px_dir *d);
+/* End direction @p d's splicing, if any: cancelled, released at its last completion. */
+void px_dir_stop(struct px_dir *d);
+/* A splice of @p s is in flight (it keeps the session). */
+bool px_dir_busy(const struct px_session *s);
 
 /* ---- SNI passthrough (passthrough.c) ---- */
 

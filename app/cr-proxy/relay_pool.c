@@ -31,9 +31,11 @@ px_buffers_auto(uint64_t maxconn)
 }
 
 void
-px_conn_opts(struct cr_conn_opts *o, uint64_t idle_ns)
+px_conn_opts(struct cr_conn_opts *o)
 {
-	o->idle_timeout_ns = idle_ns;
+	/* No idle timeout of lib/net's: the relay keeps its own (relay.c), which counts the
+	 * bytes it splices too. */
+	o->idle_timeout_ns = 0;
 	/* lib/net's watermarks only time on_drain here (keep_reading): a direction is paused
 	 * above its share, never below PX_QUEUE_MIN, so it went over the high one and its
 	 * on_drain comes once the queue is down to the low one. */
