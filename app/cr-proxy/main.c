@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,16 +318,10 @@ configure(int argc, char **argv, void *arg)
 	px_relay.splice_threshold = c->splice_threshold;
 	/* Pipes only for an app that splices: two descriptors and their pages each. */
 	if (c->splice_threshold != 0) {
-		struct sigaction ign = {.sa_handler = SIG_IGN};
-
+		/* A splice into a gone reader is -EPIPE, no SIGPIPE: lib/io sees to it. */
 		rc = cr_io_pipe_pool(0, 0);
 		if (rc != 0)
 			return cr_app_errorf(rc, "cannot start: pipe pool: %s", cr_strerror(rc));
-		/* splice(2) into a socket the peer has reset raises SIGPIPE: it has no
-		 * MSG_NOSIGNAL, as lib/net's sends do. The epoll driver splices on the lcore's
-		 * thread; the error comes back as -EPIPE either way. */
-		if (sigaction(SIGPIPE, &ign, NULL) != 0)
-			return cr_app_errorf(-errno, "cannot start: SIGPIPE: %s", cr_strerror(-errno));
 	}
 	rc = px_apply_all(c->backends, c->n_backends);
 	if (rc == -EINVAL)
