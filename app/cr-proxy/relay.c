@@ -527,11 +527,12 @@ cli_data(struct cr_conn *c, const void *d, size_t n)
 {
 	struct px_session *s = cr_conn_data(c);
 
-	/* Before a TLS server connection is open (it cannot queue yet), before there is one
-	 * (a TLS client's request read with its handshake's end, waiting for --maxconn), and
-	 * a passthrough session's first bytes: held, sent once it is open (passthrough.c). A
-	 * plain one queues what comes early itself, as it always has. */
-	if (s->sniff != NULL || (!s->srv_open && (s->srv == NULL || cr_tls_conn(s->srv)))) {
+	/* Before the server connection is open (a TLS client's request read with its
+	 * handshake's end; a plain client is not read before), before there is one (waiting
+	 * for --maxconn), and a passthrough session's first bytes: held, sent once it is open
+	 * (passthrough.c). Not queued on a connection still connecting: if that connect
+	 * fails the queue dies with it, and the next backend would get nothing. */
+	if (s->sniff != NULL || !s->srv_open) {
 		px_sni_data(cur(), s, d, n);
 		return;
 	}

@@ -755,6 +755,38 @@ def t_maxconn_early(proxy_exe, http_exe, driver, certs):
     return 0
 
 
+def t_retry_early(proxy_exe, http_exe, driver, certs):
+    """Two plain backends, the first a closed port (not yet known down: no checks), round
+    robin: a TLS client whose request came with its Finished (and, every other time, its
+    close_notify and FIN) is answered whichever backend it was sent to first. The request
+    was queued on the refused connection and died with it: the second backend got nothing
+    (or, with the EOF, an empty request) and the client no answer."""
+    be = http_test.Server(http_exe, driver)
+    dead = apptest.free_port()
+    px = Proxy(proxy_exe, driver, certs, args=[
+        "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % dead,
+        "--backend", "%s:%d" % be.addr, "--balance", "roundrobin", "--check-interval", "0",
+        "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert, "--tls-key", certs.key],
+        telemetry=True)
+    try:
+        for i in range(4):
+            if i % 2 == 0:
+                st, body = tls_get_with_finished(px.port, certs, timeout=5)
+                check(st == 200 and body == b"Hello, World!",
+                      "request %d (with its Finished): %d %r" % (i, st, body))
+            else:
+                got = tls_request_then_eof(
+                    px.port, certs, b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", timeout=5)
+                check(got.startswith(b"HTTP/1.1 200") and got.endswith(b"Hello, World!"),
+                      "request %d (with its Finished and EOF): %r" % (i, got))
+        check(px.app_counters().get("proxy_connect_failures", 0) >= 1,
+              "the closed port was tried: %r" % px.app_counters())
+    finally:
+        px.stop()
+        be.stop()
+    return 0
+
+
 def t_check_budget(proxy_exe, http_exe, driver, certs):
     """--check-timeout bounds a --backend-tls health check whole, TCP connect and
     handshake: a backend that accepts and never answers the ClientHello, checked every
@@ -1092,7 +1124,7 @@ TESTS = {"cli": t_cli, "curl": t_curl, "pipeline": t_pipeline, "backend_nginx": 
          "connect_budget": t_connect_budget, "backend_client_eof": t_backend_client_eof,
          "maxconn_early": t_maxconn_early, "check_budget": t_check_budget,
          "backend_refusals": t_backend_refusals, "reload_live": t_reload_live,
-         "retire_live": t_retire_live}
+         "retire_live": t_retire_live, "retry_early": t_retry_early}
 
 
 def main():
