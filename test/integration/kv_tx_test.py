@@ -12,6 +12,8 @@
                  the last) while readers run DBSIZE: it never counts 0 or 3 tokens.
   multi_oracle   MULTI/EXEC/DISCARD/WATCH/UNWATCH scripts, byte for byte against
                  redis-server, keys on one shard and on two, singly and pipelined.
+  exec_order     EXECs over keys of both shards, each command reading what an earlier one
+                 wrote on the other shard: replies in queued order, as redis-server's.
   multi_random   kv_test.py's seeded random command stream (every type, keys of both
                  shards) in MULTI/EXEC blocks, against redis-server.
   watch_race     two clients WATCH and GET one key, then both MULTI/INCR/EXEC at once:
@@ -309,6 +311,49 @@ def t_multi_oracle(o):
     check(not bad, "%d differences:\n  %s" % (len(bad), "\n  ".join(bad[:20])))
 
 
+def order_script(o):
+    """EXECs whose queued commands touch keys of both shards, reading what an earlier
+    command of the same EXEC wrote on the other shard, in every order."""
+    n = max(2, o.lcores)
+    a, b, c = named("oa", 0, n, "x"), named("ob", 1 % n, n, "x"), named("oc", 1 % n, n, "y")
+    E = "exact"
+    st = []
+
+    def s(*args):
+        st.append((args, E))
+    s("DEL", a, b, c)
+    s("MULTI"); s("SET", a, "1"); s("GET", b); s("SET", b, "2"); s("GET", a); s("INCR", a)
+    s("GET", b); s("EXEC")
+    s("MULTI"); s("INCR", a); s("INCRBY", b, "10"); s("MGET", a, b); s("DEL", a); s("MGET", a, b)
+    s("SET", a, "x"); s("APPEND", a, "y"); s("GET", a); s("EXEC")
+    s("MULTI"); s("RPUSH", b, "1"); s("RENAME", a, c); s("GET", c); s("EXISTS", a, b, c)
+    s("DEL", b); s("RPUSH", b, "p", "q"); s("LMOVE", b, a, "LEFT", "RIGHT"); s("LRANGE", a, "0", "-1")
+    s("LRANGE", b, "0", "-1"); s("EXEC")
+    s("MULTI"); s("MSET", a, "1", b, "2"); s("INCR", b); s("MGET", a, b, c); s("DEL", a, b, c)
+    s("MGET", a, b, c); s("SET", b, "last"); s("GET", b); s("DBSIZE"); s("EXEC")
+    # many alternating steps: each reply in queued order
+    s("MULTI")
+    for i in range(40):
+        s("INCR", a if i % 3 else b)
+        s("GET", b if i % 2 else a)
+    s("EXEC")
+    s("MGET", a, b, c)
+    return st
+
+
+def t_exec_order(o):
+    """An EXEC over keys of both shards runs its commands in queued order and answers in
+    that order, byte for byte against redis-server, singly and pipelined."""
+    r = o.redis()
+    bad = []
+    for pipelined in (False, True):
+        for port in (o.kv.port, r.port):
+            Conn(port).cmd("FLUSHALL")
+        got = kv_test.run_script(o.kv.port, r.port, order_script(o), pipelined)
+        bad += ["%s: %s" % ("pipelined" if pipelined else "one by one", x) for x in got]
+    check(not bad, "%d differences:\n  %s" % (len(bad), "\n  ".join(bad[:20])))
+
+
 def t_multi_random(o, count=4000):
     """kv_test.py's seeded random stream of every type's commands (keys of both shards
     mixed), cut into MULTI/EXEC blocks of 1-12 commands, pipelined against cr-kv and
@@ -528,6 +573,7 @@ TESTS = {
     "keys_atomic": t_keys_atomic,
     "dbsize_atomic": t_dbsize_atomic,
     "multi_oracle": t_multi_oracle,
+    "exec_order": t_exec_order,
     "multi_random": t_multi_random,
     "watch_race": t_watch_race,
     "transfer": t_transfer,
