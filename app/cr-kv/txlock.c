@@ -60,12 +60,6 @@ struct kv_wait {
 	char data[];
 };
 
-/* A release sent to another shard. */
-struct kv_release {
-	void *hold;
-	uint64_t epoch;
-};
-
 static bool
 klock_eq(const struct kd_node *n, const void *key, size_t len)
 {
@@ -635,36 +629,104 @@ release_recv(void *arg)
 	free(r);
 }
 
-void
-kv_tx_release(unsigned shard, void *hold, uint64_t epoch)
+struct kv_release *
+kv_tx_release_new(void)
 {
-	struct kv_shard *target = kv.shards[kv.shard_lcore[shard]];
+	return malloc(sizeof(struct kv_release));
+}
+
+static void rel_task(void *arg);
+
+static void
+rel_timer(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	rel_task(arg);
+}
+
+/* Try again next turn (or in a millisecond, if no task can be deferred now). */
+static void
+rel_arm(struct kv_shard *sh)
+{
+	if (sh->tx.rel_armed)
+		return;
+	sh->tx.rel_armed = true;
+	if (cr_defer(rel_task, sh) != 0)
+		cr_timer_start(&sh->tx.rel_timer, 1000 * 1000ull);
+}
+
+/* Send what a full mailbox refused, in order; @return false if one is refused again. */
+static bool
+rel_flush(struct kv_shard *sh)
+{
 	struct kv_release *r;
+
+	while ((r = sh->tx.rel_head) != NULL) {
+		struct kv_release *next = r->next;
+		int rc = cr_send(kv.shard_lcore[r->shard], release_recv, r);
+
+		if (rc == -EAGAIN)
+			return false;
+		/* Accepted: the target owns r now. Refused otherwise (-ESHUTDOWN): that shard
+		 * is gone, and its locks with it. */
+		sh->tx.rel_head = next;
+		if (next == NULL)
+			sh->tx.rel_tail = &sh->tx.rel_head;
+		if (rc != 0)
+			free(r);
+		kv_tx_await(sh, -1);
+	}
+	return true;
+}
+
+static void
+rel_task(void *arg)
+{
+	struct kv_shard *sh = arg;
+
+	sh->tx.rel_armed = false;
+	cr_timer_stop(&sh->tx.rel_timer);
+	if (!rel_flush(sh))
+		rel_arm(sh);
+}
+
+void
+kv_tx_release(unsigned shard, void *hold, uint64_t epoch, struct kv_release **rel)
+{
+	struct kv_shard *target = kv.shards[kv.shard_lcore[shard]], *here = kv_here();
+	struct kv_release *r = *rel;
 	int rc;
 
 	if (hold == NULL)
 		return;
-	if (target == kv_here()) {
+	*rel = NULL;
+	if (target == here) {
+		free(r);
 		if (epoch == target->tx.epoch)
 			kv_tx_release_here(target, hold);
 		return;
 	}
-	r = malloc(sizeof(*r));
 	if (r == NULL) {
-		CR_LOG(txlock_log, ERR, "out of memory releasing locks on shard %u", shard);
-		return;
+		/* Broken invariant: every hold is asked for with its release made. */
+		CR_LOG(txlock_log, ERR, "a hold on shard %u without its release", shard);
+		abort();
 	}
+	r->next = NULL;
+	r->shard = shard;
 	r->hold = hold;
 	r->epoch = epoch; /* the incarnation that granted it: a later one ignores it */
-	rc = cr_send(kv.shard_lcore[shard], release_recv, r);
-	if (rc != 0) {
-		/* -ESHUTDOWN: that shard is gone, its locks with it. -EAGAIN: a full mailbox;
-		 * the locks stay taken until its lcore stops (logged, never silent). */
-		if (rc == -EAGAIN)
-			CR_LOG(txlock_log, ERR, "releasing locks on shard %u: %s", shard,
-			       cr_strerror(rc));
-		free(r);
+	/* Behind releases already refused: a full mailbox keeps them all, in order. */
+	rc = here->tx.rel_head == NULL ? cr_send(kv.shard_lcore[shard], release_recv, r) : -EAGAIN;
+	if (rc == 0)
+		return;
+	if (rc != -EAGAIN) {
+		free(r); /* -ESHUTDOWN: that shard is gone, its locks with it */
+		return;
 	}
+	*here->tx.rel_tail = r;
+	here->tx.rel_tail = &r->next;
+	kv_tx_await(here, 1); /* this lcore stays until the release is sent */
+	rel_arm(here);
 }
 
 int
@@ -677,6 +739,10 @@ kv_tx_shard_init(struct kv_shard *sh)
 	sh->tx.whole_shared = sh->tx.whole_excl = 0;
 	sh->tx.awaiting = sh->tx.serving = 0;
 	sh->tx.holds = NULL;
+	sh->tx.rel_head = NULL;
+	sh->tx.rel_tail = &sh->tx.rel_head;
+	sh->tx.rel_armed = false;
+	cr_timer_init(&sh->tx.rel_timer, rel_timer, sh);
 	sh->tx.epoch++;
 	if (sh->tx.wver == NULL)
 		sh->tx.wver = calloc(KV_WVER_SLOTS, sizeof(*sh->tx.wver));
@@ -700,6 +766,19 @@ kv_tx_shard_fini(struct kv_shard *sh)
 	unsigned budget = ~0u;
 
 	kv_tx_late_flush(sh);
+	/* Releases still refused: one more try, then they go with the shards that stop too
+	 * (an lcore that retires alone waits for them: each keeps its lease). */
+	cr_timer_stop(&sh->tx.rel_timer);
+	sh->tx.rel_armed = false;
+	if (!rel_flush(sh))
+		CR_LOG(txlock_log, WARNING, "stopping with lock releases a full mailbox refused");
+	while (sh->tx.rel_head != NULL) {
+		struct kv_release *r = sh->tx.rel_head;
+
+		sh->tx.rel_head = r->next;
+		free(r);
+	}
+	sh->tx.rel_tail = &sh->tx.rel_head;
 	/* What still waits gets an error, if its origin can hear it. */
 	while ((w = sh->tx.wq_head) != NULL) {
 		struct rbuf out;
