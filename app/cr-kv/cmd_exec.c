@@ -45,6 +45,8 @@ struct exec {
 	struct kv_multi *mx;
 	struct kv_watch *watch;
 	struct kv_mxcmd *next; /* the next queued command to run */
+	const struct kv_mxcmd *cur; /* the one running: the slow log's entry, as queued */
+	uint64_t cur_ns;	    /* what it ran so far, over its attempts */
 	struct rbuf out;       /* the reply: "*N" and the replies so far */
 	bool running, in_loop, done;
 	/* A blocking pop over keys of several shards: its keys tried one by one. */
@@ -155,12 +157,24 @@ exec_free(void *arg)
 
 static void btry_next(struct exec *ex);
 
+/* A queued command has answered: logged as Redis logs each command EXEC runs. */
+static void
+step_ran(struct exec *ex)
+{
+	const struct kv_mxcmd *c = ex->cur;
+
+	if (c != NULL)
+		kv_cmd_ran(ex->kc, c->cmd, c->argc, c->argv, ex->cur_ns); /* slowlog.h */
+	ex->cur = NULL;
+}
+
 static void
 step_done(struct kreq *sub)
 {
 	struct exec *ex = sub->owner;
 	const struct rbuf *o = sub->final;
 
+	ex->cur_ns += sub->run_ns;
 	if (ex->btry != NULL) {
 		/* Nothing in that key: the next one, as Redis's blockingPop walks them. */
 		if (o->len >= 3 && memcmp(o->p, "*-1", 3) == 0 && ++ex->bkey < ex->bn) {
@@ -170,6 +184,7 @@ step_done(struct kreq *sub)
 		}
 		ex->btry = NULL;
 	}
+	step_ran(ex);
 	rb_raw(&ex->out, o->p, o->len);
 	kreq_free(ex->kc->sh, sub);
 	ex->running = false;
@@ -296,6 +311,7 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 	const struct kv_cmd *cmd = c->cmd;
 	struct kreq *sub = kreq_new(kc->sh, kc, cmd, c->argc, c->argv);
 	struct kv_ctx x;
+	uint64_t t0;
 	unsigned i;
 	int s;
 
@@ -304,6 +320,8 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 		ex->running = false;
 		return;
 	}
+	ex->cur = c;
+	ex->cur_ns = 0;
 	sub->on_done = step_done;
 	sub->owner = ex;
 	sub->hop = true;
@@ -314,13 +332,16 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 	x.out = &sub->reply;
 	x.now_ms = kv_now_ms();
 	x.kc = kc;
+	t0 = cr_clock_ns();
 	if (cmd->precheck != NULL && !cmd->precheck(&x)) {
+		sub->run_ns += cr_clock_ns() - t0;
 		step_local(sub);
 		return;
 	}
 	switch (cmd->route) {
 	case KV_ROUTE_LOCAL:
 		cmd->fn(&x);
+		sub->run_ns += cr_clock_ns() - t0;
 		step_local(sub);
 		return;
 	case KV_ROUTE_TX: /* UNWATCH: EXEC unwatches anyway */
@@ -345,7 +366,9 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 	if (cmd->route != KV_ROUTE_ALL) {
 		s = keys_shard(cmd, sub);
 		if (s == -2) { /* no key, or malformed arguments: the command says why */
+			t0 = cr_clock_ns();
 			cmd->fn(&x);
+			sub->run_ns += cr_clock_ns() - t0;
 			step_local(sub);
 			return;
 		}
@@ -584,6 +607,8 @@ out:
 void
 kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 {
+	uint64_t t0;
+
 	if (cmd->fn == cmd_exec) {
 		exec(kc, cmd);
 		return;
@@ -597,7 +622,9 @@ kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		kc_abort(kc);
 		return;
 	}
+	t0 = cr_clock_ns();
 	cmd->fn(x);
+	kv_cmd_ran(kc, cmd, x->argc, x->argv, cr_clock_ns() - t0); /* MULTI, DISCARD... */
 }
 
 KV_CMD(multi)

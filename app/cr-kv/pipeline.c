@@ -152,7 +152,9 @@ kreq_finish(struct kreq *kr)
 	kr->done = true;
 	if (kr->final == NULL)
 		kr->final = &kr->reply;
-	if (kr->cmd != NULL && kr->on_done == NULL)
+	/* An EXEC's argv is its lock plan: its commands are logged one by one as they run
+	 * (cmd_exec.c), and EXEC is not, as in Redis 7.0 (SKIP_SLOWLOG). */
+	if (kr->cmd != NULL && kr->on_done == NULL && kr->cmd->fn != cmd_exec)
 		kv_cmd_ran(kc, kr->cmd, kr->argc, kr->argv, kr->run_ns); /* slowlog.h */
 	if (kr->on_done != NULL) {
 		kr->on_done(kr); /* not on the connection: its owner takes it (and frees it) */
