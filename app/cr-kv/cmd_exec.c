@@ -47,6 +47,7 @@ struct exec {
 	struct kv_mxcmd *next; /* the next queued command to run */
 	const struct kv_mxcmd *cur; /* the one running: the slow log's entry, as queued */
 	uint64_t cur_ns;	    /* what it ran so far, over its attempts */
+	int64_t now_ms; /* the EXEC's time, once it holds its locks: every command runs at it */
 	struct rbuf out;       /* the reply: "*N" and the replies so far */
 	bool running, in_loop, done;
 	/* A blocking pop over keys of several shards: its keys tried one by one. */
@@ -249,6 +250,7 @@ btry_next(struct exec *ex)
 	sub->on_done = step_done;
 	sub->owner = ex;
 	sub->hop = true;
+	sub->now_ms = ex->now_ms;
 	kreq_set_parts(sub, 1);
 	sub->one.shard = key_shard(k);
 	kreq_part_args(&sub->one, sub->argc, sub->argv);
@@ -284,6 +286,7 @@ step_bpop(struct exec *ex, struct kreq *sub, const struct kv_mxcmd *c)
 		mv->on_done = step_done;
 		mv->owner = ex;
 		mv->hop = true;
+		mv->now_ms = ex->now_ms;
 		m->multi(mv);
 		return;
 	}
@@ -325,12 +328,13 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 	sub->on_done = step_done;
 	sub->owner = ex;
 	sub->hop = true;
+	sub->now_ms = ex->now_ms;
 	memset(&x, 0, sizeof(x));
 	x.sh = kc->sh;
 	x.argc = sub->argc;
 	x.argv = sub->argv;
 	x.out = &sub->reply;
-	x.now_ms = kv_now_ms();
+	x.now_ms = ex->now_ms;
 	x.kc = kc;
 	t0 = cr_clock_ns();
 	if (cmd->precheck != NULL && !cmd->precheck(&x)) {
@@ -452,6 +456,9 @@ exec_locked(struct kv_tx *tx)
 		kv_tx_finish(tx, "*-1\r\n", 5);
 		return;
 	}
+	/* Time stands still from here to the last command, as in Redis's EXEC: a key whose
+	 * TTL ends meanwhile is live for all of them (its shard keeps it: locked). */
+	ex->now_ms = kv_now_ms();
 	exec_run(ex);
 }
 
@@ -574,6 +581,7 @@ exec(struct kconn *kc, const struct kv_cmd *cmd)
 	if (pl.n == 1 && !pl.any_whole) {
 		kr->state = ex; /* nothing to lock: run them now */
 		kr->state_fini = exec_free;
+		ex->now_ms = kv_now_ms();
 		exec_run(ex);
 		goto out;
 	}

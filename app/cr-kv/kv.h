@@ -554,6 +554,9 @@ struct kreq {
 	struct kv_arg *argv;
 	size_t size;	 /* allocation size: KREQ_SMALL comes from the shard's free list */
 	uint64_t run_ns; /* its parts' run times so far (the slow log's duration) */
+	/* A command EXEC runs: the EXEC's time, which every part of it runs at (Redis
+	 * freezes the clock for a transaction); 0: the clock's, when each part runs. */
+	int64_t now_ms;
 	struct kpart one;
 	char data[];
 };

@@ -375,15 +375,15 @@ kv_wv_touch_cmd(struct kv_shard *sh, const struct kv_cmd *cmd, uint32_t argc,
  * @return true if the command waits on this shard (a blocking pop): its answer comes
  * later. */
 static bool
-run(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc, const struct kv_arg *argv,
-    struct rbuf *out, struct kv_from *from)
+run_at(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc,
+       const struct kv_arg *argv, struct rbuf *out, struct kv_from *from, int64_t now_ms)
 {
 	struct kv_ctx x = {
 	    .sh = sh,
 	    .argc = argc,
 	    .argv = argv,
 	    .out = out,
-	    .now_ms = kv_now_ms(),
+	    .now_ms = now_ms,
 	    .from = from,
 	};
 
@@ -392,6 +392,21 @@ run(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc, const stru
 	if (kv_bw_pending(sh))
 		kv_bw_serve(sh); /* a list or sorted set its clients wait for was made */
 	return from != NULL && from->parked;
+}
+
+static bool
+run(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc, const struct kv_arg *argv,
+    struct rbuf *out, struct kv_from *from)
+{
+	return run_at(sh, fn, argc, argv, out, from, kv_now_ms());
+}
+
+/* A step of a command EXEC runs: at the EXEC's time (its request is read during the call
+ * that brought the part, as its arguments are). */
+static int64_t
+part_now(const struct kpart *p)
+{
+	return p->kr != NULL && p->kr->now_ms != 0 ? p->kr->now_ms : kv_now_ms();
 }
 
 /* Run a plain part: it may wait on this shard (then p->state gets KP_PARKED). @return
@@ -495,7 +510,8 @@ kv_tx_run_part(struct kv_shard *sh, struct kpart *p)
 	struct kv_hold *h;
 
 	if (p->kind == KP_TX_HOP) {
-		run(sh, p->fn, p->argc, p->argv, &p->out, NULL); /* under its transaction's locks */
+		/* Under its transaction's locks, at its time. */
+		run_at(sh, p->fn, p->argc, p->argv, &p->out, NULL, part_now(p));
 		return true;
 	}
 	if (p->kind == KP_PLAIN) {
@@ -593,6 +609,14 @@ kv_tx_release_here(struct kv_shard *sh, void *hold)
 	drain(sh);
 	if (kv_bw_pending(sh))
 		kv_bw_serve(sh); /* what waited for these keys while they were locked */
+}
+
+/* The store's question before it deletes an expired key: a key a transaction holds stays
+ * until the release (it reads at its own, frozen, time; anyone else sees it gone). */
+static bool
+pinned(void *arg, const char *key, size_t len)
+{
+	return kv_tx_key_locked(arg, key, len);
 }
 
 bool
@@ -749,6 +773,7 @@ kv_tx_shard_init(struct kv_shard *sh)
 	if (sh->tx.wver == NULL)
 		return -ENOMEM;
 	kv_store_watch(sh->store, sh->tx.wver, KV_WVER_SLOTS - 1);
+	kv_store_pin(sh->store, pinned, sh);
 	kv_tx_late_init(sh);
 	return 0;
 }
@@ -804,6 +829,7 @@ kv_tx_shard_fini(struct kv_shard *sh)
 	sh->tx.held = sh->tx.excl_held = 0;
 	sh->tx.whole_shared = sh->tx.whole_excl = 0;
 	kv_store_watch(sh->store, NULL, 0);
+	kv_store_pin(sh->store, NULL, NULL);
 	free(sh->tx.wver);
 	sh->tx.wver = NULL;
 	(void)cr_lease_release(&sh->tx.lease_serving);

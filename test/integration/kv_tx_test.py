@@ -14,6 +14,8 @@
                  redis-server, keys on one shard and on two, singly and pipelined.
   exec_order     EXECs over keys of both shards, each command reading what an earlier one
                  wrote on the other shard: replies in queued order, as redis-server's.
+  exec_time      a key whose TTL ends during an EXEC is live for all its commands (time
+                 stands still, as in Redis; active expiry keeps it), gone after.
   multi_random   kv_test.py's seeded random command stream (every type, keys of both
                  shards) in MULTI/EXEC blocks, against redis-server.
   watch_race     two clients WATCH and GET one key, then both MULTI/INCR/EXEC at once:
@@ -354,6 +356,51 @@ def t_exec_order(o):
     check(not bad, "%d differences:\n  %s" % (len(bad), "\n  ".join(bad[:20])))
 
 
+def t_exec_time(o, members=100000, ttl_ms=150, work_s=0.45):
+    """Time stands still during EXEC, as in Redis: a key whose TTL ends while the EXEC
+    runs (a key of one shard read before and after SUNIONSTOREs of a big set that take
+    longer than the TTL, on the other shard with two lcores) is live for every command of
+    the EXEC, against redis-server; and its shard's active expiry (every 100 ms, while
+    the EXEC holds the key) does not delete it. After the EXEC it is gone."""
+    n = max(2, o.lcores)
+    big, dst, k = named("big", 0, n, "s"), named("dst", 0, n, "s"), named("ttl", 1 % n, n, "k")
+    r = o.redis()
+    cs = [Conn(o.kv.port, timeout=60), Conn(r.port, timeout=60)]
+    cost = []
+    for c in cs:
+        c.cmd("FLUSHALL")
+        for base in range(0, members, 2000):
+            c.send(resp("SADD", big, *["m%d" % i for i in range(base, base + 2000)]))
+        c.replies(members // 2000, 60)
+        t0 = time.monotonic()
+        check(c.cmd("SUNIONSTORE", dst, big) == b":%d\r\n" % members, "SUNIONSTORE")
+        cost.append(time.monotonic() - t0)
+    reps = min(60, int(work_s / max(1e-3, min(cost))) + 1)
+    log("one SUNIONSTORE: cr-kv %.1f ms, redis %.1f ms; %d in the EXEC"
+        % (cost[0] * 1e3, cost[1] * 1e3, reps))
+    script = [resp("SET", k, "v", "PX", str(ttl_ms)), resp("MULTI"), resp("GET", k)]
+    script += [resp("SUNIONSTORE", dst, big)] * reps
+    script += [resp("GET", k), resp("EXISTS", k), resp("STRLEN", k), resp("EXEC")]
+    got = []
+    for c in cs:
+        t0 = time.monotonic()
+        c.send(b"".join(script))
+        rs = c.replies(len(script), 60)
+        took = time.monotonic() - t0
+        check(took * 1e3 > ttl_ms + 100, "the EXEC took %.0f ms, not past the TTL" % (took * 1e3))
+        time.sleep(0.05)
+        rs.append(c.cmd("GET", k))  # gone now
+        got.append(rs)
+    exec_reply = parse_array(got[0][-2])
+    check(got[0] == got[1], "cr-kv %r, redis %r" % ([x[-40:] for x in got[0][-3:]],
+                                                    [x[-40:] for x in got[1][-3:]]))
+    check(exec_reply[0] == b"$1\r\nv\r\n" and exec_reply[-3] == b"$1\r\nv\r\n",
+          "the key was not live throughout: %r" % exec_reply[-3:])
+    check(got[0][-1] == b"$-1\r\n", "the key outlived its TTL after the EXEC: %r" % got[0][-1])
+    for c in cs:
+        c.close()
+
+
 def t_multi_random(o, count=4000):
     """kv_test.py's seeded random stream of every type's commands (keys of both shards
     mixed), cut into MULTI/EXEC blocks of 1-12 commands, pipelined against cr-kv and
@@ -574,6 +621,7 @@ TESTS = {
     "dbsize_atomic": t_dbsize_atomic,
     "multi_oracle": t_multi_oracle,
     "exec_order": t_exec_order,
+    "exec_time": t_exec_time,
     "multi_random": t_multi_random,
     "watch_race": t_watch_race,
     "transfer": t_transfer,
