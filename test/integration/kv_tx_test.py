@@ -16,6 +16,8 @@
                  wrote on the other shard: replies in queued order, as redis-server's.
   exec_time      a key whose TTL ends during an EXEC is live for all its commands (time
                  stands still, as in Redis; active expiry keeps it), gone after.
+  shutdown_tx    SIGTERM (shutdown_tx_forced: and a second one) with an EXEC running,
+                 EXECs queued behind it, open MULTIs and WATCHes: a clean exit, in time.
   multi_random   kv_test.py's seeded random command stream (every type, keys of both
                  shards) in MULTI/EXEC blocks, against redis-server.
   watch_race     two clients WATCH and GET one key, then both MULTI/INCR/EXEC at once:
@@ -28,6 +30,8 @@ Exits 0 (pass), 1 (fail), 77 (skip). Every loop is bounded in count and time.
 """
 import os
 import random
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -401,6 +405,68 @@ def t_exec_time(o, members=100000, ttl_ms=150, work_s=0.45):
         c.close()
 
 
+def shutdown_tx(o, forced, members=50000, reps=40):
+    """Transactions in flight when cr-kv is told to stop: one EXEC running (a read on one
+    shard, then SUNIONSTOREs of a big set on the other that take about a second), EXECs
+    queued behind its locks, a cross-shard MSET/MGET stream, a client in MULTI that never
+    EXECs and one that WATCHes. SIGTERM (and, forced, a second one 50 ms later): cr-kv
+    exits within the shutdown timeout, status 0, and (sanitizer builds) no report."""
+    n = max(2, o.lcores)
+    big, dst = named("big", 0, n, "s"), named("dst", 0, n, "s")
+    k1 = named("k", 1 % n, n, "one")
+    c = Conn(o.kv.port, timeout=60)
+    for base in range(0, members, 2000):
+        c.send(resp("SADD", big, *["m%d" % i for i in range(base, base + 2000)]))
+    c.replies(members // 2000, 60)
+    c.close()
+    conns = []
+    running = Conn(o.kv.port)
+    running.send(resp("MULTI") + resp("GET", k1) + resp("SUNIONSTORE", dst, big) * reps +
+                 resp("EXEC"))
+    conns.append(running)
+    for i in range(4):  # behind the running EXEC's locks, on both shards
+        q = Conn(o.kv.port)
+        q.send(resp("MULTI") + resp("INCR", k1) + resp("SCARD", dst) + resp("EXEC"))
+        conns.append(q)
+    for lc in range(o.lcores):
+        m = conn_on_lcore(o.kv.port, lc)
+        m.send(resp("WATCH", k1, dst) + resp("MULTI") + resp("SET", k1, "never") +
+               resp("SADD", dst, "x"))  # no EXEC
+        conns.append(m)
+    stream = Conn(o.kv.port)
+    a, b = named("sa", 0, n, "x"), named("sb", 1 % n, n, "x")
+    stream.send((resp("MSET", a, "1", b, "2") + resp("MGET", a, b)) * 500)
+    conns.append(stream)
+    time.sleep(0.2)  # the EXEC is running, the others wait behind it
+    t0 = time.monotonic()
+    o.kv.proc.send_signal(signal.SIGTERM)
+    if forced:
+        time.sleep(0.05)
+        o.kv.proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = o.kv.proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        o.kv.proc.kill()
+        o.kv.proc.communicate()
+        raise Failure("cr-kv still running 20 s after SIGTERM with transactions in flight")
+    took = time.monotonic() - t0
+    err = err.decode(errors="replace")
+    log("stopped in %.2f s (%s)" % (took, "forced" if forced else "graceful"))
+    check(o.kv.proc.returncode == 0, "exit status %s: %s" % (o.kv.proc.returncode, err[-3000:]))
+    check("Sanitizer" not in err and "runtime error" not in err, "sanitizer: %s" % err[-3000:])
+    check(took < 12, "stopping took %.1f s" % took)
+    for x in conns:
+        x.close()
+
+
+def t_shutdown_tx(o):
+    shutdown_tx(o, False)
+
+
+def t_shutdown_tx_forced(o):
+    shutdown_tx(o, True)
+
+
 def t_multi_random(o, count=4000):
     """kv_test.py's seeded random stream of every type's commands (keys of both shards
     mixed), cut into MULTI/EXEC blocks of 1-12 commands, pipelined against cr-kv and
@@ -622,6 +688,8 @@ TESTS = {
     "multi_oracle": t_multi_oracle,
     "exec_order": t_exec_order,
     "exec_time": t_exec_time,
+    "shutdown_tx": t_shutdown_tx,
+    "shutdown_tx_forced": t_shutdown_tx_forced,
     "multi_random": t_multi_random,
     "watch_race": t_watch_race,
     "transfer": t_transfer,
