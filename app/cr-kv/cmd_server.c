@@ -162,6 +162,7 @@ KV_CMD(client_help)
 KV_CMD(hello)
 {
 	const struct kv_arg *name = NULL;
+	bool auth = false;
 	long long ver = 0;
 	uint32_t j = 1;
 	char b[24];
@@ -183,12 +184,13 @@ KV_CMD(hello)
 		const char *o = x->argv[j].p;
 
 		if (strcasecmp(o, "AUTH") == 0 && more >= 2) {
-			/* The only user is "default", without a password (Redis's default). */
-			if (strcmp(x->argv[j + 1].p, "default") != 0) {
+			/* The only user is "default" (auth.c). */
+			if (!kv_auth_check(&x->argv[j + 1], &x->argv[j + 2])) {
 				rb_error(x->out, "WRONGPASS invalid username-password pair or user "
 						 "is disabled.");
 				return;
 			}
+			auth = true;
 			j += 2;
 		} else if (strcasecmp(o, "SETNAME") == 0 && more >= 1) {
 			name = &x->argv[j + 1];
@@ -202,6 +204,15 @@ KV_CMD(hello)
 			return;
 		}
 	}
+	if (!auth && !x->kc->authed) {
+		rb_error(x->out, "NOAUTH HELLO must be called with the client already "
+				 "authenticated, otherwise the HELLO AUTH <user> <pass> option can "
+				 "be used to authenticate the client and select the RESP protocol "
+				 "version at the same time");
+		return;
+	}
+	if (auth)
+		x->kc->authed = true;
 	if (name != NULL)
 		set_name(x->kc, name);
 	rb_array(x->out, 14);
@@ -234,7 +245,8 @@ reply_flags(struct rbuf *o, uint32_t f)
 	    /* Redis's order (its flag bits') */
 	    {KV_WRITE, "write"},       {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
 	    {KV_NOSCRIPT, "noscript"}, {KV_BLOCKING, "blocking"}, {KV_LOADING, "loading"},
-	    {KV_STALE, "stale"},       {KV_FAST, "fast"},	  {KV_MOVABLEKEYS, "movablekeys"}};
+	    {KV_STALE, "stale"},       {KV_FAST, "fast"},	  {KV_NO_AUTH, "no_auth"},
+	    {KV_MOVABLEKEYS, "movablekeys"}};
 	unsigned i, n = 0;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)

@@ -445,6 +445,17 @@ run_command(struct kconn *kc)
 			kv_reply_wrong_arity(o, cmd->name);
 		return;
 	}
+	if (!kc->authed && !(cmd->flags & KV_NO_AUTH)) {
+		/* Redis's rejectCommand(): an EXEC aborts (in MULTI or not), else the EXEC to
+		 * come fails */
+		if (cmd->fn == cmd_exec) {
+			kv_multi_refuse_exec(kc, "NOAUTH Authentication required.");
+			return;
+		}
+		kv_multi_flag(kc);
+		kc_reply_error(kc, "NOAUTH Authentication required.", 31);
+		return;
+	}
 	if ((cmd->flags & KV_DENYOOM) && kv.maxmemory != 0 && kv_used_memory() > kv.maxmemory) {
 		kv_multi_flag(kc);
 		kc_reply_error(kc, "OOM command not allowed when used memory > 'maxmemory'.", 55);

@@ -129,6 +129,15 @@ enum kv_merge {
 #define KV_NOSCRIPT    0x40u
 #define KV_BLOCKING    0x80u
 #define KV_MOVABLEKEYS 0x100u
+#define KV_NO_AUTH     0x200u /* runs before AUTH (AUTH, HELLO, QUIT) */
+
+/* auth.c: the password (--requirepass, CONFIG SET requirepass), from any lcore. */
+int kv_auth_set(const char *p, size_t len); /* 0 or -ENOMEM; "" : none */
+bool kv_auth_required(void);
+const char *kv_auth_password(void); /* valid until kv_auth_fini() */
+/* Is @p pw the password of @p user (NULL: "default"), the only user? */
+bool kv_auth_check(const struct kv_arg *user, const struct kv_arg *pw);
+void kv_auth_fini(void);
 
 struct kv_cmd {
 	const char *name; /* lower case, "client|setname" for subcommands */
@@ -311,6 +320,7 @@ KV_CMD(client_setname);
 KV_CMD(client_getname);
 KV_CMD(client_id);
 KV_CMD(hello);
+KV_CMD(auth);
 KV_CMD(config_get);
 KV_CMD(config_set);
 KV_CMD(time);
@@ -491,6 +501,7 @@ struct kconn {
 	bool eof_held;	     /* the peer shut its side while parsing was held */
 	uint64_t id;
 	char *name;
+	bool authed; /* AUTH done, or no password when it connected (auth.c) */
 	struct kv_bpop *bpop; /* the blocking command it waits in (bpop.h), or NULL */
 	struct kv_multi *mx;	 /* MULTI: the commands queued for EXEC, or NULL */
 	struct kv_watch *watch; /* WATCHed keys and their versions (cmd_exec.c) */
