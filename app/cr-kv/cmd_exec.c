@@ -160,12 +160,13 @@ static void btry_next(struct exec *ex);
 
 /* A queued command has answered: logged as Redis logs each command EXEC runs. */
 static void
-step_ran(struct exec *ex)
+step_ran(struct exec *ex, const struct rbuf *o)
 {
 	const struct kv_mxcmd *c = ex->cur;
 
 	if (c != NULL)
-		kv_cmd_ran(ex->kc, c->cmd, c->argc, c->argv, ex->cur_ns); /* slowlog.h */
+		kv_cmd_ran(ex->kc, c->cmd, c->argc, c->argv, ex->cur_ns,
+			   o->len != 0 && o->p[0] == '-'); /* slowlog.h */
 	ex->cur = NULL;
 }
 
@@ -185,7 +186,7 @@ step_done(struct kreq *sub)
 		}
 		ex->btry = NULL;
 	}
-	step_ran(ex);
+	step_ran(ex, o);
 	rb_raw(&ex->out, o->p, o->len);
 	kreq_free(ex->kc->sh, sub);
 	ex->running = false;
@@ -616,6 +617,7 @@ void
 kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 {
 	uint64_t t0;
+	size_t at;
 
 	if (cmd->fn == cmd_exec) {
 		exec(kc, cmd);
@@ -630,9 +632,11 @@ kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		kc_abort(kc);
 		return;
 	}
+	at = x->out->len;
 	t0 = cr_clock_ns();
 	cmd->fn(x);
-	kv_cmd_ran(kc, cmd, x->argc, x->argv, cr_clock_ns() - t0); /* MULTI, DISCARD... */
+	kv_cmd_ran(kc, cmd, x->argc, x->argv, cr_clock_ns() - t0,
+		   x->out->len > at && x->out->p[at] == '-'); /* MULTI, DISCARD... */
 }
 
 KV_CMD(multi)

@@ -607,6 +607,12 @@ kv_store_probes(const struct kv_store *s, uint64_t *lookups, uint64_t *probes)
 	*probes = s->probes;
 }
 
+void
+kv_store_reset_expired(struct kv_store *s)
+{
+	s->expired_total = 0;
+}
+
 uint64_t
 kv_store_expired_total(const struct kv_store *s)
 {

@@ -114,6 +114,7 @@ size_t kv_store_count(const struct kv_store *s);
 void kv_store_watch(struct kv_store *s, uint32_t *versions, uint32_t mask);
 size_t kv_store_expires(const struct kv_store *s);
 uint64_t kv_store_expired_total(const struct kv_store *s);
+void kv_store_reset_expired(struct kv_store *s); /* CONFIG RESETSTAT */
 /* Lookups made and entries compared in them, since the store was made. */
 void kv_store_probes(const struct kv_store *s, uint64_t *lookups, uint64_t *probes);
 

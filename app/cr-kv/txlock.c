@@ -283,7 +283,7 @@ plain_needs(const struct kpart *p, struct needs *n)
 	case KV_ROUTE_ALL:
 	case KV_ROUTE_SCAN:
 		/* INFO and SLOWLOG read no key: they wait for no lock */
-		n->none = cmd->merge == KV_MERGE_INFO || cmd->merge == KV_MERGE_SLOWLOG;
+		n->none = cmd->merge >= KV_MERGE_INFO;
 		n->whole = !n->none;
 		break;
 	case KV_ROUTE_MULTI: {

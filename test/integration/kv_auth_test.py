@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""AUTH, --requirepass and CONFIG SET requirepass of app/cr-kv, against redis-server 7.0
+"""AUTH, --requirepass, CONFIG SET requirepass and INFO commandstats of app/cr-kv, against redis-server 7.0
 (the oracle: the same commands to both, replies compared byte for byte), on loopback.
 
   kv_auth_test.py CR_KV TEST [--lcores 1|2] [--driver auto|uring|epoll]
@@ -16,6 +16,9 @@
   configset  CONFIG SET requirepass from a client of one lcore: new clients of every
              lcore need it, clients already authenticated keep going, the old password
              is refused, CONFIG GET shows it; "" turns it off again.
+  cmdstats   INFO commandstats after the same commands (errors, rejections, EXEC) on
+             both, clients on every lcore: the same calls, rejected_calls, failed_calls;
+             CONFIG RESETSTAT empties it; shown by INFO all/everything/commandstats only.
 
 Exits 0 (pass), 1 (fail), 77 (skip: no redis-server).
 """
@@ -145,7 +148,64 @@ def t_configset(o):
     log("configset: %d lcores" % o.lcores)
 
 
-TESTS = {"nopass": t_nopass, "requirepass": t_requirepass, "configset": t_configset}
+def cmdstats(raw):
+    """INFO commandstats as {name: (calls, rejected_calls, failed_calls)} (usec differ)."""
+    text = raw.split(b"\r\n", 1)[1].decode()
+    out = {}
+    for line in text.split("\r\n"):
+        if not line.startswith("cmdstat_"):
+            continue
+        name, fields = line[len("cmdstat_"):].split(":", 1)
+        f = dict(kv.split("=") for kv in fields.split(","))
+        check(set(f) == {"calls", "usec", "usec_per_call", "rejected_calls", "failed_calls"},
+              "fields of %r" % line)
+        calls, usec = int(f["calls"]), int(f["usec"])
+        check(f["usec_per_call"] == "%.2f" % (usec / calls if calls else 0), "usec_per_call: %r" % line)
+        out[name] = (calls, int(f["rejected_calls"]), int(f["failed_calls"]))
+    return out
+
+
+def t_cmdstats(o):
+    """INFO commandstats after the same commands on cr-kv (clients on every lcore, keys on
+    every shard) and redis-server: the same commands with the same calls, rejected_calls
+    (arity, NOAUTH) and failed_calls (WRONGTYPE, syntax, inside EXEC too); CONFIG
+    RESETSTAT empties it (on every lcore); INFO and INFO default do not show it, INFO all
+    and INFO everything do."""
+    o.restart(("--requirepass", PASS))
+    r = o.redis(("--requirepass", PASS))
+    cs = [Both(o, r, lc) for lc in range(o.lcores)]
+    for c in cs:
+        c.same("GET", "k")  # rejected: NOAUTH
+        c.same("AUTH", PASS)
+    cs[0].same("CONFIG", "RESETSTAT")
+    for i, c in enumerate(cs):
+        for args in (("SET", "a%d" % i, "1"), ("GET", "a0"), ("GET",), ("LPUSH", "a0", "x"),
+                     ("MSET", "a0", "1", "b", "2", "c", "3"), ("MGET", "a0", "b", "c", "d"),
+                     ("INCR", "b"), ("INCRBY", "b", "x"), ("SET", "k", "v", "BAD"),
+                     ("DEL", "b", "c"), ("CONFIG", "GET", "maxclients"), ("CONFIG", "GET"),
+                     ("MULTI",), ("INCR", "a0"), ("LPUSH", "a0", "y"), ("SET", "z", "1"),
+                     ("EXEC",), ("PING",), ("DBSIZE",), ("EXISTS", "a0", "z")):
+            c.same(*args)
+    shown = []
+    for what in (("INFO",), ("INFO", "default"), ("INFO", "all"), ("INFO", "everything"),
+                 ("INFO", "commandstats")):
+        x = cs[-1].a.cmd(*what)
+        shown.append("# Commandstats" in x.decode())
+    check(shown == [False, False, True, True, True], "sections shown: %r" % shown)
+    ours = cmdstats(cs[-1].a.cmd("INFO", "commandstats"))
+    theirs = cmdstats(cs[-1].b.cmd("INFO", "commandstats"))
+    ours.pop("info", None), theirs.pop("info", None)  # the INFOs just above, counted apart
+    check(ours == theirs, "commandstats:\n  cr-kv %r\n  redis %r" % (sorted(ours.items()),
+                                                                  sorted(theirs.items())))
+    cs[0].same("CONFIG", "RESETSTAT")
+    ours = cmdstats(cs[-1].a.cmd("INFO", "commandstats"))
+    theirs = cmdstats(cs[-1].b.cmd("INFO", "commandstats"))
+    check(ours == theirs, "after RESETSTAT: cr-kv %r, redis %r" % (ours, theirs))
+    done(cs, "commandstats")
+    log("cmdstats: as redis-server's on %d lcores" % o.lcores)
+
+
+TESTS = {"nopass": t_nopass, "cmdstats": t_cmdstats, "requirepass": t_requirepass, "configset": t_configset}
 
 if __name__ == "__main__":
     sys.exit(kv_test.main(TESTS, __doc__))
