@@ -29,6 +29,9 @@
 #define HTTP_READ_BUFS 64u
 /* Input a connection may stage beyond the head limits while a file goes out. */
 #define HTTP_STAGE_SLACK (32u * 1024)
+/* --splice-min's default: a body this large goes by splice (two ops a pipeful instead of
+ * a read and a copy per 32 KiB chunk); not measured here yet. */
+#define HTTP_SPLICE_MIN (64u * 1024)
 
 enum { PH_HEAD = 0, PH_BODY };
 
@@ -61,6 +64,7 @@ enum {
 	CNT_STATIC_BYTES,
 	CNT_BODY_TIMEOUTS,
 	CNT_RECLAIMED,
+	CNT_SPLICED,
 	CNT_COUNT
 };
 
@@ -120,6 +124,12 @@ struct http_file {
 	char args[1024]; /* the query, after '?' */
 	char inm[256];	 /* If-None-Match */
 	const char *type;
+	/* A body by splice (http_splice.c): its pipe, the bytes in it, who ends it. */
+	struct cr_io_pipe pipe;
+	uint32_t in_pipe;
+	bool splicing;	/* the pipe is the transfer's */
+	bool head_wait; /* the head's last byte is queued: its sent callback starts it */
+	void (*splice_end)(struct http_file *f, int err);
 	struct stat st;
 	char path[4096]; /* %-decoded */
 };
@@ -177,6 +187,8 @@ struct http_cfg {
 	/* --hsts: the header line HTTPS answers carry (hsts_len 0: none). */
 	char hsts[64];
 	uint32_t hsts_len;
+	/* --splice-min: bodies of at least this many bytes go by splice (0: never). */
+	uint64_t splice_min;
 };
 
 extern struct http_cfg http_cfg;
@@ -276,6 +288,18 @@ void http_body_start(struct http_conn *h);
 void http_body_got(struct http_conn *h, size_t n);
 /* Time left before the body misses --body-timeout or --min-body-rate; 0: missed. */
 uint64_t http_body_left_ns(const struct http_conn *h);
+
+/* http_splice.c: a body by splice, file -> pipe -> socket (plain HTTP, --splice-min). */
+bool http_splice_wanted(const struct http_conn *h, uint64_t len);
+/*
+ * Send @p f's body (f->off, f->left) after the head just written: 0 started, and @p end
+ * runs once when it is over (0, or -errno; f->h NULL if the connection went away);
+ * -EAGAIN no pipe free (copy instead, nothing taken); another -errno: h->failed is set.
+ */
+int http_splice_start(struct http_lcore *hl, struct http_conn *h, struct http_file *f,
+		      void (*end)(struct http_file *f, int err));
+/* The connection went away: true if @p f comes back through its end callback later. */
+bool http_splice_abort(struct http_file *f);
 
 /* http_static.c */
 /*

@@ -4,8 +4,9 @@
  * If-Modified-Since, ETag and If-None-Match, one byte range (Range: bytes=A-B, A-, -N),
  * index.html for a directory and a 301 to "DIR/" for one named without its slash, the
  * precompressed "FILE.gz" for a client that takes gzip (nginx's gzip_static), and a body
- * on every error status. The bytes are read through lib/io (cr_io_read) a chunk at a time and each
- * chunk is queued on the connection; the next read starts while the queue is below its
+ * on every error status. A body of at least --splice-min bytes on plain HTTP goes by splice
+ * (http_splice.c) when a pipe is free; otherwise the bytes are read through lib/io
+ * (cr_io_read) a chunk at a time and each chunk is queued on the connection; the next read starts while the queue is below its
  * high watermark, or when it drains. A read takes one of the lcore's read buffers for as
  * long as it is in flight (none free: the transfer waits in line for one); a transfer
  * waiting for its client holds none.
@@ -306,6 +307,18 @@ file_end(struct http_lcore *hl, struct http_conn *h, int err)
 	http_cfg.file_done(hl, h, err);
 }
 
+/* A spliced body ended (http_splice.c), or its connection went away before. */
+static void
+splice_over(struct http_file *f, int err)
+{
+	struct http_lcore *hl = http_lcore_cur();
+
+	if (f->h == NULL)
+		file_put(hl, f);
+	else
+		file_end(hl, f->h, err);
+}
+
 static void
 read_done(void *ctx, const struct cr_io_cqe *cqe)
 {
@@ -414,6 +427,8 @@ http_static_abort(struct http_lcore *hl, struct http_conn *h)
 	f->h = NULL;
 	if (f->opening)
 		return; /* open_done() sees no connection and puts the slot */
+	if ((f->splicing || f->head_wait) && http_splice_abort(f))
+		return; /* splice_over() puts it */
 	/* The kernel may still write into f->buf: the slot comes back after the read ends. */
 	if (f->op != 0 && cr_io_abandon(f->op, file_released, f) == 0)
 		return;
@@ -618,6 +633,16 @@ answer_file(struct http_lcore *hl, struct http_conn *h, struct http_file *f)
 	f->off = first;
 	f->left = len;
 	h->file = f;
+	if (http_splice_wanted(h, len)) {
+		int rc = http_splice_start(hl, h, f, splice_over);
+
+		if (rc == 0)
+			return;
+		if (rc != -EAGAIN) {
+			h->file = NULL;
+			goto out_put;
+		}
+	}
 	http_out_flush(h);
 	if (h->failed || file_read(f) != 0) {
 		h->file = NULL;
@@ -684,6 +709,8 @@ http_static_serve(struct http_lcore *hl, struct http_conn *h, const char *head,
 	f->buf = NULL;
 	f->wait.on = false;
 	f->wait_drain = false;
+	f->splicing = false;
+	f->head_wait = false;
 	f->head_only = req->method == HTTP_HEAD;
 	f->keep = keep;
 	f->has_ims = req->if_modified_since.len > 0 &&

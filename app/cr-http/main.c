@@ -20,7 +20,8 @@
  *
  * Files, each one concern, calling downward only: main.c (options, start, totals) ->
  * http_conn.c (connection callbacks) -> http_pipeline.c (requests on a connection) ->
- * http_static.c (files under --root) -> http_out.c (the response writer);
+ * http_static.c (files under --root) -> http_splice.c (a large body by splice) ->
+ * http_out.c (the response writer);
  * http_shutdown.c (the stop and the drain), http_lcore.c (per-lcore state), http_date.c,
  * http_parse.c. http_static.c reports the end of a transfer through http_cfg.file_done.
  */
@@ -57,6 +58,7 @@ static struct {
 	unsigned long long max_line, max_header_bytes, max_fields, max_body;
 	const char *root;
 	const char *access_log; /* NULL: off */
+	unsigned long long splice_min;
 } app = {
     .max_conns = 0, /* conns_default() */
     .header_timeout = 10,
@@ -67,6 +69,7 @@ static struct {
     .max_header_bytes = 16384,
     .max_fields = 100,
     .max_body = 1u << 20,
+    .splice_min = HTTP_SPLICE_MIN,
 };
 
 /* Prometheus: one metric per family, the unit in the name, the status class a label. */
@@ -82,6 +85,7 @@ static const struct cr_telemetry_prom ctr_prom[CNT_COUNT] = {
     [CNT_STATIC_BYTES] = {"http_static_sent_bytes"},
     [CNT_BODY_TIMEOUTS] = {"http_body_timeouts"},
     [CNT_RECLAIMED] = {"http_reclaimed_connections"},
+    [CNT_SPLICED] = {"http_spliced_responses"},
 };
 
 int http_hist_request = -1;
@@ -110,6 +114,7 @@ static const char *const ctr_names[CNT_COUNT][2] = {
 			   "connections closed at --body-timeout or --min-body-rate"},
     [CNT_RECLAIMED] = {"http_reclaimed",
 		       "idle or slow connections ended to keep the reserve of slots free"},
+    [CNT_SPLICED] = {"http_spliced", "file bodies sent by splice (--splice-min)"},
 };
 
 /* ---- start and stop ---- */
@@ -206,6 +211,7 @@ tel_http(const char *cmd, const char *params, struct cr_json *j)
 	cr_json_u64(j, "max_header_bytes", http_cfg.lim.max_header_bytes);
 	cr_json_u64(j, "max_header_fields", http_cfg.lim.max_fields);
 	cr_json_u64(j, "max_body", http_cfg.lim.max_body);
+	cr_json_u64(j, "splice_min", http_cfg.splice_min);
 	cr_json_double(j, "header_timeout_s", (double)http_cfg.header_timeout_ns / 1e9);
 	cr_json_double(j, "keepalive_timeout_s", (double)http_cfg.keepalive_ns / 1e9);
 	cr_json_double(j, "body_timeout_s", (double)http_cfg.body_timeout_ns / 1e9);
@@ -266,6 +272,12 @@ set_fields(const char *v, void *ctx)
 
 static int
 set_body(const char *v, void *ctx)
+{
+	return set_uint(v, ctx, 0, 1ull << 40);
+}
+
+static int
+set_splice_min(const char *v, void *ctx)
 {
 	return set_uint(v, ctx, 0, 1ull << 40);
 }
@@ -375,6 +387,11 @@ configure(int argc, char **argv, void *arg)
 	http_cfg.keepalive_ns = (uint64_t)(app.keepalive * 1e9);
 	http_cfg.body_timeout_ns = (uint64_t)(app.body_timeout * 1e9);
 	http_cfg.min_body_rate = http_cfg.body_timeout_ns > 0 ? app.min_body_rate : 0;
+	http_cfg.splice_min = app.root != NULL ? app.splice_min : 0;
+	/* Each lcore a pool of pipes (the build's io_pipes of io_pipe_size): a transfer that
+	 * finds none free copies. Without --root or with --splice-min 0, no pipes at all. */
+	if (http_cfg.splice_min != 0 && (rc = cr_io_pipe_pool(0, 0)) != 0)
+		return cr_app_errorf(rc, "pipe pool: %s", cr_strerror(rc));
 	if (app.max_conns == 0)
 		app.max_conns = conns_default();
 	http_cfg.max_conns = (uint32_t)app.max_conns;
@@ -460,6 +477,11 @@ main(int argc, char **argv)
 	     set_fields, &app.max_fields},
 	    {"max-body", 0, "BYTES", "largest request body, else 413 (default 1048576)",
 	     "0-1099511627776", set_body, &app.max_body},
+	    {"splice-min", 0, "BYTES",
+	     "a file body of at least this many bytes goes file -> pipe -> socket by splice, "
+	     "not copied through the output queue; plain HTTP only, TLS copies (default "
+	     "65536; 0: never)",
+	     "0-1099511627776", set_splice_min, &app.splice_min},
 	};
 	static struct cr_opt all[sizeof(opts) / sizeof(opts[0]) + CR_TLS_APP_N_OPTS + 1];
 	static struct cr_app http = {

@@ -311,13 +311,54 @@ check_ok(unsigned i)
 
 static struct cr_poller *check_poller;
 static uint64_t check_timeout_ns;
+/*
+ * A --backend-tls check in flight, bounded whole by --check-timeout: lib/io's deadline
+ * covers its TCP connect, and the client context's handshake timer (--connect-timeout)
+ * would start only once TCP is up. Main lcore only.
+ */
+static struct {
+	struct cr_conn *c;
+	struct cr_timer timer;
+} tls_checks[PX_MAX_BACKENDS];
+
+/* The check of slot @p i has ended (opened, closed, or cut): its deadline goes. */
+static void
+check_done(unsigned i)
+{
+	px_slots[i].check_inflight = false;
+	tls_checks[i].c = NULL;
+	cr_timer_stop(&tls_checks[i].timer);
+}
+
+/* Why a TLS check failed, once per fall: not again while it stays down. */
+static void
+check_tls_failed(unsigned i, const char *why)
+{
+	if (atomic_load_explicit(&px_slots[i].up, memory_order_relaxed))
+		px_backend_tls_failed((int)i, why);
+}
+
+static void
+check_expired(struct cr_timer *t, void *arg)
+{
+	unsigned i = (unsigned)(uintptr_t)arg;
+	struct cr_conn *c = tls_checks[i].c;
+
+	(void)t;
+	if (c == NULL)
+		return;
+	check_done(i);
+	cr_conn_destroy(c);
+	check_tls_failed(i, "timed out (TCP connect and TLS handshake, --check-timeout)");
+	px_backend_failed((int)i);
+}
 
 static void
 check_open(struct cr_conn *c)
 {
 	unsigned i = (unsigned)(uintptr_t)cr_conn_arg(c);
 
-	px_slots[i].check_inflight = false;
+	check_done(i);
 	check_ok(i);
 	cr_conn_destroy(c);
 }
@@ -327,16 +368,19 @@ check_close(struct cr_conn *c, int err)
 {
 	unsigned i = (unsigned)(uintptr_t)cr_conn_arg(c);
 
-	px_slots[i].check_inflight = false;
+	check_done(i);
 	/* A check cut short by our own drain (0) or stop says nothing about the backend. */
 	if (err == 0 || err == -ESHUTDOWN)
 		return;
-	/* Why a TLS check failed, once per fall: not again while it stays down. */
-	if (cr_tls_conn(c) && atomic_load_explicit(&px_slots[i].up, memory_order_relaxed)) {
+	if (cr_tls_conn(c)) {
 		char why[256];
 
 		if (cr_tls_failure(c, why, sizeof(why)) != NULL)
-			px_backend_tls_failed((int)i, why);
+			check_tls_failed(i, why);
+		else if (err == -ETIMEDOUT)
+			check_tls_failed(i, "timed out (TCP connect or TLS handshake)");
+		else if (err == -ECONNRESET || err == -EPIPE)
+			check_tls_failed(i, "closed by the backend during the TLS handshake");
 	}
 	px_backend_failed((int)i);
 }
@@ -369,6 +413,10 @@ check_tick(void *arg)
 		if (c == NULL)
 			continue;
 		s->check_inflight = true;
+		if (s->tls != NULL && check_timeout_ns != 0) {
+			tls_checks[i].c = c;
+			cr_timer_start(&tls_checks[i].timer, check_timeout_ns);
+		}
 	}
 }
 
@@ -382,7 +430,11 @@ check_poll(void *arg)
 int
 px_checks_start(uint64_t interval_ns, uint64_t timeout_ns)
 {
+	unsigned i;
+
 	check_timeout_ns = timeout_ns;
+	for (i = 0; i < PX_MAX_BACKENDS; i++)
+		cr_timer_init(&tls_checks[i].timer, check_expired, (void *)(uintptr_t)i);
 	px_marking = true;
 	check_poller = cr_poller_register(check_poll, NULL, interval_ns);
 	return check_poller != NULL ? 0 : -errno;

@@ -10,8 +10,9 @@
  * that changes it for the same address does not apply.
  *
  * A handshake that fails (a certificate that does not verify, a backend that does not
- * speak TLS) or does not finish within --connect-timeout is a connect failure: the next
- * backend is tried, it counts towards --fall, and one line names the backend and why.
+ * speak TLS) or does not finish, TCP connect included, within --connect-timeout is a
+ * connect failure: the next backend is tried, it counts towards --fall, and one line
+ * names the backend and why.
  * A health check of such a backend is a whole handshake with its context (backend.c), so
  * a backend whose certificate does not verify stays down.
  */
@@ -167,7 +168,9 @@ px_backend_tls_make(const struct px_backend_conf *b, struct cr_tls_ctx **out)
 	cfg.protocols = px_btls.protocols;
 	cfg.ciphers = px_btls.ciphers;
 	cfg.ciphersuites = px_btls.ciphersuites;
-	/* The whole connect, TLS included, within --connect-timeout. */
+	/* Only a backstop: this timer starts once TCP is up. A session's connect timer
+	 * (relay.c) bounds its TCP connect and handshake together by --connect-timeout, a
+	 * health check's (backend.c) by --check-timeout. */
 	cfg.handshake_timeout_ms = (uint32_t)(t * 1000 + 0.5);
 	if (cfg.handshake_timeout_ms == 0)
 		cfg.handshake_timeout_ms = 1;

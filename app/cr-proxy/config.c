@@ -259,7 +259,8 @@ const struct cr_opt px_options[PX_N_OPTIONS] = {
      "source (hash of the client address)",
      "roundrobin, leastconn, source", set_balance, NULL},
     {"connect-timeout", 0, "SECONDS",
-     "give up a backend connect after this long, then try the next (default 2)",
+     "give up a backend connect (--backend-tls: TCP connect and handshake together) after "
+     "this long, then try the next (default 2)",
      "seconds from 0 to 1000000 (0: the kernel's own)", set_secs, &px_conf.connect_timeout},
     {"retries", 0, "N",
      "further backends to try after a failed connect, each a different one (default 3)",
@@ -269,8 +270,8 @@ const struct cr_opt px_options[PX_N_OPTIONS] = {
      "no checks, and no marking down on failed connects)",
      "seconds from 0 to 1000000", set_secs, &px_conf.check_interval},
     {"check-timeout", 0, "SECONDS",
-     "a check fails after this long (default: the lower of --connect-timeout and "
-     "--check-interval)",
+     "a check (--backend-tls: TCP connect and handshake together) fails after this long "
+     "(default: the lower of --connect-timeout and --check-interval)",
      "seconds from 0 to 1000000", set_secs, &px_conf.check_timeout},
     {"rise", 0, "N", "checks in a row that bring a down backend up (default 2)", "1-100",
      set_count, &px_conf.rise},

@@ -321,10 +321,10 @@ configure(int argc, char **argv, void *arg)
 	for (i = 0; i < t->n; i++)
 		px_lcore_ids[i] = t->lcores[i].lcore_id;
 	/* ClientHello buffers, and for what a TLS client sends with its handshake's end
-	 * while a TLS backend connection is still in its own. */
-	rc = px_relay_register(app.net.max_conns, px_sni.on || (px_tls.ctx != NULL && px_btls.on)
-							  ? PX_SNI_BUFFERS
-							  : 0);
+	 * while its session has no server connection that can take it yet: one still in its
+	 * own TLS handshake, or none at all (the client waits for --maxconn). */
+	rc = px_relay_register(app.net.max_conns,
+			       px_sni.on || px_tls.ctx != NULL ? PX_SNI_BUFFERS : 0);
 	if (rc == 0)
 		rc = telemetry_setup();
 	if (rc != 0)

@@ -10,14 +10,16 @@
  * The client is not read while its session connects, as on the plain listener. What
  * arrives all the same before the server connection is open goes into the same buffer,
  * after what is there, and is sent with it: the bytes after the hello that were read with
- * it, and, on --tls-listen with --backend-tls, the plaintext lib/tls decrypted from the
- * record that ended the client's handshake (it delivers it in the same call as on_open,
- * past the read stop) while the backend's TLS connection cannot take it yet. More than a
- * buffer holds, or no buffer to be had, resets the session (proxy_nobufs). What is not a ClientHello, a hello
- * not whole within PX_SNI_MAX bytes or --sni-timeout, an EOF before it: closed without a
- * backend, counted (proxy_sni_bad). No name, or an unknown one: --sni-default's group,
- * else closed (proxy_sni_refused). When every buffer is taken, the session that has read
- * its hello longest gives its buffer to the newcomer (take()).
+ * it, and, on --tls-listen, the plaintext lib/tls decrypted from the record that ended
+ * the client's handshake (it delivers it in the same call as on_open, past the read stop)
+ * while the session has no server connection that can take it yet (--backend-tls: one in
+ * its own handshake; or none, the client waiting for --maxconn). More than a buffer
+ * holds, or no buffer to be had, resets the session (proxy_nobufs). What is not a
+ * ClientHello, a hello not whole within PX_SNI_MAX bytes or --sni-timeout, an EOF before
+ * it: closed without a backend, counted (proxy_sni_bad), and logged no_backend,
+ * client_timeout (--sni-timeout) or client_closed (the EOF). No name, or an unknown one:
+ * --sni-default's group, else closed (proxy_sni_refused). When every buffer is taken, the
+ * session that has read its hello longest gives its buffer to the newcomer (take()).
  */
 #include <errno.h>
 #include <string.h>
@@ -69,11 +71,12 @@ stop_sniffing(struct px_lcore *pl, struct px_session *s)
 	sniffing_del(pl, s->sniff);
 }
 
+/* Close @p s before any backend, counted in @p ctr, ended for @p e. */
 static void
-sni_close(struct px_lcore *pl, struct px_session *s, int ctr)
+sni_close(struct px_lcore *pl, struct px_session *s, int ctr, enum px_end e)
 {
 	cr_telemetry_add(ctr, 1);
-	px_ended(s, PX_END_NO_BACKEND);
+	px_ended(s, e);
 	stop_sniffing(pl, s);
 	cr_conn_read_stop(s->cli);
 	cr_conn_close(s->cli);
@@ -86,7 +89,7 @@ sniff_timeout(struct cr_timer *t, void *arg)
 
 	(void)t;
 	if (b->s != NULL && b->s->sniffing && b->s->cli != NULL)
-		sni_close(b->pl, b->s, px_ctr_sni_bad);
+		sni_close(b->pl, b->s, px_ctr_sni_bad, PX_END_CLIENT_TIMEOUT);
 }
 
 void
@@ -121,7 +124,7 @@ take(struct px_lcore *pl, struct px_session *s)
 		struct px_session *old = pl->sniff_old->s;
 
 		b = old->sniff;
-		sni_close(pl, old, px_ctr_sni_bad);
+		sni_close(pl, old, px_ctr_sni_bad, PX_END_NO_BACKEND);
 		old->sniff = NULL; /* taken over: its session ends without it */
 	} else {
 		return NULL;
@@ -139,7 +142,7 @@ px_sni_begin(struct px_lcore *pl, struct px_session *s)
 	struct px_sniff *b = take(pl, s);
 
 	if (b == NULL) {
-		sni_close(pl, s, px_ctr_sni_refused);
+		sni_close(pl, s, px_ctr_sni_refused, PX_END_NO_BACKEND);
 		return;
 	}
 	s->sniffing = true;
@@ -170,7 +173,7 @@ route(struct px_lcore *pl, struct px_session *s, enum px_sni_result r, const cha
 	uint64_t g = px_sni_group(r == PX_SNI_FOUND ? name : NULL, &is_default);
 
 	if (g == 0) {
-		sni_close(pl, s, px_ctr_sni_refused);
+		sni_close(pl, s, px_ctr_sni_refused, PX_END_NO_BACKEND);
 		return;
 	}
 	cr_telemetry_add(is_default ? px_ctr_sni_default : px_ctr_sni_routed, 1);
@@ -205,7 +208,7 @@ px_sni_data(struct px_lcore *pl, struct px_session *s, const void *d, size_t n)
 		/* More than we read before the hello must be whole; or a hello followed at once
 		 * by more than the buffer holds, which we could not replay. */
 		if (s->sniffing)
-			sni_close(pl, s, px_ctr_sni_bad);
+			sni_close(pl, s, px_ctr_sni_bad, PX_END_NO_BACKEND);
 		else
 			early_overflow(pl, s);
 		return;
@@ -218,7 +221,7 @@ px_sni_data(struct px_lcore *pl, struct px_session *s, const void *d, size_t n)
 	if (r == PX_SNI_MORE)
 		return;
 	if (r == PX_SNI_BAD) {
-		sni_close(pl, s, px_ctr_sni_bad);
+		sni_close(pl, s, px_ctr_sni_bad, PX_END_NO_BACKEND);
 		return;
 	}
 	route(pl, s, r, name);
@@ -227,7 +230,7 @@ px_sni_data(struct px_lcore *pl, struct px_session *s, const void *d, size_t n)
 void
 px_sni_eof(struct px_lcore *pl, struct px_session *s)
 {
-	sni_close(pl, s, px_ctr_sni_bad);
+	sni_close(pl, s, px_ctr_sni_bad, PX_END_CLIENT_CLOSED);
 }
 
 bool

@@ -15,6 +15,13 @@
  *   a connection ends by itself when both its directions are done.
  * - An error on one side (reset, failed send) resets the other; an idle timeout or our
  *   own stop closes the other gracefully (what is queued still goes out, then EOF).
+ * - One --connect-timeout covers a backend's TCP connect and, with --backend-tls, its
+ *   handshake too: lib/io's deadline bounds the first, the session's connect_timer, armed
+ *   when the connect begins, the two together (lib/tls's own handshake timer would start
+ *   only once TCP is up, and give the handshake a whole --connect-timeout of its own).
+ * - A client's EOF that comes before the server connection is open (a TLS client's, read
+ *   with its handshake's end) waits for it: shutting the write side of a connection in its
+ *   TLS handshake would fail the handshake, and the bytes held for it would not go.
  */
 #include <errno.h>
 #include <string.h>
@@ -42,6 +49,7 @@ int px_ctr_sessions = -1, px_ctr_connect_fail = -1, px_ctr_no_backend = -1, px_c
 static const struct cr_conn_ops px_server_ops;
 
 static struct px_lcore *cur(void);
+static void connect_expired(struct cr_timer *t, void *arg);
 
 void
 px_ended(struct px_session *s, enum px_end e)
@@ -234,6 +242,7 @@ session_get(struct px_lcore *pl)
 	pl->free = s->next;
 	memset(s, 0, sizeof(*s));
 	s->slot = -1;
+	cr_timer_init(&s->connect_timer, connect_expired, s);
 	pl->live++;
 	atomic_fetch_add_explicit(&live, 1, memory_order_relaxed);
 	return s;
@@ -267,6 +276,7 @@ session_done(struct px_lcore *pl, struct px_session *s)
 static void
 srv_gone(struct px_session *s)
 {
+	cr_timer_stop(&s->connect_timer);
 	PX_ADD(cr_lcore_id(), s->slot, active, -1);
 	s->srv = NULL;
 }
@@ -358,6 +368,9 @@ px_connect_next(struct px_lcore *pl, struct px_session *s)
 	s->connect_ns = cr_now_ns();
 	s->log.connect_ns = s->connect_ns;
 	PX_ADD(cr_lcore_id(), slot, active, 1);
+	/* TCP and TLS together within --connect-timeout (lib/io's deadline is TCP's alone). */
+	if (cr_tls_conn(c) && px_relay.connect_timeout_ns != 0)
+		cr_timer_start(&s->connect_timer, px_relay.connect_timeout_ns);
 }
 
 
@@ -414,9 +427,10 @@ cli_data(struct cr_conn *c, const void *d, size_t n)
 {
 	struct px_session *s = cr_conn_data(c);
 
-	/* Before a TLS server connection is open (it cannot queue yet), and a passthrough
-	 * session's first bytes: held, sent once it is (passthrough.c). A plain one queues
-	 * what comes early itself, as it always has. */
+	/* Before a TLS server connection is open (it cannot queue yet), before there is one
+	 * (a TLS client's request read with its handshake's end, waiting for --maxconn), and
+	 * a passthrough session's first bytes: held, sent once it is open (passthrough.c). A
+	 * plain one queues what comes early itself, as it always has. */
 	if (s->sniff != NULL || (!s->srv_open && (s->srv == NULL || cr_tls_conn(s->srv)))) {
 		px_sni_data(cur(), s, d, n);
 		return;
@@ -436,6 +450,12 @@ cli_eof(struct cr_conn *c)
 
 	if (s->sniffing) {
 		px_sni_eof(cur(), s); /* the hello will never be whole */
+		return;
+	}
+	if (!s->srv_open) {
+		/* Connecting, or not yet (waiting for --maxconn): passed on once it is open,
+		 * after what is held for it. */
+		s->cli_eof = true;
 		return;
 	}
 	px_ended(s, PX_END_CLIENT_CLOSED);
@@ -507,6 +527,7 @@ srv_open(struct cr_conn *c)
 	struct px_session *s = cr_conn_arg(c);
 
 	s->srv_open = true;
+	cr_timer_stop(&s->connect_timer);
 	s->log.connected_ns = cr_now_ns();
 	/* Both ends on the turn's clock: no clock read of our own per session. */
 	cr_telemetry_observe_ns(px_hist_connect, cr_now_ns() - s->connect_ns);
@@ -514,6 +535,12 @@ srv_open(struct cr_conn *c)
 	px_backend_connected(s->slot);
 	if (s->sniff != NULL && !px_sni_replay(cur(), s))
 		return; /* aborted */
+	if (s->cli_eof) {
+		px_ended(s, PX_END_CLIENT_CLOSED);
+		(void)cr_conn_shutdown_write(c);
+	}
+	/* Also after its EOF: reading on is how lib/net meets the FIN that may follow a TLS
+	 * client's close_notify, and ends the connection once our side is shut too. */
 	if (s->cli != NULL)
 		cr_conn_read_start(s->cli);
 }
@@ -562,6 +589,37 @@ tls_failed(struct cr_conn *c, int slot, int err)
 		px_backend_tls_failed(slot, why);
 	else if (err == -ETIMEDOUT)
 		px_backend_tls_failed(slot, "timed out (TCP connect or TLS handshake)");
+	else if (err == -ECONNRESET || err == -EPIPE)
+		/* Its FIN or reset after the TCP connect (a refusal is -ECONNREFUSED). */
+		px_backend_tls_failed(slot, "closed by the backend during the TLS handshake");
+}
+
+/* The connect to @p slot failed (its connection gone): count it, try the next. */
+static void
+connect_failed(struct px_lcore *pl, struct px_session *s, int slot)
+{
+	PX_ADD(cr_lcore_id(), slot, fails, 1);
+	cr_telemetry_add(px_ctr_connect_fail, 1);
+	px_backend_failed(slot);
+	if (s->cli != NULL)
+		px_connect_next(pl, s);
+}
+
+/* --connect-timeout passed, TCP connect and TLS handshake together, and it is not open. */
+static void
+connect_expired(struct cr_timer *t, void *arg)
+{
+	struct px_session *s = arg;
+	int slot = s->slot;
+
+	(void)t;
+	if (s->srv == NULL || s->srv_open)
+		return;
+	cr_conn_destroy(s->srv); /* no callback: its handshake timer, too, is stopped */
+	srv_gone(s);
+	px_backend_tls_failed(slot, "timed out (TCP connect and TLS handshake, --connect-timeout)");
+	connect_failed(cur(), s, slot);
+	session_done(cur(), s);
 }
 
 static void
@@ -582,11 +640,7 @@ srv_close(struct cr_conn *c, int err)
 		 * failed): try the next. */
 		if (cr_tls_conn(c))
 			tls_failed(c, slot, err);
-		PX_ADD(cr_lcore_id(), slot, fails, 1);
-		cr_telemetry_add(px_ctr_connect_fail, 1);
-		px_backend_failed(slot);
-		if (s->cli != NULL)
-			px_connect_next(pl, s);
+		connect_failed(pl, s, slot);
 	} else {
 		ended_err(pl, s, err, false);
 		if (err != 0 && s->cli != NULL && pass_on(s->cli, err))
@@ -617,6 +671,7 @@ lcore_init(void *mem, unsigned lcore, void *arg)
 	pl->slab = (struct px_session *)(pl + 1);
 	px_sni_lcore_init(pl, (struct px_sniff *)(pl->slab + slab_sessions), slab_sniffs);
 	for (i = slab_sessions; i-- > 0;) {
+		cr_timer_init(&pl->slab[i].connect_timer, connect_expired, &pl->slab[i]);
 		pl->slab[i].next = pl->free;
 		pl->free = &pl->slab[i];
 	}
@@ -640,6 +695,8 @@ lcore_fini(void *mem, unsigned lcore, void *arg)
 	cr_timer_stop(&pl->credit_timer);
 	for (i = 0; i < slab_sniffs; i++)
 		cr_timer_stop(&b[i].timer);
+	for (i = 0; i < slab_sessions; i++)
+		cr_timer_stop(&pl->slab[i].connect_timer);
 }
 
 int

@@ -22,6 +22,8 @@ struct px_session {
 	uint64_t tried; /* a bit per backend slot */
 	int slot;	/* the backend of srv */
 	uint64_t connect_ns; /* when the connect to it started (the turn's clock) */
+	/* A TLS backend's TCP connect and handshake together: --connect-timeout (relay.c). */
+	struct cr_timer connect_timer;
 	uint64_t paused_ns;  /* when it went on the paused list (the turn's clock) */
 	unsigned attempts;
 	bool srv_open;
@@ -30,6 +32,7 @@ struct px_session {
 	bool waiting;		     /* on the wait list */
 	bool on_paused;		     /* on the paused list */
 	bool passthrough;	     /* from --sni-listen: plain TCP to the backend, after the hello */
+	bool cli_eof;		     /* the client's EOF came before the server connection opened */
 	bool sniffing;		     /* reading its ClientHello into sniff */
 	struct px_sniff *sniff;	     /* the bytes read before the server connection opened */
 	uint64_t group;		     /* the slots it may connect to */

@@ -430,6 +430,15 @@ unsigned cr_conn_index(const struct cr_conn *c);
 /** The lcore the connection belongs to. Any thread. */
 unsigned cr_conn_lcore(const struct cr_conn *c);
 
+/**
+ * The app moved @p bytes onto @p c's socket itself, past the output queue (a splice from a
+ * file into cr_conn_fd()): count them as activity for the idle timeout and in the lcore's
+ * bytes_out. Only while the queue is empty (cr_conn_queued() 0) and nothing is queued
+ * until the app's own writes are done, so the bytes keep their order. On the
+ * connection's lcore.
+ */
+void cr_conn_note_sent(struct cr_conn *c, size_t bytes);
+
 /** The peer's address. On the connection's lcore. @return 0 or -errno of getpeername. */
 int cr_conn_peer(const struct cr_conn *c, struct cr_net_addr *out);
 
@@ -446,8 +455,10 @@ int cr_conn_peer(const struct cr_conn *c, struct cr_net_addr *out);
  * holding never starves another connection's receives; when the spares are all in use,
  * cr_conn_hold() refuses (copy instead). A buffer outlives its connection: after on_close
  * or cr_conn_destroy() the references the app has are still its own, and the buffer goes
- * back at the last cr_buf_unref(), whenever that is; every buffer must be released before
- * its lcore stops (on_close with -ESHUTDOWN is the last chance).
+ * back at the last cr_buf_unref(), whenever that is. Release every buffer before its
+ * lcore stops (on_close is the last chance): one still held then stays valid (its bytes
+ * readable, ref/unref only counting, from any one thread at a time), but its memory and
+ * its handle are kept until the process exits (logged as a warning), never reused.
  */
 struct cr_buf {
 	/* public, read-only */
@@ -473,13 +484,14 @@ struct cr_buf {
  */
 struct cr_buf *cr_conn_hold(struct cr_conn *c);
 
-/** Take one more reference on @p b. On @p b's lcore. */
+/** Take one more reference on @p b. On @p b's lcore (any thread once it stopped). */
 void cr_buf_ref(struct cr_buf *b);
 
 /**
  * Drop a reference on @p b; at the last one the buffer goes back to the lcore's pool (its
  * bytes are dead from then on) and, if its connection was at its cap, that connection
- * reads again. NULL is fine. On @p b's lcore.
+ * reads again. NULL is fine. On @p b's lcore; once that lcore stopped, on any thread
+ * (the reference only counts: the memory stays until the process exits).
  */
 void cr_buf_unref(struct cr_buf *b);
 
@@ -513,7 +525,9 @@ typedef void (*cr_conn_sent_fn)(void *arg, int err);
  * which is inside cr_conn_destroy() when none are. All or nothing: each buffer takes one
  * output chunk (a record, not a copy) and the pool's rules apply as for cr_conn_send().
  * On a layered connection (TLS) the layer encrypts a copy of each buffer at once, and
- * @p sent(@p arg, 0) runs before this returns 0. On the connection's lcore.
+ * @p sent(@p arg, 0) runs before this returns 0; all or nothing there too when the layer
+ * has @c sendv (lib/tls has), else a refused buffer leaves those before it queued.
+ * On the connection's lcore.
  * @return 0; -ENOBUFS, -EPIPE as cr_conn_send() (@p sent is not called); -EINVAL (NULL,
  *         @p n 0 or above 64, no byte at all, or a buffer above 4 GiB).
  */
@@ -541,12 +555,16 @@ unsigned cr_conn_held_bufs(const struct cr_conn *c);
  * its own timers there, so nothing of its reaches an app that destroyed the connection.
  * @c release runs when the slot is freed
  * (after the last final completion, whether on_close ran or cr_conn_destroy() came
- * first), so the layer frees its per-connection state then. Every member but @c wire may
- * be NULL. All of them run on the connection's lcore.
+ * first), so the layer frees its per-connection state then. @c sendv is
+ * cr_conn_sendv() on a layered connection: it copies the @p n buffers into the layer's
+ * output, all of them or none (0, or an error with nothing queued: -ENOBUFS, -EPIPE,
+ * ...); NULL means @c send is called for each buffer in turn. Every member but @c wire
+ * may be NULL. All of them run on the connection's lcore.
  */
 struct cr_conn_layer {
 	const struct cr_conn_ops *wire;
 	int (*send)(struct cr_conn *c, const void *data, size_t len);
+	int (*sendv)(struct cr_conn *c, const struct iovec *iov, unsigned n);
 	void (*shut)(struct cr_conn *c);
 	void (*end)(struct cr_conn *c);
 	void (*release)(struct cr_conn *c);

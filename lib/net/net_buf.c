@@ -68,17 +68,39 @@ cr__net_bufs_init(struct net_lcore *nl, uint32_t n)
 		nl->bufs[i].next = nl->free_bufs;
 		nl->free_bufs = &nl->bufs[i];
 	}
+	nl->nbufs = n;
 	return 0;
 }
 
+/*
+ * The lcore's memory goes (its last slot is free, after lcore_stop). A buffer the app
+ * still holds then stays readable: lib/io keeps the memory of held buffers (their driver
+ * sees them held), and the handles stay here, orphaned (lcore NET_BUF_ORPHAN), so that
+ * a later cr_buf_ref()/cr_buf_unref() only counts, from whatever thread, and never gives
+ * a buffer id to the next incarnation's pool. Both are kept until the process exits.
+ */
 void
 cr__net_bufs_free(struct net_lcore *nl)
 {
-	if (nl->bufs_held != 0)
-		CR_LOG(cr__net_log, ERR, "lcore %u stops with %u receive buffers held", nl->lcore,
-		       nl->bufs_held);
-	cr_numa_free(nl->bufs);
+	uint32_t i;
+
+	if (nl->bufs_held != 0) {
+		CR_LOG(cr__net_log, WARNING,
+		       "lcore %u stops with %u receive buffers held: they stay valid, their "
+		       "memory is kept until the process exits",
+		       nl->lcore, nl->bufs_held);
+		for (i = 0; i < nl->nbufs; i++) {
+			if (nl->bufs[i].refs == 0)
+				continue;
+			nl->bufs[i].conn = NULL;
+			nl->bufs[i].next = nl->bufs[i].prev = NULL;
+			nl->bufs[i].lcore = NET_BUF_ORPHAN;
+		}
+	} else {
+		cr_numa_free(nl->bufs);
+	}
 	nl->bufs = NULL;
+	nl->nbufs = 0;
 	nl->free_bufs = NULL;
 }
 
@@ -164,6 +186,11 @@ refused:
 void
 cr_buf_ref(struct cr_buf *b)
 {
+	if (b->lcore == NET_BUF_ORPHAN) { /* its lcore stopped: counts only */
+		assert(b->refs > 0);
+		b->refs++;
+		return;
+	}
 	NET_ASSERT_OWNER(&cr__net_lcores[b->lcore]);
 	assert(b->refs > 0);
 	b->refs++;
@@ -178,6 +205,11 @@ cr_buf_unref(struct cr_buf *b)
 
 	if (b == NULL)
 		return;
+	if (b->lcore == NET_BUF_ORPHAN) { /* its lcore stopped: counts only */
+		assert(b->refs > 0);
+		b->refs--;
+		return;
+	}
 	nl = &cr__net_lcores[b->lcore];
 	NET_ASSERT_OWNER(nl);
 	assert(b->refs > 0);

@@ -60,11 +60,23 @@ cr__socket_opts_nodelay(int fd, bool nagle)
 void
 cr__conn_apply_opts(struct cr_conn *c, const struct cr_conn_opts *o)
 {
+	uint32_t unit;
+
 	c->high_wm = o != NULL && o->high_watermark != 0 ? o->high_watermark
 							: CR_NET_HIGH_WATERMARK;
 	c->low_wm = o != NULL && o->low_watermark != 0 ? o->low_watermark : c->high_wm / 4;
 	if (c->low_wm > c->high_wm)
 		c->low_wm = c->high_wm;
+	/* The watermarks in chunks: a queue of high_wm bytes in pieces of a receive buffer
+	 * each (held buffers forwarded with cr_conn_send_buf(), the smallest pieces an app
+	 * sends in bulk), one more for a head partly sent. A queue of more chunks is above its
+	 * high watermark whatever its bytes, so pieces smaller than that cannot take the
+	 * pool's chunks while the bytes say "below". */
+	unit = cr_io_buf_size();
+	if (unit == 0 || unit > c->nl->chunk_cap)
+		unit = c->nl->chunk_cap;
+	c->high_chunks = (c->high_wm + unit - 1) / unit + 1;
+	c->low_chunks = (c->low_wm + unit - 1) / unit + 1;
 	c->idle_ns = o != NULL ? o->idle_timeout_ns : 0;
 	c->keep_reading = o != NULL && o->keep_reading;
 	c->reclaimable = o != NULL && o->reclaimable;
@@ -97,16 +109,10 @@ static void
 conn_free(struct cr_conn *c)
 {
 	struct net_lcore *nl = c->nl;
-	struct net_chunk *ch;
 
 	if (c->layer != NULL && c->layer->release != NULL)
 		c->layer->release(c);
-	while ((ch = c->head) != NULL) {
-		c->head = ch->next;
-		cr__net_chunk_drop(nl, ch, -ECANCELED); /* never sent (all of it) */
-	}
-	c->tail = NULL;
-	c->queued = 0;
+	cr__conn_queue_drop(c);
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -390,41 +396,6 @@ cr__conn_progress(struct cr_conn *c, bool may_notify)
 		finish(c, 0, may_notify);
 }
 
-/*
- * Bytes the kernel took: free the chunks they emptied. Those that carried no copy say so
- * (an unref, a sent callback) only once the queue is consistent again: the app may send
- * on this connection, or destroy it, from its callback.
- */
-static void
-consume(struct cr_conn *c, size_t n)
-{
-	struct net_chunk *ch, *done = NULL, **last = &done;
-
-	c->queued -= n;
-	while (n > 0) {
-		size_t take;
-
-		ch = c->head;
-		take = ch->len - ch->off;
-		if (take > n)
-			take = n;
-		ch->off += (uint32_t)take;
-		n -= take;
-		if (ch->off == ch->len) {
-			c->head = ch->next;
-			if (c->head == NULL)
-				c->tail = NULL;
-			ch->next = NULL;
-			*last = ch;
-			last = &ch->next;
-		}
-	}
-	while ((ch = done) != NULL) {
-		done = ch->next;
-		cr__net_chunk_drop(c->nl, ch, 0);
-	}
-}
-
 static void
 send_done(void *ctx, const struct cr_io_cqe *cqe)
 {
@@ -449,10 +420,10 @@ send_done(void *ctx, const struct cr_io_cqe *cqe)
 	assert((size_t)cqe->res <= c->sending);
 	if ((size_t)cqe->res < c->sending)
 		NET_STAT_ADD(c->nl, short_sends, 1); /* the rest goes out with the next send */
-	consume(c, (size_t)cqe->res);
+	cr__conn_consume(c, (size_t)cqe->res);
 	c->last_active = cr_now_ns();
 	NET_STAT_ADD(c->nl, bytes_out, (uint64_t)cqe->res);
-	if (c->above_high && c->queued <= c->low_wm) {
+	if (c->above_high && c->queued <= c->low_wm && c->nchunks <= c->low_chunks) {
 		c->above_high = false;
 		drained = true;
 	}
@@ -565,115 +536,6 @@ cr__conn_connected(struct cr_conn *c, int res)
 
 /* ---- the app's calls ---- */
 
-int
-cr_conn_send(struct cr_conn *c, const void *data, size_t len)
-{
-	if (c != NULL && c->layer != NULL && c->layer->send != NULL)
-		return c->layer->send(c, data, len);
-	return cr_conn_send_wire(c, data, len);
-}
-
-/* Room in the last chunk: none in one that carries no copy (its bytes are not ours). */
-static size_t
-tail_room(const struct cr_conn *c)
-{
-	const struct net_chunk *t = c->tail;
-
-	return t != NULL && t->ext == NULL ? c->nl->chunk_cap - t->len : 0;
-}
-
-bool
-cr__conn_admit(struct cr_conn *c, size_t need, bool past_reserve)
-{
-	struct net_lcore *nl = c->nl;
-
-	/* A connection already above its high watermark (it was fed faster than its peer
-	 * reads) may not take the last quarter of the pool: that share is kept for the
-	 * others, so it is the greedy one that is refused, never a bystander. */
-	if (need > nl->chunks_free ||
-	    (!past_reserve && c->queued > c->high_wm &&
-	     nl->chunks_free - need < nl->chunk_reserve)) {
-		NET_STAT_ADD(nl, send_nobufs, 1);
-		return false;
-	}
-	return true;
-}
-
-void
-cr__conn_append(struct cr_conn *c, struct net_chunk *ch)
-{
-	if (c->tail != NULL)
-		c->tail->next = ch;
-	else
-		c->head = ch;
-	c->tail = ch;
-}
-
-static int
-send_wire(struct cr_conn *c, const void *data, size_t len, bool past_reserve)
-{
-	struct net_lcore *nl;
-	const uint8_t *p = data;
-	size_t room, need;
-
-	if (c == NULL || (data == NULL && len != 0))
-		return -EINVAL;
-	nl = c->nl;
-	NET_ASSERT_OWNER(nl);
-	if (c->wr_shut_req || (c->state != CONN_OPEN && c->state != CONN_CONNECTING))
-		return -EPIPE;
-	if (len == 0)
-		return 0;
-	room = tail_room(c);
-	need = len > room ? (len - room + nl->chunk_cap - 1) / nl->chunk_cap : 0;
-	if (!cr__conn_admit(c, need, past_reserve))
-		return -ENOBUFS;
-	/* The tail may be in an in-flight send: the kernel reads only up to its old len. */
-	while (len > 0) {
-		size_t n;
-
-		if (tail_room(c) == 0)
-			cr__conn_append(c, cr__net_chunk_get(nl));
-		n = nl->chunk_cap - c->tail->len;
-		if (n > len)
-			n = len;
-		memcpy(c->tail->data + c->tail->len, p, n);
-		c->tail->len += (uint32_t)n;
-		c->queued += n;
-		p += n;
-		len -= n;
-	}
-	if (c->queued > c->high_wm)
-		c->above_high = true;
-	cr__conn_progress(c, false);
-	return 0;
-}
-
-int
-cr_conn_send_wire(struct cr_conn *c, const void *data, size_t len)
-{
-	return send_wire(c, data, len, false);
-}
-
-int
-cr_conn_send_wire_past_reserve(struct cr_conn *c, const void *data, size_t len)
-{
-	return send_wire(c, data, len, true);
-}
-
-size_t
-cr_conn_send_room(const struct cr_conn *c)
-{
-	const struct net_lcore *nl = c->nl;
-	size_t room = tail_room(c);
-	unsigned chunks = nl->chunks_free;
-
-	/* send_wire()'s rule: one above its high watermark leaves the reserve alone. */
-	if (c->queued > c->high_wm)
-		chunks = chunks > nl->chunk_reserve ? chunks - nl->chunk_reserve : 0;
-	return room + (size_t)chunks * nl->chunk_cap;
-}
-
 /* The layer's last words, while the connection can still send them. */
 static void
 layer_shut(struct cr_conn *c)
@@ -683,16 +545,12 @@ layer_shut(struct cr_conn *c)
 		c->layer->shut(c);
 }
 
-size_t
-cr_conn_queued(const struct cr_conn *c)
+void
+cr_conn_note_sent(struct cr_conn *c, size_t bytes)
 {
-	return c->queued;
-}
-
-bool
-cr_conn_writable(const struct cr_conn *c)
-{
-	return c->queued <= c->high_wm;
+	NET_ASSERT_OWNER(c->nl);
+	c->last_active = cr_now_ns();
+	NET_STAT_ADD(c->nl, bytes_out, (uint64_t)bytes);
 }
 
 int

@@ -6,6 +6,7 @@
 #define NET_INTERNAL_H
 
 #include <assert.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,6 +26,8 @@
 
 /* -EAGAIN completions of one connection's sends (or receives) in a row before it ends. */
 #define NET_AGAIN_MAX 64
+/* struct cr_buf.lcore of a buffer still held when its lcore stopped (net_buf.c). */
+#define NET_BUF_ORPHAN UINT_MAX
 /* Chunks one sendmsg covers at most. */
 #define NET_IOV_MAX 8
 /* cr_conn_close(): how long to read and drop while waiting for the peer's EOF. */
@@ -107,11 +110,13 @@ struct cr_conn {
 	unsigned holds;
 	cr_op_id recv_op, send_op, connect_op;
 	size_t queued;
+	uint32_t nchunks; /* output chunks in the queue (head..tail) */
 	size_t sending; /* bytes of the send in flight */
 	struct net_chunk *head, *tail;
 	struct msghdr msg;
 	struct iovec iov[NET_IOV_MAX];
 	uint32_t high_wm, low_wm;
+	uint32_t high_chunks, low_chunks; /* the watermarks as chunks a copy queue would hold */
 	uint64_t idle_ns;
 	uint64_t last_active;
 	uint64_t linger_until;
@@ -170,6 +175,7 @@ struct net_lcore {
 	struct net_chunk *free_chunks;
 
 	struct cr_buf *bufs; /* handles of held receive buffers: one per spare */
+	uint32_t nbufs;
 	struct cr_buf *free_bufs;
 	uint32_t bufs_held;
 
@@ -214,6 +220,13 @@ void cr__conn_deliver(struct cr_conn *c, const struct cr_io_cqe *cqe);
 void cr__conn_bufs_detach(struct cr_conn *c);
 
 /* Connections (net_conn.c). */
+/* Above its high watermark, in bytes or in chunks (tiny pieces of sendv/send_buf take a
+ * chunk each): the test the pool's reserve, reads and cr_conn_writable() apply. */
+bool cr__conn_above_high(const struct cr_conn *c);
+/* The kernel took @p n bytes from the head of @p c's queue (net_queue.c). */
+void cr__conn_consume(struct cr_conn *c, size_t n);
+/* Drop what @p c still has queued, at the free of its slot (net_queue.c). */
+void cr__conn_queue_drop(struct cr_conn *c);
 /* May @p c take @p need more chunks (the pool's reserve rule)? Counts a refusal. */
 bool cr__conn_admit(struct cr_conn *c, size_t need, bool past_reserve);
 /* Put @p ch at the end of @p c's queue. */

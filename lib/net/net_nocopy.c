@@ -60,7 +60,7 @@ queue_ext(struct cr_conn *c, const uint8_t *p, size_t len)
 static void
 queued_more(struct cr_conn *c)
 {
-	if (c->queued > c->high_wm)
+	if (cr__conn_above_high(c))
 		c->above_high = true;
 	cr__conn_progress(c, false);
 }
@@ -89,19 +89,25 @@ cr_conn_send_buf(struct cr_conn *c, struct cr_buf *b, size_t off, size_t len)
 	return 0;
 }
 
-/* The layer copies each buffer into its records: the memory is free at once. */
+/*
+ * The layer copies each buffer into its records: the memory is free at once. A layer
+ * with sendv takes them all or none (lib/tls does); one without is given them one by
+ * one, and a refusal leaves those before it queued.
+ */
 static int
 sendv_layered(struct cr_conn *c, const struct iovec *iov, unsigned n, cr_conn_sent_fn sent,
 	      void *arg)
 {
 	unsigned i;
-	int rc;
+	int rc = 0;
 
-	for (i = 0; i < n; i++) {
-		rc = c->layer->send(c, iov[i].iov_base, iov[i].iov_len);
-		if (rc != 0)
-			return rc;
-	}
+	if (c->layer->sendv != NULL)
+		rc = c->layer->sendv(c, iov, n);
+	else
+		for (i = 0; i < n && rc == 0; i++)
+			rc = c->layer->send(c, iov[i].iov_base, iov[i].iov_len);
+	if (rc != 0)
+		return rc;
 	sent(arg, 0);
 	return 0;
 }

@@ -70,9 +70,9 @@ cr__tls_client_prepare(struct cr_tls_ctx *ctx, SSL *ssl)
 	}
 	if (slot != NULL && *slot != NULL && SSL_SESSION_is_resumable(*slot)) {
 		/* A copy: OpenSSL's client marks a TLS 1.3 session it resumed as used up,
-		 * and a server may give no new ticket on a resumption (lib/tls's own gives
-		 * none with a current key; nginx does), so the kept one would then serve only
-		 * every other connection. */
+		 * and a server may give no new ticket on a resumption (lib/tls's own renews
+		 * TLS 1.3 tickets; others may not), so the kept one would then serve only every
+		 * other connection. */
 		SSL_SESSION *copy = SSL_SESSION_dup(*slot);
 
 		if (copy != NULL) {

@@ -504,30 +504,73 @@ static const struct cr_conn_ops wire_ops = {
 	.at_boundary = wire_boundary,
 };
 
+/* Wire bytes the records of @p len bytes of plaintext take at most. */
+static size_t
+records_need(size_t len)
+{
+	return len == 0 ? 0 : len + (len / TLS_WRITE_MAX + 1) * TLS_RECORD_OVERHEAD;
+}
+
+/*
+ * Queue @p n buffers, all or nothing, as cr_conn_send()/cr_conn_sendv() are without TLS:
+ * what the pool could not take whole is refused before a byte is encrypted. Once
+ * admitted, every record passes the reserve (the first may lift the queue above the
+ * high watermark; the rest must not then be refused).
+ */
 static int
-layer_send(struct cr_conn *c, const void *data, size_t len)
+layer_write(struct cr_conn *c, const struct iovec *iov, unsigned n)
 {
 	struct tls_conn *tc = conn_of(c);
-	size_t need = len + (len / TLS_WRITE_MAX + 1) * TLS_RECORD_OVERHEAD;
-	int rc;
+	size_t need = 0, total = 0;
+	unsigned i;
+	int rc = 0;
 
-	if (data == NULL && len != 0)
-		return -EINVAL;
-	if (tc != NULL && tc->ktls == KTLS_KERNEL)
-		return tc->s.shut_sent ? -EPIPE : cr_conn_send_wire(c, data, len);
+	for (i = 0; i < n; i++) {
+		if (iov[i].iov_base == NULL && iov[i].iov_len != 0)
+			return -EINVAL;
+		total += iov[i].iov_len;
+		need += records_need(iov[i].iov_len);
+	}
+	if (tc != NULL && tc->ktls == KTLS_KERNEL) {
+		/* The kernel makes the records: the queue holds the plaintext as it is. */
+		if (tc->s.shut_sent)
+			return -EPIPE;
+		if (n == 1)
+			return cr_conn_send_wire(c, iov[0].iov_base, iov[0].iov_len);
+		if (cr_conn_send_room(c) < total)
+			return cr_conn_is_open(c) ? -ENOBUFS : -EPIPE;
+		for (i = 0; i < n && rc == 0; i++)
+			rc = cr_conn_send_wire_past_reserve(c, iov[i].iov_base, iov[i].iov_len);
+		return rc;
+	}
 	if (tc == NULL || !tc->s.established)
 		return cr_conn_is_open(c) || tc == NULL ? -ENOTCONN : -EPIPE;
 	if (!cr_conn_is_open(c) || tc->s.shut_sent)
 		return -EPIPE;
-	if (len == 0)
+	if (total == 0)
 		return 0;
-	/* All or nothing, as without TLS: refuse what the pool could not take whole. */
 	if (cr_conn_send_room(c) < need)
 		return -ENOBUFS;
 	tc->admitted = true;
-	rc = cr__tls_session_write(&tc->s, data, len);
+	for (i = 0; i < n && rc == 0; i++)
+		if (iov[i].iov_len != 0)
+			rc = cr__tls_session_write(&tc->s, iov[i].iov_base, iov[i].iov_len);
 	tc->admitted = false;
 	return rc == 0 ? 0 : -EPIPE;
+}
+
+static int
+layer_send(struct cr_conn *c, const void *data, size_t len)
+{
+	struct iovec iov = {(void *)(uintptr_t)data, len};
+
+	return layer_write(c, &iov, 1);
+}
+
+static int
+layer_sendv(struct cr_conn *c, const struct iovec *iov, unsigned n)
+{
+	return layer_write(c, iov, n);
 }
 
 static void
@@ -581,6 +624,7 @@ layer_release(struct cr_conn *c)
 static const struct cr_conn_layer tls_layer = {
 	.wire = &wire_ops,
 	.send = layer_send,
+	.sendv = layer_sendv,
 	.shut = layer_shut,
 	.end = layer_end,
 	.release = layer_release,

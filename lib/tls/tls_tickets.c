@@ -136,15 +136,18 @@ ticket_cb(SSL *ssl, unsigned char *name, unsigned char *iv, EVP_CIPHER_CTX *cctx
 	const struct ticket_key *cur = &keys[gen % TICKET_SLOTS];
 	const struct ticket_key *prev = gen > 0 ? &keys[(gen - 1) % TICKET_SLOTS] : NULL;
 
-	(void)ssl;
 	if (enc) {
 		memcpy(name, cur->name, sizeof(cur->name));
 		if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) != 1)
 			return -1;
 		return key_setup(cur, iv, cctx, hctx, 1) == 0 ? 1 : -1;
 	}
+	/* TLS 1.3 clients use a ticket once (RFC 8446, C.4; OpenSSL's client marks a resumed
+	 * session used up): without a fresh ticket on each resumption, every other connection
+	 * of such a client is a full handshake. 2 asks OpenSSL for new tickets. */
 	if (memcmp(name, cur->name, sizeof(cur->name)) == 0)
-		return key_setup(cur, iv, cctx, hctx, 0) == 0 ? 1 : -1;
+		return key_setup(cur, iv, cctx, hctx, 0) == 0 ?
+			       (SSL_version(ssl) == TLS1_3_VERSION ? 2 : 1) : -1;
 	if (prev != NULL && memcmp(name, prev->name, sizeof(prev->name)) == 0)
 		return key_setup(prev, iv, cctx, hctx, 0) == 0 ? 2 : -1;
 	return 0;

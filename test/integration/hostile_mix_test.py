@@ -240,6 +240,7 @@ class Valid(threading.Thread):
         self.rng = random.Random(seed)
         self.lat = []
         self.when = []  # when each request began (monotonic)
+        self.connect = []  # of each latency, the part spent connecting (0: no connect)
         self.errors = []
 
     def _reply(self, s, want_len, ok):
@@ -267,11 +268,13 @@ class Valid(threading.Thread):
         while time.monotonic() < self.until:
             msg, want_len, ok = self.proto.valid(self.rng)
             t0 = time.monotonic()
+            tc = 0.0
             try:
                 if s is None or n % 10 == 0:
                     if s is not None:
                         s.close()
                     s = socket.create_connection(self.addr, timeout=5)
+                    tc = time.monotonic() - t0
                 s.sendall(msg)
                 self._reply(s, want_len, ok)
             except OSError as e:
@@ -281,6 +284,7 @@ class Valid(threading.Thread):
                 s = None
             self.lat.append(time.monotonic() - t0)
             self.when.append(t0)
+            self.connect.append(tc)
             n += 1
             time.sleep(0.005)
         if s is not None:
@@ -324,8 +328,8 @@ def mix(a, addr, pid, proto, roles, name):
     hostile.join(15)
     check(error is None, "hostile clients: %s" % error)
     t_start = until - a.seconds
-    slow = sorted(((x, t - t_start) for v in valid for x, t in zip(v.lat, v.when)),
-                  reverse=True)[:5]
+    slow = sorted(((x, t - t_start, c) for v in valid
+                   for x, t, c in zip(v.lat, v.when, v.connect)), reverse=True)[:5]
     lat = sorted(x for v in valid for x in v.lat)
     errors = [e for v in valid for e in v.errors]
     check(lat, "no valid request was made")
@@ -337,7 +341,8 @@ def mix(a, addr, pid, proto, roles, name):
         "max %d KiB" % (name, a.app, a.driver, a.seed, a.seconds, r["n"], len(errors),
                         r["p50"] * 1e3, r["p99"] * 1e3, r["max"] * 1e3, roles_played, closed,
                         rss0, rss_max))
-    log("  slowest: %s" % ", ".join("%.0f ms at %.1f s" % (x * 1e3, t) for x, t in slow))
+    log("  slowest: %s" % ", ".join("%.0f ms at %.1f s%s" % (
+        x * 1e3, t, " (connect %.0f ms)" % (c * 1e3) if c else "") for x, t, c in slow))
     return r
 
 

@@ -6,12 +6,13 @@ loopback.
   http_test.py CR_HTTP TEST [--driver uring|epoll]
 
 TEST is one of: cli, bad, curl, static, pipeline, slowloris, slowhttptest, shutdown,
-telemetry. Each starts its own cr-http on an ephemeral port of 127.0.0.1, is bounded in
+telemetry, splice. Each starts its own cr-http on an ephemeral port of 127.0.0.1, is bounded in
 time, kills the server on the way out, and exits 0 (pass), 1 (fail) or 77 (skip: a client
 tool is missing).
 """
 import argparse
 import email.utils
+import hashlib
 import json
 import os
 import re
@@ -880,6 +881,152 @@ def t_telemetry(exe, driver):
         srv.kill()
 
 
+# ---- splice: large bodies file -> pipe -> socket ----
+
+def http_totals(srv):
+    tool = os.path.join(ROOT, "usertools", "cr-telemetry")
+    r = subprocess.run([sys.executable, tool, "-p", str(srv.proc.pid), "--json", "-c",
+                        "/http"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=20)
+    check(r.returncode == 0, "cr-telemetry /http: %s" % r.stderr)
+    return json.loads(r.stdout.strip().splitlines()[0])["/http"]
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def fds_of(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def splice_round(srv, files):
+    """The same requests whatever the path: curl (whole, range, HEAD), then one pipelined
+    batch around the large bodies. @return how many large bodies went out."""
+    u = srv.url
+    big, mid, small = files["big.bin"], files["mid.bin"], files["small.txt"]
+    r = curl(u + "/big.bin")
+    check(r.returncode == 0 and sha(r.stdout) == sha(big),
+          "big.bin by curl: rc %d, %d bytes, sha256 %s" % (r.returncode, len(r.stdout),
+                                                           sha(r.stdout)))
+    st, h, body = curl_i(u + "/big.bin", "-r", "100-4000099")
+    check(st == 206 and sha(body) == sha(big[100:4000100])
+          and h.get("content-range") == "bytes 100-4000099/%d" % len(big),
+          "range of big.bin: %d %d %r" % (st, len(body), h.get("content-range")))
+    st, h, body = curl_i(u + "/big.bin", "-I")
+    check(st == 200 and body == b"" and h.get("content-length") == str(len(big)),
+          "HEAD big.bin: %d %r" % (st, h))
+    # Pipelined: small, big, HEAD big, mid, plaintext, small, in one write.
+    reqs = [b"/small.txt", b"/big.bin", b"HEAD /big.bin", b"/mid.bin", b"/plaintext",
+            b"/small.txt"]
+    raw = b"".join((q if q.startswith(b"HEAD") else b"GET " + q) + b" HTTP/1.1\r\nHost: t\r\n\r\n"
+                   for q in reqs)
+    s = srv.connect(timeout=10)
+    try:
+        s.sendall(raw)
+        rd = Reader(s)
+        want = [small, big, None, mid, b"Hello, World!", small]
+        for q, w in zip(reqs, want):
+            resp = rd.response(head_only=w is None)
+            check(resp.status == 200, "pipelined %r: %d" % (q, resp.status))
+            if w is None:
+                check(resp.body == b"" and resp.h("content-length") == str(len(big)),
+                      "pipelined HEAD: %r" % resp.headers)
+            else:
+                check(sha(resp.body) == sha(w), "pipelined %r: %d bytes, want %d"
+                      % (q, len(resp.body), len(w)))
+        # Keep-alive after a spliced body: the connection serves one more.
+        s.sendall(b"GET /mid.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        resp = rd.response()
+        check(resp.status == 200 and sha(resp.body) == sha(mid), "mid.bin after the batch")
+    finally:
+        s.close()
+    return 5  # big, its range, pipelined big and mid, mid again
+
+
+def t_splice(exe, driver):
+    if shutil.which("curl") is None:
+        return SKIP
+    root = tempfile.mkdtemp()
+    files = {"big.bin": os.urandom(6 * 1024 * 1024 + 3), "mid.bin": os.urandom(200 * 1024),
+             "small.txt": b"small file\n" * 90, "huge.bin": os.urandom(32 * 1024 * 1024)}
+    for name, data in files.items():
+        with open(os.path.join(root, name), "wb") as f:
+            f.write(data)
+    # The copy path first, as the oracle: same bytes, nothing spliced.
+    srv = Server(exe, driver, ["--root", root, "--splice-min", "0"])
+    try:
+        splice_round(srv, files)
+        tot = http_totals(srv)
+        check(tot["totals"]["http_spliced"] == 0 and tot["limits"]["splice_min"] == 0,
+              "--splice-min 0 spliced: %r" % tot)
+        srv.stop()
+    finally:
+        srv.kill()
+    log("splice: --splice-min 0 copies (curl whole, range, HEAD, pipelined): byte-exact")
+    srv = Server(exe, driver, ["--root", root, "--keepalive-timeout", "1"])
+    try:
+        fds0 = fds_of(srv.proc.pid)
+        n = splice_round(srv, files)
+        tot = http_totals(srv)
+        check(tot["limits"]["splice_min"] == 65536, "default --splice-min: %r" % tot["limits"])
+        check(tot["totals"]["http_spliced"] == n, "spliced %d bodies, want %d"
+              % (tot["totals"]["http_spliced"], n))
+        log("splice: default --splice-min 65536: %d bodies spliced, byte-exact (sha256), "
+            "pipelined order, HEAD, Range, keep-alive" % n)
+        # Clients that stop reading mid-body: each holds one pipe until the keep-alive
+        # timeout (1 s) ends it; a reading client is served meanwhile.
+        stuck = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c.connect(srv.addr)
+            c.sendall(b"GET /huge.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+            c.recv(100)  # the transfer began
+            stuck.append(c)
+        r = curl(srv.url + "/big.bin")
+        check(r.returncode == 0 and sha(r.stdout) == sha(files["big.bin"]),
+              "big.bin beside 4 non-readers")
+        # Nothing read for twice the keep-alive timeout: each must be ended by then; what
+        # the kernel buffered still arrives, then the end (EOF or reset), never the rest.
+        time.sleep(2.0)
+        t0 = time.monotonic()
+        ended = 0
+        for c in stuck:
+            c.settimeout(max(0.1, 15 - (time.monotonic() - t0)))
+            got = 0
+            try:
+                while True:  # bounded: the file is 32 MiB, the wait 15 s in all
+                    d = c.recv(1 << 20)
+                    if not d:
+                        break
+                    got += len(d)
+                    check(got <= len(files["huge.bin"]) + 4096, "more than the file")
+            except ConnectionResetError:
+                pass
+            except socket.timeout:
+                raise Failure("a non-reader was not ended within 15 s")
+            check(got < len(files["huge.bin"]), "a non-reader got the whole file")
+            ended += 1
+            c.close()
+        waited = time.monotonic() - t0
+        deadline = time.monotonic() + 5
+        while fds_of(srv.proc.pid) > fds0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        fds1 = fds_of(srv.proc.pid)
+        check(fds1 <= fds0, "fds %d after, %d before" % (fds1, fds0))
+        tot = http_totals(srv)
+        check(tot["totals"]["http_spliced"] == n + 5, "spliced %d, want %d"
+              % (tot["totals"]["http_spliced"], n + 5))
+        srv.stop()
+        log("splice: 4 clients that stop reading a 32 MiB body ended by the keep-alive "
+            "timeout (1 s; read back in %.1f s after 2 s) while another was served; fds %d "
+            "before, %d after" % (waited, fds0, fds1))
+    finally:
+        srv.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 TESTS = {
     "cli": t_cli,
     "bad": t_bad,
@@ -891,6 +1038,7 @@ TESTS = {
     "slowhttptest": t_slowhttptest,
     "shutdown": t_shutdown,
     "telemetry": t_telemetry,
+    "splice": t_splice,
 }
 
 

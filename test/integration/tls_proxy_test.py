@@ -7,7 +7,9 @@ backends (--backend-tls) with nginx (ssl) and openssl s_server as the backends.
   tls_proxy_test.py CR_PROXY CR_HTTP TEST [--driver uring|epoll]
 
 TEST is one of: cli, curl, pipeline, backend_nginx, backend_sni, backend_sni_each,
-backend_silent, backend_badcert. Exit 0 pass,
+backend_silent, backend_badcert, connect_budget, backend_client_eof, maxconn_early,
+check_budget, backend_refusals, reload_live, retire_live.
+Exit 0 pass,
 1 fail, 77 skip.
 """
 import argparse
@@ -40,14 +42,14 @@ class Proxy:
     its stdout has @p ready; its stderr is collected by stop()."""
 
     def __init__(self, exe, driver, certs, backend=None, args=None,
-                 ready=rb"(tls, plain to the backends)", telemetry=False):
+                 ready=rb"(tls, plain to the backends)", telemetry=False, lcores=None):
         if args is None:
             args = ["--listen", "127.0.0.1:0", "--backend", "%s:%d" % backend,
                     "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert,
                     "--tls-key", certs.key]
         self.tel = os.path.join(certs.dir, "tel.%d.sock" % time.monotonic_ns())
         self.proc = subprocess.Popen(
-            [exe, "-l", str(min(os.sched_getaffinity(0))), "--io-driver", driver,
+            [exe, "-l", lcores or str(min(os.sched_getaffinity(0))), "--io-driver", driver,
              "--telemetry", self.tel if telemetry else "off"] + args,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, deadline = b"", time.monotonic() + 10
@@ -81,7 +83,8 @@ class Proxy:
                 break
             buf += d
         s.close()
-        return json.loads(buf)[cmd]
+        d = json.loads(buf)
+        return d.get(cmd, d)  # a command with parameters answers under its own name
 
     def app_counters(self):
         """The app counters of /stats, summed over the lcores."""
@@ -143,7 +146,8 @@ NGINX = "/usr/sbin/nginx"
 
 class NginxTLS:
     """nginx with ssl on 127.0.0.1, our certificate; /plaintext answers Hello, World!, and
-    its log has a line per request: TLS version, SNI name, session reused (r or .)."""
+    its log has a line per request: TLS version, SNI name, session reused (r or .), its
+    connection's serial number."""
 
     def __init__(self, certs):
         self.d = tempfile.mkdtemp(prefix="tls_proxy_nginx.", dir=certs.dir)
@@ -163,7 +167,7 @@ pid %(d)s/nginx.pid; error_log %(d)s/error.log;
 events { worker_connections 64; }
 http {
   %(temps)s
-  log_format tls '$ssl_protocol $ssl_server_name $ssl_session_reused';
+  log_format tls '$ssl_protocol $ssl_server_name $ssl_session_reused $connection';
   access_log %(log)s tls;
   server {
     listen 127.0.0.1:%(port)d ssl;
@@ -489,6 +493,556 @@ def t_backend_badcert(proxy_exe, http_exe, driver, certs):
     return 0
 
 
+class SilentTLS:
+    """A backend that accepts TCP and never says a word (no ServerHello): each
+    connection it accepts is kept open, with its accept time (monotonic). With
+    @p late_accept the listener's accept queue is full at first (listen(0) and one
+    connection waiting in it), so a connect's first SYN is dropped; the queue is emptied
+    after @p late_accept s, and the connect completes with the SYN's retransmission
+    (about 1 s after it began): a TCP connect that takes most of --connect-timeout."""
+
+    def __init__(self, late_accept=None):
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(0 if late_accept is not None else 16)
+        self.port = self.ls.getsockname()[1]
+        self.filler = None
+        if late_accept is not None:
+            self.filler = socket.create_connection(("127.0.0.1", self.port), timeout=2)
+        self.late = late_accept
+        self.held, self.times = [], []
+        self.done = threading.Event()
+        self.started = None
+        self.th = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.started = time.monotonic()
+        self.th.start()
+
+    def _run(self):
+        self.ls.settimeout(0.05)
+        if self.late is not None:
+            self.done.wait(self.late)
+            c, _ = self.ls.accept()  # the filler: the queue has room again
+            self.held.append(c)
+        for _ in range(2000):  # bounded: 100 s at most
+            if self.done.is_set():
+                break
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                continue
+            self.times.append(time.monotonic())
+            self.held.append(c)
+
+    def stop(self):
+        self.done.set()
+        if self.th.is_alive():
+            self.th.join(5)
+        for c in self.held:
+            c.close()
+        if self.filler is not None:
+            self.filler.close()
+        self.ls.close()
+
+
+def wait_eof(s, limit):
+    """Seconds until @p s reads EOF or a reset (at most @p limit, else None)."""
+    t0 = time.monotonic()
+    s.settimeout(limit)
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d:
+                break
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    except socket.timeout:
+        return None
+    return time.monotonic() - t0
+
+
+def t_connect_budget(proxy_exe, http_exe, driver, certs):
+    """R3: the TCP connect and the TLS handshake to a backend share one --connect-timeout.
+    A backend whose TCP connect takes about 1 s (its first SYN dropped) and that then never
+    answers the ClientHello: with --connect-timeout 1.5 the client is closed about 1.5 s
+    after it connected (before, the handshake got 1.5 s of its own: about 2.5 s), the
+    session is logged connect_failed with no connect time, and the line says timed out."""
+    be = SilentTLS(late_accept=0.3)
+    slog = os.path.join(certs.dir, "session.log")
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % be.port,
+            "--backend-tls", "--backend-tls-ca", certs.ca, "--check-interval", "0",
+            "--connect-timeout", "1.5", "--retries", "0", "--session-log", slog],
+            ready=b"TLS to the backends")
+        try:
+            be.start()
+            c = socket.create_connection(("127.0.0.1", px.plain_port), timeout=5)
+            t0 = time.monotonic()
+            dt = wait_eof(c, 6)
+            c.close()
+            check(len(be.times) == 1, "one backend connection: %r" % be.times)
+            tcp = be.times[0] - t0
+            # The case this is about: a TCP connect that took most of the budget.
+            check(tcp >= 0.7, "the TCP connect took %.2f s (the SYN was not dropped?)" % tcp)
+            check(dt is not None, "the client was not closed within 6 s")
+            log("TCP connect %.2f s, client closed after %.2f s (connect-timeout 1.5)"
+                % (tcp, dt))
+            check(1.4 <= dt <= 1.5 + 0.35,
+                  "connect + handshake took %.2f s, not one --connect-timeout (1.5 s)" % dt)
+        finally:
+            err = px.stop()
+        check(re.search(r"backend 127\.0\.0\.1:%d: TLS connect failed: timed out" % be.port,
+                        err), "the line: %r" % err)
+        with open(slog) as f:
+            lines = f.read().splitlines()
+        check(len(lines) == 1, "one session line: %r" % lines)
+        fields = lines[0].split()
+        check(fields[-1] == "connect_failed" and fields[4].split("/")[1] == "-1",
+              "the session line: %r" % lines[0])
+    finally:
+        be.stop()
+    return 0
+
+
+def tls_request_then_eof(port, certs, request, timeout=10):
+    """A TLS client whose request and close_notify go in the same write as its Finished,
+    then a FIN: the proxy's lib/tls reads the request and the client's EOF in the call
+    that ends the handshake. Returns what it read back (b"(reset)" on a reset)."""
+    ctx = tls_http_test.client_ctx(certs)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    got = b""
+    try:
+        for _ in range(20):
+            try:
+                obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                data = out.read()
+                if data:
+                    s.sendall(data)
+                b = s.recv(65536)
+                check(b, "closed during the handshake")
+                inc.write(b)
+        obj.write(request)
+        try:
+            obj.unwrap()
+        except ssl.SSLWantReadError:
+            pass  # close_notify is in out; the peer's comes later
+        s.sendall(out.read())  # Finished, the request and close_notify: one write
+        s.shutdown(socket.SHUT_WR)
+        for _ in range(1000):
+            try:
+                b = obj.read(65536)
+                if not b:
+                    break
+                got += b
+            except ssl.SSLWantReadError:
+                b = s.recv(65536)
+                if not b:
+                    break
+                inc.write(b)
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                break
+            except ssl.SSLError:
+                break
+    except ConnectionResetError:
+        return b"(reset)"
+    finally:
+        s.close()
+    return got
+
+
+def t_backend_client_eof(proxy_exe, http_exe, driver, certs):
+    """A TLS client whose request and EOF arrive with its Finished, while the proxy's
+    TLS connection to the backend (nginx) is still in its handshake: the request still
+    reaches nginx and the answer the client; the backend is not counted as failed (the
+    client's EOF was passed on as a shut of our write during the handshake, which failed
+    it: a backend failure, a retry, no answer)."""
+    if not os.path.exists(NGINX):
+        log("SKIP: no %s" % NGINX)
+        return SKIP
+    ng = NginxTLS(certs)
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % ng.port,
+            "--backend-tls", "--backend-tls-ca", certs.ca, "--check-interval", "0",
+            "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert, "--tls-key", certs.key],
+            ready=b"(tls, TLS to the backends)", telemetry=True)
+        try:
+            for i in range(3):
+                got = tls_request_then_eof(
+                    px.port, certs, b"GET /plaintext HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                check(got.startswith(b"HTTP/1.1 200") and got.endswith(b"Hello, World!"),
+                      "request %d: %r" % (i, got))
+            st = px.app_counters()
+            bs = px.telemetry("/backends")["backends"]
+            check(st.get("proxy_connect_failures", 0) == 0 and bs[0]["failures"] == 0,
+                  "no connect failure: %r %r" % (st, bs))
+            live = None
+            for _ in range(40):  # every session ends with its connections: 2 s at most
+                live = px.telemetry("/backends")["sessions"]
+                if live == 0:
+                    break
+                time.sleep(0.05)
+            check(live == 0, "%r sessions still live after their clients closed" % live)
+        finally:
+            err = px.stop()
+        check("TLS connect failed" not in err, "no failed connect: %r" % err)
+    finally:
+        ng.stop()
+    return 0
+
+
+def t_maxconn_early(proxy_exe, http_exe, driver, certs):
+    """--maxconn 1 with TLS termination: a TLS client whose request came with its
+    Finished, over the limit, waits and is answered when the session before it ends (it
+    was reset: its early request had nowhere to wait with a plain backend); one whose
+    close_notify and FIN came with them too is answered and closed."""
+    be = http_test.Server(http_exe, driver)
+    px = Proxy(proxy_exe, driver, certs, args=[
+        "--listen", "127.0.0.1:0", "--backend", "%s:%d" % be.addr, "--maxconn", "1",
+        "--check-interval", "0", "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert,
+        "--tls-key", certs.key], telemetry=True)
+    try:
+        first = socket.create_connection(("127.0.0.1", px.plain_port), timeout=10)
+        first.sendall(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(b"Hello, World!" in first.recv(65536), "the first session is served")
+        res = {}
+        th = threading.Thread(target=lambda: res.update(r=tls_get_with_finished(px.port, certs)))
+        th.start()
+        for _ in range(100):  # until it waits for --maxconn (at most 5 s)
+            if px.app_counters().get("proxy_maxconn_waits", 0) >= 1:
+                break
+            time.sleep(0.05)
+        check(px.app_counters().get("proxy_maxconn_waits", 0) == 1, "the TLS client waits")
+        time.sleep(0.2)
+        check(th.is_alive(), "the waiting client was answered or closed: %r" % res)
+        first.close()
+        th.join(10)
+        check(not th.is_alive(), "the waiting client is never answered")
+        st, body = res["r"]
+        check(st == 200 and body == b"Hello, World!", "the waiting client: %d %r" % (st, body))
+        check(px.app_counters().get("proxy_nobufs", 0) == 0, "no session reset")
+        # The same with the client's close_notify and FIN in that write too: its EOF,
+        # read before there was a backend connection, reaches the backend after the
+        # request (it was lost: the backend, keeping the connection alive, never closed).
+        first = socket.create_connection(("127.0.0.1", px.plain_port), timeout=10)
+        first.sendall(b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(b"Hello, World!" in first.recv(65536), "the first session again")
+        res = {}
+        th = threading.Thread(target=lambda: res.update(r=tls_request_then_eof(
+            px.port, certs, b"GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n", timeout=3)))
+        th.start()
+        for _ in range(100):  # until it waits for --maxconn (at most 5 s)
+            if px.app_counters().get("proxy_maxconn_waits", 0) >= 2:
+                break
+            time.sleep(0.05)
+        check(px.app_counters().get("proxy_maxconn_waits", 0) == 2, "the second TLS client waits")
+        t_eof = time.monotonic()
+        first.close()
+        th.join(10)
+        check("r" in res, "the client with its EOF: no EOF back within 3 s")
+        log("the client with its EOF: %.2f s" % (time.monotonic() - t_eof))
+        check(res["r"].startswith(b"HTTP/1.1 200") and res["r"].endswith(b"Hello, World!"),
+              "the client with its EOF: %r" % res["r"])
+    finally:
+        px.stop()
+        be.stop()
+    return 0
+
+
+def t_check_budget(proxy_exe, http_exe, driver, certs):
+    """--check-timeout bounds a --backend-tls health check whole, TCP connect and
+    handshake: a backend that accepts and never answers the ClientHello, checked every
+    0.2 s with --check-timeout 0.2 and --fall 2, is down within 2 s, though
+    --connect-timeout is 5 (before, each check's handshake had the 5 s of the client
+    context's handshake timeout: down after about 10 s)."""
+    be = SilentTLS()
+    try:
+        be.start()
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % be.port,
+            "--backend-tls", "--backend-tls-ca", certs.ca, "--check-interval", "0.2",
+            "--check-timeout", "0.2", "--connect-timeout", "5", "--fall", "2"],
+            ready=b"TLS to the backends", telemetry=True)
+        try:
+            t0 = time.monotonic()
+            state = None
+            for _ in range(60):  # 3 s at most
+                state = px.telemetry("/backends")["backends"][0]["state"]
+                if state == "down":
+                    break
+                time.sleep(0.05)
+            dt = time.monotonic() - t0
+            check(state == "down", "the silent backend is %s after %.1f s" % (state, dt))
+            log("silent TLS backend marked down %.2f s after the start, %d checks"
+                % (dt, len(be.times)))
+            check(dt < 2.0, "marked down after %.2f s" % dt)
+        finally:
+            err = px.stop()
+        check(re.search(r"backend 127\.0\.0\.1:%d: TLS connect failed: .*timed out" % be.port,
+                        err), "the reason logged: %r" % err)
+    finally:
+        be.stop()
+    return 0
+
+
+class ClosingTLS(SilentTLS):
+    """A backend that reads the ClientHello and closes (a FIN) without an answer."""
+
+    def _run(self):
+        self.ls.settimeout(0.05)
+        for _ in range(2000):  # bounded: 100 s at most
+            if self.done.is_set():
+                break
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                continue
+            self.times.append(time.monotonic())
+            c.settimeout(2)
+            try:
+                c.recv(4096)
+            except OSError:
+                pass
+            c.close()
+
+
+def t_backend_refusals(proxy_exe, http_exe, driver, certs):
+    """A backend whose certificate fails (another CA's, our CA's for another name, an
+    expired one), and one that closes in the middle of the handshake, each the only
+    backend: the client reads a clean EOF (no reset) soon, the session is logged
+    connect_failed with no connect time, proxy_connect_failures and the backend's
+    failures count it, and the proxy's line names the reason (a backend that closed
+    during the handshake had no line)."""
+    other = tls_http_test.Certs()
+    old_cert, old_key = certs.expired()
+    slog = os.path.join(certs.dir, "refusals.log")
+    cases = [
+        ("another CA", lambda: SServer(other.cert, other.key), [],
+         r"certificate verify failed: unable to get local issuer certificate"),
+        ("another name", lambda: SServer(certs.cert_b, certs.key_b), [],
+         r"certificate verify failed: IP address mismatch"),
+        ("another host name", lambda: SServer(certs.cert_b, certs.key_b),
+         ["--backend-tls-sni", "localhost"], r"certificate verify failed: hostname mismatch"),
+        ("expired", lambda: SServer(old_cert, old_key), ["--backend-tls-sni", "localhost"],
+         r"certificate verify failed: certificate has expired"),
+        ("closed", ClosingTLS, [], r"closed by the backend during the TLS handshake"),
+    ]
+    try:
+        for n, (what, make, extra, reason) in enumerate(cases, 1):
+            be = make()
+            if isinstance(be, ClosingTLS):
+                be.start()
+            try:
+                px = Proxy(proxy_exe, driver, certs, args=[
+                    "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % be.port,
+                    "--backend-tls", "--backend-tls-ca", certs.ca, "--check-interval", "0",
+                    "--retries", "0", "--connect-timeout", "3", "--session-log", slog]
+                    + extra, ready=b"TLS to the backends", telemetry=True)
+                try:
+                    c = socket.create_connection(("127.0.0.1", px.plain_port), timeout=5)
+                    c.settimeout(5)
+                    t0 = time.monotonic()
+                    try:
+                        got = c.recv(100)
+                    except ConnectionResetError:
+                        got = None
+                    dt = time.monotonic() - t0
+                    c.close()
+                    check(got == b"", "%s: the client got %r, not an EOF" % (what, got))
+                    check(dt < 1.0, "%s: the client waited %.2f s" % (what, dt))
+                    ctr = px.app_counters()
+                    bk = px.telemetry("/backends")["backends"][0]
+                    check(ctr.get("proxy_connect_failures") == 1 and bk["failures"] == 1
+                          and bk["connections"] == 0,
+                          "%s: counted %r %r" % (what, ctr, bk))
+                finally:
+                    err = px.stop()
+                check(re.search(r"backend 127\.0\.0\.1:%d: TLS connect failed: %s"
+                                % (be.port, reason), err),
+                      "%s: the reason logged: %r" % (what, err))
+                lines = []
+                for _ in range(100):  # the log thread's: 5 s at most
+                    with open(slog) as f:
+                        lines = f.read().splitlines()
+                    if len(lines) >= n:
+                        break
+                    time.sleep(0.05)
+                check(len(lines) == n, "%s: %d session lines: %r" % (what, n, lines))
+                f = lines[-1].split()
+                check(f[-1] == "connect_failed" and f[4].split("/")[1] == "-1"
+                      and f[3] == "127.0.0.1:%d" % be.port,
+                      "%s: the session line %r" % (what, lines[-1]))
+                log("%s: EOF after %.3f s, %s" % (what, dt, reason))
+            finally:
+                be.stop()
+    finally:
+        other.remove()
+    return 0
+
+
+def peer_names(der):
+    """The DNS names of a DER certificate (openssl x509 -ext subjectAltName)."""
+    r = subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-ext",
+                        "subjectAltName"], input=der, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=10)
+    return re.findall(rb"DNS:([\w.-]+)", r.stdout)
+
+
+def read_until(proc, want, limit=10):
+    """Read @p proc's stdout until @p want is in it (at most @p limit s)."""
+    out, deadline = b"", time.monotonic() + limit
+    while want not in out and time.monotonic() < deadline:
+        r, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if r:
+            out += os.read(proc.stdout.fileno(), 4096)
+    return out
+
+
+def t_reload_live(proxy_exe, http_exe, driver, certs):
+    """SIGHUP with TLS sessions live, TLS from the client and to the backend (nginx): the
+    certificate files are replaced by b.test's and reloaded; the session opened before
+    keeps working on its connections (two more requests, its backend connection the same:
+    nginx sees no new handshake), a new client gets b.test's certificate, and the backend
+    list of --config is read again with them."""
+    if not os.path.exists(NGINX):
+        log("SKIP: no %s" % NGINX)
+        return SKIP
+    ng = NginxTLS(certs)
+    d = tempfile.mkdtemp(prefix="reload.", dir=certs.dir)
+    cert, key, conf = (os.path.join(d, n) for n in ("cert.pem", "key.pem", "proxy.conf"))
+    shutil.copy(certs.cert, cert)
+    shutil.copy(certs.key, key)
+    os.chmod(key, 0o600)
+    with open(conf, "w") as f:
+        f.write("backend 127.0.0.1:%d\n" % ng.port)
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--config", conf, "--listen", "127.0.0.1:0", "--backend-tls",
+            "--backend-tls-ca", certs.ca, "--check-interval", "0", "--tls-listen",
+            "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key],
+            ready=b"(tls, TLS to the backends)")
+        try:
+            ctx = tls_http_test.client_ctx(certs)
+            live = ctx.wrap_socket(socket.create_connection(("127.0.0.1", px.port), timeout=10),
+                                   server_hostname="localhost")
+            req = b"GET /plaintext HTTP/1.1\r\nHost: localhost\r\n\r\n"
+            live.sendall(req)
+            check(tls_http_test.read_responses(live, 1)[0][1] == b"Hello, World!",
+                  "the live session before the reload")
+            shutil.copy(certs.cert_b, cert)
+            shutil.copy(certs.key_b, key)
+            px.proc.send_signal(signal.SIGHUP)
+            out = read_until(px.proc, b"reloaded %s" % conf.encode())
+            check(b"TLS certificates and keys reloaded" in out and b"1 backend" in out,
+                  "the reload lines: %r" % out)
+            for i in range(2):
+                live.sendall(req)
+                check(tls_http_test.read_responses(live, 1)[0][1] == b"Hello, World!",
+                      "the live session after the reload, request %d" % i)
+            check(peer_names(live.getpeercert(True)) == [b"localhost", b"a.test"],
+                  "the live session's certificate")
+            ctx2 = tls_http_test.client_ctx(certs)
+            new = ctx2.wrap_socket(socket.create_connection(("127.0.0.1", px.port), timeout=10),
+                                   server_hostname="b.test")
+            check(peer_names(new.getpeercert(True)) == [b"b.test"], "a new client: b.test's")
+            new.sendall(b"GET /plaintext HTTP/1.1\r\nHost: b.test\r\n\r\n")
+            check(tls_http_test.read_responses(new, 1)[0][1] == b"Hello, World!",
+                  "a new client after the reload")
+            new.close()
+            live.close()
+        finally:
+            err = px.stop()
+        check("TLS connect failed" not in err, "no failed backend connect: %r" % err)
+        lines = ng.lines()
+        check(len(lines) == 4 and lines[0][3] == lines[1][3] == lines[2][3] != lines[3][3],
+              "nginx: 3 requests of the live session on one connection, one of the new "
+              "client on another: %r" % lines)
+    finally:
+        ng.stop()
+    return 0
+
+
+def t_retire_live(proxy_exe, http_exe, driver, certs):
+    """Retiring an lcore with TLS sessions live on it, TLS from the clients and to the
+    backend (nginx): every session keeps working while it retires (a request each), a new
+    client is served by the other lcore, and once the clients close the lcore goes
+    offline (within 5 s); started again, it runs."""
+    if not os.path.exists(NGINX):
+        log("SKIP: no %s" % NGINX)
+        return SKIP
+    if len(os.sched_getaffinity(0)) < 2:
+        log("SKIP: one CPU")
+        return SKIP
+    ng = NginxTLS(certs)
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    try:
+        px = Proxy(proxy_exe, driver, certs, args=[
+            "--listen", "127.0.0.1:0", "--backend", "127.0.0.1:%d" % ng.port,
+            "--backend-tls", "--backend-tls-ca", certs.ca, "--check-interval", "0",
+            "--tls-listen", "127.0.0.1:0", "--tls-cert", certs.cert, "--tls-key", certs.key,
+            "--shutdown-timeout", "20"], ready=b"(tls, TLS to the backends)", telemetry=True,
+            lcores="%d,%d" % tuple(cpus))
+
+        def lcores():
+            return {lc["lcore"]: lc for lc in px.telemetry("/stats")["lcores"]}
+        try:
+            ctx = tls_http_test.client_ctx(certs)
+            req = b"GET /plaintext HTTP/1.1\r\nHost: localhost\r\n\r\n"
+            live = []
+            for _ in range(16):
+                c = ctx.wrap_socket(socket.create_connection(("127.0.0.1", px.port),
+                                                             timeout=10),
+                                    server_hostname="localhost")
+                c.sendall(req)
+                check(tls_http_test.read_responses(c, 1)[0][1] == b"Hello, World!",
+                      "a session before the retire")
+                live.append(c)
+            second = max(lcores())
+            on = lcores()[second]["net_connections"]
+            check(on > 0, "none of 16 sessions on lcore %d" % second)
+            r = px.telemetry("/lcore/retire,%d" % second)
+            check("error" not in json.dumps(r), "retire: %r" % r)
+            check(lcores()[second]["state"] == "RETIRING", "lcore %d retiring" % second)
+            for i, c in enumerate(live):
+                c.sendall(req)
+                check(tls_http_test.read_responses(c, 1)[0][1] == b"Hello, World!",
+                      "session %d while its lcore retires" % i)
+            st, body = tls_get_with_finished(px.port, certs)
+            check(st == 200 and body == b"Hello, World!", "a new client: %d %r" % (st, body))
+            check(lcores()[second]["state"] == "RETIRING", "lcore left before its sessions")
+            for c in live:
+                c.close()
+            state = None
+            for _ in range(100):  # 5 s at most
+                state = lcores()[second]["state"]
+                if state == "OFFLINE":
+                    break
+                time.sleep(0.05)
+            check(state == "OFFLINE", "lcore %d %s 5 s after its clients closed"
+                  % (second, state))
+            px.telemetry("/lcore/start,%d" % second)
+            for _ in range(100):
+                state = lcores()[second]["state"]
+                if state == "RUNNING":
+                    break
+                time.sleep(0.05)
+            check(state == "RUNNING", "lcore %d started again: %s" % (second, state))
+            log("retire: %d TLS sessions on lcore %d kept working, offline once closed"
+                % (on // 2, second))
+        finally:
+            err = px.stop()
+        check("TLS connect failed" not in err, "no failed backend connect: %r" % err)
+    finally:
+        ng.stop()
+    return 0
+
+
 def t_cli(proxy_exe, http_exe, driver, certs):
     """Bad values of the TLS-to-backend and passthrough options: one line naming the
     option (or the file) and what is accepted, exit 2; --help lists them."""
@@ -534,7 +1088,11 @@ def t_cli(proxy_exe, http_exe, driver, certs):
 
 TESTS = {"cli": t_cli, "curl": t_curl, "pipeline": t_pipeline, "backend_nginx": t_backend_nginx,
          "backend_sni": t_backend_sni, "backend_sni_each": t_backend_sni_each,
-         "backend_silent": t_backend_silent, "backend_badcert": t_backend_badcert}
+         "backend_silent": t_backend_silent, "backend_badcert": t_backend_badcert,
+         "connect_budget": t_connect_budget, "backend_client_eof": t_backend_client_eof,
+         "maxconn_early": t_maxconn_early, "check_budget": t_check_budget,
+         "backend_refusals": t_backend_refusals, "reload_live": t_reload_live,
+         "retire_live": t_retire_live}
 
 
 def main():

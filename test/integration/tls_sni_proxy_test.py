@@ -10,8 +10,8 @@ TEST is one of: route (openssl s_client -servername a / b reach a / b, curl --re
 to end, python's ssl), split (a ClientHello sent one byte per write still routes),
 garbage (not a hello, a hello cut short past --sni-timeout: closed without reaching a
 backend; no SNI and an unknown name: --sni-default, or closed without one), flood (300
-hellos that never finish on one lcore: a whole one still routes). Exit 0 pass, 1 fail,
-77 skip.
+hellos that never finish on one lcore: a whole one still routes), sni_log (the session
+log's cause of clients closed before a backend). Exit 0 pass, 1 fail, 77 skip.
 """
 import argparse
 import os
@@ -340,7 +340,60 @@ def t_flood(exe, driver, certs):
     return 0
 
 
-TESTS = {"route": t_route, "split": t_split, "garbage": t_garbage, "flood": t_flood}
+def t_sni_log(exe, driver, certs):
+    """The --session-log cause of passthrough clients closed before a backend: HTTP
+    instead of a hello no_backend, a hello cut short past --sni-timeout client_timeout, a
+    hello cut short by the client's FIN client_closed (both were no_backend), an
+    unknown name without --sni-default no_backend, and two hellos over 16 KiB (one that
+    says so, one in one-byte records) no_backend; none with a backend or a byte."""
+    b = SServer(certs.cert_b, certs.key_b)
+    slog = os.path.join(certs.dir, "sni.log")
+    try:
+        px = sni_proxy(exe, driver, certs, [("b.test", b.port)],
+                       extra=["--sni-timeout", "0.3", "--session-log", slog])
+        try:
+            half = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03"
+            check(closed_unanswered(px.sni_port, b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n"),
+                  "HTTP instead of a hello: closed")
+            check(closed_unanswered(px.sni_port, half), "a hello cut short: closed")
+            s = socket.create_connection(("127.0.0.1", px.sni_port), timeout=5)
+            s.sendall(half)
+            s.shutdown(socket.SHUT_WR)
+            check(s.recv(100) == b"", "a hello and a FIN: closed")
+            s.close()
+            try:
+                handshake(px.sni_port, "unknown.test", certs, timeout=3)
+            except (OSError, ssl.SSLError, Failure):
+                pass
+            # Over 16 KiB: a hello that says it is 20000 bytes long, and one of 16000 in
+            # records of one byte each (6 bytes a byte: the buffer is full long before).
+            big = b"\x16\x03\x01\x40\x00\x01\x00\x4e\x20" + b"\x03\x03" + bytes(17000)
+            check(closed_unanswered(px.sni_port, big), "a 20000-byte hello: closed")
+            hs = b"\x01\x00\x3e\x80\x03\x03" + bytes(3000)
+            tiny = b"".join(b"\x16\x03\x01\x00\x01" + hs[i:i + 1] for i in range(len(hs)))
+            check(len(tiny) > 16384 and closed_unanswered(px.sni_port, tiny),
+                  "a hello in one-byte records past 16 KiB: closed")
+            lines = []
+            for _ in range(100):  # the log thread writes them: 5 s at most
+                with open(slog) as f:
+                    lines = f.read().splitlines()
+                if len(lines) == 6:
+                    break
+                time.sleep(0.05)
+        finally:
+            px.stop()
+        check(len(lines) == 6, "six session lines: %r" % lines)
+        causes = [ln.split()[-1] for ln in lines]
+        check(causes == ["no_backend", "client_timeout", "client_closed"] + ["no_backend"] * 3,
+              "causes: %r" % lines)
+        check(all(ln.split()[3] == "-" and ln.split()[5:7] == ["0", "0"] for ln in lines),
+              "no backend, no byte relayed: %r" % lines)
+    finally:
+        b.stop()
+    return 0
+
+
+TESTS = {"route": t_route, "split": t_split, "garbage": t_garbage, "flood": t_flood, "sni_log": t_sni_log}
 
 
 def main():

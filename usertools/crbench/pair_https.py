@@ -12,8 +12,11 @@ certificate made for the run (openssl req, in a ctx.tmpdir()), session tickets o
             ssl_session_tickets on, access log off
 Modes:
   keepalive   wrk -t1 over https, ctx.connections kept-alive connections
-  handshake   wrk -t1 over https, Connection: close on every request (close.lua): one new
-              connection and one full handshake per request
+  reconnect   wrk -t1 over https, Connection: close on every request (close.lua): one new
+              connection per request; wrk offers the ticket of its last connection, as a
+              browser does, so most of these handshakes resume (telemetry's /tls says how many)
+  handshake   openssl s_time -new: one connection at a time, a full handshake each (no
+              ticket offered); requests are connections here
   resumed     openssl s_time -reuse: one connection at a time, each resuming the session of
               the first (a ticket); requests are connections here
 Runs are interleaved (cr-http, nginx, cr-http, ...); each cell is the median. The figure
@@ -80,22 +83,22 @@ def start_cr_http(ctx, exe, cert, key):
     return proc, port
 
 
-def s_time_reuse(ctx, port):
-    """openssl s_time -reuse for ctx.duration seconds: connections as requests."""
-    argv = ["openssl", "s_time", "-connect", "127.0.0.1:%d" % port, "-reuse",
+def s_time(ctx, port, how):
+    """openssl s_time -new or -reuse for ctx.duration seconds: connections as requests."""
+    argv = ["openssl", "s_time", "-connect", "127.0.0.1:%d" % port, how,
             "-time", str(ctx.duration), "-www", "/plaintext", "-ciphersuites", CIPHER]
     ctx.debug("load: " + " ".join(argv))
     r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        preexec_fn=core._pin(ctx.client_cpu), timeout=ctx.duration + 30)
     m = re.search(r"(\d+) connections in (\d+) real seconds", r.stdout)
     if r.returncode != 0 or m is None:
-        raise core.BenchError("openssl s_time -reuse: %s" % r.stdout.strip()[-600:])
+        raise core.BenchError("openssl s_time %s: %s" % (how, r.stdout.strip()[-600:]))
     n, secs = int(m.group(1)), max(int(m.group(2)), 1)
     return {"requests": n, "load_s": float(secs), "rps": n / secs, "p50_us": None,
             "p99_us": None, "avg_us": None, "max_us": None, "errors": 0, "non_2xx": 0}
 
 
-MODES = ["keepalive", "handshake", "resumed"]
+MODES = ["keepalive", "reconnect", "handshake", "resumed"]
 MODE_NAMES = MODES
 
 
@@ -119,11 +122,11 @@ def run(ctx):
                 url = "https://127.0.0.1:%d/plaintext" % port
 
                 def load(url=url, port=port, mode=mode):
-                    if mode == "resumed":
-                        return s_time_reuse(ctx, port)
+                    if mode in ("handshake", "resumed"):
+                        return s_time(ctx, port, "-new" if mode == "handshake" else "-reuse")
                     return ctx.wrk(url, ctx.connections if mode == "keepalive" else
                                    min(ctx.connections, 16), ctx.duration,
-                                   close_lua if mode == "handshake" else None)
+                                   close_lua if mode == "reconnect" else None)
                 r = ctx.measure(proc, load)
                 if r["errors"] or r["non_2xx"]:
                     ctx.log("%s %s run %d: %d socket errors, %d non-2xx responses"

@@ -216,6 +216,14 @@ io_fini(struct cr_backend *be)
 		CR_LOG(cr__eio_log, WARNING,
 		       "lcore %u: %u fds still watched, %u receive buffers lent at fini", be->lcore,
 		       io->n_registered, io->buf_ids - io->nfree);
+	if (io->bufs_held != 0) {
+		/* The app still reads them (cr_conn_hold()): their memory stays, with no owner,
+		 * until the process exits. The next incarnation maps its own. */
+		CR_LOG(cr__eio_log, NOTICE,
+		       "lcore %u: %u receive buffers held at stop; their memory is kept",
+		       be->lcore, io->bufs_held);
+		io->bufs = NULL;
+	}
 	cr__epoll_io_free(be);
 }
 

@@ -722,12 +722,25 @@ cr__uring_io_free(struct cr_backend *be)
 static void
 io_fini(struct cr_backend *be)
 {
+	struct uring_io *io = &be->io;
+	uint32_t i, held = 0;
+
 	/* Harmless now that every op is retired, but an owner lost track of them. */
-	if (be->io.bufs_lent != 0)
+	if (io->bufs_lent != 0)
 		CR_LOG(log_uio, WARNING, "lcore %u: %u receive buffers still lent out at stop",
-		       cr_lcore_id(), be->io.bufs_lent);
-	if (be->io.br_registered)
+		       cr_lcore_id(), io->bufs_lent);
+	if (io->br_registered)
 		io_uring_unregister_buf_ring(&be->ring, BGID);
+	for (i = 0; io->lent != NULL && i < io->buf_ids; i++)
+		held += io->lent[i] == BUF_HELD;
+	if (held != 0) {
+		/* The app still reads them (cr_conn_hold()): their memory stays, with no owner,
+		 * until the process exits. The next incarnation maps its own. */
+		CR_LOG(log_uio, NOTICE,
+		       "lcore %u: %u receive buffers held at stop; their memory is kept",
+		       cr_lcore_id(), held);
+		io->bufs = NULL;
+	}
 	cr__uring_io_free(be);
 }
 

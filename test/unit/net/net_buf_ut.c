@@ -308,6 +308,45 @@ test_hold_after_destroy_in_on_data(void)
 	CU_ASSERT_EQUAL(UT_STAT(bufs_held), 0);
 }
 
+/* ---- held while the lcore stops: the bytes stay, the unref is safe afterwards ---- */
+
+static bool
+stop_while_held(void)
+{
+	/* Hold it and stop: the shutdown ends the connection with the buffer still held. */
+	return S.nh == 1;
+}
+
+/* After the runtime stopped, from this (main) thread: the bytes are still there, and the
+ * references still count; a new runtime on the same lcore starts clean. */
+static void
+test_held_past_lcore_stop(void)
+{
+	static const struct cr_conn_ops ops = {hold_open, hold_data, NULL, NULL, on_close};
+	struct cr_buf *b;
+
+	s_reset();
+	s_run(&ops, client_ping, stop_while_held, 10000);
+	CU_ASSERT_EQUAL_FATAL(S.nh, 1);
+	b = S.h[0].b;
+	CU_ASSERT_EQUAL(S.closes, 1); /* ended by the shutdown, the buffer still held */
+	CU_ASSERT_EQUAL(held_bad(), 0); /* a use after free before: the memory was unmapped */
+	cr_buf_ref(b);
+	cr_buf_unref(b);
+	CU_ASSERT_EQUAL(held_bad(), 0);
+	cr_buf_unref(b); /* the last: the handle is dead now, its memory the process's */
+	S.nh = 0;
+	/* The next incarnation: holding and releasing as usual, nothing left of the old. */
+	s_reset();
+	S.copts.max_held_bufs = HOLD_MAX;
+	s_run(&ops, client_stream, release_after_close, 20000);
+	CU_ASSERT_TRUE(S.client_ok);
+	CU_ASSERT_EQUAL(S.rx, HOLD_TOTAL);
+	CU_ASSERT_EQUAL(S.bad, 0);
+	CU_ASSERT_EQUAL(S.close_err, 0);
+	CU_ASSERT_EQUAL(UT_STAT(bufs_held), 0);
+}
+
 /* ---- caps and the pool: holders, a capped one, a greedy one, an innocent one ---- */
 
 enum { K_HOLDER, K_CAPPED, K_GREEDY, K_INNOCENT, K_KINDS };
@@ -587,6 +626,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_destroy_in_on_data_with_held),
 	UT_CASE(test_hold_after_destroy_in_on_data),
 	UT_CASE(test_caps_and_pool),
+	UT_CASE(test_held_past_lcore_stop),
 };
 
 /* The runtime of ut_rt_setup() on its first lcore alone. */

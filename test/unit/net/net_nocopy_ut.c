@@ -300,6 +300,108 @@ test_sendv_cancelled_on_reset(void)
 	CU_ASSERT_EQUAL(UT_STAT(chunks_free), 1024);
 }
 
+/* ---- tiny pieces: the pool's reserve counts chunks, not bytes ---- */
+
+#define GREEDY_TRIES 40	  /* sendv calls the greedy connection makes, at most */
+#define INNOCENT (1u << 20) /* the innocent connection's copy: 64 chunks of 16 KiB */
+
+static struct {
+	struct cr_conn *a;		/* the greedy one: its peer reads nothing */
+	_Atomic bool a_seen;
+	unsigned accepted;	/* sendv calls of a that were taken */
+	int refused_rc;		/* what the first refused one returned */
+	uint64_t free_after; /* chunks free once a was refused */
+	bool a_writable;	/* cr_conn_writable(a) then */
+	int innocent_rc;
+} T;
+
+static void
+tiny_data(struct cr_conn *c, const void *d, size_t n)
+{
+	struct iovec iov[64];
+	unsigned i, k;
+	int rc = 0;
+
+	(void)d;
+	(void)n;
+	if (T.a == NULL) {
+		T.a = c;
+		atomic_store(&T.a_seen, true);
+		return;
+	}
+	if (c == T.a || atomic_load(&S.queued))
+		return;
+	/* 64 one-byte pieces a call: 64 chunks for 64 bytes, far below the high watermark
+	 * in bytes. All in this one callback, so no send completes in between. */
+	for (k = 0; k < GREEDY_TRIES; k++) {
+		for (i = 0; i < 64; i++)
+			iov[i] = (struct iovec){mem1 + 64 * k + i, 1};
+		rc = cr_conn_sendv(T.a, iov, 64, on_sent, &S);
+		if (rc != 0)
+			break;
+		T.accepted++;
+	}
+	T.refused_rc = rc;
+	T.free_after = MAIN_STAT(chunks_free);
+	T.a_writable = cr_conn_writable(T.a);
+	/* A connection with nothing queued: the reserve is there for it. */
+	T.innocent_rc = cr_conn_send(c, big, INNOCENT);
+	atomic_store(&S.queued, true);
+}
+
+static void *
+client_tiny(void *arg)
+{
+	int a = ut_connect(&S.addr, 4096), b = -1;
+	uint64_t until = ut_ms() + 5000;
+
+	(void)arg;
+	if (a >= 0) {
+		S.client_ok = ut_write_all(a, req, 10);
+		while (!atomic_load(&T.a_seen) && ut_ms() < until)
+			ut_sleep_ms(1);
+		b = ut_connect(&S.addr, 4096);
+		S.client_ok = S.client_ok && b >= 0 && ut_write_all(b, req, 10);
+		while (!atomic_load(&S.queued) && ut_ms() < until)
+			ut_sleep_ms(1);
+	}
+	/* Unread data: both close with a reset, and their queues are dropped. */
+	if (b >= 0)
+		close(b);
+	if (a >= 0)
+		close(a);
+	atomic_store(&S.client_done, true);
+	return NULL;
+}
+
+static bool
+tiny_done(void)
+{
+	return atomic_load(&S.client_done) && S.closes == 2 && UT_STAT(conns) == 0;
+}
+
+static void
+test_tiny_pieces_keep_the_reserve(void)
+{
+	static const struct cr_conn_ops ops = {on_open, tiny_data, NULL, NULL, on_close};
+
+	s_reset();
+	memset(&T, 0, sizeof(T));
+	s_run(&ops, client_tiny, tiny_done);
+	CU_ASSERT_TRUE(S.client_ok);
+	CU_ASSERT_TRUE(atomic_load(&S.queued));
+	/* The first 64 pieces lift it past what 64 KiB in 4 KiB pieces would hold (17
+	 * chunks); from then on it may not go below the reserve (1024 / 4): 11 more calls. */
+	CU_ASSERT_EQUAL(T.accepted, 12);
+	CU_ASSERT_EQUAL(T.refused_rc, -ENOBUFS);
+	CU_ASSERT(T.free_after >= 1024 / 4);
+	CU_ASSERT_FALSE(T.a_writable);
+	CU_ASSERT_EQUAL(T.innocent_rc, 0);
+	/* Every taken sendv said so exactly once, and every chunk came back. */
+	CU_ASSERT_EQUAL(S.sent_calls, (int)T.accepted);
+	CU_ASSERT_EQUAL(UT_STAT(chunks_free), 1024);
+}
+
 /* ---- a layered connection: the layer copies, the callback runs at once ---- */
 
 static int
@@ -411,6 +513,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_sendv_cancelled_on_destroy),
 	UT_CASE(test_sendv_cancelled_on_reset),
 	UT_CASE(test_layered_sendv_copies),
+	UT_CASE(test_tiny_pieces_keep_the_reserve),
 };
 
 /* The runtime of ut_rt_setup() on its first lcore alone. */

@@ -183,7 +183,7 @@ run(struct cr_tls_ctx *srv, struct cr_tls_ctx *cli, unsigned n_conns)
 }
 
 /* Verified by its CA and name; SNI sent; every connection after the first resumes the
- * session of the first (the server renews no ticket on a resumption: one ticket serves). */
+ * session kept from the one before (a copy: it serves whether or not the server renews). */
 static void
 test_verified_sni_resumed(void)
 {

@@ -333,6 +333,68 @@ test_resume_other_lcore(void)
 	CU_ASSERT_EQUAL(S.resumed_elsewhere, 1);
 }
 
+/* A client that uses each ticket once, as RFC 8446 (C.4) asks and browsers, wrk and
+ * s_client do: it keeps only what a new ticket brings (the new-session callback) and
+ * offers it to the next connection. Each must resume, so the server gives a new ticket on
+ * every resumption (before, none came: every other connection was a full handshake). */
+static SSL_SESSION *chain_sess;
+
+static int
+chain_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+	(void)ssl;
+	SSL_SESSION_free(chain_sess);
+	chain_sess = sess; /* ours: returning 1 keeps OpenSSL's reference for us */
+	return 1;
+}
+
+static void *
+client_resume_chain(void *arg)
+{
+	long mode = SSL_CTX_get_session_cache_mode(cli_ctx);
+	unsigned lc;
+	int resumed, i;
+
+	(void)arg;
+	SSL_CTX_set_session_cache_mode(cli_ctx, SSL_SESS_CACHE_CLIENT |
+						SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(cli_ctx, chain_new_session);
+	for (i = 0; i < 8; i++) {
+		SSL_SESSION *offer = chain_sess;
+		int fd = ut_connect(&S.addr, 0);
+		SSL *ssl;
+
+		chain_sess = NULL; /* used once */
+		ssl = fd >= 0 ? tls_connect(fd, offer) : NULL;
+		SSL_SESSION_free(offer);
+		if (ssl != NULL && ask_where(ssl, &lc, &resumed)) {
+			S.attempts++;
+			S.refused += i > 0 && !resumed;
+			(void)clean_end(ssl); /* TLS 1.3: the tickets came before the server's end */
+		}
+		if (ssl != NULL)
+			SSL_free(ssl);
+		if (fd >= 0)
+			close(fd);
+	}
+	SSL_CTX_sess_set_new_cb(cli_ctx, NULL);
+	SSL_CTX_set_session_cache_mode(cli_ctx, mode);
+	SSL_SESSION_free(chain_sess);
+	chain_sess = NULL;
+	atomic_store(&S.client_done, true);
+	return NULL;
+}
+
+static void
+test_resume_chain(void)
+{
+	static const struct cr_conn_ops ops = {on_open, on_data_where, NULL, NULL, on_close};
+
+	sc_run(&ops, client_resume_chain, all_closed, 0);
+	CU_ASSERT_EQUAL(S.attempts, 8);
+	CU_ASSERT_EQUAL(S.refused, 0);
+}
+
 /* ---- a handshake that never comes, garbage ---- */
 
 static void *
@@ -795,13 +857,66 @@ suite_fini(void)
 	return ut_tmpdir_remove();
 }
 
+/* ---- a sendv the pool cannot take whole: nothing of it is queued ---- */
+
+static int sendv_rc, sendv_sent_calls, sendv_tail_rc;
+static size_t sendv_queued_before, sendv_queued_after;
+
+static void
+sendv_sent(void *arg, int err)
+{
+	(void)arg;
+	(void)err;
+	sendv_sent_calls++;
+}
+
+/* 8 chunks of 16 KiB: the first piece fits, the second (8 chunks' worth) cannot. */
+static void
+on_open_sendv(struct cr_conn *c)
+{
+	struct iovec iov[2] = {{payload, 100}, {payload + 100, 8u * 16384u}};
+
+	on_open(c);
+	sendv_queued_before = cr_conn_queued(c);
+	sendv_rc = cr_conn_sendv(c, iov, 2, sendv_sent, NULL);
+	sendv_queued_after = cr_conn_queued(c);
+	/* The stream goes on as if the refused sendv had never been made. */
+	sendv_tail_rc = cr_conn_send(c, payload, 100);
+	cr_conn_close(c);
+}
+
+static void
+test_sendv_all_or_nothing(void)
+{
+	static const struct cr_conn_ops ops = {on_open_sendv, NULL, NULL, NULL, on_close};
+	struct cr_net_config nc, def;
+
+	cr_net_config_defaults(&def);
+	nc = def;
+	nc.chunks = 8;
+	nc.chunk_size = 16384;
+	CU_ASSERT_EQUAL_FATAL(cr_net_configure(&nc), 0);
+	sendv_sent_calls = 0;
+	sc_run_opts(&ops, client_read_all, all_closed, 0, NULL);
+	CU_ASSERT_EQUAL(cr_net_configure(&def), 0);
+	CU_ASSERT_EQUAL(sendv_rc, -ENOBUFS);
+	CU_ASSERT_EQUAL(sendv_queued_after, sendv_queued_before);
+	CU_ASSERT_EQUAL(sendv_sent_calls, 0); /* refused: the memory was never the queue's */
+	CU_ASSERT_EQUAL(sendv_tail_rc, 0);
+	CU_ASSERT_EQUAL(S.got, 100); /* the tail alone: no piece of the refused sendv */
+	CU_ASSERT_EQUAL(S.ok, 1);
+	CU_ASSERT_EQUAL(S.clean_end, 1);
+}
+
 static const struct ut_case cases[] = {
 	UT_CASE(test_echo),
 	UT_CASE(test_resume_other_lcore),
+	UT_CASE(test_resume_chain),
 	UT_CASE(test_handshake_timeout),
 	UT_CASE(test_garbage_closed),
 	UT_CASE(test_backpressure),
 	UT_CASE(test_send_at_reserve),
+	UT_CASE(test_sendv_all_or_nothing),
 	UT_CASE(test_destroy_at_handshake_deadline),
 	UT_CASE(test_ktls_refused_keeps_serving),
 	UT_CASE(test_ktls_attempt_keeps_app_read_stop),
