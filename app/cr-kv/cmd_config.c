@@ -166,6 +166,8 @@ config_value(const char *name, char *b, size_t n)
 		snprintf(b, n, "noeviction");
 	} else if (strcmp(name, "appendonly") == 0) {
 		snprintf(b, n, "no");
+	} else if (strcmp(name, "requirepass") == 0) {
+		snprintf(b, n, "%s", kv_auth_password());
 	} else {
 		b[0] = '\0'; /* save: none */
 	}
@@ -186,6 +188,7 @@ KV_CMD(config_get)
 					     "maxmemory-policy",
 					     "appendonly",
 					     "save",
+					     "requirepass",
 					     NULL};
 	bool seen[sizeof(params) / sizeof(params[0])] = {false};
 	size_t start, i;
@@ -221,7 +224,7 @@ KV_CMD(config_get)
 
 /* ---- CONFIG SET ---- */
 
-enum { SET_MMC, SET_OBUF, SET_SLOWER, SET_SLOWLEN, SET_NPARAMS };
+enum { SET_MMC, SET_OBUF, SET_SLOWER, SET_SLOWLEN, SET_PASS, SET_NPARAMS };
 
 /*
  * CONFIG SET param value [param value ...]: every value is checked before any is applied,
@@ -231,7 +234,7 @@ KV_CMD(config_set)
 {
 	static const char *const names[SET_NPARAMS] = {
 	    "maxmemory-clients", "client-output-buffer-limit", "slowlog-log-slower-than",
-	    "slowlog-max-len"};
+	    "slowlog-max-len", "requirepass"};
 	static const char *const fixed[] = {"maxclients",	  "maxmemory",
 					    "proto-max-bulk-len", "client-query-buffer-limit",
 					    "port",		  "databases",
@@ -241,6 +244,7 @@ KV_CMD(config_set)
 	long long mmc = 0;
 	unsigned long long obuf[3] = {0};
 	long long slow[2] = {0};
+	const struct kv_arg *pw = NULL;
 	const char *msg;
 	uint32_t j;
 	unsigned i;
@@ -284,6 +288,8 @@ KV_CMD(config_set)
 				  names[i], msg);
 			return;
 		}
+		if (i == SET_PASS)
+			pw = &x->argv[j + 1];
 		if (i < SET_NPARAMS) {
 			set[i] = true;
 			continue;
@@ -298,6 +304,10 @@ KV_CMD(config_set)
 		else
 			rb_errorf(x->out, "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
 				  p);
+		return;
+	}
+	if (set[SET_PASS] && kv_auth_set(pw->p, pw->len) != 0) {
+		rb_error(x->out, kv_err_oom); /* first: nothing else is applied either */
 		return;
 	}
 	/* relaxed: each value stands alone; a client's next check reads it */
@@ -323,7 +333,8 @@ KV_CMD(config_help)
 	    "    Return parameters matching the glob-like <pattern> and their values.",
 	    "SET <directive> <value>",
 	    "    Set the configuration <directive> to <value> (maxmemory-clients,",
-	    "    client-output-buffer-limit, slowlog-log-slower-than and slowlog-max-len;",
+	    "    client-output-buffer-limit, slowlog-log-slower-than, slowlog-max-len and",
+	    "    requirepass;",
 	    "    the others are set at start).",
 	    "HELP",
 	    "    Print this help.",

@@ -45,6 +45,9 @@ struct exec {
 	struct kv_multi *mx;
 	struct kv_watch *watch;
 	struct kv_mxcmd *next; /* the next queued command to run */
+	const struct kv_mxcmd *cur; /* the one running: the slow log's entry, as queued */
+	uint64_t cur_ns;	    /* what it ran so far, over its attempts */
+	int64_t now_ms; /* the EXEC's time, once it holds its locks: every command runs at it */
 	struct rbuf out;       /* the reply: "*N" and the replies so far */
 	bool running, in_loop, done;
 	/* A blocking pop over keys of several shards: its keys tried one by one. */
@@ -155,12 +158,25 @@ exec_free(void *arg)
 
 static void btry_next(struct exec *ex);
 
+/* A queued command has answered: logged as Redis logs each command EXEC runs. */
+static void
+step_ran(struct exec *ex, const struct rbuf *o)
+{
+	const struct kv_mxcmd *c = ex->cur;
+
+	if (c != NULL)
+		kv_cmd_ran(ex->kc, c->cmd, c->argc, c->argv, ex->cur_ns,
+			   o->len != 0 && o->p[0] == '-'); /* slowlog.h */
+	ex->cur = NULL;
+}
+
 static void
 step_done(struct kreq *sub)
 {
 	struct exec *ex = sub->owner;
 	const struct rbuf *o = sub->final;
 
+	ex->cur_ns += sub->run_ns;
 	if (ex->btry != NULL) {
 		/* Nothing in that key: the next one, as Redis's blockingPop walks them. */
 		if (o->len >= 3 && memcmp(o->p, "*-1", 3) == 0 && ++ex->bkey < ex->bn) {
@@ -170,6 +186,7 @@ step_done(struct kreq *sub)
 		}
 		ex->btry = NULL;
 	}
+	step_ran(ex, o);
 	rb_raw(&ex->out, o->p, o->len);
 	kreq_free(ex->kc->sh, sub);
 	ex->running = false;
@@ -234,6 +251,7 @@ btry_next(struct exec *ex)
 	sub->on_done = step_done;
 	sub->owner = ex;
 	sub->hop = true;
+	sub->now_ms = ex->now_ms;
 	kreq_set_parts(sub, 1);
 	sub->one.shard = key_shard(k);
 	kreq_part_args(&sub->one, sub->argc, sub->argv);
@@ -269,6 +287,7 @@ step_bpop(struct exec *ex, struct kreq *sub, const struct kv_mxcmd *c)
 		mv->on_done = step_done;
 		mv->owner = ex;
 		mv->hop = true;
+		mv->now_ms = ex->now_ms;
 		m->multi(mv);
 		return;
 	}
@@ -296,6 +315,7 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 	const struct kv_cmd *cmd = c->cmd;
 	struct kreq *sub = kreq_new(kc->sh, kc, cmd, c->argc, c->argv);
 	struct kv_ctx x;
+	uint64_t t0;
 	unsigned i;
 	int s;
 
@@ -304,23 +324,29 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 		ex->running = false;
 		return;
 	}
+	ex->cur = c;
+	ex->cur_ns = 0;
 	sub->on_done = step_done;
 	sub->owner = ex;
 	sub->hop = true;
+	sub->now_ms = ex->now_ms;
 	memset(&x, 0, sizeof(x));
 	x.sh = kc->sh;
 	x.argc = sub->argc;
 	x.argv = sub->argv;
 	x.out = &sub->reply;
-	x.now_ms = kv_now_ms();
+	x.now_ms = ex->now_ms;
 	x.kc = kc;
+	t0 = cr_clock_ns();
 	if (cmd->precheck != NULL && !cmd->precheck(&x)) {
+		sub->run_ns += cr_clock_ns() - t0;
 		step_local(sub);
 		return;
 	}
 	switch (cmd->route) {
 	case KV_ROUTE_LOCAL:
 		cmd->fn(&x);
+		sub->run_ns += cr_clock_ns() - t0;
 		step_local(sub);
 		return;
 	case KV_ROUTE_TX: /* UNWATCH: EXEC unwatches anyway */
@@ -345,7 +371,9 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 	if (cmd->route != KV_ROUTE_ALL) {
 		s = keys_shard(cmd, sub);
 		if (s == -2) { /* no key, or malformed arguments: the command says why */
+			t0 = cr_clock_ns();
 			cmd->fn(&x);
+			sub->run_ns += cr_clock_ns() - t0;
 			step_local(sub);
 			return;
 		}
@@ -429,6 +457,9 @@ exec_locked(struct kv_tx *tx)
 		kv_tx_finish(tx, "*-1\r\n", 5);
 		return;
 	}
+	/* Time stands still from here to the last command, as in Redis's EXEC: a key whose
+	 * TTL ends meanwhile is live for all of them (its shard keeps it: locked). */
+	ex->now_ms = kv_now_ms();
 	exec_run(ex);
 }
 
@@ -551,6 +582,7 @@ exec(struct kconn *kc, const struct kv_cmd *cmd)
 	if (pl.n == 1 && !pl.any_whole) {
 		kr->state = ex; /* nothing to lock: run them now */
 		kr->state_fini = exec_free;
+		ex->now_ms = kv_now_ms();
 		exec_run(ex);
 		goto out;
 	}
@@ -584,6 +616,9 @@ out:
 void
 kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 {
+	uint64_t t0;
+	size_t at;
+
 	if (cmd->fn == cmd_exec) {
 		exec(kc, cmd);
 		return;
@@ -597,7 +632,11 @@ kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		kc_abort(kc);
 		return;
 	}
+	at = x->out->len;
+	t0 = cr_clock_ns();
 	cmd->fn(x);
+	kv_cmd_ran(kc, cmd, x->argc, x->argv, cr_clock_ns() - t0,
+		   x->out->len > at && x->out->p[at] == '-'); /* MULTI, DISCARD... */
 }
 
 KV_CMD(multi)

@@ -778,5 +778,5 @@ kv_tx_ctx(struct kv_tx *tx, struct kv_ctx *x, struct rbuf *out)
 	x->argc = tx->kr->argc;
 	x->argv = tx->kr->argv;
 	x->out = out;
-	x->now_ms = kv_now_ms();
+	x->now_ms = tx->kr->now_ms != 0 ? tx->kr->now_ms : kv_now_ms();
 }

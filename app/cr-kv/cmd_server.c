@@ -162,6 +162,7 @@ KV_CMD(client_help)
 KV_CMD(hello)
 {
 	const struct kv_arg *name = NULL;
+	bool auth = false;
 	long long ver = 0;
 	uint32_t j = 1;
 	char b[24];
@@ -183,12 +184,13 @@ KV_CMD(hello)
 		const char *o = x->argv[j].p;
 
 		if (strcasecmp(o, "AUTH") == 0 && more >= 2) {
-			/* The only user is "default", without a password (Redis's default). */
-			if (strcmp(x->argv[j + 1].p, "default") != 0) {
+			/* The only user is "default" (auth.c). */
+			if (!kv_auth_check(&x->argv[j + 1], &x->argv[j + 2])) {
 				rb_error(x->out, "WRONGPASS invalid username-password pair or user "
 						 "is disabled.");
 				return;
 			}
+			auth = true;
 			j += 2;
 		} else if (strcasecmp(o, "SETNAME") == 0 && more >= 1) {
 			name = &x->argv[j + 1];
@@ -202,6 +204,15 @@ KV_CMD(hello)
 			return;
 		}
 	}
+	if (!auth && !x->kc->authed) {
+		rb_error(x->out, "NOAUTH HELLO must be called with the client already "
+				 "authenticated, otherwise the HELLO AUTH <user> <pass> option can "
+				 "be used to authenticate the client and select the RESP protocol "
+				 "version at the same time");
+		return;
+	}
+	if (auth)
+		x->kc->authed = true;
 	if (name != NULL)
 		set_name(x->kc, name);
 	rb_array(x->out, 14);
@@ -234,7 +245,8 @@ reply_flags(struct rbuf *o, uint32_t f)
 	    /* Redis's order (its flag bits') */
 	    {KV_WRITE, "write"},       {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
 	    {KV_NOSCRIPT, "noscript"}, {KV_BLOCKING, "blocking"}, {KV_LOADING, "loading"},
-	    {KV_STALE, "stale"},       {KV_FAST, "fast"},	  {KV_MOVABLEKEYS, "movablekeys"}};
+	    {KV_STALE, "stale"},       {KV_FAST, "fast"},	  {KV_NO_AUTH, "no_auth"},
+	    {KV_MOVABLEKEYS, "movablekeys"}};
 	unsigned i, n = 0;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -407,10 +419,16 @@ KV_CMD(command_help)
  * transaction locks granted, parts that waited behind locks, values being freed. */
 #define INFO_FIGURES 10
 
-/* On each shard: its figures, as an array of integers for kv_info_merge(). */
+enum { SEC_SERVER = 1, SEC_CLIENTS = 2, SEC_MEMORY = 4, SEC_STATS = 8, SEC_KEYSPACE = 16,
+       SEC_CMDSTATS = 32 };
+static unsigned info_sections(uint32_t argc, const struct kv_arg *argv);
+
+/* On each shard: its figures, as an array of integers for kv_info_merge(), then (INFO
+ * commandstats) five per command it counted: slot, calls, ns, rejected, failed. */
 KV_CMD(info_shard)
 {
 	struct kv_store *s = x->sh->store;
+	size_t start = x->out->len;
 
 	rb_array(x->out, INFO_FIGURES);
 	rb_int(x->out, (long long)kv_store_count(s));
@@ -423,6 +441,26 @@ KV_CMD(info_shard)
 	rb_int(x->out, (long long)x->sh->tx.tx_total);
 	rb_int(x->out, (long long)x->sh->tx.parked_total);
 	rb_int(x->out, (long long)kv_store_lazy_pending(s));
+	if (info_sections(x->argc, x->argv) & SEC_CMDSTATS) {
+		size_t before = x->out->len;
+		long long n = 0;
+		char hdr[24];
+		int h;
+
+		kv_cmdstat_put(x->sh, x->out);
+		for (size_t i = before; i < x->out->len; i++)
+			n += x->out->p[i] == ':';
+		/* the array's real length, in place of its header */
+		h = snprintf(hdr, sizeof(hdr), "*%lld\r\n", INFO_FIGURES + n);
+		if (rb_reserve(x->out, (size_t)h)) {
+			size_t old = (size_t)snprintf(NULL, 0, "*%d\r\n", INFO_FIGURES);
+
+			memmove(x->out->p + start + h, x->out->p + start + old,
+				x->out->len - start - old);
+			memcpy(x->out->p + start, hdr, (size_t)h);
+			x->out->len += (size_t)h - old;
+		}
+	}
 }
 
 static void
@@ -450,24 +488,26 @@ counter_total(int id)
 	return t;
 }
 
-enum { SEC_SERVER = 1, SEC_CLIENTS = 2, SEC_MEMORY = 4, SEC_STATS = 8, SEC_KEYSPACE = 16 };
-
+/* The sections INFO's arguments ask for; commandstats is not among the default ones, as
+ * in Redis. */
 static unsigned
-info_sections(const struct kreq *kr)
+info_sections(uint32_t argc, const struct kv_arg *argv)
 {
-	static const char *const names[] = {"server", "clients", "memory", "stats", "keyspace"};
+	static const char *const names[] = {"server",	"clients",  "memory",
+					    "stats",	"keyspace", "commandstats"};
 	unsigned want = 0, i;
 	uint32_t j;
 
-	if (kr->argc == 1)
+	if (argc == 1)
 		return 31;
-	for (j = 1; j < kr->argc; j++) {
-		const char *a = kr->argv[j].p;
+	for (j = 1; j < argc; j++) {
+		const char *a = argv[j].p;
 
-		if (strcasecmp(a, "all") == 0 || strcasecmp(a, "everything") == 0 ||
-		    strcasecmp(a, "default") == 0)
-			return 31;
-		for (i = 0; i < 5; i++)
+		if (strcasecmp(a, "all") == 0 || strcasecmp(a, "everything") == 0)
+			want |= 63;
+		else if (strcasecmp(a, "default") == 0)
+			want |= 31;
+		for (i = 0; i < 6; i++)
 			if (strcasecmp(a, names[i]) == 0)
 				want |= 1u << i;
 	}
@@ -478,7 +518,8 @@ void
 kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf *out)
 {
 	long long t[INFO_FIGURES] = {0}, avg_sum = 0, avg_n = 0;
-	unsigned want = info_sections(kr), secs = 0;
+	unsigned want = info_sections(kr->argc, kr->argv), secs = 0;
+	struct kv_cmdstat *cs = (want & SEC_CMDSTATS) ? calloc(KV_CMDSTAT_MAX, sizeof(*cs)) : NULL;
 	int64_t now = kv_now_ms();
 	struct rbuf b;
 	char h1[32], h2[32];
@@ -500,6 +541,21 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 				avg_n++;
 			}
 			p = memchr(p + 1, '\n', (size_t)(end - p - 1));
+		}
+		/* then commandstats: slot, calls, ns, rejected, failed */
+		while (cs != NULL && p != NULL && p + 1 < end) {
+			long long v[5];
+
+			for (k = 0; k < 5 && p != NULL && p + 1 < end; k++) {
+				v[k] = strtoll(p + 2, NULL, 10);
+				p = memchr(p + 1, '\n', (size_t)(end - p - 1));
+			}
+			if (k < 5 || v[0] <= 0 || v[0] >= (long long)KV_CMDSTAT_MAX)
+				break;
+			cs[v[0]].calls += (uint64_t)v[1];
+			cs[v[0]].ns += (uint64_t)v[2];
+			cs[v[0]].rejected += (uint64_t)v[3];
+			cs[v[0]].failed += (uint64_t)v[4];
 		}
 	}
 	rb_init(&b, NULL, 0);
@@ -602,6 +658,22 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 			LINE("db0:keys=%lld,expires=%lld,avg_ttl=%lld", t[0], t[1],
 			     avg_n ? avg_sum / avg_n : 0);
 	}
+	if (want & SEC_CMDSTATS) {
+		SECTION("Commandstats");
+		for (k = 1; cs != NULL && k < (int)KV_CMDSTAT_MAX; k++) {
+			const struct kv_cmd *c = kv_cmd_by_stat((unsigned)k);
+			unsigned long long us = cs[k].ns / 1000;
+
+			if (c == NULL || (cs[k].calls == 0 && cs[k].rejected == 0 && cs[k].failed == 0))
+				continue;
+			LINE("cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
+			     "failed_calls=%llu",
+			     c->name, (unsigned long long)cs[k].calls, us,
+			     cs[k].calls ? (double)us / (double)cs[k].calls : 0.0,
+			     (unsigned long long)cs[k].rejected, (unsigned long long)cs[k].failed);
+		}
+	}
+	free(cs);
 #undef SECTION
 #undef LINE
 	rb_bulk(out, b.p != NULL ? b.p : "", b.len);

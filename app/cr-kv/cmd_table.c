@@ -15,14 +15,16 @@
 #define F  KV_FAST
 #define LS (KV_LOADING | KV_STALE)
 
-#define CMD(n, a, fl, route, merge, f, l, s, fn, pre, grp, sum)          \
-	{                                                                \
-		n, a, fl, route, merge, f, l, s, fn, pre, NULL, grp, sum \
+/* .stat: a slot per command and subcommand, numbered as the table is compiled. */
+#define CMD(n, a, fl, route, merge, f, l, s, fn, pre, grp, sum)                                    \
+	{                                                                                          \
+		n, a, fl, route, merge, f, l, s, fn, pre, NULL, grp, sum, .stat = __COUNTER__ + 1 \
 	}
 /* A command over several keys that must be atomic: one transaction over their shards. */
 #define CMDX(n, a, fl, f, l, s, fn, pre, grp, sum, keys, multi)                            \
 	{                                                                                  \
-		n, a, fl, KV_ROUTE_MULTI, 0, f, l, s, fn, pre, NULL, grp, sum, keys, multi \
+		n, a, fl, KV_ROUTE_MULTI, 0, f, l, s, fn, pre, NULL, grp, sum, keys, multi, \
+		    .stat = __COUNTER__ + 1                                                \
 	}
 
 static const struct kv_cmd command_subs[] = {
@@ -85,6 +87,8 @@ static const struct kv_cmd config_subs[] = {
 	"server", "Get the values of configuration parameters"),
     CMD("config|set", -4, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_set, NULL,
 	"server", "Set configuration parameters to the given values"),
+    CMD("config|resetstat", 2, KV_NOSCRIPT | LS, KV_ROUTE_ALL, KV_MERGE_RESETSTAT, 0, 0, 0,
+	cmd_config_resetstat, NULL, "server", "Reset the stats returned by INFO"),
     CMD("config|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_help, NULL, "server",
 	"Show helpful text about the different subcommands"),
     {NULL},
@@ -388,7 +392,7 @@ const struct kv_cmd kv_cmds[] = {
     CMD("echo", 2, F, LOC, 0, 0, 0, 0, cmd_echo, NULL, "connection", "Echo the given string"),
     CMD("select", 2, LS | F, LOC, 0, 0, 0, 0, cmd_select, NULL, "connection",
 	"Change the selected database for the current connection"),
-    CMD("quit", -1, LS | F | KV_NOSCRIPT, LOC, 0, 0, 0, 0, cmd_quit, NULL, "connection",
+    CMD("quit", -1, LS | F | KV_NOSCRIPT | KV_NO_AUTH, LOC, 0, 0, 0, 0, cmd_quit, NULL, "connection",
 	"Close the connection"),
     CMD("info", -1, LS, ALL, KV_MERGE_INFO, 0, 0, 0, cmd_info_shard, NULL, "server",
 	"Get information and statistics about the server"),
@@ -396,8 +400,10 @@ const struct kv_cmd kv_cmds[] = {
      "Get array of Redis command details"},
     {"client", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, client_subs, "connection",
      "A container for client connection commands"},
-    CMD("hello", -1, KV_NOSCRIPT | LS | F, LOC, 0, 0, 0, 0, cmd_hello, NULL, "connection",
-	"Handshake with Redis"),
+    CMD("hello", -1, KV_NOSCRIPT | LS | F | KV_NO_AUTH, LOC, 0, 0, 0, 0, cmd_hello, NULL,
+	"connection", "Handshake with Redis"),
+    CMD("auth", -2, KV_NOSCRIPT | LS | F | KV_NO_AUTH, LOC, 0, 0, 0, 0, cmd_auth, NULL,
+	"connection", "Authenticate to the server"),
     {"config", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, config_subs, "server",
      "A container for server configuration commands"},
     {"slowlog", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, slowlog_subs, "server",
@@ -508,3 +514,5 @@ kv_cmd_sub_lookup(const struct kv_cmd *c, const char *s, size_t n)
 			return sub;
 	return NULL;
 }
+
+_Static_assert(__COUNTER__ < KV_CMDSTAT_MAX, "KV_CMDSTAT_MAX: more commands than slots");

@@ -55,15 +55,18 @@ static void
 run_here(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 {
 	uint64_t t0;
+	size_t at;
 
 	x->out = kc_local_out(kc);
 	if (x->out == NULL) {
 		kc_abort(kc);
 		return;
 	}
+	at = x->out->len;
 	t0 = cr_clock_ns();
 	cmd->fn(x);
-	kv_cmd_ran(kc, cmd, x->argc, x->argv, cr_clock_ns() - t0);
+	kv_cmd_ran(kc, cmd, x->argc, x->argv, cr_clock_ns() - t0,
+		   x->out->len > at && x->out->p[at] == '-');
 	if (cmd->flags & KV_WRITE) {
 		/* WATCH's versions: one counter bumped for the common single-key write. */
 		if (x->h1_ok && cmd->route == KV_ROUTE_KEY1)
@@ -441,12 +444,26 @@ run_command(struct kconn *kc)
 			return;
 		}
 		kv_multi_flag(kc);
+		kv_cmd_rejected(kc, cmd);
 		if (o != NULL)
 			kv_reply_wrong_arity(o, cmd->name);
 		return;
 	}
+	if (!kc->authed && !(cmd->flags & KV_NO_AUTH)) {
+		/* Redis's rejectCommand(): an EXEC aborts (in MULTI or not), else the EXEC to
+		 * come fails */
+		kv_cmd_rejected(kc, cmd);
+		if (cmd->fn == cmd_exec) {
+			kv_multi_refuse_exec(kc, "NOAUTH Authentication required.");
+			return;
+		}
+		kv_multi_flag(kc);
+		kc_reply_error(kc, "NOAUTH Authentication required.", 31);
+		return;
+	}
 	if ((cmd->flags & KV_DENYOOM) && kv.maxmemory != 0 && kv_used_memory() > kv.maxmemory) {
 		kv_multi_flag(kc);
+		kv_cmd_rejected(kc, cmd);
 		kc_reply_error(kc, "OOM command not allowed when used memory > 'maxmemory'.", 55);
 		return;
 	}
@@ -463,7 +480,7 @@ run_command(struct kconn *kc)
 		t0 = cr_clock_ns();
 		if (!cmd->precheck(&x)) {
 			/* It answered an error, as Redis's command would have: logged as Redis's */
-			kv_cmd_ran(kc, cmd, argc, sh->args, cr_clock_ns() - t0);
+			kv_cmd_ran(kc, cmd, argc, sh->args, cr_clock_ns() - t0, true);
 			return;
 		}
 	}

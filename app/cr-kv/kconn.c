@@ -29,6 +29,7 @@ kconn_new(struct kv_shard *sh, struct cr_conn *c, kconn_resume_fn resume)
 	kc->sh = sh;
 	kc->resume = resume;
 	kc->id = atomic_fetch_add_explicit(&kv.next_client_id, 1, memory_order_relaxed) + 1;
+	kc->authed = !kv_auth_required();
 	resp_parser_init(&kc->rp, kv.max_bulk);
 	kc->next = sh->conns;
 	if (sh->conns != NULL)

@@ -117,6 +117,7 @@ enum kv_merge {
 	KV_MERGE_RANDOM,  /* one non-nil bulk, chosen at random */
 	KV_MERGE_INFO,	  /* shard statistics, formatted by the INFO command */
 	KV_MERGE_SLOWLOG, /* every lcore's slow log entries (slowlog.c) */
+	KV_MERGE_RESETSTAT, /* +OK: every lcore reset its own statistics (CONFIG RESETSTAT) */
 };
 
 /* Command flags (also what COMMAND INFO reports). */
@@ -129,6 +130,15 @@ enum kv_merge {
 #define KV_NOSCRIPT    0x40u
 #define KV_BLOCKING    0x80u
 #define KV_MOVABLEKEYS 0x100u
+#define KV_NO_AUTH     0x200u /* runs before AUTH (AUTH, HELLO, QUIT) */
+
+/* auth.c: the password (--requirepass, CONFIG SET requirepass), from any lcore. */
+int kv_auth_set(const char *p, size_t len); /* 0 or -ENOMEM; "" : none */
+bool kv_auth_required(void);
+const char *kv_auth_password(void); /* valid until kv_auth_fini() */
+/* Is @p pw the password of @p user (NULL: "default"), the only user? */
+bool kv_auth_check(const struct kv_arg *user, const struct kv_arg *pw);
+void kv_auth_fini(void);
 
 struct kv_cmd {
 	const char *name; /* lower case, "client|setname" for subcommands */
@@ -147,8 +157,19 @@ struct kv_cmd {
 	 * are malformed, the command's fn replies why); NULL: first_key..last_key by step. */
 	int (*keys)(const struct kv_arg *argv, uint32_t argc, uint32_t *idx, uint32_t max);
 	void (*multi)(struct kreq *kr); /* ... over several shards (cmd_multi.c) */
+	unsigned stat; /* its slot in each shard's cstat[] (INFO commandstats); 0: none */
 };
 
+/* INFO commandstats: per lcore, per command (kv_cmd.stat), touched by its lcore only. */
+#define KV_CMDSTAT_MAX 512u
+struct kv_cmdstat {
+	uint64_t calls, ns, rejected, failed;
+};
+/* A command refused before it ran (arity, NOAUTH, OOM): Redis's rejected_calls. */
+void kv_cmd_rejected(struct kconn *kc, const struct kv_cmd *cmd);
+/* INFO: this shard's non-zero counters appended to @p out; the merge's table. */
+void kv_cmdstat_put(const struct kv_shard *sh, struct rbuf *out);
+const struct kv_cmd *kv_cmd_by_stat(unsigned stat);
 /* The argv indices of @p cmd's keys (see kv_cmd.keys). */
 int kv_cmd_keys(const struct kv_cmd *cmd, const struct kv_arg *argv, uint32_t argc, uint32_t *idx,
 		uint32_t max);
@@ -311,6 +332,8 @@ KV_CMD(client_setname);
 KV_CMD(client_getname);
 KV_CMD(client_id);
 KV_CMD(hello);
+KV_CMD(auth);
+KV_CMD(config_resetstat);
 KV_CMD(config_get);
 KV_CMD(config_set);
 KV_CMD(time);
@@ -454,6 +477,7 @@ struct kv_shard {
 	struct cr_timer evict_timer; /* its fallback when cr_defer() is full */
 	/* Counters read by INFO from the lcore where it runs: relaxed. */
 	uint64_t hits, misses, expired_active;
+	struct kv_cmdstat cstat[KV_CMDSTAT_MAX];
 	struct kv_slowlog slowlog; /* commands of this lcore's clients that ran long */
 	int64_t now_ms; /* the clock when the batch being parsed arrived */
 };
@@ -491,6 +515,7 @@ struct kconn {
 	bool eof_held;	     /* the peer shut its side while parsing was held */
 	uint64_t id;
 	char *name;
+	bool authed; /* AUTH done, or no password when it connected (auth.c) */
 	struct kv_bpop *bpop; /* the blocking command it waits in (bpop.h), or NULL */
 	struct kv_multi *mx;	 /* MULTI: the commands queued for EXEC, or NULL */
 	struct kv_watch *watch; /* WATCHed keys and their versions (cmd_exec.c) */
@@ -554,6 +579,9 @@ struct kreq {
 	struct kv_arg *argv;
 	size_t size;	 /* allocation size: KREQ_SMALL comes from the shard's free list */
 	uint64_t run_ns; /* its parts' run times so far (the slow log's duration) */
+	/* A command EXEC runs: the EXEC's time, which every part of it runs at (Redis
+	 * freezes the clock for a transaction); 0: the clock's, when each part runs. */
+	int64_t now_ms;
 	struct kpart one;
 	char data[];
 };

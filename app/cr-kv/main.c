@@ -170,8 +170,12 @@ tls_reload(void *arg)
 static int
 fini(bool failed, void *arg)
 {
+	int rc;
+
 	cr_tls_app_fini(&app.tls);
-	return shards_destroy(failed, arg);
+	rc = shards_destroy(failed, arg);
+	kv_auth_fini(); /* no lcore reads the password now */
+	return rc;
 }
 
 static int
@@ -321,6 +325,13 @@ set_slowlog_len(const char *v, void *ctx)
 }
 
 static int
+set_requirepass(const char *v, void *ctx)
+{
+	(void)ctx;
+	return kv_auth_set(v, strlen(v));
+}
+
+static int
 set_retire_grace(const char *v, void *ctx)
 {
 	unsigned long long n;
@@ -397,6 +408,10 @@ main(int argc, char **argv)
 	    {"slowlog-max-len", 0, "N",
 	     "entries the slow log keeps, the newest (default 128; also CONFIG SET)",
 	     "an integer from 0 to 9223372036854775807", set_slowlog_len, NULL},
+	    {"requirepass", 0, "PASSWORD",
+	     "clients must AUTH (or HELLO ... AUTH default PASSWORD) with it before any other "
+	     "command, as Redis (default: none; also CONFIG SET requirepass)",
+	     "any string; empty for none", set_requirepass, NULL},
 	    {"retire-grace", 0, "SECONDS",
 	     "when an lcore retires or shuts down, close its clients still in the middle of a "
 	     "request (or not reading their replies) after this long, logged (default 10; 0: "

@@ -57,7 +57,7 @@ kv_merge_parts(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbu
 	struct kpart *bad = failed_part(parts, nparts);
 	uint32_t i;
 
-	if (bad != NULL && kr->cmd->merge != KV_MERGE_INFO && kr->cmd->merge != KV_MERGE_SLOWLOG) {
+	if (bad != NULL && kr->cmd->merge < KV_MERGE_INFO) {
 		rb_raw(out, bad->out.p, bad->out.len);
 		return;
 	}
@@ -145,6 +145,9 @@ kv_merge_parts(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbu
 		break;
 	case KV_MERGE_SLOWLOG:
 		kv_slowlog_merge(kr, parts, nparts, out);
+		break;
+	case KV_MERGE_RESETSTAT:
+		rb_ok(out);
 		break;
 	}
 }

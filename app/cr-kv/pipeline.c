@@ -152,8 +152,11 @@ kreq_finish(struct kreq *kr)
 	kr->done = true;
 	if (kr->final == NULL)
 		kr->final = &kr->reply;
+	/* (An EXEC's argv is its lock plan: the slow log takes its commands instead, one by
+	 * one as they run, cmd_exec.c; EXEC is not logged, as in Redis 7.0.) */
 	if (kr->cmd != NULL && kr->on_done == NULL)
-		kv_cmd_ran(kc, kr->cmd, kr->argc, kr->argv, kr->run_ns); /* slowlog.h */
+		kv_cmd_ran(kc, kr->cmd, kr->argc, kr->argv, kr->run_ns,
+			   kr->final->len != 0 && kr->final->p[0] == '-'); /* slowlog.h */
 	if (kr->on_done != NULL) {
 		kr->on_done(kr); /* not on the connection: its owner takes it (and frees it) */
 		return;

@@ -127,6 +127,8 @@ redacted(const struct kv_cmd *cmd, uint32_t argc, const struct kv_arg *argv)
 	uint64_t mask = 0;
 	uint32_t j;
 
+	if (cmd->fn == cmd_auth)
+		return argc >= 64 ? ~1ull : ((1ull << argc) - 1) & ~1ull; /* every argument */
 	if (cmd->fn != cmd_hello)
 		return 0;
 	for (j = 2; j < argc && j + 2 < 64; j++) {
@@ -247,13 +249,17 @@ push(struct kv_shard *sh, struct kconn *kc, const struct kv_cmd *cmd, uint32_t a
 
 void
 kv_cmd_ran(struct kconn *kc, const struct kv_cmd *cmd, uint32_t argc, const struct kv_arg *argv,
-	   uint64_t ns)
+	   uint64_t ns, bool failed)
 {
 	/* relaxed: pairs with the relaxed store of CONFIG SET */
 	long long thr = atomic_load_explicit(&kv_slowlog_slower_than, memory_order_relaxed);
+	struct kv_cmdstat *st = &kc->sh->cstat[cmd->stat];
 
+	st->calls++;
+	st->ns += ns;
+	st->failed += failed;
 	cr_telemetry_observe_ns(hist_cmd, ns);
-	if (thr >= 0 && ns / 1000 >= (unsigned long long)thr)
+	if (thr >= 0 && ns / 1000 >= (unsigned long long)thr && cmd->fn != cmd_exec)
 		push(kc->sh, kc, cmd, argc, argv, ns / 1000);
 }
 

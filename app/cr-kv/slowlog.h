@@ -38,10 +38,11 @@ struct kv_cmd;
 struct kv_arg;
 struct kv_shard;
 
-/* Command @p cmd of client @p kc ran for @p ns on its shard(s): into the histogram, and
- * the slow log if it took long enough. On the client's lcore. */
+/* Command @p cmd of client @p kc ran for @p ns on its shard(s) (@p failed: it answered an
+ * error): into INFO commandstats, the histogram, and the slow log if it took long enough
+ * (never EXEC's own: Redis logs the commands it runs). On the client's lcore. */
 void kv_cmd_ran(struct kconn *kc, const struct kv_cmd *cmd, uint32_t argc,
-		const struct kv_arg *argv, uint64_t ns);
+		const struct kv_arg *argv, uint64_t ns, bool failed);
 
 /* The histogram, registered at start (0 or -errno). */
 int kv_slowlog_register(void);

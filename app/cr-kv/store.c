@@ -39,6 +39,8 @@ struct kv_store {
 	uint64_t expired_total;
 	uint64_t lookups, probes; /* entries compared per lookup, for flood tests */
 	uint32_t *wver, wmask;	  /* WATCH's versions by key hash, or NULL (txn.h) */
+	bool (*pinned)(void *arg, const char *key, size_t klen); /* kv_store_pin() */
+	void *pin_arg;
 };
 
 /*
@@ -273,6 +275,21 @@ expire_note(struct kv_store *s, const struct kv_entry *e)
 }
 
 void
+kv_store_pin(struct kv_store *s, bool (*pinned)(void *arg, const char *key, size_t klen),
+	     void *arg)
+{
+	s->pinned = pinned;
+	s->pin_arg = arg;
+}
+
+/* May the expired @p e be deleted now (not held by a transaction)? */
+static bool
+may_delete(const struct kv_store *s, const struct kv_entry *e)
+{
+	return s->pinned == NULL || !s->pinned(s->pin_arg, e->key, e->klen);
+}
+
+void
 kv_store_watch(struct kv_store *s, uint32_t *versions, uint32_t mask)
 {
 	s->wver = versions;
@@ -296,8 +313,10 @@ kv_lookup_ex(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64
 	if (e == NULL)
 		return NULL;
 	if (expired(e, now_ms)) {
-		expire_note(s, e);
-		unlink_entry(s, e);
+		if (may_delete(s, e)) {
+			expire_note(s, e);
+			unlink_entry(s, e);
+		}
 		return NULL;
 	}
 	if (touch)
@@ -588,6 +607,12 @@ kv_store_probes(const struct kv_store *s, uint64_t *lookups, uint64_t *probes)
 	*probes = s->probes;
 }
 
+void
+kv_store_reset_expired(struct kv_store *s)
+{
+	s->expired_total = 0;
+}
+
 uint64_t
 kv_store_expired_total(const struct kv_store *s)
 {
@@ -729,6 +754,8 @@ kv_store_random(struct kv_store *s, int64_t now_ms, uint64_t *rng)
 		e = entry_of(n);
 		if (!expired(e, now_ms))
 			return e;
+		if (!may_delete(s, e))
+			continue; /* held by a transaction: gone for this reader, not deleted */
 		expire_note(s, e);
 		unlink_entry(s, e);
 	}
@@ -747,7 +774,7 @@ kv_store_expire_cycle(struct kv_store *s, int64_t now_ms, uint64_t *rng, unsigne
 		for (i = 0; i < n && s->nexp > 0; i++) {
 			struct kv_entry *e = s->exp[kv_rand(rng) % s->nexp];
 
-			if (expired(e, now_ms)) {
+			if (expired(e, now_ms) && may_delete(s, e)) {
 				expire_note(s, e);
 				unlink_entry(s, e);
 				gone++;

@@ -114,6 +114,7 @@ size_t kv_store_count(const struct kv_store *s);
 void kv_store_watch(struct kv_store *s, uint32_t *versions, uint32_t mask);
 size_t kv_store_expires(const struct kv_store *s);
 uint64_t kv_store_expired_total(const struct kv_store *s);
+void kv_store_reset_expired(struct kv_store *s); /* CONFIG RESETSTAT */
 /* Lookups made and entries compared in them, since the store was made. */
 void kv_store_probes(const struct kv_store *s, uint64_t *lookups, uint64_t *probes);
 
@@ -140,6 +141,13 @@ void kv_store_foreach(struct kv_store *s, void (*fn)(struct kv_entry *e, void *a
 
 /* A random live entry, or NULL if the shard is empty; expired ones met are deleted. */
 struct kv_entry *kv_store_random(struct kv_store *s, int64_t now_ms, uint64_t *rng);
+
+/* Before an expired key is deleted (by a lookup, RANDOMKEY or the active cycle), ask
+ * @p pinned (NULL: never); a key it holds stays, and the lookup that found it expired
+ * answers as if it were gone. A transaction holding the key keeps it so (txlock.c): it
+ * runs at its frozen time, as Redis's EXEC does. */
+void kv_store_pin(struct kv_store *s, bool (*pinned)(void *arg, const char *key, size_t klen),
+		  void *arg);
 
 /* One active expiry cycle: sample up to 20 keys with a TTL, delete the expired ones,
  * repeat while more than a quarter of a sample was expired, at most @p max_rounds times.

@@ -24,6 +24,7 @@ struct kv_late {
 	uint64_t epoch;
 	void *hold;
 	uint64_t hold_epoch;
+	struct kv_release *rel; /* with a hold: its release, should the origin be gone */
 	bool notify;
 	uint64_t id;	 /* notify: the blocked request's (bpop.h) */
 	uint64_t run_ns; /* how long the part ran on its shard (slowlog.h) */
@@ -34,6 +35,13 @@ struct kv_late {
 static void late_flush(struct kv_shard *sh, bool stopping);
 
 static void
+late_free(struct kv_late *m)
+{
+	free(m->rel);
+	free(m);
+}
+
+static void
 late_recv(void *arg)
 {
 	struct kv_late *m = arg;
@@ -42,14 +50,13 @@ late_recv(void *arg)
 
 	if (m->epoch != sh->tx.epoch) {
 		/* Meant for an earlier incarnation of this lcore: its part is gone. */
-		if (m->hold != NULL)
-			kv_tx_release(m->from, m->hold, m->hold_epoch);
-		free(m);
+		kv_tx_release(m->from, m->hold, m->hold_epoch, &m->rel);
+		late_free(m);
 		return;
 	}
 	if (m->notify) {
 		kv_bpop_notified(sh, m->from, m->id);
-		free(m);
+		late_free(m);
 		return;
 	}
 	rb_reset(&p->out);
@@ -60,7 +67,7 @@ late_recv(void *arg)
 		p->lock->hold = m->hold;
 		p->lock->hold_epoch = m->hold_epoch;
 	}
-	free(m);
+	late_free(m); /* the lock has its own release, made with the request */
 	if (p->state & KP_AWAITING) {
 		p->state = 0;
 		if (!p->nolease)
@@ -131,7 +138,7 @@ late_flush(struct kv_shard *sh, bool stopping)
 			/* The origin is gone: nobody will release what was granted for it. */
 			if (m->hold != NULL)
 				kv_tx_release_here(sh, m->hold);
-			free(m);
+			late_free(m);
 		}
 	}
 }
@@ -172,6 +179,10 @@ kv_tx_late_ran(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t e
 
 	if (m == NULL)
 		return -ENOMEM;
+	if (hold != NULL && (m->rel = kv_tx_release_new()) == NULL) {
+		free(m);
+		return -ENOMEM;
+	}
 	m->hold = hold;
 	m->run_ns = run_ns;
 	late_queue(sh, m);
@@ -245,7 +256,7 @@ kv_tx_late_fini(struct kv_shard *sh)
 		struct kv_late *m = sh->tx.late_head;
 
 		sh->tx.late_head = m->next;
-		free(m);
+		late_free(m);
 	}
 	sh->tx.late_tail = &sh->tx.late_head;
 }

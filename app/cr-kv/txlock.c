@@ -60,12 +60,6 @@ struct kv_wait {
 	char data[];
 };
 
-/* A release sent to another shard. */
-struct kv_release {
-	void *hold;
-	uint64_t epoch;
-};
-
 static bool
 klock_eq(const struct kd_node *n, const void *key, size_t len)
 {
@@ -289,7 +283,7 @@ plain_needs(const struct kpart *p, struct needs *n)
 	case KV_ROUTE_ALL:
 	case KV_ROUTE_SCAN:
 		/* INFO and SLOWLOG read no key: they wait for no lock */
-		n->none = cmd->merge == KV_MERGE_INFO || cmd->merge == KV_MERGE_SLOWLOG;
+		n->none = cmd->merge >= KV_MERGE_INFO;
 		n->whole = !n->none;
 		break;
 	case KV_ROUTE_MULTI: {
@@ -381,15 +375,15 @@ kv_wv_touch_cmd(struct kv_shard *sh, const struct kv_cmd *cmd, uint32_t argc,
  * @return true if the command waits on this shard (a blocking pop): its answer comes
  * later. */
 static bool
-run(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc, const struct kv_arg *argv,
-    struct rbuf *out, struct kv_from *from)
+run_at(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc,
+       const struct kv_arg *argv, struct rbuf *out, struct kv_from *from, int64_t now_ms)
 {
 	struct kv_ctx x = {
 	    .sh = sh,
 	    .argc = argc,
 	    .argv = argv,
 	    .out = out,
-	    .now_ms = kv_now_ms(),
+	    .now_ms = now_ms,
 	    .from = from,
 	};
 
@@ -398,6 +392,21 @@ run(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc, const stru
 	if (kv_bw_pending(sh))
 		kv_bw_serve(sh); /* a list or sorted set its clients wait for was made */
 	return from != NULL && from->parked;
+}
+
+static bool
+run(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc, const struct kv_arg *argv,
+    struct rbuf *out, struct kv_from *from)
+{
+	return run_at(sh, fn, argc, argv, out, from, kv_now_ms());
+}
+
+/* A step of a command EXEC runs: at the EXEC's time (its request is read during the call
+ * that brought the part, as its arguments are). */
+static int64_t
+part_now(const struct kpart *p)
+{
+	return p->kr != NULL && p->kr->now_ms != 0 ? p->kr->now_ms : kv_now_ms();
 }
 
 /* Run a plain part: it may wait on this shard (then p->state gets KP_PARKED). @return
@@ -501,7 +510,8 @@ kv_tx_run_part(struct kv_shard *sh, struct kpart *p)
 	struct kv_hold *h;
 
 	if (p->kind == KP_TX_HOP) {
-		run(sh, p->fn, p->argc, p->argv, &p->out, NULL); /* under its transaction's locks */
+		/* Under its transaction's locks, at its time. */
+		run_at(sh, p->fn, p->argc, p->argv, &p->out, NULL, part_now(p));
 		return true;
 	}
 	if (p->kind == KP_PLAIN) {
@@ -601,6 +611,14 @@ kv_tx_release_here(struct kv_shard *sh, void *hold)
 		kv_bw_serve(sh); /* what waited for these keys while they were locked */
 }
 
+/* The store's question before it deletes an expired key: a key a transaction holds stays
+ * until the release (it reads at its own, frozen, time; anyone else sees it gone). */
+static bool
+pinned(void *arg, const char *key, size_t len)
+{
+	return kv_tx_key_locked(arg, key, len);
+}
+
 bool
 kv_tx_key_locked(struct kv_shard *sh, const char *key, size_t len)
 {
@@ -635,36 +653,104 @@ release_recv(void *arg)
 	free(r);
 }
 
-void
-kv_tx_release(unsigned shard, void *hold, uint64_t epoch)
+struct kv_release *
+kv_tx_release_new(void)
 {
-	struct kv_shard *target = kv.shards[kv.shard_lcore[shard]];
+	return malloc(sizeof(struct kv_release));
+}
+
+static void rel_task(void *arg);
+
+static void
+rel_timer(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	rel_task(arg);
+}
+
+/* Try again next turn (or in a millisecond, if no task can be deferred now). */
+static void
+rel_arm(struct kv_shard *sh)
+{
+	if (sh->tx.rel_armed)
+		return;
+	sh->tx.rel_armed = true;
+	if (cr_defer(rel_task, sh) != 0)
+		cr_timer_start(&sh->tx.rel_timer, 1000 * 1000ull);
+}
+
+/* Send what a full mailbox refused, in order; @return false if one is refused again. */
+static bool
+rel_flush(struct kv_shard *sh)
+{
 	struct kv_release *r;
+
+	while ((r = sh->tx.rel_head) != NULL) {
+		struct kv_release *next = r->next;
+		int rc = cr_send(kv.shard_lcore[r->shard], release_recv, r);
+
+		if (rc == -EAGAIN)
+			return false;
+		/* Accepted: the target owns r now. Refused otherwise (-ESHUTDOWN): that shard
+		 * is gone, and its locks with it. */
+		sh->tx.rel_head = next;
+		if (next == NULL)
+			sh->tx.rel_tail = &sh->tx.rel_head;
+		if (rc != 0)
+			free(r);
+		kv_tx_await(sh, -1);
+	}
+	return true;
+}
+
+static void
+rel_task(void *arg)
+{
+	struct kv_shard *sh = arg;
+
+	sh->tx.rel_armed = false;
+	cr_timer_stop(&sh->tx.rel_timer);
+	if (!rel_flush(sh))
+		rel_arm(sh);
+}
+
+void
+kv_tx_release(unsigned shard, void *hold, uint64_t epoch, struct kv_release **rel)
+{
+	struct kv_shard *target = kv.shards[kv.shard_lcore[shard]], *here = kv_here();
+	struct kv_release *r = *rel;
 	int rc;
 
 	if (hold == NULL)
 		return;
-	if (target == kv_here()) {
+	*rel = NULL;
+	if (target == here) {
+		free(r);
 		if (epoch == target->tx.epoch)
 			kv_tx_release_here(target, hold);
 		return;
 	}
-	r = malloc(sizeof(*r));
 	if (r == NULL) {
-		CR_LOG(txlock_log, ERR, "out of memory releasing locks on shard %u", shard);
-		return;
+		/* Broken invariant: every hold is asked for with its release made. */
+		CR_LOG(txlock_log, ERR, "a hold on shard %u without its release", shard);
+		abort();
 	}
+	r->next = NULL;
+	r->shard = shard;
 	r->hold = hold;
 	r->epoch = epoch; /* the incarnation that granted it: a later one ignores it */
-	rc = cr_send(kv.shard_lcore[shard], release_recv, r);
-	if (rc != 0) {
-		/* -ESHUTDOWN: that shard is gone, its locks with it. -EAGAIN: a full mailbox;
-		 * the locks stay taken until its lcore stops (logged, never silent). */
-		if (rc == -EAGAIN)
-			CR_LOG(txlock_log, ERR, "releasing locks on shard %u: %s", shard,
-			       cr_strerror(rc));
-		free(r);
+	/* Behind releases already refused: a full mailbox keeps them all, in order. */
+	rc = here->tx.rel_head == NULL ? cr_send(kv.shard_lcore[shard], release_recv, r) : -EAGAIN;
+	if (rc == 0)
+		return;
+	if (rc != -EAGAIN) {
+		free(r); /* -ESHUTDOWN: that shard is gone, its locks with it */
+		return;
 	}
+	*here->tx.rel_tail = r;
+	here->tx.rel_tail = &r->next;
+	kv_tx_await(here, 1); /* this lcore stays until the release is sent */
+	rel_arm(here);
 }
 
 int
@@ -677,12 +763,17 @@ kv_tx_shard_init(struct kv_shard *sh)
 	sh->tx.whole_shared = sh->tx.whole_excl = 0;
 	sh->tx.awaiting = sh->tx.serving = 0;
 	sh->tx.holds = NULL;
+	sh->tx.rel_head = NULL;
+	sh->tx.rel_tail = &sh->tx.rel_head;
+	sh->tx.rel_armed = false;
+	cr_timer_init(&sh->tx.rel_timer, rel_timer, sh);
 	sh->tx.epoch++;
 	if (sh->tx.wver == NULL)
 		sh->tx.wver = calloc(KV_WVER_SLOTS, sizeof(*sh->tx.wver));
 	if (sh->tx.wver == NULL)
 		return -ENOMEM;
 	kv_store_watch(sh->store, sh->tx.wver, KV_WVER_SLOTS - 1);
+	kv_store_pin(sh->store, pinned, sh);
 	kv_tx_late_init(sh);
 	return 0;
 }
@@ -700,6 +791,19 @@ kv_tx_shard_fini(struct kv_shard *sh)
 	unsigned budget = ~0u;
 
 	kv_tx_late_flush(sh);
+	/* Releases still refused: one more try, then they go with the shards that stop too
+	 * (an lcore that retires alone waits for them: each keeps its lease). */
+	cr_timer_stop(&sh->tx.rel_timer);
+	sh->tx.rel_armed = false;
+	if (!rel_flush(sh))
+		CR_LOG(txlock_log, WARNING, "stopping with lock releases a full mailbox refused");
+	while (sh->tx.rel_head != NULL) {
+		struct kv_release *r = sh->tx.rel_head;
+
+		sh->tx.rel_head = r->next;
+		free(r);
+	}
+	sh->tx.rel_tail = &sh->tx.rel_head;
 	/* What still waits gets an error, if its origin can hear it. */
 	while ((w = sh->tx.wq_head) != NULL) {
 		struct rbuf out;
@@ -725,6 +829,7 @@ kv_tx_shard_fini(struct kv_shard *sh)
 	sh->tx.held = sh->tx.excl_held = 0;
 	sh->tx.whole_shared = sh->tx.whole_excl = 0;
 	kv_store_watch(sh->store, NULL, 0);
+	kv_store_pin(sh->store, NULL, NULL);
 	free(sh->tx.wver);
 	sh->tx.wver = NULL;
 	(void)cr_lease_release(&sh->tx.lease_serving);

@@ -25,6 +25,8 @@ tx_fini(void *arg)
 	for (i = 0; tx->parts != NULL && i < tx->nshards; i++)
 		rb_fini(&tx->parts[i].out);
 	free(tx->parts);
+	for (i = 0; tx->locks != NULL && i < tx->nshards; i++)
+		free(tx->locks[i].rel); /* made, never sent: no hold was granted */
 	free(tx->locks);
 	free(tx->shard);
 	free(tx->pool);
@@ -197,6 +199,12 @@ build(struct kv_tx *tx, void (*gather)(struct kv_ctx *x))
 			tx->modes[mpos + nk] = tx->kexcl[k];
 			nk++;
 		}
+		if (!tx->nested) {
+			/* Made now, so that the release cannot fail for want of memory. */
+			l->rel = kv_tx_release_new();
+			if (l->rel == NULL)
+				return -ENOMEM;
+		}
 		l->nkeys = nk;
 		l->keys = keys;
 		l->excl = tx->modes + mpos;
@@ -276,7 +284,8 @@ kv_tx_unlock(struct kv_tx *tx)
 	unsigned i;
 
 	for (i = 0; i < tx->nshards && tx->locks != NULL; i++) {
-		kv_tx_release(tx->shard[i], tx->locks[i].hold, tx->locks[i].hold_epoch);
+		kv_tx_release(tx->shard[i], tx->locks[i].hold, tx->locks[i].hold_epoch,
+			      &tx->locks[i].rel);
 		tx->locks[i].hold = NULL;
 	}
 }

@@ -45,6 +45,19 @@ struct kv_late;
 struct kv_hold;
 struct kv_cmd;
 
+/*
+ * A lock release on its way to the shard that granted the hold: allocated before the
+ * hold is asked for (kv_tx_release_new()), so that releasing needs no memory and cannot
+ * fail. A full mailbox keeps it on the origin's retry queue until the mailbox takes it;
+ * a lost release would leave the shard locked for good. Plain malloc: it crosses lcores.
+ */
+struct kv_release {
+	struct kv_release *next; /* on the origin's retry queue */
+	unsigned shard;		 /* the target's shard index */
+	void *hold;
+	uint64_t epoch; /* the target's incarnation that granted the hold */
+};
+
 /* A lock request's keys, on the origin (read by the shard during the call only). */
 struct kv_txlock {
 	uint32_t nkeys;
@@ -53,6 +66,7 @@ struct kv_txlock {
 	uint8_t whole;	     /* KV_WHOLE_*: the whole shard instead of its keys */
 	void *hold;	     /* out: the shard's handle of the held locks */
 	uint64_t hold_epoch; /* out: the shard's incarnation that granted it */
+	struct kv_release *rel; /* the origin's, made with the request: its release */
 };
 
 /* A whole-shard lock (KEYS, DBSIZE, RANDOMKEY: shared; FLUSHDB, FLUSHALL: exclusive). It
@@ -77,6 +91,9 @@ struct kv_txshard {
 	struct kv_late *late_head, **late_tail; /* answers not yet sent (a full mailbox) */
 	bool late_armed;
 	struct cr_timer late_timer;
+	struct kv_release *rel_head, **rel_tail; /* releases a full mailbox refused */
+	bool rel_armed;
+	struct cr_timer rel_timer;
 	uint64_t epoch;	   /* bumped at each start of the shard */
 	uint64_t awaiting; /* this lcore's parts parked elsewhere, and its transactions */
 	uint64_t serving;  /* holds and queued items this shard keeps for others */
@@ -106,9 +123,14 @@ bool kv_tx_run_part(struct kv_shard *sh, struct kpart *p);
 bool kv_tx_clear(struct kv_shard *sh);
 /* Release a hold (on its shard's lcore), then serve the wait queue. */
 void kv_tx_release_here(struct kv_shard *sh, void *hold);
-/* Release a hold granted by incarnation @p epoch of shard @p shard, from any lcore (a
- * message, if it is another's). */
-void kv_tx_release(unsigned shard, void *hold, uint64_t epoch);
+/* A release message for one hold (before the lock is asked for). @return NULL on ENOMEM. */
+struct kv_release *kv_tx_release_new(void);
+/* Release a hold granted by incarnation @p epoch of shard @p shard, on the current lcore
+ * (a message, if the shard is another's), with the message *@p rel made for it by
+ * kv_tx_release_new(): taken (*@p rel = NULL) when @p hold is not NULL. Cannot fail: a
+ * full mailbox keeps it for a later turn (the lcore is kept meanwhile); a target that is
+ * gone took its locks with it. */
+void kv_tx_release(unsigned shard, void *hold, uint64_t epoch, struct kv_release **rel);
 
 /* The origin's bookkeeping of waiting for others (a lease keeps the lcore meanwhile). */
 void kv_tx_await(struct kv_shard *sh, int delta);

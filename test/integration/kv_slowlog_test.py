@@ -20,6 +20,8 @@ slow: with --slowlog-log-slower-than 2000, SMEMBERS of a 200,000-member set held
 contended (2 lcores): SMEMBERSes of that set while another client SMOVEs a member of it
   across shards (transactions locking it): every one logged with its run on the shard,
   the ones that waited behind the locks too.
+exec: MULTI/EXEC over both shards, WATCH, DISCARD, EXECABORT, a failed WATCH, every
+  command logged: the entries as redis-server's (each command EXEC ran, never EXEC).
 blocked: a BLMPOP that blocked, then served 200,000 elements: logged with that run.
 Exits 0 (pass), 1 (fail), 77 (skip: no redis-server, or contended on 1 lcore).
 """
@@ -335,7 +337,36 @@ def t_blocked(o):
     log("blocked: BLMPOP served 200,000 elements logged with %d us" % e[0][2])
 
 
-TESTS = {"oracle": t_oracle, "slow": t_slow, "stress": t_stress, "contended": t_contended,
+def t_exec(o):
+    """MULTI/EXEC with every command logged, keys on both shards, WATCH, a DISCARD, an
+    EXECABORT and a failed WATCH: the entries as redis-server's, i.e. MULTI, WATCH and
+    each command EXEC ran, as queued, and never EXEC itself (Redis 7.0: SKIP_SLOWLOG),
+    nor the keys EXEC locks."""
+    o.restart(SLOWLOG_OFF)
+    r = o.redis(SLOWLOG_OFF)
+    a = Pair(conn_on_lcore(o.kv.port, 0), Conn(r.port))
+    b = Pair(conn_on_lcore(o.kv.port, o.lcores - 1), Conn(r.port))
+    pairs = (a, b)
+    k0, k1 = on_shard("k", 0, o.lcores), on_shard("k", o.lcores - 1, o.lcores)
+    a.same("CLIENT", "SETNAME", "tx")
+    a.same("CONFIG", "SET", "slowlog-log-slower-than", "0")
+    a.same("SLOWLOG", "RESET")
+    for args in (("MULTI",), ("SET", k0, "1"), ("GET", k1), ("SET", k1, "2"), ("GET", k0),
+                 ("INCR", k0), ("MGET", k0, k1), ("DEL", k0, k1), ("EXEC",),
+                 ("WATCH", k0, k1), ("MULTI",), ("SET", k1, "w"), ("EXEC",),
+                 ("MULTI",), ("SET", k0, "d"), ("DISCARD",),
+                 ("MULTI",), ("NOSUCH",), ("SET", k0, "x"), ("EXEC",),
+                 ("WATCH", k0), ("MULTI",), ("GET", k0), ("EXEC",)):
+        a.same(*args)
+        if args == ("WATCH", k0):
+            b.same("SET", k0, "other")  # the last EXEC fails: nothing it queued runs
+    e = compare_entries(pairs, *a.both("SLOWLOG", "GET", "-1"), "EXEC")
+    names = [x[3][0].upper() for x in e]
+    check("EXEC" not in names, "EXEC logged: %r" % names)
+    log("exec: %d entries as redis-server's" % len(e))
+
+
+TESTS = {"oracle": t_oracle, "exec": t_exec, "slow": t_slow, "stress": t_stress, "contended": t_contended,
          "blocked": t_blocked}
 
 if __name__ == "__main__":

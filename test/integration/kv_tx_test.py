@@ -12,6 +12,12 @@
                  the last) while readers run DBSIZE: it never counts 0 or 3 tokens.
   multi_oracle   MULTI/EXEC/DISCARD/WATCH/UNWATCH scripts, byte for byte against
                  redis-server, keys on one shard and on two, singly and pipelined.
+  exec_order     EXECs over keys of both shards, each command reading what an earlier one
+                 wrote on the other shard: replies in queued order, as redis-server's.
+  exec_time      a key whose TTL ends during an EXEC is live for all its commands (time
+                 stands still, as in Redis; active expiry keeps it), gone after.
+  shutdown_tx    SIGTERM (shutdown_tx_forced: and a second one) with an EXEC running,
+                 EXECs queued behind it, open MULTIs and WATCHes: a clean exit, in time.
   multi_random   kv_test.py's seeded random command stream (every type, keys of both
                  shards) in MULTI/EXEC blocks, against redis-server.
   watch_race     two clients WATCH and GET one key, then both MULTI/INCR/EXEC at once:
@@ -24,6 +30,8 @@ Exits 0 (pass), 1 (fail), 77 (skip). Every loop is bounded in count and time.
 """
 import os
 import random
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -309,6 +317,156 @@ def t_multi_oracle(o):
     check(not bad, "%d differences:\n  %s" % (len(bad), "\n  ".join(bad[:20])))
 
 
+def order_script(o):
+    """EXECs whose queued commands touch keys of both shards, reading what an earlier
+    command of the same EXEC wrote on the other shard, in every order."""
+    n = max(2, o.lcores)
+    a, b, c = named("oa", 0, n, "x"), named("ob", 1 % n, n, "x"), named("oc", 1 % n, n, "y")
+    E = "exact"
+    st = []
+
+    def s(*args):
+        st.append((args, E))
+    s("DEL", a, b, c)
+    s("MULTI"); s("SET", a, "1"); s("GET", b); s("SET", b, "2"); s("GET", a); s("INCR", a)
+    s("GET", b); s("EXEC")
+    s("MULTI"); s("INCR", a); s("INCRBY", b, "10"); s("MGET", a, b); s("DEL", a); s("MGET", a, b)
+    s("SET", a, "x"); s("APPEND", a, "y"); s("GET", a); s("EXEC")
+    s("MULTI"); s("RPUSH", b, "1"); s("RENAME", a, c); s("GET", c); s("EXISTS", a, b, c)
+    s("DEL", b); s("RPUSH", b, "p", "q"); s("LMOVE", b, a, "LEFT", "RIGHT"); s("LRANGE", a, "0", "-1")
+    s("LRANGE", b, "0", "-1"); s("EXEC")
+    s("MULTI"); s("MSET", a, "1", b, "2"); s("INCR", b); s("MGET", a, b, c); s("DEL", a, b, c)
+    s("MGET", a, b, c); s("SET", b, "last"); s("GET", b); s("DBSIZE"); s("EXEC")
+    # many alternating steps: each reply in queued order
+    s("MULTI")
+    for i in range(40):
+        s("INCR", a if i % 3 else b)
+        s("GET", b if i % 2 else a)
+    s("EXEC")
+    s("MGET", a, b, c)
+    return st
+
+
+def t_exec_order(o):
+    """An EXEC over keys of both shards runs its commands in queued order and answers in
+    that order, byte for byte against redis-server, singly and pipelined."""
+    r = o.redis()
+    bad = []
+    for pipelined in (False, True):
+        for port in (o.kv.port, r.port):
+            Conn(port).cmd("FLUSHALL")
+        got = kv_test.run_script(o.kv.port, r.port, order_script(o), pipelined)
+        bad += ["%s: %s" % ("pipelined" if pipelined else "one by one", x) for x in got]
+    check(not bad, "%d differences:\n  %s" % (len(bad), "\n  ".join(bad[:20])))
+
+
+def t_exec_time(o, members=100000, ttl_ms=150, work_s=0.45):
+    """Time stands still during EXEC, as in Redis: a key whose TTL ends while the EXEC
+    runs (a key of one shard read before and after SUNIONSTOREs of a big set that take
+    longer than the TTL, on the other shard with two lcores) is live for every command of
+    the EXEC, against redis-server; and its shard's active expiry (every 100 ms, while
+    the EXEC holds the key) does not delete it. After the EXEC it is gone."""
+    n = max(2, o.lcores)
+    big, dst, k = named("big", 0, n, "s"), named("dst", 0, n, "s"), named("ttl", 1 % n, n, "k")
+    r = o.redis()
+    cs = [Conn(o.kv.port, timeout=60), Conn(r.port, timeout=60)]
+    cost = []
+    for c in cs:
+        c.cmd("FLUSHALL")
+        for base in range(0, members, 2000):
+            c.send(resp("SADD", big, *["m%d" % i for i in range(base, base + 2000)]))
+        c.replies(members // 2000, 60)
+        t0 = time.monotonic()
+        check(c.cmd("SUNIONSTORE", dst, big) == b":%d\r\n" % members, "SUNIONSTORE")
+        cost.append(time.monotonic() - t0)
+    reps = min(60, int(work_s / max(1e-3, min(cost))) + 1)
+    log("one SUNIONSTORE: cr-kv %.1f ms, redis %.1f ms; %d in the EXEC"
+        % (cost[0] * 1e3, cost[1] * 1e3, reps))
+    script = [resp("SET", k, "v", "PX", str(ttl_ms)), resp("MULTI"), resp("GET", k)]
+    script += [resp("SUNIONSTORE", dst, big)] * reps
+    script += [resp("GET", k), resp("EXISTS", k), resp("STRLEN", k), resp("EXEC")]
+    got = []
+    for c in cs:
+        t0 = time.monotonic()
+        c.send(b"".join(script))
+        rs = c.replies(len(script), 60)
+        took = time.monotonic() - t0
+        check(took * 1e3 > ttl_ms + 100, "the EXEC took %.0f ms, not past the TTL" % (took * 1e3))
+        time.sleep(0.05)
+        rs.append(c.cmd("GET", k))  # gone now
+        got.append(rs)
+    exec_reply = parse_array(got[0][-2])
+    check(got[0] == got[1], "cr-kv %r, redis %r" % ([x[-40:] for x in got[0][-3:]],
+                                                    [x[-40:] for x in got[1][-3:]]))
+    check(exec_reply[0] == b"$1\r\nv\r\n" and exec_reply[-3] == b"$1\r\nv\r\n",
+          "the key was not live throughout: %r" % exec_reply[-3:])
+    check(got[0][-1] == b"$-1\r\n", "the key outlived its TTL after the EXEC: %r" % got[0][-1])
+    for c in cs:
+        c.close()
+
+
+def shutdown_tx(o, forced, members=50000, reps=40):
+    """Transactions in flight when cr-kv is told to stop: one EXEC running (a read on one
+    shard, then SUNIONSTOREs of a big set on the other that take about a second), EXECs
+    queued behind its locks, a cross-shard MSET/MGET stream, a client in MULTI that never
+    EXECs and one that WATCHes. SIGTERM (and, forced, a second one 50 ms later): cr-kv
+    exits within the shutdown timeout, status 0, and (sanitizer builds) no report."""
+    n = max(2, o.lcores)
+    big, dst = named("big", 0, n, "s"), named("dst", 0, n, "s")
+    k1 = named("k", 1 % n, n, "one")
+    c = Conn(o.kv.port, timeout=60)
+    for base in range(0, members, 2000):
+        c.send(resp("SADD", big, *["m%d" % i for i in range(base, base + 2000)]))
+    c.replies(members // 2000, 60)
+    c.close()
+    conns = []
+    running = Conn(o.kv.port)
+    running.send(resp("MULTI") + resp("GET", k1) + resp("SUNIONSTORE", dst, big) * reps +
+                 resp("EXEC"))
+    conns.append(running)
+    for i in range(4):  # behind the running EXEC's locks, on both shards
+        q = Conn(o.kv.port)
+        q.send(resp("MULTI") + resp("INCR", k1) + resp("SCARD", dst) + resp("EXEC"))
+        conns.append(q)
+    for lc in range(o.lcores):
+        m = conn_on_lcore(o.kv.port, lc)
+        m.send(resp("WATCH", k1, dst) + resp("MULTI") + resp("SET", k1, "never") +
+               resp("SADD", dst, "x"))  # no EXEC
+        conns.append(m)
+    stream = Conn(o.kv.port)
+    a, b = named("sa", 0, n, "x"), named("sb", 1 % n, n, "x")
+    stream.send((resp("MSET", a, "1", b, "2") + resp("MGET", a, b)) * 500)
+    conns.append(stream)
+    time.sleep(0.2)  # the EXEC is running, the others wait behind it
+    t0 = time.monotonic()
+    o.kv.proc.send_signal(signal.SIGTERM)
+    if forced:
+        time.sleep(0.05)
+        o.kv.proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = o.kv.proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        o.kv.proc.kill()
+        o.kv.proc.communicate()
+        raise Failure("cr-kv still running 20 s after SIGTERM with transactions in flight")
+    took = time.monotonic() - t0
+    err = err.decode(errors="replace")
+    log("stopped in %.2f s (%s)" % (took, "forced" if forced else "graceful"))
+    check(o.kv.proc.returncode == 0, "exit status %s: %s" % (o.kv.proc.returncode, err[-3000:]))
+    check("Sanitizer" not in err and "runtime error" not in err, "sanitizer: %s" % err[-3000:])
+    check(took < 12, "stopping took %.1f s" % took)
+    for x in conns:
+        x.close()
+
+
+def t_shutdown_tx(o):
+    shutdown_tx(o, False)
+
+
+def t_shutdown_tx_forced(o):
+    shutdown_tx(o, True)
+
+
 def t_multi_random(o, count=4000):
     """kv_test.py's seeded random stream of every type's commands (keys of both shards
     mixed), cut into MULTI/EXEC blocks of 1-12 commands, pipelined against cr-kv and
@@ -528,6 +686,10 @@ TESTS = {
     "keys_atomic": t_keys_atomic,
     "dbsize_atomic": t_dbsize_atomic,
     "multi_oracle": t_multi_oracle,
+    "exec_order": t_exec_order,
+    "exec_time": t_exec_time,
+    "shutdown_tx": t_shutdown_tx,
+    "shutdown_tx_forced": t_shutdown_tx_forced,
     "multi_random": t_multi_random,
     "watch_race": t_watch_race,
     "transfer": t_transfer,

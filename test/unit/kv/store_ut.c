@@ -207,6 +207,41 @@ test_active_expiry(void)
 	kv_store_destroy(s);
 }
 
+/* Keys a transaction holds ("p..."): expired, never deleted until it lets them go. */
+static bool
+pin_p(void *arg, const char *key, size_t len)
+{
+	return *(bool *)arg && len > 0 && key[0] == 'p';
+}
+
+static void
+test_pinned_expiry(void)
+{
+	struct kv_store *s = kv_store_create();
+	uint64_t rng = 7;
+	bool holding = true;
+	unsigned i;
+	char k[32];
+
+	kv_store_pin(s, pin_p, &holding);
+	for (i = 0; i < 40; i++) {
+		snprintf(k, sizeof(k), "%c%u", i < 20 ? 'p' : 'q', i);
+		kv_set_expire(s, put(s, k, "v"), NOW + 10);
+	}
+	for (i = 0; i < 50; i++)
+		kv_store_expire_cycle(s, NOW + 20, &rng, 16);
+	CU_ASSERT_EQUAL(kv_store_count(s), 20); /* the q's went, the p's stay */
+	CU_ASSERT_PTR_NULL(kv_lookup_ex(s, "p0", 2, kv_hash("p0", 2), NOW + 20, false));
+	CU_ASSERT_PTR_NULL(kv_store_random(s, NOW + 20, &rng)); /* gone to a reader... */
+	CU_ASSERT_EQUAL(kv_store_count(s), 20);			 /* ... but not deleted */
+	CU_ASSERT_PTR_NOT_NULL(kv_lookup_ex(s, "p0", 2, kv_hash("p0", 2), NOW + 5, false));
+	holding = false; /* released: the next cycle deletes them */
+	for (i = 0; i < 50 && kv_store_count(s) > 0; i++)
+		kv_store_expire_cycle(s, NOW + 20, &rng, 16);
+	CU_ASSERT_EQUAL(kv_store_count(s), 0);
+	kv_store_destroy(s);
+}
+
 struct seen {
 	unsigned char *hit;
 	int n;
@@ -377,7 +412,7 @@ test_hash_key(void)
 
 static const struct ut_case cases[] = {
     UT_CASE(test_set_get_delete), UT_CASE(test_resize),		  UT_CASE(test_value_resize),
-    UT_CASE(test_inline_values),  UT_CASE(test_lazy_expiry),	  UT_CASE(test_active_expiry),
+    UT_CASE(test_inline_values),  UT_CASE(test_lazy_expiry),	  UT_CASE(test_active_expiry), UT_CASE(test_pinned_expiry),
     UT_CASE(test_scan_resize),	  UT_CASE(test_random_and_flush), UT_CASE(test_flood_resistance),
     UT_CASE(test_hash_key),
 };

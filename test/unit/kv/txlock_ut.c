@@ -4,7 +4,19 @@
  * wait queue, and WATCH's versions, on one shard stepped on this thread. What lies below
  * (late answers, blocked pops, leases, messages) is stubbed: a late answer is recorded.
  */
+#include <stdbool.h>
+#include <stdlib.h>
+
+/* Fault injection: txlock.c's own malloc() fails while ut_malloc_fail is set. */
+static bool ut_malloc_fail;
+static void *
+ut_malloc(size_t n)
+{
+	return ut_malloc_fail ? NULL : malloc(n);
+}
+#define malloc(n) ut_malloc(n)
 #include "txlock.c"
+#undef malloc
 
 #include "ut_cunit.h"
 
@@ -49,9 +61,42 @@ void kv_bw_serve(struct kv_shard *sh) { (void)sh; }
 void cmd_bw_watch(struct kv_ctx *x) { (void)x; }
 int cr_lease_acquire(struct cr_lease *l) { (void)l; return 0; }
 int cr_lease_release(struct cr_lease *l) { (void)l; return 0; }
-unsigned cr_lcore_id(void) { return 0; }
+static unsigned cur_lcore; /* the lcore the test plays */
+unsigned cr_lcore_id(void) { return cur_lcore; }
 const char *cr_strerror(int e) { (void)e; return "stub"; }
-int cr__send(unsigned lc, cr_msg_fn fn, void *arg) { (void)lc, (void)fn, (void)arg; return -1; }
+/* Messages: cr__send answers send_rc; an accepted one is kept for the test to deliver. */
+static int send_rc = -1;
+static struct {
+	unsigned lc;
+	cr_msg_fn fn;
+	void *arg;
+} sent[8];
+static unsigned nsent;
+int
+cr__send(unsigned lc, cr_msg_fn fn, void *arg)
+{
+	if (send_rc != 0)
+		return send_rc;
+	sent[nsent].lc = lc;
+	sent[nsent].fn = fn;
+	sent[nsent++].arg = arg;
+	return 0;
+}
+/* Deferred tasks and timers: kept, run when the test says. */
+static cr_msg_fn deferred_fn;
+static void *deferred_arg;
+static unsigned ndeferred, ntimers;
+int
+cr_defer(cr_msg_fn fn, void *arg)
+{
+	deferred_fn = fn;
+	deferred_arg = arg;
+	ndeferred++;
+	return 0;
+}
+void cr_timer_init(struct cr_timer *t, cr_timer_fn fn, void *arg) { (void)t, (void)fn, (void)arg; }
+void cr_timer_start(struct cr_timer *t, uint64_t ns) { (void)t, (void)ns; ntimers++; }
+bool cr_timer_stop(struct cr_timer *t) { (void)t; return false; }
 _Thread_local struct cr__outbox *cr__send_out;
 int64_t kv_now_ms(void) { return 1000; }
 unsigned key_shard_h(const char *p, size_t len, uint64_t h) { (void)p, (void)len, (void)h; return 0; }
@@ -61,6 +106,11 @@ struct kv_entry *kv_peek(struct kv_store *s, const char *k, size_t l, uint64_t h
 	return NULL;
 }
 void kv_store_watch(struct kv_store *s, uint32_t *v, uint32_t m) { (void)s, (void)v, (void)m; }
+void
+kv_store_pin(struct kv_store *s, bool (*fn)(void *, const char *, size_t), void *arg)
+{
+	(void)s, (void)fn, (void)arg;
+}
 uint64_t
 kv_hash(const void *key, size_t len)
 {
@@ -87,6 +137,9 @@ cr_log_write(const struct cr_log_component *c, int level, const char *fmt, ...)
 }
 
 /* ---- parts ---- */
+
+/* The origin releases the hold of lock request @p t, with the message made with it. */
+#define KV_TX_RELEASE(sh, t) kv_tx_release((sh), (t)->lock.hold, (t)->lock.hold_epoch, &(t)->lock.rel)
 
 static const struct kv_cmd set_cmd = {.name = "set", .flags = KV_WRITE, .route = KV_ROUTE_KEY1,
 				      .first_key = 1, .last_key = 1, .step = 1};
@@ -281,9 +334,132 @@ test_versions(void)
 	CU_ASSERT_EQUAL(shard.tx.wver[b], vb + 1);
 }
 
+/* The origin of a transaction is lcore 1 (shard 1); the locks are on shard 0 (lcore 0). */
+static struct kv_shard origin;
+
+static void
+two_shards(void)
+{
+	kv_tx_shard_fini(&shard); /* whatever an earlier test left locked (a FATAL assert) */
+	CU_ASSERT_EQUAL_FATAL(kv_tx_shard_init(&shard), 0);
+	kv.nshards = 2;
+	kv.shard_lcore[0] = 0;
+	kv.shard_lcore[1] = 1;
+	kv.shards[1] = &origin;
+	memset(&origin, 0, sizeof(origin));
+	origin.index = 1;
+	kv_mem_bind(&origin.mem);
+	CU_ASSERT_EQUAL_FATAL(kv_tx_shard_init(&origin), 0);
+	nsent = ndeferred = ntimers = 0;
+	deferred_fn = NULL;
+	cur_lcore = 0;
+}
+
+static void
+one_shard(void)
+{
+	kv_tx_shard_fini(&origin);
+	kv.nshards = 1;
+	kv.shards[1] = NULL;
+	cur_lcore = 0;
+	send_rc = -1;
+	ut_malloc_fail = false;
+}
+
+/* A lock on shard 0 held by the origin, and a GET of its key waiting behind it. */
+static void
+held_with_waiter(struct tpart *k, struct tpart *g)
+{
+	reset();
+	cur_lcore = 0;
+	lockreq(k, 0, "x", true, "X");
+	k->lock.rel = kv_tx_release_new(); /* as txn.c makes it, with the request */
+	CU_ASSERT_TRUE_FATAL(kv_tx_run_part(&shard, &k->p));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(k->lock.hold);
+	plain(g, &get_cmd, "x", "G");
+	CU_ASSERT_FALSE_FATAL(kv_tx_run_part(&shard, &g->p));
+}
+
+/* Deliver what the origin's mailbox accepted, on shard 0's lcore. */
+static void
+deliver(void)
+{
+	unsigned i;
+
+	cur_lcore = 0;
+	for (i = 0; i < nsent; i++) {
+		CU_ASSERT_EQUAL(sent[i].lc, 0);
+		sent[i].fn(sent[i].arg);
+	}
+	nsent = 0;
+}
+
+/* A release whose message finds the target's mailbox full (-EAGAIN) is kept and sent
+ * again once the mailbox takes it: the shard is unlocked, the GET behind it runs. (Before:
+ * the release was dropped with a log line, and the shard stayed locked for good.) */
+static void
+test_release_full_mailbox(void)
+{
+	struct tpart k, g;
+	unsigned tries;
+
+	two_shards();
+	held_with_waiter(&k, &g);
+	cur_lcore = 1;
+	send_rc = -EAGAIN;
+	KV_TX_RELEASE(0, &k);
+	CU_ASSERT_EQUAL(nsent, 0);
+	CU_ASSERT_FALSE(kv_tx_clear(&shard));
+	/* Still full for a few more tries: each one is retried, nothing is lost. */
+	for (tries = 0; tries < 3 && deferred_fn != NULL; tries++) {
+		cr_msg_fn fn = deferred_fn;
+
+		deferred_fn = NULL;
+		fn(deferred_arg);
+	}
+	CU_ASSERT_EQUAL(tries, 3);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(deferred_fn); /* armed again */
+	CU_ASSERT_EQUAL(nsent, 0);
+	send_rc = 0;
+	{
+		cr_msg_fn fn = deferred_fn;
+
+		deferred_fn = NULL;
+		fn(deferred_arg);
+	}
+	CU_ASSERT_EQUAL_FATAL(nsent, 1);
+	CU_ASSERT_PTR_NULL(deferred_fn); /* sent: nothing more to retry */
+	deliver();
+	CU_ASSERT_STRING_EQUAL(order, "XG");
+	CU_ASSERT_EQUAL(nlates, 1);
+	CU_ASSERT_TRUE(kv_tx_clear(&shard));
+	one_shard();
+}
+
+/* A release with no memory left to allocate anything still goes: its message was made
+ * with the lock. (Before: malloc failed and the release was dropped.) */
+static void
+test_release_no_memory(void)
+{
+	struct tpart k, g;
+
+	two_shards();
+	held_with_waiter(&k, &g);
+	cur_lcore = 1;
+	send_rc = 0;
+	ut_malloc_fail = true;
+	KV_TX_RELEASE(0, &k);
+	ut_malloc_fail = false;
+	CU_ASSERT_EQUAL_FATAL(nsent, 1);
+	deliver();
+	CU_ASSERT_STRING_EQUAL(order, "XG");
+	CU_ASSERT_TRUE(kv_tx_clear(&shard));
+	one_shard();
+}
+
 static const struct ut_case cases[] = {
     UT_CASE(test_whole_shared), UT_CASE(test_whole_vs_keys), UT_CASE(test_whole_exclusive),
-    UT_CASE(test_versions),
+    UT_CASE(test_versions), UT_CASE(test_release_full_mailbox), UT_CASE(test_release_no_memory),
 };
 
 UT_MAIN("kv_txlock", cases, setup, NULL)
