@@ -420,7 +420,7 @@ client_push_then_read(void *arg)
 /* A small send buffer: a send carrying the queue (above the 64 KiB high watermark) cannot
  * fit while the client does not read, so the kernel takes it in part, however fast or
  * slow (TSan) each side runs. With the autotuned buffer (up to 4 MiB) a slow server's
- * sends all fitted, and no short send was seen in 3 of 16 TSan runs. */
+ * sends all fitted: no short send in about one TSan run in four. */
 static void
 on_open_small_sndbuf(struct cr_conn *c)
 {
