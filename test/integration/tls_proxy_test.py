@@ -246,6 +246,22 @@ def t_pipeline(proxy_exe, http_exe, driver, certs):
     return 0
 
 
+def handshake_holding_finished(obj, inc, out, s):
+    """Run the client side of @p obj's handshake over socket @p s until it is done; its
+    Finished stays in @p out, unsent, for the caller to send with what follows."""
+    for _ in range(20):
+        try:
+            obj.do_handshake()
+            return
+        except ssl.SSLWantReadError:
+            data = out.read()
+            if data:
+                s.sendall(data)
+            b = s.recv(65536)
+            check(b, "closed during the handshake")
+            inc.write(b)
+
+
 def tls_get_with_finished(port, certs, path="/plaintext", timeout=10):
     """A TLS GET whose request record goes in the same write as the client's Finished, so
     the proxy's lib/tls decrypts it in the call that ends the handshake: (status, body)."""
@@ -254,17 +270,7 @@ def tls_get_with_finished(port, certs, path="/plaintext", timeout=10):
     obj = ctx.wrap_bio(inc, out, server_hostname="localhost")
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     try:
-        for _ in range(20):
-            try:
-                obj.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                data = out.read()
-                if data:
-                    s.sendall(data)
-                b = s.recv(65536)
-                check(b, "closed during the handshake")
-                inc.write(b)
+        handshake_holding_finished(obj, inc, out, s)
         obj.write(b"GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
                   % path.encode())
         s.sendall(out.read())  # Finished and the request, one write
@@ -616,17 +622,7 @@ def tls_request_then_eof(port, certs, request, timeout=10):
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     got = b""
     try:
-        for _ in range(20):
-            try:
-                obj.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                data = out.read()
-                if data:
-                    s.sendall(data)
-                b = s.recv(65536)
-                check(b, "closed during the handshake")
-                inc.write(b)
+        handshake_holding_finished(obj, inc, out, s)
         obj.write(request)
         try:
             obj.unwrap()
