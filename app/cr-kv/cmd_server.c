@@ -22,6 +22,10 @@ KV_CMD(ping)
 		kv_reply_wrong_arity(x->out, "ping");
 		return;
 	}
+	if (kv_ps_subscribed(x->kc)) {
+		kv_ps_pong(x); /* RESP2's subscribed mode */
+		return;
+	}
 	if (x->argc == 1)
 		rb_raw(x->out, "+PONG\r\n", 7);
 	else

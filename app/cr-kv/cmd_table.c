@@ -82,6 +82,18 @@ static const struct kv_cmd slowlog_subs[] = {
     {NULL},
 };
 
+static const struct kv_cmd pubsub_subs[] = {
+    CMD("pubsub|channels", -2, LS, KV_ROUTE_ALL, KV_MERGE_PUBSUB, 0, 0, 0, cmd_pubsub_channels,
+	precheck_pubsub_channels, "pubsub", "List active channels"),
+    CMD("pubsub|numsub", -2, LS, KV_ROUTE_ALL, KV_MERGE_PUBSUB, 0, 0, 0, cmd_pubsub_numsub, NULL,
+	"pubsub", "Get the count of subscribers for channels"),
+    CMD("pubsub|numpat", 2, LS, KV_ROUTE_ALL, KV_MERGE_PUBSUB, 0, 0, 0, cmd_pubsub_numpat, NULL,
+	"pubsub", "Get the count of unique patterns pattern subscriptions"),
+    CMD("pubsub|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_pubsub_help, NULL, "pubsub",
+	"Show helpful text about the different subcommands"),
+    {NULL},
+};
+
 static const struct kv_cmd config_subs[] = {
     CMD("config|get", -3, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_get, NULL,
 	"server", "Get the values of configuration parameters"),
@@ -389,6 +401,19 @@ const struct kv_cmd kv_cmds[] = {
 	"Incrementally iterate sorted sets elements and associated scores"),
     /* server and connection */
     CMD("ping", -1, F, LOC, 0, 0, 0, 0, cmd_ping, NULL, "connection", "Ping the server"),
+    /* pub/sub (pubsub.c) */
+    CMD("subscribe", -2, LS | KV_NOSCRIPT, LOC, 0, 0, 0, 0, cmd_subscribe, NULL, "pubsub",
+	"Listen for messages published to the given channels"),
+    CMD("unsubscribe", -1, LS | KV_NOSCRIPT, LOC, 0, 0, 0, 0, cmd_unsubscribe, NULL, "pubsub",
+	"Stop listening for messages posted to the given channels"),
+    CMD("psubscribe", -2, LS | KV_NOSCRIPT, LOC, 0, 0, 0, 0, cmd_psubscribe, NULL, "pubsub",
+	"Listen for messages published to channels matching the given patterns"),
+    CMD("punsubscribe", -1, LS | KV_NOSCRIPT, LOC, 0, 0, 0, 0, cmd_punsubscribe, NULL, "pubsub",
+	"Stop listening for messages posted to channels matching the given patterns"),
+    CMD("publish", 3, LS | F, ALL, KV_MERGE_PUBSUB, 0, 0, 0, cmd_publish, NULL, "pubsub",
+	"Post a message to a channel"),
+    {"pubsub", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, pubsub_subs, "pubsub",
+     "A container for Pub/Sub commands"},
     CMD("echo", 2, F, LOC, 0, 0, 0, 0, cmd_echo, NULL, "connection", "Echo the given string"),
     CMD("select", 2, LS | F, LOC, 0, 0, 0, 0, cmd_select, NULL, "connection",
 	"Change the selected database for the current connection"),

@@ -467,6 +467,18 @@ run_command(struct kconn *kc)
 		kc_reply_error(kc, "OOM command not allowed when used memory > 'maxmemory'.", 55);
 		return;
 	}
+	if (kv_ps_subscribed(kc) && !kv_ps_allowed(cmd)) {
+		/* RESP2's subscribed mode: Redis 7.0's processCommand() text */
+		kv_multi_flag(kc);
+		kv_cmd_rejected(kc, cmd);
+		i = (uint32_t)snprintf(err, sizeof(err),
+				       "ERR Can't execute '%s': only (P|S)SUBSCRIBE / "
+				       "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this "
+				       "context",
+				       cmd->name);
+		kc_reply_error(kc, err, i < sizeof(err) ? i : sizeof(err) - 1);
+		return;
+	}
 	if (kc->mx != NULL && kv_multi_queues(cmd)) {
 		kv_multi_queue(kc, cmd, &x); /* MULTI: run by EXEC (its checks then) */
 		return;

@@ -43,6 +43,7 @@ void
 kconn_free(struct kconn *kc)
 {
 	kc_oq_drop(kc);
+	kv_ps_gone(kc);
 	kv_multi_free(kc);
 	resp_parser_fini(&kc->rp);
 	free(kc->qbuf);
@@ -69,6 +70,7 @@ kc_gone(struct kconn *kc)
 	kc->conn = NULL;
 	if (kc->bpop != NULL)
 		kv_bpop_gone(kc); /* a blocked client: cancel its wait */
+	kv_ps_gone(kc); /* its subscriptions, all on this lcore */
 	if (kc->next != NULL)
 		kc->next->pprev = kc->pprev;
 	*kc->pprev = kc->next;

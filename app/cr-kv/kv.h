@@ -44,6 +44,7 @@
 #include "txn.h"
 #include "clients.h"
 #include "slowlog.h"
+#include "pubsub.h"
 
 #define KV_VERSION "7.0.15"
 
@@ -118,6 +119,7 @@ enum kv_merge {
 	KV_MERGE_INFO,	  /* shard statistics, formatted by the INFO command */
 	KV_MERGE_SLOWLOG, /* every lcore's slow log entries (slowlog.c) */
 	KV_MERGE_RESETSTAT, /* +OK: every lcore reset its own statistics (CONFIG RESETSTAT) */
+	KV_MERGE_PUBSUB,    /* PUBLISH's receivers, PUBSUB's answers (pubsub.c) */
 };
 
 /* Command flags (also what COMMAND INFO reports). */
@@ -480,6 +482,7 @@ struct kv_shard {
 	struct kv_cmdstat cstat[KV_CMDSTAT_MAX];
 	struct kv_slowlog slowlog; /* commands of this lcore's clients that ran long */
 	int64_t now_ms; /* the clock when the batch being parsed arrived */
+	struct kv_psshard *ps; /* its clients' channels and patterns (pubsub.h) */
 };
 
 /* Requests a connection may have in flight before it stops parsing (and reading): what
@@ -528,6 +531,7 @@ struct kconn {
 	bool out_paused; /* parsing waits: its unread replies are over kv_out_pause() */
 	int64_t obuf_soft_since; /* over the soft output limit since (ms), or 0 */
 	size_t mem;		 /* what it takes, as last counted (climem.c) */
+	struct kv_psclient *ps;	 /* its channels and patterns (pubsub.h), or NULL */
 };
 
 /* One shard's share of a request. */

@@ -149,5 +149,8 @@ kv_merge_parts(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbu
 	case KV_MERGE_RESETSTAT:
 		rb_ok(out);
 		break;
+	case KV_MERGE_PUBSUB:
+		kv_ps_merge(kr, parts, nparts, out);
+		break;
 	}
 }

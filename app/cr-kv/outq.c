@@ -167,7 +167,7 @@ obuf_close(struct kconn *kc, size_t used, const char *which)
 }
 
 /*
- * Redis's checkClientOutputBufferLimits() for the normal class: when output is added,
+ * Redis's checkClientOutputBufferLimits() for the normal class (pubsub for a subscriber): when output is added,
  * and for the soft limit at the shard's tick too. Over the hard limit: closed; over the soft one: closed once it has
  * stayed over for longer than the soft seconds. True if the client stays.
  */
@@ -176,8 +176,15 @@ out_limits_ok(struct kconn *kc)
 {
 	unsigned long long hard = atomic_load_explicit(&kv.obuf_hard, memory_order_relaxed);
 	unsigned long long soft = atomic_load_explicit(&kv.obuf_soft, memory_order_relaxed);
+	unsigned long long secs = atomic_load_explicit(&kv.obuf_soft_secs, memory_order_relaxed);
+	unsigned long long ps[3];
 	size_t used;
 
+	if (kv_ps_limits(kc, ps)) { /* a subscriber: Redis's pubsub class */
+		hard = ps[0];
+		soft = ps[1];
+		secs = ps[2];
+	}
 	if (hard == 0 && soft == 0)
 		return true;
 	/* As Redis counts its reply blocks: the memory of those not yet wholly sent. */
@@ -194,8 +201,7 @@ out_limits_ok(struct kconn *kc)
 		kc->obuf_soft_since = kv_now_ms();
 		return true;
 	}
-	if (kv_now_ms() - kc->obuf_soft_since >
-	    (int64_t)atomic_load_explicit(&kv.obuf_soft_secs, memory_order_relaxed) * 1000) {
+	if (kv_now_ms() - kc->obuf_soft_since > (int64_t)secs * 1000) {
 		obuf_close(kc, used, "soft");
 		return false;
 	}
@@ -343,8 +349,7 @@ kv_outq_tick(struct kv_shard *sh)
 {
 	struct kconn *kc, *next;
 
-	if (atomic_load_explicit(&kv.obuf_soft, memory_order_relaxed) == 0)
-		return;
+	/* (Subscribers have a soft limit always: the pubsub class's.) */
 	for (kc = sh->conns; kc != NULL; kc = next) {
 		next = kc->next;
 		if (kc->conn != NULL && kc->obuf_soft_since != 0)

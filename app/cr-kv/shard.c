@@ -37,7 +37,7 @@ kv_shard_start(unsigned lcore)
 	kv_mem_bind(&sh->mem);
 	sh->closing = false;
 	cr_timer_init(&sh->closing_timer, NULL, NULL);
-	if (kv_tx_shard_init(sh) != 0)
+	if (kv_tx_shard_init(sh) != 0 || kv_ps_init(sh) != 0)
 		return -ENOMEM;
 	kv_xshard_init(sh);
 	kv_bw_init(sh);
@@ -78,6 +78,7 @@ kv_shard_stop(unsigned lcore)
 	}
 	kv_bw_fini(sh); /* before the late answers' last flush */
 	kv_bp_fini(sh);
+	kv_ps_fini(sh); /* after its clients, who dropped their subscriptions */
 	kv_tx_shard_fini(sh);
 	kv_xshard_fini(sh);
 	kreq_free_list(sh);
