@@ -392,7 +392,8 @@ main(int argc, char **argv)
 	     "'normal HARD SOFT SECONDS': close a client whose replies waiting to be read reach "
 	     "HARD bytes, or stay over SOFT bytes for more than SECONDS (checked when a reply is "
 	     "added, as Redis does, and every 100 ms); 0 turns a bound off (default "
-	     "'normal 0 0 0': none, as Redis)",
+	     "'normal 0 0 0': none, as Redis); subscribers have Redis's 'pubsub 32mb 8mb 60', "
+	     "fixed",
 	     "the normal class with two byte counts and seconds, e.g. 'normal 256mb 64mb 60'",
 	     set_obuf_limit, NULL},
 	    {"proto-max-bulk-len", 0, "BYTES",
