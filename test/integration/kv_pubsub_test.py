@@ -284,6 +284,32 @@ def t_stress(o, seed=7, pubs=4, subs=6, per=300):
         check(sorted(plain) == sorted(expect), "a subscriber's messages differ")
         total += nframes
     log("%d publishers x %d subscribers: %d frames, exact, in order" % (pubs, subs, total))
+    # churn: subscribers on both lcores go (some without reading) while messages flow;
+    # afterwards only the kept ones are registered, on any lcore
+    keep = []
+    for i in range(40):
+        c = conn_on_lcore(port, i % o.lcores)
+        c.send(resp("SUBSCRIBE", "churn", "st0"))
+        c.send(resp("PSUBSCRIBE", "ch*"))
+        c.replies(3, 10)
+        if rng.random() < 0.25:
+            keep.append(c)
+        else:
+            pc[i % pubs].send(resp("PUBLISH", "churn", "x" * rng.randrange(1, 5000)))
+            c.close()
+            pc[i % pubs].replies(1, 10)
+    deadline = time.monotonic() + 10
+    want = b"*4\r\n$5\r\nchurn\r\n:%d\r\n$3\r\nst0\r\n:%d\r\n" % (len(keep), len(keep) + sum(
+        "st0" in m for _, m, _ in sc))
+    c = Conn(port)
+    while time.monotonic() < deadline and c.cmd("PUBSUB", "NUMSUB", "churn", "st0") != want:
+        time.sleep(0.01)
+    check(c.cmd("PUBSUB", "NUMSUB", "churn", "st0") == want, "registrations left behind")
+    check(c.cmd("PUBSUB", "NUMPAT") == b":%d\r\n" % (2 if (keep and any(p for *_, p in sc))
+                                                     else 1 if (keep or any(p for *_, p in sc))
+                                                     else 0), "numpat")
+    check(pc[0].cmd("PUBLISH", "churn", "end") == b":%d\r\n" % (2 * len(keep)), "count")
+    log("churn: %d of 40 subscribers kept, nothing left of the others" % len(keep))
 
 
 def t_slow(o):
