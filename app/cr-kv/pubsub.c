@@ -624,6 +624,14 @@ name_cmp(const void *a, const void *b)
 	return r != 0 ? r : (x->len > y->len) - (x->len < y->len);
 }
 
+/* A part that did not run (its lcore retired: "-ERR the shard ... is unavailable") has no
+ * clients, so no subscribers: it counts nothing. */
+static bool
+part_ok(const struct kpart *p)
+{
+	return p->out.len != 0 && p->out.p[0] != '-';
+}
+
 /* The distinct bulks of the parts' arrays; -ENOMEM. */
 static long long
 distinct(struct kpart *parts, uint32_t nparts, struct ps_name **out)
@@ -636,6 +644,8 @@ distinct(struct kpart *parts, uint32_t nparts, struct ps_name **out)
 		struct rd r;
 		long long m;
 
+		if (!part_ok(&parts[i]))
+			continue;
 		rd_init(&r, &parts[i].out);
 		m = rd_array(&r);
 		if (m > 0) {
@@ -673,6 +683,8 @@ kv_ps_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf *
 		for (n = 0, i = 0; i < nparts; i++) {
 			struct rd r;
 
+			if (!part_ok(&parts[i]))
+				continue;
 			rd_init(&r, &parts[i].out);
 			n += rd_int(&r);
 		}
@@ -689,7 +701,8 @@ kv_ps_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf *
 		rb_array(out, (long long)(kr->argc - 2) * 2);
 		for (k = 2; k < kr->argc; k++) {
 			for (n = 0, i = 0; i < nparts; i++)
-				n += rd_int(&r[i]);
+				if (part_ok(&parts[i]))
+					n += rd_int(&r[i]);
 			rb_bulk(out, kr->argv[k].p, kr->argv[k].len);
 			rb_int(out, n);
 		}

@@ -105,6 +105,10 @@ def scenario(r):
     r.read("s2", 1)
     r.read("s3", 1)
     r.cmd("p", "PUBLISH", "zzz", "none")
+    r.cmd("p", "MULTI")
+    r.cmd("p", "PUBLISH", "sport", "in a transaction")
+    r.cmd("p", "EXEC")
+    r.read("s1", 1)
     # subscribed mode: only (P)(UN)SUBSCRIBE, PING, QUIT
     r.cmd("s1", "GET", "k")
     r.cmd("s1", "PUBLISH", "news", "x")
