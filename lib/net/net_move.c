@@ -116,7 +116,6 @@ cr__conn_move_step(struct cr_conn *c)
 	m->from = c->nl->lcore;
 	m->ops = c->ops;
 	m->arg = c->arg;
-	m->data = c->data;
 	m->opts = (struct cr_conn_opts){
 	    .idle_timeout_ns = c->idle_ns,
 	    .high_watermark = c->high_wm,
@@ -130,6 +129,7 @@ cr__conn_move_step(struct cr_conn *c)
 	m->last_active = c->last_active;
 	m->read_stopped = c->read_stopped;
 	m->state = c->ops->on_move_out(c);
+	m->data = c->data; /* as on_move_out left it */
 	rc = cr_send(c->move_to, move_in_msg, m);
 	if (rc != 0) {
 		/* Refused at once: the message never ran, the app takes its state back here. */
