@@ -82,18 +82,28 @@ hdr_timeout(struct cr_timer *t, void *arg)
 	conn_settle(hl, h);
 }
 
-static void
-on_open(struct cr_conn *c)
+/* A connection's state in this lcore's array, fresh: a new one, or one moved here. */
+static struct http_conn *
+conn_begin(struct http_lcore *hl, struct cr_conn *c)
 {
-	struct http_lcore *hl = http_lcore_cur();
 	struct http_conn *h = &hl->conns[cr_conn_index(c)];
-	struct cr_conn *victim;
 
 	memset(h, 0, sizeof(*h));
 	h->c = c;
 	h->open = true;
 	hl->n_open++;
 	http_lru_touch(hl, h);
+	cr_timer_init(&h->hdr_timer, hdr_timeout, h);
+	return h;
+}
+
+static void
+on_open(struct cr_conn *c)
+{
+	struct http_lcore *hl = http_lcore_cur();
+	struct http_conn *h = conn_begin(hl, c);
+	struct cr_conn *victim;
+
 	victim = http_reclaim_victim(hl, h);
 	if (victim != NULL) {
 		/* Its slot and socket now, not after a graceful close: it is the oldest idle
@@ -102,7 +112,6 @@ on_open(struct cr_conn *c)
 		cr_conn_destroy(victim);
 		stats_flush(hl);
 	}
-	cr_timer_init(&h->hdr_timer, hdr_timeout, h);
 	/* Also while shutting: it was queued before the stop, and its request is answered
 	 * (with Connection: close). */
 	http_header_timer_arm(h);
@@ -222,7 +231,36 @@ on_close(struct cr_conn *c, int err)
 	conn_release(hl, &hl->conns[cr_conn_index(c)]);
 }
 
+/*
+ * Moves (a retire): lib/net moves a connection only at a boundary (http_at_boundary: no
+ * head or body half-read, no file going out) with nothing queued, so between two requests
+ * nothing of the request engine is live and nothing is handed over (the access log's
+ * peer address is looked up again when needed); the new lcore starts the connection
+ * afresh, its keep-alive wait (the header timer) from the move.
+ */
+static void *
+on_move_out(struct cr_conn *c)
+{
+	struct http_lcore *hl = http_lcore_cur();
+
+	conn_release(hl, &hl->conns[cr_conn_index(c)]);
+	stats_flush(hl);
+	return NULL;
+}
+
+static void
+on_move_in(struct cr_conn *c, void *state)
+{
+	struct http_lcore *hl = http_lcore_cur();
+	struct http_conn *h = conn_begin(hl, c);
+
+	(void)state;
+	http_header_timer_arm(h);
+}
+
 const struct cr_conn_ops http_conn_ops = {
+    .on_move_out = on_move_out,
+    .on_move_in = on_move_in,
     .on_open = on_open,
     .on_data = on_data,
     .on_eof = on_eof,

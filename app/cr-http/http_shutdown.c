@@ -20,8 +20,30 @@ http_at_boundary(struct cr_conn *c)
 	return !h->open || !http_in_flight(h);
 }
 
-/* A retire or a shutdown: lib/net takes no more connections here and closes ours at
- * their boundaries (http_at_boundary); every answer from now on says Connection: close. */
+bool
+http_may_keep(const struct http_lcore *hl, const struct http_conn *h)
+{
+	if (hl->shutting)
+		return false;
+	/* A TLS connection cannot move yet (lib/net refuses layered ones): it closes. */
+	return !hl->retiring || cr_conn_layer(h->c) == NULL;
+}
+
+/*
+ * A retire: lib/net takes no more connections here and moves every plain one to a lcore
+ * that stays at its boundary (http_move_out / http_move_in): keep-alive goes on, answers
+ * still say keep-alive. TLS connections close at their boundaries, as at a shutdown.
+ */
+void
+http_retire_hook(unsigned lcore, void *arg)
+{
+	(void)lcore;
+	(void)arg;
+	http_lcore_cur()->retiring = true;
+}
+
+/* A shutdown: lib/net takes no more connections here and closes ours at their
+ * boundaries (http_at_boundary); every answer from now on says Connection: close. */
 void
 http_drain_hook(unsigned lcore, void *arg)
 {

@@ -204,6 +204,33 @@ struct cr_conn_ops {
 	 * after each delivery and send, and every few tens of ms.
 	 */
 	bool (*at_boundary)(struct cr_conn *c);
+	/**
+	 * Moves to another lcore (cr_conn_move(); a retiring lcore's own moves). Set both
+	 * on_move_out and on_move_in to opt in; either NULL: the connection never moves, and
+	 * a closing lcore closes it at its boundary as before.
+	 *
+	 * on_move_out runs on the old lcore once the connection is quiet (no op in flight,
+	 * their final completions seen, nothing queued, no buffer held, at_boundary true):
+	 * the app forgets the connection there (its slot index is dead from this return on)
+	 * and returns what it hands over, any pointer (NULL is fine), which travels with
+	 * the socket. It must not call cr_conn_* on @p c but cr_conn_data(), cr_conn_arg()
+	 * and cr_conn_index().
+	 *
+	 * on_move_in runs on the new lcore with that pointer, before receiving starts there;
+	 * @p c is the connection's new handle (new slot, new cr_conn_index(), cr_conn_data()
+	 * carried over). It also runs on the OLD lcore with the same @p c when the message
+	 * could not be sent after on_move_out (the target stopped meanwhile, or its mailbox
+	 * is full): the connection then stays where it was, and the app takes it back.
+	 */
+	void *(*on_move_out)(struct cr_conn *c);
+	void (*on_move_in)(struct cr_conn *c, void *state);
+	/**
+	 * The moved socket reached an lcore that could not take it (no free slot, or lib/net
+	 * stopped there): it is closed (the peer sees a reset or EOF) and the app frees
+	 * @p state here. @p arg is cr_conn_arg() of the connection. May be NULL. Runs on
+	 * that lcore.
+	 */
+	void (*on_move_drop)(void *arg, void *state);
 };
 
 struct cr_conn_layer;
@@ -438,6 +465,32 @@ unsigned cr_conn_lcore(const struct cr_conn *c);
  * connection's lcore.
  */
 void cr_conn_note_sent(struct cr_conn *c, size_t bytes);
+
+/**
+ * Move @p c to lcore @p target, keeping the TCP connection: its socket, its options, its
+ * cr_conn_data() and the state the app hands over (struct cr_conn_ops.on_move_out)
+ * travel there in one message (cr_send()), and @p target re-arms the receive after
+ * on_move_in. Nothing the peer sends is lost or repeated: the old receive is cancelled and
+ * its final completion awaited first (data it still carried reaches on_data here), and
+ * what arrives meanwhile waits in the socket.
+ *
+ * Returns at once; the rest runs from the lcore's loop. The move is abandoned, the
+ * connection staying here and reading again, when by the time the receive is quiet the
+ * connection is no longer movable: bytes that arrived made at_boundary false, the app
+ * queued a send or held a buffer, the peer shut its side or reset, or @p target is no
+ * longer RUNNING. If @p target begins closing after the message was sent, it takes the
+ * connection anyway and closes it at its boundary, as a closing lcore does its own.
+ * Call it again to retry. On the connection's lcore (inside its callbacks too).
+ * @return 0 (under way); -EINVAL (NULL, @p target is this lcore or no lcore); -ENOTSUP
+ *         (the ops do not opt in, or a layered connection: a TLS connection cannot move
+ *         yet); -EALREADY (a move is under way); -ENOTCONN (not open, closing, or either
+ *         side shut); -EBUSY (bytes queued or being sent, or receive buffers held);
+ *         -ESHUTDOWN (@p target is not RUNNING).
+ */
+int cr_conn_move(struct cr_conn *c, unsigned target);
+
+/** True while a move of @p c is under way (cr_conn_move()). On the connection's lcore. */
+bool cr_conn_moving(const struct cr_conn *c);
 
 /** The peer's address. On the connection's lcore. @return 0 or -errno of getpeername. */
 int cr_conn_peer(const struct cr_conn *c, struct cr_net_addr *out);
@@ -743,6 +796,10 @@ struct cr_net_stats {
 	uint64_t reclaimed;   /**< idle connections closed to make room (reclaimable) */
 	uint64_t bufs_held;   /**< a gauge: receive buffers held (cr_conn_hold()) */
 	uint64_t hold_nobufs; /**< cr_conn_hold() refused with ENOBUFS */
+	uint64_t moved_out;   /**< connections moved to another lcore (cr_conn_move()) */
+	uint64_t moved_in;    /**< connections moved here from another lcore */
+	uint64_t move_aborts; /**< moves abandoned: the connection stayed here */
+	uint64_t move_drops;  /**< moved sockets closed here: no slot to take them */
 };
 
 /** Snapshot lcore @p lcore's counters. Any thread. @return 0 or -EINVAL. */

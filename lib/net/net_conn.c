@@ -162,6 +162,7 @@ cr__conn_end(struct cr_conn *c, int err, bool notify)
 	cr__conn_hold(c);
 	c->state = CONN_DEAD;
 	c->finish_pending = false;
+	c->moving = false;
 	live_del(nl, c);
 	cr_timer_stop(&c->timer);
 	abandon(c, &c->recv_op);
@@ -170,7 +171,8 @@ cr__conn_end(struct cr_conn *c, int err, bool notify)
 	cr__conn_bufs_detach(c);
 	if (c->layer != NULL && c->layer->end != NULL)
 		c->layer->end(c);
-	NET_STAT_ADD(nl, closed, 1);
+	if (!c->moved)
+		NET_STAT_ADD(nl, closed, 1);
 	CR_LOG(L, DEBUG, "lcore %u: connection fd %d ends: %s", nl->lcore, c->fd,
 	       err != 0 ? cr_strerror(err) : "orderly");
 	if (notify && c->wire->on_close != NULL)
@@ -182,14 +184,14 @@ cr__conn_end(struct cr_conn *c, int err, bool notify)
  * Arm the one timer for the nearest of: a deferred end, the idle deadline, the linger, and
  * for an ending connection the next look at its boundary.
  */
-static void
-arm_timer(struct cr_conn *c)
+void
+cr__conn_arm_timer(struct cr_conn *c)
 {
 	uint64_t now = cr_now_ns(), deadline = UINT64_MAX;
 
 	if (c->state == CONN_DEAD)
 		return;
-	if (c->finish_pending) {
+	if (c->finish_pending || (c->moving && c->recv_op == 0)) {
 		cr_timer_start(&c->timer, 0);
 		return;
 	}
@@ -217,7 +219,7 @@ finish(struct cr_conn *c, int err, bool may_notify)
 		c->finish_pending = true;
 		c->finish_err = err;
 	}
-	arm_timer(c);
+	cr__conn_arm_timer(c);
 }
 
 /*
@@ -240,6 +242,29 @@ ending_check(struct cr_conn *c)
 	if (c->wire->at_boundary != NULL && !c->wire->at_boundary(c))
 		return;
 	cr_conn_close(c);
+}
+
+/*
+ * An ending connection whose app takes moves goes to a RUNNING lcore at its boundary
+ * instead of closing: the bytes the kernel holds for it travel in the socket, so neither
+ * the mark nor the first-request wait applies. With no lcore to take it (none RUNNING, a
+ * shutdown), it closes as the others do.
+ */
+static void
+ending_step(struct cr_conn *c)
+{
+	if (!c->ending || c->state != CONN_OPEN || c->finish_pending || c->moving)
+		return;
+	if (cr__conn_movable(c) && !c->read_eof && !c->wr_shut_req) {
+		if (c->wire->at_boundary != NULL && !c->wire->at_boundary(c))
+			return;
+		/* Its answers go out first: send_done() and cr__conn_unhold() come back. */
+		if (c->queued != 0 || c->send_op != 0 || c->bufs_held != 0)
+			return;
+		if (cr__conn_move_away(c) == 0)
+			return;
+	}
+	ending_check(c);
 }
 
 void
@@ -279,8 +304,9 @@ conn_timer_fired(struct cr_timer *t, void *arg)
 		cr__conn_end(c, -ETIMEDOUT, true);
 	} else {
 		cr__conn_progress(c, true);
-		ending_check(c);
-		arm_timer(c);
+		cr__conn_move_step(c);
+		ending_step(c);
+		cr__conn_arm_timer(c);
 	}
 	cr__conn_unhold(c);
 }
@@ -341,7 +367,7 @@ read_wanted(const struct cr_conn *c)
 		return false;
 	if (c->state == CONN_CLOSING)
 		return true; /* drop input until EOF, so closing sends no reset */
-	return c->state == CONN_OPEN && !c->read_stopped && !c->layer_read_stopped &&
+	return c->state == CONN_OPEN && !c->moving && !c->read_stopped && !c->layer_read_stopped &&
 	       c->bufs_held < c->max_held && (!c->above_high || c->keep_reading);
 }
 
@@ -430,7 +456,7 @@ send_done(void *ctx, const struct cr_io_cqe *cqe)
 	cr__conn_progress(c, true);
 	if (drained && c->state == CONN_OPEN && c->wire->on_drain != NULL)
 		c->wire->on_drain(c);
-	ending_check(c);
+	ending_step(c);
 	cr__conn_unhold(c);
 }
 
@@ -481,7 +507,8 @@ recv_done(void *ctx, const struct cr_io_cqe *cqe)
 		c->recv_again = 0;
 	}
 	cr__conn_progress(c, true);
-	ending_check(c);
+	cr__conn_move_step(c);
+	ending_step(c);
 out:
 	cr__conn_unhold(c);
 }
@@ -506,7 +533,7 @@ cr__conn_adopt(struct net_lcore *nl, int fd, const struct cr_conn_opts *o,
 	/* Taken on a closing lcore (a backlog it serves itself): served, then closed. */
 	if (nl->draining)
 		cr__conn_begin_ending(c);
-	arm_timer(c);
+	cr__conn_arm_timer(c);
 	cr__conn_unhold(c);
 	return c;
 }
@@ -529,7 +556,7 @@ cr__conn_connected(struct cr_conn *c, int res)
 			c->end_after = 0;
 			c->first_req_until = cr_now_ns() + cr__net_first_request_ns;
 		}
-		arm_timer(c);
+		cr__conn_arm_timer(c);
 	}
 	cr__conn_unhold(c);
 }
@@ -580,7 +607,7 @@ cr_conn_close(struct cr_conn *c)
 	c->wr_shut_req = true;
 	c->linger_until = cr_now_ns() + NET_LINGER_NS;
 	cr__conn_progress(c, false);
-	arm_timer(c);
+	cr__conn_arm_timer(c);
 }
 
 void

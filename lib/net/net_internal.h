@@ -104,6 +104,9 @@ struct cr_conn {
 	bool finish_pending; /* end at the next timer run (never inside an app call) */
 	bool ending;	     /* the lcore is closing: close at the next boundary */
 	bool plain_socket;   /* a layer gave its records to the kernel (cr_conn_layer_plain) */
+	bool moving;	     /* cr_conn_move() under way: reads stop, then the hand-over */
+	bool moved;	     /* handed to another lcore: the slot goes, the socket is theirs */
+	unsigned move_to;
 	int finish_err;
 	uint8_t send_again, recv_again; /* -EAGAIN completions in a row */
 	/* Ops in flight plus callbacks on the stack; the slot is freed at 0 once DEAD. */
@@ -140,6 +143,7 @@ struct net_counters {
 	_Atomic uint64_t accepted, refused, accept_backoffs, connected, closed, conns;
 	_Atomic uint64_t bytes_in, bytes_out, send_nobufs, short_sends, udp_in, udp_out, udp_drops;
 	_Atomic uint64_t chunks_free, handed_off, reclaimed, bufs_held, hold_nobufs;
+	_Atomic uint64_t moved_out, moved_in, move_aborts, move_drops;
 };
 
 #define NET_STAT_ADD(nl, field, v)                                                         \
@@ -185,6 +189,7 @@ struct net_lcore {
 	bool accept_paused;	      /* a shard waits for a free connection slot */
 	uint32_t reclaiming;	      /* slots of reclaimed connections not yet free */
 	uint64_t reclaim_logged_ns;   /* last "closed idle connections" line (1 per second) */
+	unsigned move_rr;	      /* the last lcore a closing lcore moved a connection to */
 
 	struct net_counters stats;
 };
@@ -241,6 +246,15 @@ void cr__conn_connected(struct cr_conn *c, int res);
 void cr__conn_end(struct cr_conn *c, int err, bool notify);
 /* The lcore is closing: serve @p c to its next boundary, then close it gracefully. */
 void cr__conn_begin_ending(struct cr_conn *c);
+/* (Re)arm @p c's timer for its nearest deadline (net_conn.c). */
+void cr__conn_arm_timer(struct cr_conn *c);
+/* Moves (net_move.c). Does @p c's app take moves, and may this lcore make them now? */
+bool cr__conn_movable(const struct cr_conn *c);
+/* A move under way whose receive is quiet: hand @p c over, or abandon the move. From a
+ * completion or a timer only (app callbacks run). */
+void cr__conn_move_step(struct cr_conn *c);
+/* A closing lcore: move @p c (at its boundary) to a RUNNING lcore. 0 or -errno. */
+int cr__conn_move_away(struct cr_conn *c);
 /* A UDP socket bound to @p a; with @p reuseport, refused (-EADDRINUSE) when another
  * process holds the address, unless cr_net_config.share_addresses. *slot receives what
  * cr__udp_release_owned() takes once the socket is closed (-1: nothing). */

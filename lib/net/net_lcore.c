@@ -321,6 +321,8 @@ READER(bytes_in)
 READER(bytes_out)
 READER(handed_off)
 READER(reclaimed)
+READER(moved_out)
+READER(moved_in)
 
 __attribute__((constructor)) static void
 net_register(void)
@@ -353,6 +355,13 @@ net_register(void)
 	    "net_reclaimed", CR_TELEMETRY_COUNTER,
 	    "Idle connections closed to make room for new ones (out of slots or descriptors).",
 	    &(struct cr_telemetry_prom){"net_reclaimed_connections"}, read_reclaimed, NULL);
+	cr_telemetry_reader_register_prom(
+	    "net_moved_out", CR_TELEMETRY_COUNTER,
+	    "Live connections moved from this lcore to another (cr_conn_move, retires).",
+	    &(struct cr_telemetry_prom){"net_moved_out_connections"}, read_moved_out, NULL);
+	cr_telemetry_reader_register_prom(
+	    "net_moved_in", CR_TELEMETRY_COUNTER, "Live connections moved here from another lcore.",
+	    &(struct cr_telemetry_prom){"net_moved_in_connections"}, read_moved_in, NULL);
 }
 
 #define LOAD(f) atomic_load_explicit(&nl->stats.f, memory_order_relaxed)
@@ -383,5 +392,9 @@ cr_net_stats(unsigned lcore, struct cr_net_stats *out)
 	out->reclaimed = LOAD(reclaimed);
 	out->bufs_held = LOAD(bufs_held);
 	out->hold_nobufs = LOAD(hold_nobufs);
+	out->moved_out = LOAD(moved_out);
+	out->moved_in = LOAD(moved_in);
+	out->move_aborts = LOAD(move_aborts);
+	out->move_drops = LOAD(move_drops);
 	return 0;
 }

@@ -13,6 +13,8 @@ TEST is one of:
       the app exits 0 within its --shutdown-timeout;
   resize_pending  cr-http: a resize asked while an lcore still retires (held by requests
       half-read) is carried out once it is OFFLINE, not acknowledged and dropped;
+  keepalive_http  cr-http: keep-alive connections, idle between requests, while the pool
+      goes 2 -> 1 -> 2: none sees an EOF or an error (the retiring lcore moves them);
   cycles  cr-echo: N retire/start cycles (default 100; 1000 by hand) leave its descriptors
       and its RSS where they were.
 
@@ -627,7 +629,96 @@ def t_cycles(build, driver, args):
     return 0
 
 
+# ---- keep-alive connections across resizes (issue 17: connections move) ----
+
+class KeepAliveClient(threading.Thread):
+    """One keep-alive connection for the whole run: a request, an idle pause of 0-30 ms
+    (the connection sits between requests, where a retire finds most of them), again.
+    Any EOF, reset, timeout or non-200 answer, or an answer that says close, is a failure."""
+
+    def __init__(self, addr, stop, rng):
+        super().__init__(daemon=True)
+        self.addr, self.stop, self.rng = addr, stop, rng
+        self.ok = 0
+        self.error = None
+
+    def run(self):
+        try:
+            with socket.create_connection(self.addr, timeout=5.0) as s:
+                buf = b""
+                deadline = time.monotonic() + TEST_TIMEOUT / 2
+                while not self.stop.is_set() and time.monotonic() < deadline:
+                    s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: t\r\n\r\n")
+                    status, buf, head = read_http_response_head(s, buf)
+                    if status != 200 or re.search(rb"(?i)\r\nconnection:\s*close", head):
+                        raise Failure("status %d, head %r" % (status, head))
+                    self.ok += 1
+                    time.sleep(self.rng.random() * 0.03)
+        except (OSError, EOFError, Failure) as e:
+            self.error = "%s after %d answers: %r" % (type(e).__name__, self.ok, e)
+
+
+def read_http_response_head(s, buf):
+    """As read_http_response, with the head too."""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise EOFError("EOF before the response head")
+        buf += chunk
+    head = buf.split(b"\r\n\r\n", 1)[0]
+    status, rest = read_http_response(s, buf)
+    return status, rest, head
+
+
+def lcore_counter(app, lcore, name):
+    for lc in app.telemetry("/stats,%d" % lcore)["/stats"]["lcores"]:
+        if lc["lcore"] == lcore:
+            return lc[name]
+    raise Failure("no lcore %d in /stats" % lcore)
+
+
+def t_keepalive_http(build, driver, args):
+    """Keep-alive connections stay up across 2->1->2 resizes: each retire moves the
+    retiring lcore's connections to the one that stays (net_moved_out), none sees an EOF."""
+    app = App(build, "cr-http", driver)
+    try:
+        stop = threading.Event()
+        rng = random.Random(args.seed)
+        clients = [KeepAliveClient(app.addr, stop, random.Random(rng.random()))
+                   for _ in range(args.clients)]
+        for c in clients:
+            c.start()
+        try:
+            time.sleep(0.3)
+            for _ in range(args.cycles):
+                check("error" not in json.dumps(app.telemetry("/pool/resize,1")), "resize 1")
+                app.wait_state(1, "OFFLINE")
+                time.sleep(args.pause)
+                check("error" not in json.dumps(app.telemetry("/pool/resize,2")), "resize 2")
+                app.wait_state(1, "RUNNING")
+                time.sleep(args.pause)
+        finally:
+            stop.set()
+            for c in clients:
+                c.join(15)
+        errors = [c.error for c in clients if c.error]
+        check(not errors, "%d of %d keep-alive connections failed: %s"
+              % (len(errors), len(clients), errors[:3]))
+        moved = lcore_counter(app, 1, "net_moved_out")
+        log("keep-alive (%s): %d connections, %d cycles 2->1->2, %d answers, "
+            "lcore 1 moved out %d (its incarnation now), lcore 0 moved in %d"
+            % (driver, len(clients), args.cycles, sum(c.ok for c in clients), moved,
+               lcore_counter(app, 0, "net_moved_in")))
+        check(all(c.ok > 0 for c in clients), "a connection got no answer")
+        check(lcore_counter(app, 0, "net_moved_in") > 0, "no connection was moved")
+        app.stop()
+    finally:
+        app.close()
+    return 0
+
+
 TESTS = {
+    "keepalive_http": t_keepalive_http,
     "resize_http": lambda b, d, a: t_resize(b, d, a, "http"),
     "resize_proxy": lambda b, d, a: t_resize(b, d, a, "proxy"),
     "resize_kv": lambda b, d, a: t_resize(b, d, a, "kv"),

@@ -75,6 +75,7 @@ struct eio {
 	/* ops that need no readiness */
 	struct eio_oplist files;  /* read / write / fsync: done in the next poll */
 	struct eio_oplist finish; /* final result known (cancel, bad fd): reported next poll */
+	unsigned first;		  /* the source a poll serves first; each poll moves it on */
 };
 
 /* Receive buffers a recv may take now. */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The epoll driver's poll side: readiness events applied to the fd table, then, within
- * the budget, the known results (finish queue), the file ops, and the ready fds in turn
- * (writes before reads, a quota per fd), each completion reported to lib/io.
+ * the budget, the known results (finish queue), the file ops, and the ready fds (writes
+ * before reads, a quota per fd), each poll starting with the next of the three, each
+ * completion reported to lib/io.
  */
 #include <sys/epoll.h>
 
@@ -170,16 +171,28 @@ resume_starved(struct cr_backend *be)
 	}
 }
 
+/*
+ * The three sources take turns at being served first: with a fixed order, a stream of
+ * file ops that filled every budget kept every socket waiting.
+ */
 unsigned
 cr__epoll_io_poll(struct cr_backend *be, unsigned budget)
 {
-	unsigned n = 0;
+	static unsigned (*const source[])(struct cr_backend *, unsigned) = {
+		run_finish,
+		run_files,
+		run_ready,
+	};
+	const unsigned n_src = sizeof(source) / sizeof(source[0]);
+	struct eio *io = &be->io;
+	unsigned n = 0, first;
 
-	if (!be->io.up)
+	if (!io->up)
 		return 0;
 	resume_starved(be);
-	n += run_finish(be, budget);
-	n += run_files(be, budget - n);
-	n += run_ready(be, budget - n);
+	first = io->first;
+	io->first = (first + 1) % n_src;
+	for (unsigned i = 0; i < n_src && n < budget; i++)
+		n += source[(first + i) % n_src](be, budget - n);
 	return n;
 }

@@ -306,8 +306,9 @@ poll(struct cr_backend *be, unsigned budget, uint64_t *wakes)
 		n++;
 		dispatch(be, ud, res, flags, wakes);
 	}
-	if (n < budget)
-		n += cr__uring_io_run(be, budget - n);
+	/* Even with no budget left: re-arming a recv that waits for buffers completes
+	 * nothing, and skipping it let a full CQ keep a connection deaf for seconds. */
+	n += cr__uring_io_run(be, budget - n);
 	if (!be->efd_armed)
 		efd_arm(be);
 	return n;

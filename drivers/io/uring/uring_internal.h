@@ -90,7 +90,8 @@ struct io_uring_sqe *cr__uring_get_sqe(struct cr_backend *be);
 /* A CQE tagged TAG_OP, already consumed from the CQ (its fields copied). */
 void cr__uring_io_cqe(struct cr_backend *be, uint64_t user_data, int32_t res, uint32_t flags);
 
-/* Act on the attention list; @return completions delivered (at most @p budget). */
+/* Act on the attention list: re-arms and re-issues whatever @p budget, completions at
+ * most @p budget of them (the number delivered is returned). */
 unsigned cr__uring_io_run(struct cr_backend *be, unsigned budget);
 
 /* True when cr__uring_io_run() has something to do now. */

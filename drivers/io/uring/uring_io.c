@@ -629,11 +629,19 @@ cr__uring_io_run(struct cr_backend *be, unsigned budget)
 
 	if (!cr__uring_io_pending(be))
 		return 0;
-	/* Ops put back go to the tail; counting bounds the pass to one look at each. */
-	for (left = io->n_attn; left != 0 && n < budget && io->attn_head != NULL; left--) {
+	/*
+	 * Ops put back go to the tail; counting bounds the pass to one look at each. The
+	 * budget bounds completions only: re-arms, re-issues and cancels call nobody, and
+	 * run whatever the budget, so a busy CQ cannot hold them off.
+	 */
+	for (left = io->n_attn; left != 0 && io->attn_head != NULL; left--) {
 		struct cr_op *op = io->attn_head;
 		enum att att = att_of(op);
 
+		if (att == ATT_DONE && n >= budget) {
+			attn_set(io, op, ATT_DONE); /* to the tail, for the next pass */
+			continue;
+		}
 		attn_set(io, op, ATT_NONE);
 		n += attn_act(be, op, att);
 	}

@@ -9,6 +9,7 @@
  * On io_uring the driver's counters (uring_internal.h) prove the fault path was taken;
  * the epoll driver must show the same behaviour without them.
  */
+#include <fcntl.h>
 #include <sys/uio.h>
 
 #include "cr_io_driver.h"
@@ -830,6 +831,122 @@ test_cancel_recv_waiting_for_buffers(void)
 	free(s);
 }
 
+/*
+ * A recv that waits for buffers is re-armed when they come back even if every poll is
+ * busy: here each turn has more completions ready (writes to /dev/null) than one poll
+ * takes. The driver once re-armed waiting recvs only in a poll that had budget left, so a
+ * connection could wait for as long as others kept the completion queue full (cr-kv's
+ * hostile mix: 5 s with INCR floods and 8 MiB SETs).
+ */
+#define BUSY_OPS  (2 * CR_BATCH)
+#define BUSY_TURNS 200
+
+struct busy {
+	struct parked p;
+	int null_fd;
+	unsigned outstanding, turns;
+	uint64_t rearms_before;
+};
+
+static void
+busy_write_cb(void *ctx, const struct cr_io_cqe *cqe)
+{
+	struct busy *s = ctx;
+
+	CU_ASSERT_EQUAL(cqe->res, 1);
+	s->outstanding--;
+}
+
+static void
+busy_top_up(struct busy *s)
+{
+	while (s->outstanding < BUSY_OPS) {
+		CU_ASSERT_FATAL(cr_io_write(s->null_fd, "x", 1, 0, busy_write_cb, s) != 0);
+		s->outstanding++;
+	}
+}
+
+static int
+busy_step(void *arg)
+{
+	struct busy *s = arg;
+	struct parked *p = &s->p;
+	char got[1000];
+
+	switch (p->a.phase) {
+	case 0:
+		p->a.hold = true;
+		p->a.id = cr_io_recv(p->a.fds[0], nob_cb, &p->a);
+		CU_ASSERT_FATAL(p->a.id != 0);
+		writer_start(&p->a.w, p->a.fds[1], (CR_IO_BUFS + 256ull) * CR_IO_BUF_SIZE, 11);
+		p->a.phase = 1;
+		break;
+	case 1:
+		if (p->a.n_held < CR_IO_BUFS)
+			break;
+		memset(got, 0x5a, sizeof(got));
+		CU_ASSERT_EQUAL(send(p->b[1], got, sizeof(got), 0), (ssize_t)sizeof(got));
+		p->idb = cr_io_recv(p->b[0], parked_b_cb, p);
+		CU_ASSERT_FATAL(p->idb != 0);
+		p->t = cr_now_ns();
+		p->a.phase = 2;
+		break;
+	case 2:
+		if (uio() != NULL ? uio()->n_parked < 2 : cr_now_ns() - p->t < 20 * UT_MS)
+			break;
+		CU_ASSERT_EQUAL(p->b_data, 0);
+		/* From now on every poll finds a full batch of completions. */
+		busy_top_up(s);
+		if (uio() != NULL)
+			s->rearms_before = uio()->stats.rearms;
+		p->a.hold = false;
+		release_held(&p->a);
+		p->a.phase = 3;
+		break;
+	case 3:
+		busy_top_up(s);
+		if (p->b_data == 0 && ++s->turns < BUSY_TURNS)
+			break;
+		CU_ASSERT(p->b_data > 0);
+		CU_ASSERT(s->turns < BUSY_TURNS);
+		if (uio() != NULL)
+			CU_ASSERT(uio()->stats.rearms > s->rearms_before);
+		CU_ASSERT_EQUAL(cr_io_cancel(p->idb), 0);
+		p->a.phase = 4;
+		break;
+	case 4:
+		if (p->a.finals == 0 || p->b_res != -ECANCELED || s->outstanding != 0)
+			break;
+		CU_ASSERT_EQUAL(p->a.final_res, 0);
+		CU_ASSERT_EQUAL(p->a.got, (CR_IO_BUFS + 256ull) * CR_IO_BUF_SIZE);
+		CU_ASSERT_EQUAL(p->a.bad, 0);
+		CU_ASSERT_EQUAL(cr_io_inflight(), 0);
+		ut_finish();
+		break;
+	}
+	return 1;
+}
+
+static void
+test_parked_recv_rearmed_when_busy(void)
+{
+	struct busy *s = calloc(1, sizeof(*s));
+
+	CU_ASSERT_FATAL(s != NULL && ut_tcp_pair(s->p.a.fds) == 0 && ut_tcp_pair(s->p.b) == 0);
+	s->null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	CU_ASSERT_FATAL(s->null_fd >= 0);
+	ut_run(busy_step, s);
+	CU_ASSERT_EQUAL(s->p.a.phase, 4);
+	if (s->p.a.phase >= 1)
+		pthread_join(s->p.a.w.t, NULL);
+	close(s->p.a.fds[0]);
+	close(s->p.a.fds[1]);
+	close(s->p.b[0]);
+	close(s->p.b[1]);
+	close(s->null_fd);
+	free(s);
+}
+
 /* ---- stopping with ops in flight: lib/io retires them all, the next run starts clean ---- */
 
 struct stopl {
@@ -1545,6 +1662,7 @@ static const struct ut_case cases[] = {
 	UT_CASE(test_connect_refused_and_deadline),
 	UT_CASE(test_buffers_run_out_no_loss),
 	UT_CASE(test_cancel_recv_waiting_for_buffers),
+	UT_CASE(test_parked_recv_rearmed_when_busy),
 	UT_CASE(test_stop_with_ops_in_flight),
 	UT_CASE(test_cq_overflow_tiny_cq),
 	UT_CASE(test_destroy_with_ops_in_flight),

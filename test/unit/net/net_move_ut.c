@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cr_conn_move() stepped on three simulated lcores over the harness's fake I/O driver:
+ * each completion lands when the test queues it, so the interleavings a real kernel gives
+ * only by chance are fixed here — data completing just before the cancel, a move started
+ * while a cancel is out, the peer's EOF racing the move, and a target that retires before
+ * or after the connection was handed to it.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "cr_net.h"
+#include "net_internal.h"
+#include "ut_cunit.h"
+#include "ut_io.h"
+
+#define TOKEN ((void *)0x5eed)
+
+static struct {
+	struct cr_conn *c;
+	unsigned opens, closes, eofs, outs, ins, drops;
+	unsigned data_lcore, in_lcore;
+	unsigned waiting_at_out; /* ops waiting on the old lcore when on_move_out ran */
+	int close_err;
+	void *state_in;
+	char in[256];
+	size_t in_len;
+} st;
+
+static void
+on_open(struct cr_conn *c)
+{
+	st.c = c;
+	st.opens++;
+}
+
+static void
+on_data(struct cr_conn *c, const void *data, size_t len)
+{
+	CU_ASSERT_FATAL(st.in_len + len <= sizeof(st.in));
+	memcpy(st.in + st.in_len, data, len);
+	st.in_len += len;
+	st.data_lcore = cr_conn_lcore(c);
+}
+
+static void
+on_eof(struct cr_conn *c)
+{
+	st.eofs++;
+	(void)cr_conn_shutdown_write(c);
+}
+
+static void
+on_close(struct cr_conn *c, int err)
+{
+	(void)c;
+	st.closes++;
+	st.close_err = err;
+}
+
+/* A line protocol: between two requests when everything read ends with a newline. */
+static bool
+at_boundary(struct cr_conn *c)
+{
+	(void)c;
+	return st.in_len == 0 || st.in[st.in_len - 1] == '\n';
+}
+
+static void *
+on_move_out(struct cr_conn *c)
+{
+	st.outs++;
+	st.waiting_at_out = ut_io_waiting(cr_conn_lcore(c));
+	st.c = NULL;
+	return TOKEN;
+}
+
+static void
+on_move_in(struct cr_conn *c, void *state)
+{
+	st.ins++;
+	st.c = c;
+	st.in_lcore = cr_lcore_id();
+	st.state_in = state;
+}
+
+static void
+on_move_drop(void *arg, void *state)
+{
+	(void)arg;
+	(void)state;
+	st.drops++;
+}
+
+static const struct cr_conn_ops ops = {
+    .on_open = on_open,
+    .on_data = on_data,
+    .on_eof = on_eof,
+    .on_close = on_close,
+    .at_boundary = at_boundary,
+    .on_move_out = on_move_out,
+    .on_move_in = on_move_in,
+    .on_move_drop = on_move_drop,
+};
+
+static int
+suite_init(void)
+{
+	if (ut_start_io(3) != 0)
+		return 1;
+	ut_set_current(0);
+	return 0;
+}
+
+static int
+suite_fini(void)
+{
+	ut_set_current(CR_LCORE_NONE);
+	ut_stop();
+	return 0;
+}
+
+/* The retiring lcore's loop check (the harness does not run it): true once it may stop. */
+static bool
+lcore_done(unsigned id)
+{
+	struct cr_lcore *prev = cr__cur;
+	bool d;
+
+	cr__set_cur(ut_lcore(id));
+	d = cr__lcore_done(ut_lcore(id));
+	cr__set_cur(prev);
+	return d;
+}
+
+static uint64_t
+stat_of(unsigned lcore, size_t off)
+{
+	struct cr_net_stats s;
+
+	CU_ASSERT_EQUAL_FATAL(cr_net_stats(lcore, &s), 0);
+	return *(uint64_t *)((char *)&s + off);
+}
+#define STAT(lcore, f) stat_of(lcore, offsetof(struct cr_net_stats, f))
+
+/* An open connection on lcore 0, its receive armed; returns its fd. */
+static int
+open_conn(void)
+{
+	struct cr_net_addr to;
+	struct cr_conn *c;
+	int fd;
+
+	memset(&st, 0, sizeof(st));
+	ut_set_current(0);
+	CU_ASSERT_EQUAL_FATAL(cr_net_addr_parse("127.0.0.1:9", &to), 0);
+	c = cr_tcp_connect(&to, 0, NULL, &ops, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+	fd = cr_conn_fd(c);
+	ut_io_complete(0, ut_io_op(0, CR_OP_CONNECT, fd), 0, false);
+	ut_poll_k(0, 2);
+	CU_ASSERT_EQUAL_FATAL(st.opens, 1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ut_io_op(0, CR_OP_RECV, fd));
+	return fd;
+}
+
+/* End the connection where it is now, and check nothing is left waiting anywhere. */
+static void
+close_conn(void)
+{
+	unsigned lc;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(st.c);
+	lc = cr_conn_lcore(st.c);
+	ut_set_current(lc);
+	cr_conn_destroy(st.c);
+	st.c = NULL;
+	ut_poll_until_idle(20);
+	ut_set_current(0);
+	for (lc = 0; lc < 3; lc++) {
+		CU_ASSERT_EQUAL(ut_io_waiting(lc), 0);
+		CU_ASSERT_EQUAL(ut_io_bufs_out(lc), 0);
+	}
+}
+
+/* The plain case: quiesced on 0 (no op left there), handed over, receiving on 1. */
+static void
+test_move(void)
+{
+	uint64_t out0 = STAT(0, moved_out), in1 = STAT(1, moved_in);
+	int fd = open_conn();
+	struct cr_op *op;
+
+	CU_ASSERT_EQUAL(ut_io_deliver(0, ut_io_op(0, CR_OP_RECV, fd), "one\n", 4, true), 0);
+	ut_turn(0);
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 1), 0);
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 1), -EALREADY);
+	CU_ASSERT(cr_conn_moving(st.c));
+	ut_poll_until_idle(20);
+	CU_ASSERT_EQUAL(st.outs, 1);
+	CU_ASSERT_EQUAL(st.ins, 1);
+	CU_ASSERT_EQUAL(st.waiting_at_out, 0); /* the receive's final completion came first */
+	CU_ASSERT_EQUAL(st.in_lcore, 1);
+	CU_ASSERT_PTR_EQUAL(st.state_in, TOKEN);
+	CU_ASSERT_EQUAL_FATAL(cr_conn_lcore(st.c), 1);
+	CU_ASSERT_EQUAL(cr_conn_fd(st.c), fd);
+	CU_ASSERT_PTR_NULL(ut_io_op(0, CR_OP_RECV, fd));
+	op = ut_io_op(1, CR_OP_RECV, fd);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(op);
+	CU_ASSERT_EQUAL(STAT(0, moved_out), out0 + 1);
+	CU_ASSERT_EQUAL(STAT(1, moved_in), in1 + 1);
+	/* The next bytes reach the app on lcore 1, after the first ones. */
+	CU_ASSERT_EQUAL(ut_io_deliver(1, op, "two\n", 4, true), 0);
+	ut_turn(1);
+	CU_ASSERT_EQUAL(st.data_lcore, 1);
+	CU_ASSERT_EQUAL(st.in_len, 8);
+	CU_ASSERT_EQUAL(memcmp(st.in, "one\ntwo\n", 8), 0);
+	CU_ASSERT_EQUAL(st.closes, 0);
+	close_conn();
+}
+
+/*
+ * Half a request completes just before the cancel: it is delivered on the old lcore, the
+ * app is no longer at a boundary, so the move is abandoned and the connection reads on
+ * there; once the request is whole, a second move goes through.
+ */
+static void
+test_move_racing_data(void)
+{
+	uint64_t aborts = STAT(0, move_aborts);
+	int fd = open_conn();
+	struct cr_op *op = ut_io_op(0, CR_OP_RECV, fd);
+
+	CU_ASSERT_EQUAL(ut_io_deliver(0, op, "GET /", 5, true), 0);
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 1), 0);
+	ut_poll_until_idle(20);
+	CU_ASSERT_EQUAL(st.outs, 0);
+	CU_ASSERT_EQUAL(st.ins, 0);
+	CU_ASSERT_EQUAL(STAT(0, move_aborts), aborts + 1);
+	CU_ASSERT_FALSE(cr_conn_moving(st.c));
+	CU_ASSERT_EQUAL(cr_conn_lcore(st.c), 0);
+	op = ut_io_op(0, CR_OP_RECV, fd); /* reading again, here */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(op);
+	CU_ASSERT_PTR_NULL(ut_io_op(1, CR_OP_RECV, fd));
+	CU_ASSERT_EQUAL(ut_io_deliver(0, op, "\n", 1, true), 0);
+	ut_turn(0);
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 1), 0);
+	ut_poll_until_idle(20);
+	CU_ASSERT_EQUAL(st.outs, 1);
+	CU_ASSERT_EQUAL_FATAL(cr_conn_lcore(st.c), 1);
+	CU_ASSERT_EQUAL(st.in_len, 6);
+	CU_ASSERT_EQUAL(memcmp(st.in, "GET /\n", 6), 0);
+	CU_ASSERT_PTR_NOT_NULL(ut_io_op(1, CR_OP_RECV, fd));
+	close_conn();
+}
+
+/*
+ * A move started while the app's own cancel is out (cr_conn_read_stop()): it waits for
+ * that cancel's final completion, and the stopped reads travel: lcore 1 arms no receive
+ * until the app starts reading there.
+ */
+static void
+test_move_during_cancel(void)
+{
+	int fd = open_conn();
+
+	cr_conn_read_stop(st.c);
+	CU_ASSERT_TRUE(cr_conn_receiving(st.c)); /* the cancel is out, not completed */
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 1), 0);
+	ut_poll_until_idle(20);
+	CU_ASSERT_EQUAL(st.outs, 1);
+	CU_ASSERT_EQUAL(st.waiting_at_out, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_conn_lcore(st.c), 1);
+	CU_ASSERT_PTR_NULL(ut_io_op(1, CR_OP_RECV, fd));
+	ut_set_current(1);
+	cr_conn_read_start(st.c);
+	ut_set_current(0);
+	CU_ASSERT_PTR_NOT_NULL(ut_io_op(1, CR_OP_RECV, fd));
+	close_conn();
+}
+
+/* The peer's EOF completes the receive before the cancel: no move, the EOF is served. */
+static void
+test_move_racing_eof(void)
+{
+	int fd = open_conn();
+
+	ut_io_complete(0, ut_io_op(0, CR_OP_RECV, fd), 0, false);
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 1), 0);
+	ut_poll_until_idle(20);
+	CU_ASSERT_EQUAL(st.outs, 0);
+	CU_ASSERT_EQUAL(st.ins, 0);
+	CU_ASSERT_EQUAL(st.eofs, 1);
+	CU_ASSERT_EQUAL(st.closes, 1); /* both sides shut: ended once, on lcore 0 */
+	CU_ASSERT_EQUAL(st.close_err, 0);
+	CU_ASSERT_EQUAL(cr_conn_move(NULL, 1), -EINVAL);
+	for (unsigned lc = 0; lc < 3; lc++)
+		CU_ASSERT_EQUAL(ut_io_waiting(lc), 0);
+}
+
+/* What a move refuses at once. */
+static void
+test_move_refused(void)
+{
+	int fd = open_conn();
+
+	(void)fd;
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 0), -EINVAL);
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, CR_MAX_LCORES), -EINVAL);
+	CU_ASSERT_EQUAL(cr_conn_send(st.c, "x", 1), 0);
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 1), -EBUSY);
+	CU_ASSERT_FALSE(cr_conn_moving(st.c));
+	close_conn();
+}
+
+/*
+ * The target retires between cr_conn_move() and the hand-over: the move is abandoned
+ * before on_move_out, and the connection stays on lcore 0, reading.
+ */
+static void
+test_target_retires_before(void)
+{
+	int fd = open_conn();
+	unsigned i;
+
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 2), 0);
+	CU_ASSERT_EQUAL_FATAL(cr_lcore_retire(2, NULL, NULL), 0);
+	for (i = 0; i < 50; i++) {
+		ut_poll_until_idle(20);
+		if (lcore_done(2))
+			break;
+	}
+	CU_ASSERT(i < 50);
+	CU_ASSERT_EQUAL(st.outs, 0);
+	CU_ASSERT_EQUAL(st.ins, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_conn_lcore(st.c), 0);
+	CU_ASSERT_PTR_NOT_NULL(ut_io_op(0, CR_OP_RECV, fd));
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 2), -ESHUTDOWN);
+	close_conn();
+}
+
+/*
+ * The target begins retiring after the connection was handed to it (the retire request
+ * queued behind the move message): it takes the connection, and its own retire moves it
+ * on to the lcore that stays — back to 0 here — instead of closing it.
+ */
+static void
+test_target_retires_after(void)
+{
+	int fd = open_conn();
+	unsigned i;
+
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 1), 0);
+	for (i = 0; i < 20 && st.outs == 0; i++)
+		ut_turn(0);
+	CU_ASSERT_EQUAL_FATAL(st.outs, 1);
+	CU_ASSERT_EQUAL(st.ins, 0); /* the message waits in lcore 1's mailbox */
+	CU_ASSERT_EQUAL_FATAL(cr_lcore_retire(1, NULL, NULL), 0);
+	for (i = 0; i < 50; i++) {
+		ut_poll_until_idle(20);
+		if (lcore_done(1))
+			break;
+		ut_now += 10 * 1000 * 1000;
+	}
+	CU_ASSERT(i < 50); /* nothing of the connection holds the retire */
+	CU_ASSERT_EQUAL(st.outs, 2);
+	CU_ASSERT_EQUAL(st.ins, 2);
+	CU_ASSERT_EQUAL(st.closes, 0);
+	CU_ASSERT_EQUAL(st.drops, 0);
+	CU_ASSERT_EQUAL_FATAL(cr_conn_lcore(st.c), 0);
+	CU_ASSERT_PTR_NOT_NULL(ut_io_op(0, CR_OP_RECV, fd));
+	close_conn();
+}
+
+static const struct ut_case cases[] = {
+    {"move: quiet on the old lcore, receiving on the new one, bytes in order", test_move},
+    {"half a request completes before the cancel: move abandoned, retried later",
+     test_move_racing_data},
+    {"move while a cancel is out: waits for its final completion; stopped reads travel",
+     test_move_during_cancel},
+    {"the peer's EOF races the move: no move, EOF served, ended once", test_move_racing_eof},
+    {"refused at once: self, no lcore, bytes queued", test_move_refused},
+    {"target retires before the hand-over: the connection stays", test_target_retires_before},
+    {"target retires after the hand-over: moved on, not closed", test_target_retires_after},
+};
+
+UT_MAIN("net_move", cases, suite_init, suite_fini)
