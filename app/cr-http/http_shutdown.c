@@ -23,16 +23,15 @@ http_at_boundary(struct cr_conn *c)
 bool
 http_may_keep(const struct http_lcore *hl, const struct http_conn *h)
 {
-	if (hl->shutting)
-		return false;
-	/* A TLS connection cannot move yet (lib/net refuses layered ones): it closes. */
-	return !hl->retiring || cr_conn_layer(h->c) == NULL;
+	(void)h;
+	/* A retire moves plain and TLS connections alike (lib/tls's state travels). */
+	return !hl->shutting;
 }
 
 /*
- * A retire: lib/net takes no more connections here and moves every plain one to a lcore
- * that stays at its boundary (http_move_out / http_move_in): keep-alive goes on, answers
- * still say keep-alive. TLS connections close at their boundaries, as at a shutdown.
+ * A retire: lib/net takes no more connections here and moves every one (plain or TLS) to
+ * an lcore that stays at its boundary (http_move_out / http_move_in): keep-alive goes on,
+ * answers still say keep-alive.
  */
 void
 http_retire_hook(unsigned lcore, void *arg)
