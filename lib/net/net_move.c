@@ -41,7 +41,7 @@ struct net_move {
 	void *arg, *data, *state;
 	struct cr_conn_opts opts; /* with the layer and its arg */
 	uint64_t rx_bytes, app_rx, last_active;
-	bool read_stopped, plain_socket;
+	bool read_stopped, layer_read_stopped, plain_socket;
 	/* The layer's state, cr_conn_layer.move_size bytes (its move_out writes them). */
 	_Alignas(max_align_t) unsigned char layer_state[];
 };
@@ -159,6 +159,7 @@ cr__conn_move_step(struct cr_conn *c)
 	m->app_rx = c->app_rx;
 	m->last_active = c->last_active;
 	m->read_stopped = c->read_stopped;
+	m->layer_read_stopped = c->layer_read_stopped;
 	m->plain_socket = c->plain_socket;
 	/* The app first, then its layer: the layer is whole while the app hands over. */
 	m->state = c->ops->on_move_out(c);
@@ -218,6 +219,7 @@ move_in_msg(void *arg)
 	c->app_rx = m->app_rx;
 	c->last_active = m->last_active;
 	c->read_stopped = m->read_stopped;
+	c->layer_read_stopped = m->layer_read_stopped;
 	c->plain_socket = m->plain_socket;
 	cr__conn_hold(c);
 	if (c->layer != NULL && (rc = c->layer->move_in(c, m->layer_state)) != 0) {

@@ -528,6 +528,25 @@ test_layer_move(void)
 	CU_ASSERT_EQUAL(ly.freed, 0);
 }
 
+/* Reads the layer stopped for its own reasons stay stopped on the new lcore, apart from
+ * the app's, until the layer starts them there. */
+static void
+test_layer_read_stop_travels(void)
+{
+	int fd = open_layered();
+
+	cr_conn_layer_read(st.c, false);
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 1), 0);
+	ut_poll_until_idle(20);
+	CU_ASSERT_EQUAL_FATAL(cr_conn_lcore(st.c), 1);
+	CU_ASSERT_PTR_NULL(ut_io_op(1, CR_OP_RECV, fd));
+	ut_set_current(1);
+	cr_conn_layer_read(st.c, true);
+	ut_set_current(0);
+	CU_ASSERT_PTR_NOT_NULL(ut_io_op(1, CR_OP_RECV, fd));
+	close_conn();
+}
+
 /* The layer began an exchange between cr_conn_move() and the hand-over: abandoned
  * before anything was handed over; the connection reads on where it is. */
 static void
@@ -747,6 +766,7 @@ static const struct ut_case cases[] = {
     {"the peer's reset races the move: no move, ended once", test_move_racing_reset},
     {"layered: app out, layer out, layer in, app in; mid-exchange refused", test_layer_move},
     {"layered: the layer mid-exchange at the hand-over: abandoned", test_layer_busy_at_handover},
+    {"layered: reads the layer stopped stay stopped on the new lcore", test_layer_read_stop_travels},
     {"layered: send refused after move_out: layer then app take back", test_layer_send_refused},
     {"layered: the new lcore's layer refuses: closed there, both freed",
      test_layer_refused_on_target},
