@@ -416,6 +416,7 @@ kv_lua_error_reply(lua_State *co, const char *sha, struct rbuf *out)
 {
 	lua_Debug ar;
 	int level, line = -1;
+	char src[80] = "@user_script";
 	const char *msg = NULL;
 	size_t mlen = 0;
 	char buf[256];
@@ -428,6 +429,7 @@ kv_lua_error_reply(lua_State *co, const char *sha, struct rbuf *out)
 		if (strcmp(ar.what, "C") == 0 || strcmp(ar.source, "=kv") == 0)
 			continue;
 		line = ar.currentline;
+		snprintf(src, sizeof(src), "%s", ar.source);
 		break;
 	}
 	lua_checkstack(co, 4);
@@ -442,8 +444,7 @@ kv_lua_error_reply(lua_State *co, const char *sha, struct rbuf *out)
 			if (line >= 0) {
 				out->len -= 2; /* reopen it: " script: ..." goes before the CRLF */
 				(void)at;
-				snprintf(buf, sizeof(buf), " script: %s, on @user_script:%d.\r\n",
-					 sha, line);
+				snprintf(buf, sizeof(buf), " script: %s, on %s:%d.\r\n", sha, src, line);
 				rb_raw(out, buf, strlen(buf));
 			}
 			lua_pop(co, 1);
@@ -463,7 +464,7 @@ kv_lua_error_reply(lua_State *co, const char *sha, struct rbuf *out)
 	error_text(out, msg, mlen);
 	if (line >= 0) {
 		out->len -= 2;
-		snprintf(buf, sizeof(buf), " script: %s, on @user_script:%d.\r\n", sha, line);
+		snprintf(buf, sizeof(buf), " script: %s, on %s:%d.\r\n", sha, src, line);
 		rb_raw(out, buf, strlen(buf));
 	}
 	lua_pop(co, 1);
@@ -752,10 +753,15 @@ static const char prelude[] =
     "  if ok and status(co) == 'suspended' then return pc(co, resume(co, yield(...))) end\n"
     "  return ok, ...\n"
     "end\n"
+    /* Redis 7.0's pcall gives an error table's err string */
+    "local function perr(ok, e, ...)\n"
+    "  if not ok and type(e) == 'table' and type(e.err) == 'string' then return false, e.err end\n"
+    "  return ok, e, ...\n"
+    "end\n"
     "pcall = function(f, ...)\n"
-    "  if type(f) ~= 'function' then return rawpcall(f, ...) end\n"
+    "  if type(f) ~= 'function' then return perr(rawpcall(f, ...)) end\n"
     "  local co = create(function(...) return f(...) end)\n"
-    "  return pc(co, resume(co, ...))\n"
+    "  return perr(pc(co, resume(co, ...)))\n"
     "end\n"
     "local function xp(h, ok, ...)\n"
     "  if ok then return true, ... end\n"
@@ -964,7 +970,6 @@ compile(void *arg, const char *body, size_t len)
 		size_t n;
 		const char *m = lua_tolstring(L, -1, &n);
 
-		rb_reset(c->err);
 		rb_errorf(c->err, "ERR Error compiling script (new function): %.*s", (int)n, m);
 		lua_pop(L, 1);
 		return -EINVAL;

@@ -690,7 +690,7 @@ shebang(const char *body, size_t len, unsigned *flags, size_t *skip, char *err, 
 				for (c = f; c < p && *c != ','; c++)
 					;
 				fl = (size_t)(c - f);
-				if (fl == 8 && memcmp(f, "no-writes", 8) == 0)
+				if (fl == 9 && memcmp(f, "no-writes", 9) == 0)
 					*flags |= SF_NO_WRITES;
 				else if (!((fl == 9 && memcmp(f, "allow-oom", 9) == 0) ||
 					   (fl == 11 && memcmp(f, "allow-stale", 11) == 0) ||
