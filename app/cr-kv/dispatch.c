@@ -291,7 +291,6 @@ dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 	scan_launch(kr, cursor, true);
 }
 
-
 #define SHARDS_SEVERAL (-1)
 #define SHARDS_NONE    (-2) /* no key, or malformed arguments: the command replies */
 
@@ -465,8 +464,12 @@ run_command(struct kconn *kc)
 	if (!(cmd->flags & KV_ALLOW_BUSY) && kv_script_busy_here()) {
 		/* A script of this lcore runs past lua-time-limit (script.h): Redis's
 		 * rejectCommand(), before MULTI queues it */
-		kv_multi_flag(kc);
 		kv_cmd_rejected(kc, cmd);
+		if (cmd->fn == cmd_exec && kc->mx != NULL) {
+			kv_multi_refuse_exec(kc, kv_err_busy);
+			return;
+		}
+		kv_multi_flag(kc);
 		kc_reply_error(kc, kv_err_busy, strlen(kv_err_busy));
 		return;
 	}

@@ -444,7 +444,8 @@ kv_lua_error_reply(lua_State *co, const char *sha, struct rbuf *out)
 			if (line >= 0) {
 				out->len -= 2; /* reopen it: " script: ..." goes before the CRLF */
 				(void)at;
-				snprintf(buf, sizeof(buf), " script: %s, on %s:%d.\r\n", sha, src, line);
+				snprintf(buf, sizeof(buf), " script: %s, on %s:%d.\r\n", sha, src,
+					 line);
 				rb_raw(out, buf, strlen(buf));
 			}
 			lua_pop(co, 1);

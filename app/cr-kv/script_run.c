@@ -325,6 +325,7 @@ resume(struct kv_srun *r, int nargs)
 		/* A time slice: the lcore goes round its loop, then this goes on. */
 		if (cr_defer(slice, r) == 0)
 			return;
+		r->killed = true; /* the lcore is closing: the script ends at its next hook */
 	}
 	rb_reset(&r->out);
 	if (st == 0)
