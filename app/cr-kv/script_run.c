@@ -216,9 +216,17 @@ kv_script_hook(lua_State *L, void *ar)
 	if (r->killed ||
 	    (r->busy && !r->wrote &&
 	     (atomic_load_explicit(&lstate[here()], memory_order_acquire) & ST_KILL))) {
-		/* Every line from now on raises, as Redis's hook does: pcall cannot save it. */
+		/* Every line from now on raises, as Redis's hook does: pcall cannot save it
+		 * (the library's own Lua lines, pcall's, are not the script's: they go on) */
+		lua_Debug d;
+
+		if (r->killed && lua_getstack(L, 0, &d) && lua_getinfo(L, "S", &d) &&
+		    strcmp(d.source, "=kv") == 0)
+			return;
 		r->killed = true;
 		lua_sethook(L, (lua_Hook)kv_script_hook, LUA_MASKLINE, 0);
+		if (L != r->co) /* and where it goes on once a pcall caught this */
+			lua_sethook(r->co, (lua_Hook)kv_script_hook, LUA_MASKLINE, 0);
 		raise_killed(L);
 		return;
 	}
