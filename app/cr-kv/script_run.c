@@ -31,18 +31,14 @@
 
 #include "kv.h"
 #include "script.h"
+#include "script_state.h"
 
 _Atomic long long kv_lua_time_limit = 5000;
 
 const char kv_err_busy[] =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 
-/* Per lcore: how many of its scripts are busy, whether one of them wrote, and the kill
- * request. Written by its lcore (busy count, WROTE) and by SCRIPT KILL on any lcore
- * (KILL), always with compare-and-swap. */
-#define ST_BUSY	 0xffffu
-#define ST_WROTE (1u << 16)
-#define ST_KILL	 (1u << 17)
+/* Per lcore: its scripts' busy state (script_state.h). */
 static _Atomic uint32_t lstate[CR_MAX_LCORES];
 static struct kv_lua *vms[CR_MAX_LCORES];
 
@@ -95,8 +91,7 @@ kv_script_shard_fini(unsigned lcore)
 bool
 kv_script_busy_here(void)
 {
-	/* relaxed: only this lcore changes its count */
-	return (atomic_load_explicit(&lstate[here()], memory_order_relaxed) & ST_BUSY) != 0;
+	return kv_ss_busy(&lstate[here()]);
 }
 
 bool
@@ -128,57 +123,31 @@ kv_script_push_global(lua_State *L, bool keys)
 		lua_rawgeti(L, LUA_REGISTRYINDEX, keys ? r->keys_ref : r->argv_ref);
 }
 
-/* ---- busy and kill ---- */
+/* ---- busy and kill (script_state.h) ---- */
 
 static void
 become_busy(struct kv_srun *r)
 {
-	_Atomic uint32_t *st = &lstate[here()];
-	uint32_t o = atomic_load_explicit(st, memory_order_relaxed), n;
-
 	r->busy = true;
-	do
-		n = (o + 1) | (r->wrote ? ST_WROTE : 0);
-	while (!atomic_compare_exchange_weak_explicit(st, &o, n, memory_order_acq_rel,
-						      memory_order_relaxed));
+	kv_ss_busy_begin(&lstate[here()], r->wrote);
 }
 
 static void
 end_busy(struct kv_srun *r)
 {
-	_Atomic uint32_t *st = &lstate[here()];
-	uint32_t o = atomic_load_explicit(st, memory_order_relaxed), n;
-
 	if (!r->busy)
 		return;
 	r->busy = false;
-	do {
-		n = o - 1;
-		if ((n & ST_BUSY) == 0)
-			n = 0; /* the last busy one: the kill and the write are its */
-	} while (!atomic_compare_exchange_weak_explicit(st, &o, n, memory_order_acq_rel,
-							memory_order_relaxed));
+	kv_ss_busy_end(&lstate[here()]);
 }
 
-/* A busy script is about to write: from now on it cannot be killed, unless a kill came
- * first. @return false if it was killed. */
+/* A script is about to write: from now on it cannot be killed, unless a kill came first.
+ * @return false if it was killed. */
 static bool
 note_write(struct kv_srun *r)
 {
-	_Atomic uint32_t *st = &lstate[here()];
-	uint32_t o;
-
 	r->wrote = true;
-	if (!r->busy)
-		return true;
-	o = atomic_load_explicit(st, memory_order_acquire);
-	do {
-		if (o & ST_KILL)
-			return false;
-		/* acq_rel: pairs with SCRIPT KILL's CAS on the same word */
-	} while (!atomic_compare_exchange_weak_explicit(st, &o, o | ST_WROTE, memory_order_acq_rel,
-							memory_order_acquire));
-	return true;
+	return !r->busy || kv_ss_write(&lstate[here()]);
 }
 
 static int
@@ -213,9 +182,7 @@ kv_script_hook(lua_State *L, void *ar)
 		return;
 	}
 	/* acquire: pairs with SCRIPT KILL's CAS */
-	if (r->killed ||
-	    (r->busy && !r->wrote &&
-	     (atomic_load_explicit(&lstate[here()], memory_order_acquire) & ST_KILL))) {
+	if (r->killed || (r->busy && !r->wrote && kv_ss_kill_asked(&lstate[here()]))) {
 		/* Every line from now on raises, as Redis's hook does: pcall cannot save it
 		 * (the library's own Lua lines, pcall's, are not the script's: they go on) */
 		lua_Debug d;
@@ -961,40 +928,20 @@ KV_CMD(script_flush)
 
 KV_CMD(script_kill)
 {
-	unsigned lc;
-	bool busy = false, wrote = false;
-
-	for (lc = 0; lc < CR_MAX_LCORES; lc++) {
-		uint32_t st = atomic_load_explicit(&lstate[lc], memory_order_acquire);
-
-		busy |= (st & ST_BUSY) != 0;
-		wrote |= (st & ST_BUSY) != 0 && (st & ST_WROTE) != 0;
-	}
-	if (!busy) {
+	switch (kv_ss_kill(lstate, CR_MAX_LCORES)) {
+	case KV_SS_NOTBUSY:
 		rb_error(x->out, "NOTBUSY No scripts in execution right now.");
 		return;
-	}
-	for (lc = 0; lc < CR_MAX_LCORES && !wrote; lc++) {
-		uint32_t o = atomic_load_explicit(&lstate[lc], memory_order_acquire);
-
-		/* acq_rel: pairs with note_write()'s CAS: a script that wrote first makes this
-		 * fail, and one that writes after sees the kill */
-		while ((o & ST_BUSY) != 0 && !(o & ST_WROTE) &&
-		       !atomic_compare_exchange_weak_explicit(&lstate[lc], &o, o | ST_KILL,
-							      memory_order_acq_rel,
-							      memory_order_acquire))
-			;
-		if ((o & ST_BUSY) != 0 && (o & ST_WROTE))
-			wrote = true;
-	}
-	if (wrote) {
+	case KV_SS_UNKILLABLE:
 		rb_error(x->out, "UNKILLABLE Sorry the script already executed write commands "
 				 "against the dataset. You can either wait the script termination "
 				 "or kill the server in a hard way using the SHUTDOWN NOSAVE "
 				 "command.");
 		return;
+	case KV_SS_KILLED:
+		rb_ok(x->out);
+		return;
 	}
-	rb_ok(x->out);
 }
 
 KV_CMD(script_debug)
