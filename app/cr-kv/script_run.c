@@ -60,6 +60,7 @@ struct kv_srun {
 	lua_State *call_L; /* ... the coroutine that made it */
 	bool raise;	   /* ... redis.call (not pcall): an error reply raises */
 	int err_ref;	   /* an error to raise in call_L when it goes on (the hook) */
+	int keyset_ref;	   /* KEYS as a set, when there are many (declared()) */
 	uint64_t start_ns;
 	int64_t now_ms;
 	struct rbuf out;
@@ -223,6 +224,7 @@ srun_free(void *arg)
 		luaL_unref(L, LUA_REGISTRYINDEX, r->keys_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, r->argv_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, r->err_ref);
+		luaL_unref(L, LUA_REGISTRYINDEX, r->keyset_ref);
 	}
 	if (r->sub != NULL)
 		kreq_free(r->kr->kc->sh, r->sub);
@@ -356,11 +358,21 @@ push_err(lua_State *L, const char *msg, bool raise)
 	return give_err(L, raise);
 }
 
+/* Is @p k one of the script's KEYS? (A set of them when there are many.) */
 static bool
-declared(const struct kv_srun *r, const struct kv_arg *k)
+declared(lua_State *L, const struct kv_srun *r, const struct kv_arg *k)
 {
 	uint32_t i;
+	bool in;
 
+	if (r->keyset_ref != LUA_NOREF) {
+		lua_rawgeti(L, LUA_REGISTRYINDEX, r->keyset_ref);
+		lua_pushlstring(L, k->p, k->len);
+		lua_rawget(L, -2);
+		in = lua_toboolean(L, -1);
+		lua_pop(L, 2);
+		return in;
+	}
 	for (i = 0; i < r->numkeys; i++)
 		if (r->keys[i].len == k->len && memcmp(r->keys[i].p, k->p, k->len) == 0)
 			return true;
@@ -561,7 +573,7 @@ kv_script_call(lua_State *L)
 		 ? 0
 		 : kv_cmd_keys(cmd, argv, (uint32_t)argc, idx, (uint32_t)argc);
 	for (i = 0; i < nk; i++)
-		if (!declared(r, &argv[idx[i]])) {
+		if (!declared(L, r, &argv[idx[i]])) {
 			snprintf(
 			    err, sizeof(err),
 			    "ERR cr-kv: script accessed undeclared key '%.128s': a script may "
@@ -781,7 +793,7 @@ kv_script_eval(struct kreq *kr)
 	}
 	r->kr = kr;
 	r->v = v;
-	r->co_ref = r->keys_ref = r->argv_ref = r->err_ref = LUA_NOREF;
+	r->co_ref = r->keys_ref = r->argv_ref = r->err_ref = r->keyset_ref = LUA_NOREF;
 	rb_init(&r->out, NULL, 0);
 	kr->state = r;
 	kr->state_fini = srun_free;
@@ -840,6 +852,15 @@ kv_script_eval(struct kreq *kr)
 	lua_pop(v->L, 1); /* the function */
 	push_strings(v->L, r->keys, r->numkeys);
 	r->keys_ref = luaL_ref(v->L, LUA_REGISTRYINDEX);
+	if (r->numkeys > 16) {
+		lua_createtable(v->L, 0, (int)r->numkeys);
+		for (i = 0; i < r->numkeys; i++) {
+			lua_pushlstring(v->L, r->keys[i].p, r->keys[i].len);
+			lua_pushboolean(v->L, 1);
+			lua_rawset(v->L, -3);
+		}
+		r->keyset_ref = luaL_ref(v->L, LUA_REGISTRYINDEX);
+	}
 	push_strings(v->L, kr->argv + 3 + r->numkeys, kr->argc - 3 - r->numkeys);
 	r->argv_ref = luaL_ref(v->L, LUA_REGISTRYINDEX);
 	if (kr->on_done == NULL) {

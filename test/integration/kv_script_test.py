@@ -207,6 +207,13 @@ def t_undeclared(o):
     check(got.startswith(b"-ERR cr-kv: this command reads or writes the whole keyspace"),
           "keys: %r" % got)
     check(c.cmd("EXISTS", "kx") == b":0\r\n", "nothing written")
+    # many keys (KEYS looked up as a set): each declared one written, an undeclared refused
+    keys = ["many:%d" % i for i in range(40)]
+    got = c.cmd("EVAL", "for i, k in ipairs(KEYS) do redis.call('set', k, i) end"
+                " return redis.call('mget', KEYS[1], KEYS[40])", "40", *keys)
+    check(got == b"*2\r\n$1\r\n1\r\n$2\r\n40\r\n", "40 keys: %r" % got)
+    got = c.cmd("EVAL", "return redis.call('get', 'many:40')", "40", *keys)
+    check(got.startswith(b"-ERR cr-kv: script accessed undeclared key 'many:40'"), "%r" % got)
 
 
 def t_redis_py(o):
