@@ -494,7 +494,7 @@ refused(struct kv_srun *r, const struct kv_cmd *cmd, uint32_t argc)
 	if ((cmd->arity > 0 && (uint32_t)cmd->arity != argc) ||
 	    (cmd->arity < 0 && argc < (uint32_t)-cmd->arity))
 		return "ERR Wrong number of args calling Redis command from script";
-	if (cmd->flags & (KV_NOSCRIPT | KV_BLOCKING))
+	if (cmd->flags & KV_NOSCRIPT)
 		return "ERR This Redis command is not allowed from script";
 	if (r->ro && (cmd->flags & KV_WRITE))
 		return "ERR Write commands are not allowed from read-only scripts.";
@@ -515,7 +515,7 @@ kv_script_call(lua_State *L)
 	struct kv_srun *r = v != NULL ? v->cur : NULL;
 	bool raise = lua_toboolean(L, lua_upvalueindex(1));
 	int argc = lua_gettop(L), i, nk, s;
-	struct kv_arg *argv;
+	struct kv_arg *argv, *base;
 	uint32_t *idx;
 	char *nums;
 	const struct kv_cmd *cmd;
@@ -530,7 +530,7 @@ kv_script_call(lua_State *L)
 		return push_err(
 		    L, "ERR Please specify at least one argument for this redis lib call", raise);
 	}
-	argv = malloc((size_t)argc * (sizeof(*argv) + sizeof(*idx) + 32));
+	base = argv = malloc((size_t)argc * (sizeof(*argv) + sizeof(*idx) + 32));
 	if (argv == NULL) {
 		return push_err(L, "ERR out of memory", raise);
 	}
@@ -547,7 +547,7 @@ kv_script_call(lua_State *L)
 		} else if (lua_type(L, i + 1) == LUA_TSTRING) {
 			argv[i].p = lua_tolstring(L, i + 1, &argv[i].len);
 		} else {
-			free(argv);
+			free(base);
 			return push_err(
 			    L, "ERR Lua redis lib command arguments must be strings or integers",
 			    raise);
@@ -557,17 +557,30 @@ kv_script_call(lua_State *L)
 	if (cmd != NULL && cmd->sub != NULL && argc >= 2)
 		cmd = kv_cmd_sub_lookup(cmd, argv[1].p, argv[1].len);
 	if (cmd == NULL) {
-		free(argv);
+		free(base);
 		return push_err(L, "ERR Unknown Redis command called from script", raise);
 	}
 	why = refused(r, cmd, (uint32_t)argc);
 	if (why != NULL) {
-		free(argv);
+		free(base);
 		if (why[0] != 'O')
 			return push_err(L, why, raise);
 		kv_lua_push_error(L, "-OOM command not allowed when used memory > 'maxmemory'.",
 				  56);
 		return give_err(L, raise);
+	}
+	if (cmd->flags & KV_BLOCKING) {
+		/* BLMPOP, BZMPOP (the blocking pops Redis lets scripts call) do not block
+		 * there: they run as LMPOP, ZMPOP (its timeout dropped) */
+		cmd = kv_cmd_lookup(cmd->name + 1, strlen(cmd->name) - 1);
+		if (cmd == NULL) {
+			free(base);
+			return push_err(L, "ERR Unknown Redis command called from script", raise);
+		}
+		argv++;
+		argc--;
+		argv[0].p = cmd->name; /* what its key positions are read by */
+		argv[0].len = strlen(cmd->name);
 	}
 	nk = cmd->route == KV_ROUTE_LOCAL || cmd->route == KV_ROUTE_ALL
 		 ? 0
@@ -579,7 +592,7 @@ kv_script_call(lua_State *L)
 			    "ERR cr-kv: script accessed undeclared key '%.128s': a script may "
 			    "touch only the keys it declares in KEYS (a difference from Redis)",
 			    argv[idx[i]].p);
-			free(argv);
+			free(base);
 			return push_err(L, err, raise);
 		}
 	s = nk < 0 ? -2 : keys_shard(cmd, argv, (uint32_t)argc, idx, nk);
@@ -588,19 +601,19 @@ kv_script_call(lua_State *L)
 	     (cmd->route != KV_ROUTE_LOCAL && cmd->route != KV_ROUTE_ALL && s != -2 &&
 	      s != (int)r->kr->kc->sh->index)) &&
 	    v->can_probe && !kv_lua_can_yield(v, L)) {
-		free(argv);
+		free(base);
 		return push_err(L,
 				"ERR cr-kv: a redis.call for another shard cannot wait inside a "
 				"metamethod or a sort, gsub or load callback",
 				raise);
 	}
 	if ((cmd->flags & KV_WRITE) && !note_write(r)) {
-		free(argv);
+		free(base);
 		r->killed = true;
 		return raise_killed(L);
 	}
 	sub = kreq_new(r->kr->kc->sh, r->kr->kc, cmd, (uint32_t)argc, argv);
-	free(argv);
+	free(base);
 	if (sub == NULL) {
 		return push_err(L, "ERR out of memory", raise);
 	}

@@ -166,6 +166,18 @@ def key_script(k):
     a("MULTI")
     a("EVAL", "return 1", "-1")
     a("EXEC")
+    # the blocking pops scripts may call do not block there
+    a("DEL", *k)
+    a("EVAL", "return redis.call('blmpop', 0, 2, KEYS[1], KEYS[2], 'LEFT')", "2", k[0], k[1])
+    a("RPUSH", k[1], "a", "b")
+    a("EVAL", "return redis.call('blmpop', 0, 2, KEYS[1], KEYS[2], 'LEFT', 'COUNT', 5)", "2",
+      k[0], k[1])
+    a("ZADD", k[2], "1", "m")
+    a("EVAL", "return redis.call('bzmpop', 0, 1, KEYS[1], 'MIN')", "1", k[2])
+    a("EVAL", "return redis.call('bzmpop', 0, 1, KEYS[1], 'MIN')", "1", k[2])
+    a("EVAL", "return redis.call('blmove', KEYS[1], KEYS[2], 'LEFT', 'LEFT', 0)", "2", k[0],
+      k[1])
+    a("EVAL", "return redis.call('blmpop', 0)", "0")
     return st
 
 
