@@ -192,6 +192,21 @@ def t_oracle(o):
         for pipelined in PIPE:
             got = kv_test.run_script(o.kv.port, r.port, key_script(k), pipelined)
             bad += ["%s%s: %s" % (name, " pipelined" if pipelined else "", b) for b in got]
+    # WATCH sees a script's write (and not an EVAL_RO's read)
+    for name, k in layouts(o):
+        for script, cmd in (("return redis.call('set', KEYS[1], 'w')", "EVAL"),
+                            ("return redis.call('get', KEYS[1])", "EVAL_RO")):
+            outs = []
+            for port in (o.kv.port, r.port):
+                c1, c2 = Conn(port), Conn(port)
+                got = [c1.cmd("SET", k[0], "1"), c1.cmd("WATCH", k[0], k[1]),
+                       c2.cmd(cmd, script, "2", k[1], k[0]),
+                       c1.cmd("MULTI"), c1.cmd("INCR", k[0]), c1.cmd("EXEC")]
+                outs.append(got)
+                c1.close()
+                c2.close()
+            if outs[0] != outs[1]:
+                bad.append("%s: WATCH and %s: cr-kv %r, redis %r" % (name, cmd, outs[0], outs[1]))
     for c in ("eval", "evalsha", "eval_ro", "evalsha_ro", "multi", "watch"):
         a, b = Conn(o.kv.port).cmd("COMMAND", "INFO", c), Conn(r.port).cmd("COMMAND", "INFO", c)
         fa, fb = kv_test.parse_array(kv_test.parse_array(a)[0]), \
