@@ -20,25 +20,16 @@ http_at_boundary(struct cr_conn *c)
 	return !h->open || !http_in_flight(h);
 }
 
-bool
-http_may_keep(const struct http_lcore *hl, const struct http_conn *h)
-{
-	(void)h;
-	/* A retire moves plain and TLS connections alike (lib/tls's state travels). */
-	return !hl->shutting;
-}
-
 /*
- * A retire: lib/net takes no more connections here and moves every one (plain or TLS) to
- * an lcore that stays at its boundary (http_move_out / http_move_in): keep-alive goes on,
- * answers still say keep-alive.
+ * A retire needs nothing of ours: lib/net takes no more connections here and moves every
+ * one (plain or TLS: lib/tls's state travels) to an lcore that stays at its boundary
+ * (on_move_out / on_move_in, http_conn.c); keep-alive goes on, answers still say
+ * keep-alive. Only a shutdown says Connection: close.
  */
-void
-http_retire_hook(unsigned lcore, void *arg)
+bool
+http_may_keep(const struct http_lcore *hl)
 {
-	(void)lcore;
-	(void)arg;
-	http_lcore_cur()->retiring = true;
+	return !hl->shutting;
 }
 
 /* A shutdown: lib/net takes no more connections here and closes ours at their
