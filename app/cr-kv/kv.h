@@ -625,7 +625,7 @@ struct kv_global {
 	uint64_t start_ms;
 	unsigned port;
 	int tel_cmds, tel_remote, tel_proto, tel_qbuf, tel_rejected, tel_expired;
-	int tel_moved, tel_reblocked;
+	int tel_moved, tel_reblocked, tel_psfwd;
 };
 
 extern struct kv_global kv;

@@ -85,6 +85,7 @@ struct ps_stubs {
 	 * new one delivers. */
 	uint64_t cut[CR_MAX_LCORES];
 	struct rbuf fwd;       /* framed messages, each behind a struct ps_tag */
+	uint64_t nfwd;	       /* how many */
 	struct cr_timer retry; /* the done message, when the mailbox was full */
 	void *done;	       /* that message */
 };

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "cr_log.h"
+#include "cr_telemetry.h"
 #include "kv.h"
 #include "psint.h"
 
@@ -104,13 +105,15 @@ kv_ps_move_out(struct kconn *kc)
 	}
 	o->from = cr_lcore_id();
 	o->len = len;
-	for (w = o->names, s = pc->subs; s != NULL; s = s->cnext) {
+	/* Oldest first (the list is newest first): subscribed again in that order, the
+	 * client's list is as it was (UNSUBSCRIBE without arguments lists it). */
+	for (w = o->names + len, s = pc->subs; s != NULL; s = s->cnext) {
 		uint32_t n = (uint32_t)s->ch->len;
 
-		*w++ = (char)s->ch->pattern;
-		memcpy(w, &n, 4);
-		memcpy(w + 4, s->ch->name, n);
-		w += 4 + n;
+		w -= 5 + n;
+		w[0] = (char)s->ch->pattern;
+		memcpy(w + 1, &n, 4);
+		memcpy(w + 5, s->ch->name, n);
 		s->kc = NULL;
 		s->fwd = st;
 	}
@@ -137,6 +140,7 @@ kv_psm_forward(struct ps_stubs *st, const struct rbuf *f)
 	t.len = (uint32_t)f->len;
 	rb_raw(&st->fwd, &t, sizeof(t));
 	rb_raw(&st->fwd, f->p, f->len);
+	st->nfwd++;
 	return true;
 }
 
@@ -218,6 +222,8 @@ stubs_finish(struct kv_psshard *ps, struct ps_stubs *st)
 	}
 	d->arrival = st->arrival;
 	d->from = cr_lcore_id();
+	if (st->nfwd != 0)
+		cr_telemetry_add(kv.tel_psfwd, st->nfwd);
 	d->fwd = st->fwd; /* taken over: the new lcore frees it */
 	rb_init(&st->fwd, NULL, 0);
 	st->done = d;
@@ -261,6 +267,8 @@ fwd_trim(struct ps_stubs *st)
 		if (t.seq <= st->cut[t.from]) {
 			memmove(st->fwd.p + w, st->fwd.p + r, sizeof(t) + t.len);
 			w += sizeof(t) + t.len;
+		} else {
+			st->nfwd--;
 		}
 		r += sizeof(t) + t.len;
 	}
