@@ -177,7 +177,8 @@ stubs_free(struct ps_stubs *st)
 		rb_fini(&d->fwd);
 		free(d);
 	}
-	cr_timer_stop(&st->retry);
+	if (cr_timer_armed(&st->retry))
+		cr_timer_stop(&st->retry);
 	rb_fini(&st->fwd);
 	free(st);
 }
@@ -365,6 +366,8 @@ arrival_finish(struct kv_psshard *ps, struct kv_psmove *m, struct rbuf *fwd)
 		free(m->cut);
 	if (kc != NULL) {
 		kc->psm = NULL;
+		/* A send may close it (the output limits): it stays allocated meanwhile. */
+		kc->in_input = true;
 		while (fwd != NULL && r < fwd->len && kc->conn != NULL) {
 			struct ps_tag t;
 
@@ -374,9 +377,13 @@ arrival_finish(struct kv_psshard *ps, struct kv_psmove *m, struct rbuf *fwd)
 		}
 		if (kc->conn != NULL && m->hold.len != 0)
 			(void)kc_send(kc, m->hold.p, m->hold.len);
+		kc->in_input = false;
 		rb_fini(&m->hold);
 		free(m);
-		kv_unblock(kc); /* may free kc */
+		if (kc->conn == NULL)
+			kc_maybe_free(kc);
+		else
+			kv_unblock(kc); /* may free kc */
 		return;
 	}
 	rb_fini(&m->hold);
