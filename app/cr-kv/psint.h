@@ -95,11 +95,16 @@ struct ps_stubs {
 struct kv_psmove {
 	struct kv_psmove *next; /* on kv_psshard.arrivals */
 	uint64_t id;
-	struct kconn *kc;
+	struct kconn *kc; /* NULL once it went */
 	unsigned from;
 	struct rbuf hold;      /* what this lcore delivered for it meanwhile, framed */
+	struct rbuf fwd;       /* what the old lcore forwarded (its done message), tagged */
+	bool done_in;	       /* that came, or will not (the old lcore is gone) */
 	struct cr_timer timer; /* the cut message's retry; then the give-up */
-	void *cut;	       /* the cut message while it is not sent */
+	void *cut_msg;	       /* the cut message while it is not sent */
+	/* The cut, as sent: what comes after it is this lcore's to deliver; what it
+	 * delivers up to it is dropped (the old lcore delivered or forwards it). */
+	uint64_t cut[CR_MAX_LCORES];
 };
 
 /* Before each forwarded frame in ps_stubs.fwd. */
@@ -116,6 +121,10 @@ void kv_ps_hold(struct kv_psshard *ps, int delta);
 void kv_ps_current(uint32_t *from, uint64_t *seq);
 
 /* psmove.c */
+/* A frame for @p kc, which just moved here: held, or dropped if it is up to the cut. */
+void kv_psm_hold(struct kconn *kc, const struct rbuf *f);
+/* After a message was delivered here: the arrivals that have everything finish. */
+void kv_psm_check_arrivals(struct kv_psshard *ps);
 /* A frame for stubs @p st (its client moved). @return true if it counts as received. */
 bool kv_psm_forward(struct ps_stubs *st, const struct rbuf *f);
 /* After a message was delivered here: the moves whose stubs are done finish. */

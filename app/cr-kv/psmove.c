@@ -10,16 +10,18 @@
  *
  *   A, on_move_out   the client's subscriptions stay as stubs (struct ps_stubs): what A
  *                    delivers to them is kept, with its number; the names go with the
- *                    client (struct ps_out).
- *   B, on_move_in    the client is subscribed on B; the cut is what B has delivered of
- *                    each lcore (seen[]): from now on B delivers everything after it,
- *                    into a hold (the connection parses nothing meanwhile, so its
- *                    replies stay behind the messages). The cut goes to A.
+ *                    client (struct ps_out), and what A had delivered of each lcore.
+ *   B, on_move_in    the client is subscribed on B; the cut, per lcore, is the later of
+ *                    what B has delivered and what A had delivered to the client. From
+ *                    now on B drops what it delivers up to the cut and holds what comes
+ *                    after (the connection parses nothing meanwhile, so its replies stay
+ *                    behind the messages). The cut goes to A.
  *   A, cut           A keeps what it delivered up to the cut, drops the rest (B has it),
  *                    and once it has delivered up to the cut of every lcore (the
  *                    messages are on their way: each was sent to A and B alike), drops
  *                    the stubs and sends what it kept to B.
- *   B, done          the client gets what A forwarded, then the hold, and parses again.
+ *   B, done          once B too has delivered up to the cut, the client gets what A
+ *                    forwarded, then the hold, and parses again.
  *
  * Per publisher that is its messages up to the cut in A's order, then the rest in B's:
  * in order, each once. A's lcore stays while it has stubs (its lease, pubsub.c). Each
@@ -46,6 +48,9 @@ CR_LOG_COMPONENT(psm_log, "app.kv")
 struct ps_out {
 	unsigned from;
 	uint64_t stubs; /* the old lcore's id of its stubs */
+	/* What the old lcore had delivered to it, per publishing lcore: the new one may be
+	 * behind, and must not deliver those again. */
+	uint64_t seen[CR_MAX_LCORES];
 	size_t len;
 	char names[]; /* [pattern byte, u32 length, bytes]... */
 };
@@ -105,6 +110,7 @@ kv_ps_move_out(struct kconn *kc)
 	}
 	o->from = cr_lcore_id();
 	o->len = len;
+	memcpy(o->seen, ps->seen, sizeof(o->seen));
 	/* Oldest first (the list is newest first): subscribed again in that order, the
 	 * client's list is as it was (UNSUBSCRIBE without arguments lists it). */
 	for (w = o->names + len, s = pc->subs; s != NULL; s = s->cnext) {
@@ -314,13 +320,13 @@ cut_msg(void *arg)
 		stubs_finish(ps, st);
 }
 
-static void arrival_finish(struct kv_psshard *ps, struct kv_psmove *m, struct rbuf *fwd);
+static void arrival_finish(struct kv_psshard *ps, struct kv_psmove *m);
 
 void
 kv_psm_fini(struct kv_psshard *ps)
 {
 	while (ps->arrivals != NULL) /* their clients are gone */
-		arrival_finish(ps, ps->arrivals, NULL);
+		arrival_finish(ps, ps->arrivals);
 	/* A forced stop, or a retire that took no lease: what the stubs kept is sent if the
 	 * cut came (messages past the last delivered are lost: logged), else dropped (the
 	 * new lcore gives up waiting). */
@@ -355,39 +361,77 @@ arrival_unlink(struct kv_psshard *ps, struct kv_psmove *m)
 
 /* The client gets what the old lcore forwarded, then what was held here, and goes on. */
 static void
-arrival_finish(struct kv_psshard *ps, struct kv_psmove *m, struct rbuf *fwd)
+arrival_finish(struct kv_psshard *ps, struct kv_psmove *m)
 {
 	struct kconn *kc = m->kc;
 	size_t r = 0;
 
 	arrival_unlink(ps, m);
-	cr_timer_stop(&m->timer);
-	if (m->cut != NULL)
-		free(m->cut);
+	if (cr_timer_armed(&m->timer))
+		cr_timer_stop(&m->timer);
+	free(m->cut_msg);
 	if (kc != NULL) {
 		kc->psm = NULL;
 		/* A send may close it (the output limits): it stays allocated meanwhile. */
 		kc->in_input = true;
-		while (fwd != NULL && r < fwd->len && kc->conn != NULL) {
+		while (r < m->fwd.len && kc->conn != NULL) {
 			struct ps_tag t;
 
-			memcpy(&t, fwd->p + r, sizeof(t));
-			(void)kc_send(kc, fwd->p + r + sizeof(t), t.len);
+			memcpy(&t, m->fwd.p + r, sizeof(t));
+			(void)kc_send(kc, m->fwd.p + r + sizeof(t), t.len);
 			r += sizeof(t) + t.len;
 		}
 		if (kc->conn != NULL && m->hold.len != 0)
 			(void)kc_send(kc, m->hold.p, m->hold.len);
 		kc->in_input = false;
-		rb_fini(&m->hold);
-		free(m);
-		if (kc->conn == NULL)
-			kc_maybe_free(kc);
-		else
-			kv_unblock(kc); /* may free kc */
-		return;
 	}
 	rb_fini(&m->hold);
+	rb_fini(&m->fwd);
 	free(m);
+	if (kc == NULL)
+		return;
+	if (kc->conn == NULL)
+		kc_maybe_free(kc);
+	else
+		kv_unblock(kc); /* may free kc */
+}
+
+/* Everything is in when the old lcore's part came and this lcore has delivered up to
+ * the cut: from then on what it delivers is past it. */
+static bool
+arrival_ready(const struct kv_psshard *ps, const struct kv_psmove *m)
+{
+	unsigned i;
+
+	if (!m->done_in)
+		return false;
+	for (i = 0; i < CR_MAX_LCORES; i++)
+		if (ps->seen[i] < m->cut[i])
+			return false;
+	return true;
+}
+
+void
+kv_psm_check_arrivals(struct kv_psshard *ps)
+{
+	struct kv_psmove *m, *next;
+
+	for (m = ps->arrivals; m != NULL; m = next) {
+		next = m->next;
+		if (arrival_ready(ps, m))
+			arrival_finish(ps, m);
+	}
+}
+
+void
+kv_psm_hold(struct kconn *kc, const struct rbuf *f)
+{
+	struct kv_psmove *m = kc->psm;
+	struct ps_tag t;
+
+	kv_ps_current(&t.from, &t.seq);
+	if (t.seq > m->cut[t.from])
+		rb_raw(&m->hold, f->p, f->len);
 }
 
 static void
@@ -400,8 +444,13 @@ done_msg(void *arg)
 	for (m = sh != NULL && sh->ps != NULL ? sh->ps->arrivals : NULL;
 	     m != NULL && m->id != d->arrival; m = m->next)
 		;
-	if (m != NULL)
-		arrival_finish(sh->ps, m, &d->fwd);
+	if (m != NULL && !m->done_in) {
+		m->fwd = d->fwd; /* taken over */
+		rb_init(&d->fwd, NULL, 0);
+		m->done_in = true;
+		if (arrival_ready(sh->ps, m))
+			arrival_finish(sh->ps, m);
+	}
 	rb_fini(&d->fwd);
 	free(d);
 }
@@ -414,7 +463,7 @@ arrival_timer(struct cr_timer *t, void *arg)
 	struct kv_psmove *m = arg;
 
 	(void)t;
-	if (m->cut != NULL) {
+	if (m->cut_msg != NULL) {
 		cut_send(m);
 		return;
 	}
@@ -423,25 +472,28 @@ arrival_timer(struct cr_timer *t, void *arg)
 	       "some may be lost",
 	       m->kc != NULL ? (unsigned long long)m->kc->id : 0ull, m->from,
 	       PS_GIVE_UP_NS / 1000000000ull);
-	arrival_finish(kv_here()->ps, m, NULL);
+	arrival_finish(kv_here()->ps, m);
 }
 
 static void
 cut_send(struct kv_psmove *m)
 {
-	int rc = cr_send(m->from, cut_msg, m->cut);
+	struct kv_psshard *ps = kv_here()->ps;
+	int rc = cr_send(m->from, cut_msg, m->cut_msg);
 
 	if (rc == -EAGAIN) {
 		cr_timer_start(&m->timer, PS_RETRY_NS);
 		return;
 	}
 	if (rc != 0) {
-		/* The old lcore is gone, and its stubs with it: nothing more comes. */
-		arrival_finish(kv_here()->ps, m, NULL);
-		return;
+		/* The old lcore is gone, and its stubs with it: nothing more comes from it. */
+		free(m->cut_msg);
+		m->done_in = true;
 	}
-	m->cut = NULL; /* the old lcore's now */
+	m->cut_msg = NULL; /* the old lcore's now (or freed) */
 	cr_timer_start(&m->timer, PS_GIVE_UP_NS);
+	if (arrival_ready(ps, m))
+		arrival_finish(ps, m);
 }
 
 /* Take the stubs back on the old lcore: the move was refused. */
@@ -474,6 +526,7 @@ kv_ps_move_in(struct kconn *kc)
 	struct ps_cut_msg *c;
 	struct kv_psmove *m;
 	const char *r;
+	unsigned i;
 	int err = 0;
 
 	if (o == NULL)
@@ -522,12 +575,15 @@ kv_ps_move_in(struct kconn *kc)
 	m->kc = kc;
 	m->from = o->from;
 	rb_init(&m->hold, NULL, 0);
+	rb_init(&m->fwd, NULL, 0);
 	cr_timer_init(&m->timer, arrival_timer, m);
+	for (i = 0; i < CR_MAX_LCORES; i++)
+		m->cut[i] = ps->seen[i] > o->seen[i] ? ps->seen[i] : o->seen[i];
 	c->stubs = o->stubs;
 	c->arrival = m->id;
 	c->to = cr_lcore_id();
-	memcpy(c->cut, ps->seen, sizeof(c->cut));
-	m->cut = c;
+	memcpy(c->cut, m->cut, sizeof(c->cut));
+	m->cut_msg = c;
 	free(o);
 	m->next = ps->arrivals;
 	ps->arrivals = m;

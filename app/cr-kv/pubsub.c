@@ -522,7 +522,7 @@ deliver(struct kconn *kc, const struct rbuf *f)
 		return;
 	if (kc->psm != NULL) {
 		/* It just moved here: behind what its old lcore still forwards (psmove.c). */
-		rb_raw(&kc->psm->hold, f->p, f->len);
+		kv_psm_hold(kc, f);
 		return;
 	}
 	if (kc->tail == NULL && !kc->in_input) {
@@ -586,6 +586,8 @@ KV_CMD(publish)
 	ps_reap(ps);
 	if (ps->moves != NULL)
 		kv_psm_check(ps); /* stubs waiting for this message */
+	if (ps->arrivals != NULL)
+		kv_psm_check_arrivals(ps); /* moved clients waiting for it */
 	rb_int(x->out, (long long)n);
 }
 
