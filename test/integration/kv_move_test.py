@@ -10,6 +10,10 @@
           redis-server (same password) too and the replies compared byte for byte; 0
           disconnects; kv_clients_moved_in and kv_blocked_moved_in count exactly the
           clients that were on lcore 1.
+  blocked blocked clients placed on lcore 1 before each of 10 retire/start cycles, BLPOP
+          after BLPOP over random lists and timeouts (a PING pipelined behind each) while
+          a seeded pusher pushes unique elements: every element popped exactly once or
+          still in its list, every nil answer after its whole timeout, none closed.
   pubsub  a seeded stream of PUBLISHes from publishers on both lcores (pipelined, to
           channels and a pattern) while lcore 1 retires and starts 10 times, with new
           subscribers placed on lcore 1 before each retire: every subscriber gets every
@@ -393,7 +397,113 @@ def t_pubsub(args):
     return 0
 
 
-TESTS = {"kinds": t_kinds, "pubsub": t_pubsub}
+class Blocker(threading.Thread):
+    """BLPOP after BLPOP (a PING pipelined behind each), on lcore 1 when it starts."""
+
+    def __init__(self, port, lists, seed, stop):
+        super().__init__(daemon=True)
+        for _ in range(64):
+            self.c = Conn(port, timeout=30)
+            if lcore_of(self.c) == 1:
+                break
+            self.c.s.close()
+        else:
+            raise Failure("64 connections and none on lcore 1")
+        self.lists, self.rng, self.stop = lists, random.Random(seed), stop
+        self.got, self.waits, self.err = [], 0, None
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                keys = self.rng.sample(self.lists, self.rng.randrange(1, 4))
+                tmo = self.rng.choice(["0", "0.3", "1", "2.5"])
+                t0 = time.monotonic()
+                self.c.send(resp("BLPOP", *keys, tmo) + resp("PING"))
+                r = self.c.replies(1, timeout=60)[0]
+                took = time.monotonic() - t0
+                self.waits += 1
+                if r == b"*-1\r\n":
+                    check(tmo != "0", "BLPOP 0 answered nil")
+                    check(took >= float(tmo) - 0.02, "BLPOP %s answered nil after %.3f s"
+                          % (tmo, took))
+                    check(took < float(tmo) + 3.0, "BLPOP %s answered after %.3f s"
+                          % (tmo, took))
+                else:
+                    parts = r.split(b"\r\n")
+                    check(parts[0] == b"*2" and parts[2].decode() in keys,
+                          "BLPOP %r answered %r" % (keys, r))
+                    self.got.append(parts[4].decode())
+                check(self.c.replies(1, timeout=10) == [b"+PONG\r\n"], "PING behind BLPOP")
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            self.err = e
+
+
+def t_blocked(args):
+    """Blocked clients of lcore 1 through retires, a seeded pusher: every element pushed
+    is popped once or still in its list, no blocked client answered early or closed."""
+    run = Run(args.exe, args.driver)
+    lists = on_shard("bl", 0, n=6)
+    try:
+        stop = threading.Event()
+        rng = random.Random(args.seed)
+        blockers = []
+        pusher = Conn(run.kv.port, timeout=20)
+        pushed = []
+        n = 0
+        for cycle in range(args.cycles):
+            for _ in range(4):
+                b = Blocker(run.kv.port, lists, rng.random(), stop)
+                b.start()
+                blockers.append(b)
+            time.sleep(0.05)
+            for phase in range(2):
+                for _ in range(rng.randrange(5, 20)):
+                    k = rng.choice(lists)
+                    pusher.send(resp("RPUSH", k, "e%d" % n))
+                    check(pusher.replies(1)[0].startswith(b":"), "RPUSH")
+                    pushed.append("e%d" % n)
+                    n += 1
+                    time.sleep(rng.random() * 0.01)
+                if phase == 0:
+                    run.retire()
+            run.start()
+            log("cycle %d: %d blockers, %d pushed" % (cycle, len(blockers), len(pushed)))
+        time.sleep(0.5)
+        stop.set()
+        # wake whoever still waits: each gets one of these, or its timeout
+        for i in range(len(blockers) * 2):
+            k = lists[i % len(lists)]
+            pusher.send(resp("RPUSH", k, "w%d" % i))
+            pusher.replies(1)
+            pushed.append("w%d" % i)
+        for b in blockers:
+            b.join(30)
+            check(not b.is_alive(), "a blocker did not finish")
+            check(b.err is None, "blocker: %s" % b.err)
+        left = []
+        for k in lists:
+            pusher.send(resp("LRANGE", k, "0", "-1"))
+            r = pusher.replies(1)[0].split(b"\r\n")
+            left += [x.decode() for x in r[2::2] if x]
+        got = [e for b in blockers for e in b.got]
+        everything = got + left
+        check(len(everything) == len(set(everything)), "%d elements popped twice"
+              % (len(everything) - len(set(everything))))
+        check(sorted(everything) == sorted(pushed), "%d pushed, %d popped + %d left"
+              % (len(pushed), len(got), len(left)))
+        moved = run.total("kv_blocked_moved_in")
+        log("%d blockers, %d BLPOPs, %d elements pushed: %d popped, %d left, none twice; "
+            "kv_blocked_moved_in %d" % (len(blockers), sum(b.waits for b in blockers),
+                                        len(pushed), len(got), len(left), moved))
+        check(moved > 0, "no blocked client moved")
+        run.kv.stop()
+    finally:
+        if run.kv.proc.poll() is None:
+            run.kv.proc.kill()
+    return 0
+
+
+TESTS = {"kinds": t_kinds, "pubsub": t_pubsub, "blocked": t_blocked}
 
 
 def main():
