@@ -3,6 +3,9 @@
 """cr-kv's clients move to the staying lcore when theirs retires (doc/guides/kv.md,
 "Clients across a resize"): no client is disconnected, every reply is right.
 
+  stream  40 clients, each a seeded command stream (every type, pipelined batches) over
+          its own keys, compared with redis-server fed the same stream, while the pool
+          goes 2 -> 1 -> 2 ten times: identical replies, 0 disconnects.
   kinds   clients of every kind on lcore 1 (authenticated with --requirepass, named,
           plain, pipelining, in MULTI with queued commands, WATCHing, subscribed,
           blocked in BLPOP with commands pipelined behind, blocked with a timeout)
@@ -29,8 +32,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kv_test import (KV, Conn, Failure, Redis, check, log, need, on_shard,  # noqa: E402
-                     resp, telemetry_cmd)
+from kv_test import (KV, Conn, Failure, Redis, check, compare, log, need,  # noqa: E402
+                     on_shard, random_stream, resp, telemetry_cmd)
 
 PASS = "s3cret"
 
@@ -503,7 +506,82 @@ def t_blocked(args):
     return 0
 
 
-TESTS = {"kinds": t_kinds, "pubsub": t_pubsub, "blocked": t_blocked}
+class Streamer(threading.Thread):
+    """A seeded command stream over its own keys (a hash tag of the staying lcore's
+    shard), pipelined in batches to cr-kv and to redis-server; replies compared."""
+
+    def __init__(self, kvport, rport, idx, seed, stop):
+        super().__init__(daemon=True)
+        self.k, self.r = Conn(kvport, timeout=30), Conn(rport, timeout=30)
+        self.tag = "{%s}" % on_shard("st%d_" % idx, 0)
+        self.script = random_stream(seed, 20000)
+        self.rng, self.stop = random.Random(seed), stop
+        self.done, self.bad, self.err = 0, [], None
+
+    def run(self):
+        try:
+            i = 0
+            while not self.stop.is_set() and i < len(self.script):
+                chunk = self.script[i:i + self.rng.randrange(1, 24)]
+                i += len(chunk)
+                data = b"".join(resp(*[(self.tag + a) if a.startswith("r:") else a
+                                       for a in args]) for args, _ in chunk)
+                self.k.send(data)
+                self.r.send(data)
+                ours, theirs = self.k.replies(len(chunk), 30), self.r.replies(len(chunk), 30)
+                for (args, mode), x, y in zip(chunk, ours, theirs):
+                    if not compare(mode, x, y):
+                        self.bad.append("%r: cr-kv %r, redis %r" % (args, x[:100], y[:100]))
+                self.done += len(chunk)
+                if len(self.bad) > 3:
+                    break
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            self.err = e
+
+
+def t_stream(args):
+    """40 clients, each a seeded command stream over its own keys compared with
+    redis-server, while the pool goes 2 -> 1 -> 2 ten times (/pool/resize)."""
+    need("redis-server")
+    red = Redis()
+    run = Run(args.exe, args.driver)
+    try:
+        stop = threading.Event()
+        ss = [Streamer(run.kv.port, red.port, i, args.seed * 100 + i, stop) for i in range(40)]
+        on1 = sum(lcore_of(x.k) for x in ss)
+        for x in ss:
+            x.start()
+        rng = random.Random(args.seed)
+        for cycle in range(args.cycles):
+            time.sleep(0.1 + rng.random() * 0.2)
+            r = run.tel("/pool/resize,1")
+            check("error" not in str(r), "resize to 1: %r" % r)
+            run.wait_state(1, "OFFLINE")
+            time.sleep(0.1 + rng.random() * 0.2)
+            r = run.tel("/pool/resize,2")
+            check("error" not in str(r), "resize to 2: %r" % r)
+            run.wait_state(1, "RUNNING")
+        time.sleep(0.2)
+        stop.set()
+        for x in ss:
+            x.join(60)
+            check(not x.is_alive(), "a client did not finish")
+            check(x.err is None, "client %s: %s" % (x.tag, x.err))
+            check(not x.bad, "client %s: replies differ:\n  %s" % (x.tag, "\n  ".join(x.bad)))
+        moved = run.total("kv_clients_moved_in")
+        log("40 clients (%d on lcore 1 at first), %d commands, identical replies, 0 "
+            "disconnects over %d resizes 2->1->2; kv_clients_moved_in %d"
+            % (on1, sum(x.done for x in ss), args.cycles, moved))
+        check(moved >= on1, "kv_clients_moved_in %d < %d clients on lcore 1" % (moved, on1))
+        run.kv.stop()
+    finally:
+        if run.kv.proc.poll() is None:
+            run.kv.proc.kill()
+        red.stop()
+    return 0
+
+
+TESTS = {"stream": t_stream, "kinds": t_kinds, "pubsub": t_pubsub, "blocked": t_blocked}
 
 
 def main():
