@@ -121,8 +121,9 @@ void kv_ps_hold(struct kv_psshard *ps, int delta);
 void kv_ps_current(uint32_t *from, uint64_t *seq);
 
 /* psmove.c */
-/* A frame for @p kc, which just moved here: held, or dropped if it is up to the cut. */
-void kv_psm_hold(struct kconn *kc, const struct rbuf *f);
+/* A frame for @p kc, which just moved here: held, or dropped if it is up to the cut.
+ * @return true if held (it counts as received here). */
+bool kv_psm_hold(struct kconn *kc, const struct rbuf *f);
 /* After a message was delivered here: the arrivals that have everything finish. */
 void kv_psm_check_arrivals(struct kv_psshard *ps);
 /* A frame for stubs @p st (its client moved). @return true if it counts as received. */

@@ -423,15 +423,17 @@ kv_psm_check_arrivals(struct kv_psshard *ps)
 	}
 }
 
-void
+bool
 kv_psm_hold(struct kconn *kc, const struct rbuf *f)
 {
 	struct kv_psmove *m = kc->psm;
 	struct ps_tag t;
 
 	kv_ps_current(&t.from, &t.seq);
-	if (t.seq > m->cut[t.from])
-		rb_raw(&m->hold, f->p, f->len);
+	if (t.seq <= m->cut[t.from])
+		return false; /* the old lcore delivered it, or forwards it */
+	rb_raw(&m->hold, f->p, f->len);
+	return true;
 }
 
 static void

@@ -513,27 +513,28 @@ kv_ps_pong(struct kv_ctx *x)
 /* Hand the framed message to @p kc in its reply order: behind replies still owed, else
  * straight to its output (it is not the connection being parsed: a subscribed client
  * cannot PUBLISH, so the lcore's batch is never its). */
-static void
+static bool
 deliver(struct kconn *kc, const struct rbuf *f)
 {
 	struct rbuf *o;
 
 	if (kc->conn == NULL)
-		return;
+		return true;
 	if (kc->psm != NULL) {
-		/* It just moved here: behind what its old lcore still forwards (psmove.c). */
-		kv_psm_hold(kc, f);
-		return;
+		/* It just moved here: behind what its old lcore still forwards, and not what
+		 * that one delivered (psmove.c). */
+		return kv_psm_hold(kc, f);
 	}
 	if (kc->tail == NULL && !kc->in_input) {
 		(void)kc_send(kc, f->p, f->len); /* may close it: the limits (kv_ps_gone) */
-		return;
+		return true;
 	}
 	o = kc_local_out(kc);
 	if (o == NULL)
 		kc_abort(kc);
 	else
 		rb_raw(o, f->p, f->len);
+	return true;
 }
 
 static size_t
@@ -552,8 +553,7 @@ deliver_all(struct kv_psshard *ps, struct ps_chan *c, const struct ps_chan *pat,
 		}
 		if (s->kc == NULL)
 			continue;
-		deliver(s->kc, &ps->frame);
-		n++;
+		n += deliver(s->kc, &ps->frame);
 	}
 	return n;
 }
