@@ -107,6 +107,8 @@ enum kv_route {
 			     * else cmd->multi() runs it as a transaction */
 	KV_ROUTE_TX,	    /* MULTI, EXEC, DISCARD, WATCH, UNWATCH: the client's transaction
 			     * (cmd_exec.c) */
+	KV_ROUTE_SCRIPT,    /* EVAL...: its keys locked, the script run on the client's lcore
+			     * (cmd->multi, script_run.c) */
 };
 
 enum kv_merge {
@@ -133,6 +135,9 @@ enum kv_merge {
 #define KV_BLOCKING    0x80u
 #define KV_MOVABLEKEYS 0x100u
 #define KV_NO_AUTH     0x200u /* runs before AUTH (AUTH, HELLO, QUIT) */
+#define KV_SKIP_MONITOR 0x400u
+#define KV_NO_MANDATORY_KEYS 0x800u
+#define KV_ALLOW_BUSY  0x1000u /* runs while a script of the lcore is busy (script.h) */
 
 /* auth.c: the password (--requirepass, CONFIG SET requirepass), from any lcore. */
 int kv_auth_set(const char *p, size_t len); /* 0 or -ENOMEM; "" : none */
@@ -489,6 +494,12 @@ struct kv_shard {
  * it sends after waits in its query buffer, so that a pipelining client's remote requests
  * do not fill another shard's queue ahead of everyone else's. */
 #define KC_MAX_QUEUED 128u
+/* Replies one connection may build in one pass over its input: past this much, the rest
+ * of its input is parsed in a later pass (the deferred phase of a later turn), after the
+ * other connections' completions of this turn. Without it, 64 completions of clients that
+ * each pipeline 16 GETs of a 512 KiB value made one turn build 512 MiB of replies, and
+ * every other client of the lcore waited seconds for that turn to end. */
+#define KC_INPUT_SLICE (64u * 1024)
 /* A query buffer starts this big and is shrunk back when it is idle and over SHRINK. */
 #define KC_QBUF_INITIAL 4096u
 #define KC_QBUF_SHRINK	(64u * 1024)
@@ -513,7 +524,8 @@ struct kconn {
 	bool read_stopped;
 	bool in_input;	     /* kv_process_input() is on the stack */
 	bool flush_pending;  /* a deferred_flush() is queued: kc must live until it runs */
-	bool parse_held;     /* parsing stopped at KC_MAX_QUEUED requests in flight */
+	bool parse_held;     /* parsing stopped: KC_MAX_QUEUED requests in flight, or a pass
+			      * built KC_INPUT_SLICE of replies */
 	bool resume_pending; /* a deferred resume is queued: kc must live until it runs */
 	bool eof_held;	     /* the peer shut its side while parsing was held */
 	uint64_t id;
