@@ -199,8 +199,18 @@ telemetry_counters(void)
 							"connections refused over --maxclients");
 	kv.tel_expired = cr_telemetry_counter_register("kv_expired_active", CR_TELEMETRY_COUNTER,
 						       "keys removed by active expiry");
+	kv.tel_moved = cr_telemetry_counter_register(
+	    "kv_clients_moved_in", CR_TELEMETRY_COUNTER,
+	    "clients that came here from a retiring lcore, connection and state");
+	kv.tel_reblocked = cr_telemetry_counter_register(
+	    "kv_blocked_moved_in", CR_TELEMETRY_COUNTER,
+	    "of those, clients blocked in BLPOP or its kind, blocked again here");
+	kv.tel_psfwd = cr_telemetry_counter_register(
+	    "kv_pubsub_forwarded", CR_TELEMETRY_COUNTER,
+	    "messages delivered here for a subscriber that had moved away, forwarded to it");
 	if (kv.tel_cmds < 0 || kv.tel_remote < 0 || kv.tel_proto < 0 || kv.tel_qbuf < 0 ||
-	    kv.tel_rejected < 0 || kv.tel_expired < 0)
+	    kv.tel_rejected < 0 || kv.tel_expired < 0 || kv.tel_moved < 0 ||
+	    kv.tel_reblocked < 0 || kv.tel_psfwd < 0)
 		return cr_app_errorf(-ENOSPC, "telemetry counters: %s", cr_strerror(-ENOSPC));
 	rc = kv_metrics_register();
 	if (rc != 0)
