@@ -11,6 +11,10 @@ TEST is one of:
       none sees an error or an EOF, none makes a second handshake (the server's /tls
       handshake count is exactly the number of clients), and connections were moved
       (net_moved_in);
+  kv_tls  cr-kv over TLS: clients (Python's ssl), each one TLS session for the whole run,
+      each SET and GET its own key before and after every retire: none sees an EOF or a
+      second handshake; each answer is the value set, or cr-kv's documented error for a
+      shard that is unavailable during a resize (counted, not failed: shards are cr-kv's);
   wrk_http  cr-http, plain: wrk keep-alive while the pool goes 2 -> 1 -> 2: 0 socket
       errors (connect, read, write, timeout) and 0 non-2xx/3xx answers;
   proxy_bulk  cr-proxy to a Python backend that sends seeded bulk answers: sessions of a
@@ -168,6 +172,95 @@ def t_https_keepalive(build, driver, args):
                   % (tls["handshakes"], len(clients)))
             check(sum(1 for m in per_cycle if m > 0) * 2 >= len(per_cycle),
                   "most retires moved nothing: %r" % per_cycle)
+            app.stop()
+        finally:
+            app.close()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return 0
+
+
+# ---- cr-kv over TLS ----
+
+def resp(s, buf, *args):
+    """One RESP command on @p s; (the reply's first line or bulk body, rest of buf)."""
+    s.sendall(b"*%d\r\n" % len(args) +
+              b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+    while b"\r\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise EOFError("EOF before a reply")
+        buf += chunk
+    line, rest = buf.split(b"\r\n", 1)
+    if line[:1] != b"$" or line == b"$-1":
+        return line, rest
+    n = int(line[1:])
+    while len(rest) < n + 2:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise EOFError("EOF in a bulk reply")
+        rest += chunk
+    return rest[:n], rest[n + 2:]
+
+
+class KvTlsApp(App):
+    def __init__(self, build, driver, cert, key):
+        super().__init__(build, "cr-kv", driver,
+                         ["--tls-listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key])
+        deadline = time.monotonic() + 10.0
+        m = None
+        while m is None:
+            m = re.search(r"listening on (\S+):(\d+) \(resp over tls\)", self._line(deadline))
+        self.tls = (m.group(1), int(m.group(2)))
+
+
+def t_kv_tls(build, driver, args):
+    d = tempfile.mkdtemp(prefix="cr-move.")
+    try:
+        cert, key = make_cert(d)
+        app = KvTlsApp(build, driver, cert, key)
+        try:
+            ctx = ssl.create_default_context(cafile=cert)
+            clients = []
+            counts = {"ok": 0, "unavailable": 0}
+
+            def step(tag):
+                for i, (s, buf) in enumerate(clients):
+                    k, v = b"move:%d" % i, b"%s:%d" % (tag, i)
+                    r, buf = resp(s, buf, b"SET", k, v)
+                    if r == b"+OK":
+                        r, buf = resp(s, buf, b"GET", k)
+                        check(r == v, "client %d: GET %r, set %r" % (i, r, v))
+                        counts["ok"] += 1
+                    else:
+                        check(b"unavailable" in r, "client %d: SET answered %r" % (i, r))
+                        counts["unavailable"] += 1
+                    clients[i] = (s, buf)
+
+            def more(c):
+                for _ in range(args.clients):
+                    raw = socket.create_connection(app.tls, timeout=5.0)
+                    clients.append((ctx.wrap_socket(raw, server_hostname="localhost"), b""))
+                time.sleep(0.2)
+                step(b"before%d" % c)
+
+            per_cycle = []
+            try:
+                for c in range(args.cycles):
+                    per_cycle += cycles(app, 1, args.pause, lambda _: more(c))
+                    step(b"after%d" % c)
+            except (OSError, EOFError, ssl.SSLError) as e:
+                raise Failure("a TLS client failed after %r: %r" % (counts, e)) from None
+            tls = app.telemetry("/tls")["/tls"]
+            log("kv over TLS (%s): %d clients, %d cycles 2->1->2, %r, moved by each retire "
+                "%s, %d handshakes" % (driver, len(clients), args.cycles, counts, per_cycle,
+                                       tls["handshakes"]))
+            check(tls["handshakes"] == len(clients), "handshakes %d for %d clients"
+                  % (tls["handshakes"], len(clients)))
+            check(sum(1 for m in per_cycle if m > 0) * 2 >= len(per_cycle),
+                  "most retires moved nothing: %r" % per_cycle)
+            for s, _ in clients:
+                s.close()
             app.stop()
         finally:
             app.close()
@@ -360,6 +453,7 @@ def t_proxy_bulk(build, driver, args):
 
 TESTS = {
     "https_keepalive": t_https_keepalive,
+    "kv_tls": t_kv_tls,
     "wrk_http": t_wrk_http,
     "proxy_bulk": t_proxy_bulk,
 }
