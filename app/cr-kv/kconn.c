@@ -36,6 +36,7 @@ kconn_new(struct kv_shard *sh, struct cr_conn *c, kconn_resume_fn resume)
 		sh->conns->pprev = &kc->next;
 	sh->conns = kc;
 	kc->pprev = &sh->conns;
+	kv_ps_client(sh, 1); /* the lcore's pub/sub lease counts it (it may subscribe) */
 	return kc;
 }
 
@@ -71,10 +72,11 @@ kc_gone(struct kconn *kc)
 	kc->conn = NULL;
 	if (kc->bpop != NULL)
 		kv_bpop_gone(kc); /* a blocked client: cancel its wait */
-	kv_ps_gone(kc); /* its subscriptions, all on this lcore */
+	kv_ps_gone(kc);		  /* its subscriptions, all on this lcore */
 	if (kc->next != NULL)
 		kc->next->pprev = kc->pprev;
 	*kc->pprev = kc->next;
+	kv_ps_client(kc->sh, -1);
 	kc_oq_drop(kc);
 	kc_mem_update(kc); /* to nothing: it is gone */
 	/* relaxed: a count, read for admission and INFO */

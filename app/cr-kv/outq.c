@@ -27,7 +27,7 @@ CR_LOG_COMPONENT(outq_log, "app.kv")
 /* A copied block holds at least this much, so that small replies behind a big one share. */
 #define OQ_BLOCK (16u * 1024)
 /* A reply at least this big in a heap buffer is taken over, not copied. */
-#define OQ_TAKE (64u * 1024)
+#define OQ_TAKE		 (64u * 1024)
 #define STARVED_RETRY_NS (1000 * 1000ull)
 
 struct kv_oblk {
@@ -85,6 +85,17 @@ oq_copy(struct kconn *kc, const char *p, size_t n)
 	return true;
 }
 
+static bool
+starved_unlink(struct kconn **pp, struct kconn *kc)
+{
+	while (*pp != NULL && *pp != kc)
+		pp = &(*pp)->starved_next;
+	if (*pp == NULL)
+		return false;
+	*pp = kc->starved_next;
+	return true;
+}
+
 void
 kc_oq_drop(struct kconn *kc)
 {
@@ -97,12 +108,9 @@ kc_oq_drop(struct kconn *kc)
 	kc->oq_tail = NULL;
 	kc->oq_bytes = 0;
 	if (kc->starved) {
-		struct kconn **pp = &kc->sh->starved;
-
-		while (*pp != NULL && *pp != kc) /* absent: starved_retry() has the list */
-			pp = &(*pp)->starved_next;
-		if (*pp != NULL)
-			*pp = kc->starved_next;
+		/* On the list, or on the part of it starved_retry() has yet to pump. */
+		if (!starved_unlink(&kc->sh->starved, kc))
+			(void)starved_unlink(&kc->sh->starved_round, kc);
 		kc->starved = false;
 	}
 }
@@ -167,9 +175,10 @@ obuf_close(struct kconn *kc, size_t used, const char *which)
 }
 
 /*
- * Redis's checkClientOutputBufferLimits() for the normal class (pubsub for a subscriber): when output is added,
- * and for the soft limit at the shard's tick too. Over the hard limit: closed; over the soft one: closed once it has
- * stayed over for longer than the soft seconds. True if the client stays.
+ * Redis's checkClientOutputBufferLimits() for the normal class (pubsub for a subscriber): when
+ * output is added, and for the soft limit at the shard's tick too. Over the hard limit: closed;
+ * over the soft one: closed once it has stayed over for longer than the soft seconds. True if the
+ * client stays.
  */
 static bool
 out_limits_ok(struct kconn *kc)
@@ -331,12 +340,15 @@ static void
 starved_retry(struct cr_timer *t, void *arg)
 {
 	struct kv_shard *sh = arg;
-	struct kconn *kc = sh->starved, *next;
+	struct kconn *kc;
 
 	(void)t;
+	/* Taken off one at a time: a pump may close (and unlink) another of them. One
+	 * starved again goes on the list for the next round. */
+	sh->starved_round = sh->starved;
 	sh->starved = NULL;
-	for (; kc != NULL; kc = next) {
-		next = kc->starved_next;
+	while ((kc = sh->starved_round) != NULL) {
+		sh->starved_round = kc->starved_next;
 		kc->starved = false;
 		kc_pump(kc); /* may starve it again, or free it */
 	}
@@ -361,6 +373,7 @@ void
 kv_outq_init(struct kv_shard *sh)
 {
 	sh->starved = NULL;
+	sh->starved_round = NULL;
 	cr_timer_init(&sh->starved_timer, starved_retry, sh);
 }
 
