@@ -72,7 +72,7 @@ kc_gone(struct kconn *kc)
 	kc->conn = NULL;
 	if (kc->bpop != NULL)
 		kv_bpop_gone(kc); /* a blocked client: cancel its wait */
-	kv_ps_gone(kc);		  /* its subscriptions, all on this lcore */
+	kv_ps_gone(kc); /* its subscriptions, all on this lcore */
 	if (kc->next != NULL)
 		kc->next->pprev = kc->pprev;
 	*kc->pprev = kc->next;

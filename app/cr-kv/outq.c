@@ -27,7 +27,7 @@ CR_LOG_COMPONENT(outq_log, "app.kv")
 /* A copied block holds at least this much, so that small replies behind a big one share. */
 #define OQ_BLOCK (16u * 1024)
 /* A reply at least this big in a heap buffer is taken over, not copied. */
-#define OQ_TAKE		 (64u * 1024)
+#define OQ_TAKE (64u * 1024)
 #define STARVED_RETRY_NS (1000 * 1000ull)
 
 struct kv_oblk {
@@ -175,10 +175,9 @@ obuf_close(struct kconn *kc, size_t used, const char *which)
 }
 
 /*
- * Redis's checkClientOutputBufferLimits() for the normal class (pubsub for a subscriber): when
- * output is added, and for the soft limit at the shard's tick too. Over the hard limit: closed;
- * over the soft one: closed once it has stayed over for longer than the soft seconds. True if the
- * client stays.
+ * Redis's checkClientOutputBufferLimits() for the normal class (pubsub for a subscriber): when output is added,
+ * and for the soft limit at the shard's tick too. Over the hard limit: closed; over the soft one: closed once it has
+ * stayed over for longer than the soft seconds. True if the client stays.
  */
 static bool
 out_limits_ok(struct kconn *kc)

@@ -21,10 +21,11 @@
  * PUBLISH numbers: each lcore numbers the messages its publishers send (one number per
  * PUBLISH, the same in every lcore's part of it), and every lcore notes the last number
  * of each other lcore it delivered (kv_psshard.seen). A message goes to every lcore
- * through one FIFO path per pair of lcores, so the numbers of one lcore's messages
- * arrive everywhere in increasing order, and "delivered up to n" means the same messages
- * on every lcore: what lets a moving subscriber's two lcores agree where one stops and
- * the other starts (psmove.c).
+ * through one FIFO path per pair of lcores and runs as it arrives (a PUBLISH part, plain
+ * or a step of EXEC or EVAL, never waits in a transaction's queue: txlock.c), so each
+ * lcore runs one lcore's messages in increasing order of their numbers, and "delivered
+ * up to n" means the same messages on every lcore: what lets a moving subscriber's two
+ * lcores agree where one stops and the other starts (psmove.c).
  *
  * Written by their lcore only; read by an lcore that starts (kv_ps_init()). seq_cst:
  * a number taken before a send that the starting lcore's closed mailbox refused is seen
