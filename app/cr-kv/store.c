@@ -12,6 +12,7 @@
 
 #include "mem.h"
 #include "obj.h"
+#include "policy.h"
 #include "resp.h"
 #include "siphash.h"
 #include "store.h"
@@ -41,6 +42,7 @@ struct kv_store {
 	uint32_t *wver, wmask;	  /* WATCH's versions by key hash, or NULL (txn.h) */
 	bool (*pinned)(void *arg, const char *key, size_t klen); /* kv_store_pin() */
 	void *pin_arg;
+	uint64_t rng; /* the LFU counter's coin (policy.h) */
 };
 
 /*
@@ -89,12 +91,6 @@ kv_rand(uint64_t *state)
 	return kd_rand(state);
 }
 
-unsigned
-kv_lru_clock(int64_t now_ms)
-{
-	return (unsigned)(now_ms / 1000) & ((1u << 24) - 1);
-}
-
 static struct kv_entry *
 entry_of(struct kd_node *n)
 {
@@ -112,6 +108,7 @@ kv_store_create(void)
 	 * is charged to (the store itself is made by main(), before any lcore runs). */
 	kd_init(&s->d);
 	s->lazy_tail = &s->lazy_head;
+	s->rng = kv_hash(&s, sizeof(s)) | 1;
 	return s;
 }
 
@@ -320,7 +317,7 @@ kv_lookup_ex(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64
 		return NULL;
 	}
 	if (touch)
-		e->lru = kv_lru_clock(now_ms);
+		e->lru = kv_access_touch(e->lru, now_ms, &s->rng) & 0xffffff;
 	return e;
 }
 
@@ -371,7 +368,7 @@ entry_new(const char *key, size_t klen, uint64_t h, uint32_t icap, int64_t now_m
 	e->node.hash = h;
 	e->expire = -1;
 	e->klen = (uint32_t)klen;
-	e->lru = kv_lru_clock(now_ms);
+	e->lru = kv_access_new(now_ms) & 0xffffff;
 	memcpy(e->key, key, klen);
 	e->key[klen] = '\0';
 	return e;
@@ -415,7 +412,9 @@ kv_set(struct kv_store *s, const char *key, size_t klen, uint64_t h, const char 
 			return NULL;
 		if (!keepttl)
 			exp_remove(s, e);
-		e->lru = kv_lru_clock(now_ms);
+		/* Redis: the write's lookup touches the key; under LFU the new value keeps
+		 * the counter (dbOverwrite()) */
+		e->lru = kv_access_touch(e->lru, now_ms, &s->rng) & 0xffffff;
 		return e;
 	}
 	e = entry_new(key, klen, h, vlen <= INLINE_MAX ? (uint32_t)((vlen + 8) & ~7u) : 0, now_ms);
@@ -802,4 +801,42 @@ kv_store_avg_ttl(const struct kv_store *s, int64_t now_ms)
 		}
 	}
 	return n ? (int64_t)(sum / n) : 0;
+}
+
+struct kv_entry *
+kv_store_sample(struct kv_store *s, bool with_ttl, uint64_t *rng)
+{
+	struct kd_node *n;
+
+	if (with_ttl)
+		return s->nexp > 0 ? s->exp[kv_rand(rng) % s->nexp] : NULL;
+	n = kd_random(&s->d, rng);
+	return n != NULL ? entry_of(n) : NULL;
+}
+
+static bool
+same_node(const struct kd_node *n, const void *key, size_t len)
+{
+	(void)len;
+	return (const void *)n == key;
+}
+
+bool
+kv_store_holds(struct kv_store *s, const struct kv_entry *e, uint64_t h)
+{
+	return kd_find(&s->d, h, e, 0, same_node) != NULL;
+}
+
+bool
+kv_store_may_delete(const struct kv_store *s, const struct kv_entry *e)
+{
+	return may_delete(s, e);
+}
+
+void
+kv_store_evict(struct kv_store *s, struct kv_entry *e)
+{
+	if (s->wver != NULL)
+		s->wver[e->node.hash & s->wmask]++;
+	unlink_entry(s, e);
 }

@@ -57,7 +57,7 @@ uint64_t kv_hash(const void *key, size_t len);
 /* Replace the random key (--hash-seed, tests); before any lookup. */
 void kv_hash_set_key(const uint8_t key[16]);
 
-/* Redis's LRU clock: seconds, 24 bits. */
+/* Redis's LRU clock: seconds, 24 bits (policy.c). */
 unsigned kv_lru_clock(int64_t now_ms);
 
 struct kv_store *kv_store_create(void);
@@ -162,6 +162,17 @@ int64_t kv_store_avg_ttl(const struct kv_store *s, int64_t now_ms);
  * arrived) the first entry of its chain. Never fault; only hints. */
 void kv_prefetch_bucket(const struct kv_store *s, uint64_t h);
 void kv_prefetch_entry(const struct kv_store *s, uint64_t h);
+
+/* Eviction (evict.c). A random entry: of every key, or (@p with_ttl) of those with a
+ * TTL; NULL if there is none. Expired ones are returned too, as Redis samples them. */
+struct kv_entry *kv_store_sample(struct kv_store *s, bool with_ttl, uint64_t *rng);
+/* Is @p e, seen with hash @p h (and maybe freed since), still an entry of the table? It
+ * is not read unless it is. */
+bool kv_store_holds(struct kv_store *s, const struct kv_entry *e, uint64_t h);
+/* May @p e be deleted now (no transaction holds it: kv_store_pin())? */
+bool kv_store_may_delete(const struct kv_store *s, const struct kv_entry *e);
+/* Delete @p e as evicted: WATCH sees its key modified; a big value is freed lazily. */
+void kv_store_evict(struct kv_store *s, struct kv_entry *e);
 
 /* xorshift64* for sampling. */
 uint64_t kv_rand(uint64_t *state);
