@@ -233,8 +233,15 @@ KV_CMD(config_get)
 /* ---- CONFIG SET ---- */
 
 /* The memory settings (evict.h) follow at SET_MEM + KV_MP_*. */
-enum { SET_MMC, SET_OBUF, SET_SLOWER, SET_SLOWLEN, SET_PASS, SET_MEM,
-       SET_NPARAMS = SET_MEM + KV_MP_COUNT };
+enum {
+	SET_MMC,
+	SET_OBUF,
+	SET_SLOWER,
+	SET_SLOWLEN,
+	SET_PASS,
+	SET_MEM,
+	SET_NPARAMS = SET_MEM + KV_MP_COUNT
+};
 
 /*
  * CONFIG SET param value [param value ...]: every value is checked before any is applied,
@@ -253,10 +260,13 @@ KV_CMD(config_set)
 						       "maxmemory-eviction-tenacity",
 						       "lfu-log-factor",
 						       "lfu-decay-time"};
-	static const char *const fixed[] = {"maxclients", "proto-max-bulk-len",
+	static const char *const fixed[] = {"maxclients",
+					    "proto-max-bulk-len",
 					    "client-query-buffer-limit",
-					    "port",	  "databases",
-					    "appendonly", "save",
+					    "port",
+					    "databases",
+					    "appendonly",
+					    "save",
 					    NULL};
 	bool set[SET_NPARAMS] = {false};
 	unsigned long long mem[KV_MP_COUNT] = {0};
@@ -303,13 +313,15 @@ KV_CMD(config_set)
 			return;
 		}
 		if (i == SET_OBUF && kv_parse_obuf_limit(v, obuf, &msg) != 0) {
-			rb_errorf(x->out, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+			rb_errorf(x->out,
+				  "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
 				  names[i], msg);
 			return;
 		}
 		if (i >= SET_MEM && i < SET_NPARAMS &&
 		    kv_memparam_parse(i - SET_MEM, v, &mem[i - SET_MEM], &msg) != 0) {
-			rb_errorf(x->out, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+			rb_errorf(x->out,
+				  "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
 				  names[i], msg);
 			return;
 		}
@@ -322,12 +334,14 @@ KV_CMD(config_set)
 		for (i = 0; fixed[i] != NULL && strcasecmp(p, fixed[i]) != 0; i++)
 			;
 		if (fixed[i] != NULL)
-			rb_errorf(x->out,
-				  "ERR CONFIG SET failed (possibly related to argument '%s') - cr-kv "
-				  "sets it at start only: use --%s",
-				  fixed[i], fixed[i]);
+			rb_errorf(
+			    x->out,
+			    "ERR CONFIG SET failed (possibly related to argument '%s') - cr-kv "
+			    "sets it at start only: use --%s",
+			    fixed[i], fixed[i]);
 		else
-			rb_errorf(x->out, "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
+			rb_errorf(x->out,
+				  "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
 				  p);
 		return;
 	}

@@ -216,7 +216,8 @@ pass(struct kv_shard *sh)
 		}
 		kv_store_evict(sh->store, e);
 		atomic_store_explicit(&sh->ev.evicted,
-				      atomic_load_explicit(&sh->ev.evicted, memory_order_relaxed) + 1,
+				      atomic_load_explicit(&sh->ev.evicted, memory_order_relaxed) +
+					  1,
 				      memory_order_relaxed);
 	}
 	atomic_store_explicit(&sh->ev.stuck, false, memory_order_relaxed);
@@ -301,8 +302,8 @@ const char *const kv_memparam_names[KV_MP_COUNT] = {
 
 /* Redis's numeric configs: an integer (string2ll), then its range; @p range says it. */
 static int
-parse_int(const char *v, long long min, long long max, const char *range,
-	  unsigned long long *out, const char **msg)
+parse_int(const char *v, long long min, long long max, const char *range, unsigned long long *out,
+	  const char **msg)
 {
 	long long n;
 
@@ -390,10 +391,12 @@ kv_memparam_get(unsigned i, char *b, size_t n)
 		snprintf(b, n, "%s", kv_policy_name(kv_policy()));
 		break;
 	case KV_MP_SAMPLES:
-		snprintf(b, n, "%d", atomic_load_explicit(&kv_memcfg.samples, memory_order_relaxed));
+		snprintf(b, n, "%d",
+			 atomic_load_explicit(&kv_memcfg.samples, memory_order_relaxed));
 		break;
 	case KV_MP_TENACITY:
-		snprintf(b, n, "%d", atomic_load_explicit(&kv_memcfg.tenacity, memory_order_relaxed));
+		snprintf(b, n, "%d",
+			 atomic_load_explicit(&kv_memcfg.tenacity, memory_order_relaxed));
 		break;
 	case KV_MP_LFU_LOG:
 		snprintf(b, n, "%d",

@@ -135,7 +135,8 @@ start(void *arg)
 	rc = cr_tcp_listen(&lo, &kv_conn_ops, NULL, &app.listener);
 	if (rc != 0)
 		return cr_app_errorf(rc, "--listen %s: %s",
-				     cr_net_addr_format(&app.listen, a, sizeof(a)), cr_strerror(rc));
+				     cr_net_addr_format(&app.listen, a, sizeof(a)),
+				     cr_strerror(rc));
 	cr_listener_addr(app.listener, &app.bound);
 	kv.port = cr_net_addr_port(&app.bound);
 	rc = cr_tls_app_listen(&app.tls, NULL, &kv_conn_ops, NULL, cl, sizeof(cl));

@@ -272,8 +272,7 @@ expire_note(struct kv_store *s, const struct kv_entry *e)
 }
 
 void
-kv_store_pin(struct kv_store *s, bool (*pinned)(void *arg, const char *key, size_t klen),
-	     void *arg)
+kv_store_pin(struct kv_store *s, bool (*pinned)(void *arg, const char *key, size_t klen), void *arg)
 {
 	s->pinned = pinned;
 	s->pin_arg = arg;
