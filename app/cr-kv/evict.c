@@ -147,10 +147,16 @@ pick(struct kv_shard *sh, enum kv_policy pol, int64_t now_ms)
 		if ((with_ttl ? kv_store_expires(sh->store) : kv_store_count(sh->store)) == 0)
 			return NULL;
 		if (pol == KV_POL_ALLKEYS_RANDOM || pol == KV_POL_VOLATILE_RANDOM) {
-			struct kv_entry *e = kv_store_sample(sh->store, with_ttl, &sh->ev.rng);
+			/* as many tries per round as the pool's refill samples */
+			int i, n = atomic_load_explicit(&kv_memcfg.samples, memory_order_relaxed);
 
-			if (e != NULL && kv_store_may_delete(sh->store, e))
-				return e;
+			for (i = 0; i < n; i++) {
+				struct kv_entry *e =
+				    kv_store_sample(sh->store, with_ttl, &sh->ev.rng);
+
+				if (e != NULL && kv_store_may_delete(sh->store, e))
+					return e;
+			}
 			continue;
 		}
 		pool_fill(sh, pol, with_ttl, now_ms);
