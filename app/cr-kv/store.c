@@ -112,10 +112,35 @@ kv_store_create(void)
 	return s;
 }
 
+_Static_assert(offsetof(struct kv_entry, klen) == offsetof(struct kd_node, aux),
+	       "the key's length is the node's aux word");
+_Static_assert(sizeof(struct kv_entry) == 48, "an entry's header is 48 bytes");
+
 static char *
 inline_val(struct kv_entry *e)
 {
 	return e->key + e->klen + 1;
+}
+
+/* Bytes of value (its NUL excluded) the entry's own block holds after the key. */
+static size_t
+inline_room(const struct kv_entry *e)
+{
+	size_t used = sizeof(*e) + e->klen + 2; /* the key's NUL and the value's */
+	size_t have = kv_mem_usable(e);
+
+	return have > used ? have - used : 0;
+}
+
+/* What a string's value may grow to in place, its NUL excluded. */
+static size_t
+val_cap(struct kv_entry *e)
+{
+	if (e->val == NULL)
+		return 0;
+	if (e->val == inline_val(e))
+		return inline_room(e);
+	return kv_mem_usable(e->val) - 1;
 }
 
 static bool
@@ -171,7 +196,7 @@ value_drop(struct kv_store *s, struct kv_entry *e)
 	}
 	e->type = KV_T_STRING;
 	e->enc = KV_ENC_RAW;
-	e->vlen = e->vcap = 0;
+	e->vlen = 0;
 }
 
 static void
@@ -334,19 +359,19 @@ string_encoding(const char *val, size_t vlen)
 static int
 value_store(struct kv_entry *e, const char *val, size_t vlen)
 {
-	if (vlen <= e->icap) {
+	size_t cap;
+
+	if (vlen <= inline_room(e)) {
 		heap_val_free(e);
 		e->val = inline_val(e);
-		e->vcap = e->icap;
-	} else if (e->val == NULL || e->val == inline_val(e) || vlen > e->vcap ||
-		   (e->vcap > 64 && vlen < e->vcap / 2)) {
+	} else if (e->val == NULL || e->val == inline_val(e) || vlen > (cap = val_cap(e)) ||
+		   (cap > 64 && vlen < cap / 2)) {
 		char *v = kv_malloc(vlen + 1);
 
 		if (v == NULL)
 			return -ENOMEM;
 		heap_val_free(e);
 		e->val = v;
-		e->vcap = vlen;
 	}
 	memcpy(e->val, val, vlen);
 	e->val[vlen] = '\0';
@@ -363,8 +388,7 @@ entry_new(const char *key, size_t klen, uint64_t h, uint32_t icap, int64_t now_m
 	if (e == NULL)
 		return NULL;
 	memset(e, 0, sizeof(*e));
-	e->icap = icap;
-	e->node.hash = h;
+	e->node.hash = (uint32_t)h;
 	e->expire = -1;
 	e->klen = (uint32_t)klen;
 	e->lru = kv_access_new(now_ms) & 0xffffff;
@@ -465,7 +489,7 @@ int
 kv_value_resize(struct kv_store *s, struct kv_entry *e, size_t vlen)
 {
 	(void)s;
-	if (vlen > e->vcap) {
+	if (vlen > val_cap(e)) {
 		size_t cap = vlen < 1024 * 1024 ? vlen * 2 : vlen + vlen / 4;
 		char *v;
 
@@ -481,7 +505,6 @@ kv_value_resize(struct kv_store *s, struct kv_entry *e, size_t vlen)
 				return -ENOMEM;
 		}
 		e->val = v;
-		e->vcap = cap;
 	}
 	if (vlen > e->vlen)
 		memset(e->val + e->vlen, 0, vlen - e->vlen);
@@ -529,7 +552,7 @@ kv_entry_rename(struct kv_store *s, struct kv_entry *e, const char *key, size_t 
 	if (!str) {
 		e->type = KV_T_STRING; /* the value is d's now */
 		e->obj = NULL;
-		e->vlen = e->vcap = 0;
+		e->vlen = 0;
 	}
 	if (e->expire != -1)
 		kv_set_expire(s, d, e->expire);

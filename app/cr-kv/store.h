@@ -31,23 +31,31 @@
 
 #include "kdict.h"
 
+/*
+ * 48 bytes before the key: what a value can hold is not stored but read from the
+ * allocator (the room after the key in the entry's own block, or the heap block's usable
+ * size), and the key's length sits in the node's spare word.
+ */
 struct kv_entry {
-	struct kd_node node; /* in the table: chain and hash */
-	int64_t expire;	     /* unix time in ms, or -1 */
-	uint32_t exp_idx;    /* position in the expires array while expire != -1 */
-	uint32_t klen;
-	size_t vlen;	   /* a string's length */
-	size_t vcap;	   /* what val holds, its NUL excluded */
-	uint32_t icap;	   /* room for a value inside the entry, after the key */
+	union {
+		struct kd_node node; /* in the table: chain and hash */
+		struct {
+			char node_words_[12];
+			uint32_t klen; /* the node's aux word */
+		};
+	};
+	int64_t expire;	   /* unix time in ms, or -1 */
+	uint32_t exp_idx;  /* position in the expires array while expire != -1 */
 	unsigned type : 4; /* enum kv_type (obj.h) */
 	unsigned enc : 4;  /* enum kv_enc */
-	unsigned lru : 24; /* kv_lru_clock() of the last access, for OBJECT IDLETIME */
+	unsigned lru : 24; /* access field (policy.h): LRU clock or LFU counter */
+	size_t vlen;	   /* a string's length */
 	union {
-		char *val; /* a string: vcap bytes + 1 (NUL-terminated for the number
-			    * parsers), the inline room after the key or a heap block */
+		char *val; /* a string: vlen bytes + NUL (for the number parsers), in the room
+			    * after the key or in a heap block */
 		void *obj; /* a collection: its type's object */
 	};
-	char key[]; /* klen bytes + NUL, then icap + 1 bytes of inline value */
+	char key[]; /* klen bytes + NUL, then the room for a value inline */
 };
 
 struct kv_store;
