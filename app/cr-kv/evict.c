@@ -56,6 +56,21 @@ any_stuck(void)
 	return false;
 }
 
+static bool
+any_evictable(void)
+{
+	unsigned i;
+
+	for (i = 0; i < kv.nshards; i++) {
+		const struct kv_shard *o = kv.shards[kv.shard_lcore[i]];
+
+		/* relaxed: as any_stuck() */
+		if (o != NULL && atomic_load_explicit(&o->ev.evictable, memory_order_relaxed))
+			return true;
+	}
+	return false;
+}
+
 bool
 kv_evict_refuse(void)
 {
@@ -63,7 +78,7 @@ kv_evict_refuse(void)
 
 	if (max == 0 || kv_used_memory() <= max)
 		return false;
-	return kv_policy() == KV_POL_NOEVICTION || any_stuck();
+	return kv_policy() == KV_POL_NOEVICTION || (any_stuck() && !any_evictable());
 }
 
 /* Must this shard evict now? */
@@ -178,6 +193,56 @@ pick(struct kv_shard *sh, enum kv_policy pol, int64_t now_ms)
 	return NULL;
 }
 
+/* Other lcores read the flag on every write they check: store it only when it changes,
+ * so its cache line is not written after every batch. */
+static void
+set_stuck(struct kv_shard *sh, bool v)
+{
+	/* relaxed: a hint for kv_evict_refuse() and the other shards' passes */
+	if (atomic_load_explicit(&sh->ev.stuck, memory_order_relaxed) != v)
+		atomic_store_explicit(&sh->ev.stuck, v, memory_order_relaxed);
+}
+
+static void
+set_evictable(struct kv_shard *sh, enum kv_policy pol)
+{
+	bool v =
+	    pol != KV_POL_NOEVICTION && (kv_policy_volatile(pol) ? kv_store_expires(sh->store)
+								 : kv_store_count(sh->store)) != 0;
+
+	/* relaxed: as set_stuck() */
+	if (atomic_load_explicit(&sh->ev.evictable, memory_order_relaxed) != v)
+		atomic_store_explicit(&sh->ev.evictable, v, memory_order_relaxed);
+}
+
+static void
+kick_msg(void *arg)
+{
+	struct kv_shard *sh = arg;
+
+	/* relaxed: the flag only collapses kicks; the pass reads everything afresh */
+	atomic_store_explicit(&sh->ev.kick_pending, false, memory_order_relaxed);
+	kv_evict_kick(sh);
+}
+
+/* Stuck: ask every other shard that may evict for a pass now. */
+static void
+kick_others(struct kv_shard *sh)
+{
+	unsigned i;
+
+	for (i = 0; i < kv.nshards; i++) {
+		struct kv_shard *o = kv.shards[kv.shard_lcore[i]];
+
+		if (o == NULL || o == sh ||
+		    !atomic_load_explicit(&o->ev.evictable, memory_order_relaxed) ||
+		    atomic_exchange_explicit(&o->ev.kick_pending, true, memory_order_relaxed))
+			continue;
+		if (cr_send(o->lcore, kick_msg, o) != 0) /* offline or full: its tick will do */
+			atomic_store_explicit(&o->ev.kick_pending, false, memory_order_relaxed);
+	}
+}
+
 static void
 arm(struct kv_shard *sh)
 {
@@ -193,7 +258,7 @@ pass(struct kv_shard *sh)
 	unsigned long long max = kv_maxmemory();
 	enum kv_policy pol = kv_policy();
 	uint64_t start = 0, limit = 0;
-	int64_t now_ms = kv_now_ms();
+	int64_t now_ms = 0;
 	unsigned n;
 
 	for (n = 0;; n++) {
@@ -201,9 +266,10 @@ pass(struct kv_shard *sh)
 
 		if (pol == KV_POL_NOEVICTION || !over(sh, max))
 			break;
-		if (n == 0) {
+		if (n == 0) { /* over: the clocks are read only then */
 			start = now_ns();
 			limit = time_limit_ns();
+			now_ms = kv_now_ms();
 		} else if ((n & 15) == 0 && now_ns() - start > limit) {
 			arm(sh); /* Redis's EVICT_RUNNING: go on after other work */
 			break;
@@ -216,8 +282,9 @@ pass(struct kv_shard *sh)
 		}
 		e = pick(sh, pol, now_ms);
 		if (e == NULL) {
-			/* relaxed: a hint for kv_evict_refuse() and the other shards' passes */
-			atomic_store_explicit(&sh->ev.stuck, true, memory_order_relaxed);
+			set_evictable(sh, pol);
+			set_stuck(sh, true);
+			kick_others(sh); /* at most one pass asked of each at a time */
 			return;
 		}
 		kv_store_evict(sh->store, e);
@@ -226,8 +293,10 @@ pass(struct kv_shard *sh)
 					  1,
 				      memory_order_relaxed);
 	}
-	atomic_store_explicit(&sh->ev.stuck, false, memory_order_relaxed);
-	kv_lazy_kick(sh);
+	set_stuck(sh, false);
+	set_evictable(sh, pol);
+	if (n > 0)
+		kv_lazy_kick(sh);
 }
 
 static void
@@ -252,9 +321,7 @@ kv_evict_kick(struct kv_shard *sh)
 	if (sh->ev.armed)
 		return;
 	if (kv_maxmemory() == 0) {
-		/* relaxed: as in pass() */
-		if (atomic_load_explicit(&sh->ev.stuck, memory_order_relaxed))
-			atomic_store_explicit(&sh->ev.stuck, false, memory_order_relaxed);
+		set_stuck(sh, false);
 		return;
 	}
 	pass(sh);
@@ -267,6 +334,7 @@ kv_evict_init(struct kv_shard *sh)
 	if (sh->ev.rng == 0)
 		sh->ev.rng = 0x9E3779B97F4A7C15ULL * (sh->index + 1);
 	sh->ev.armed = false;
+	atomic_store_explicit(&sh->ev.kick_pending, false, memory_order_relaxed);
 	cr_timer_init(&sh->ev.timer, pass_timer, sh);
 }
 
@@ -276,6 +344,7 @@ kv_evict_fini(struct kv_shard *sh)
 	cr_timer_stop(&sh->ev.timer);
 	sh->ev.armed = false;
 	atomic_store_explicit(&sh->ev.stuck, false, memory_order_relaxed);
+	atomic_store_explicit(&sh->ev.evictable, false, memory_order_relaxed);
 }
 
 uint64_t

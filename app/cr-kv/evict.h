@@ -25,8 +25,11 @@
  * since each shard's last pass added; and when writes move from one shard to others, by
  * the first shard's excess over its share until its next tick (100 ms).
  *
- * Writes that may grow memory (Redis's denyoom) are refused with -OOM while the total is
- * over the limit and the policy is noeviction or some shard is stuck (kv_evict_refuse()).
+ * A shard that finds itself stuck asks the others for a pass at once (a message to their
+ * lcores), rather than leaving its excess to their next batch or tick. Writes that may
+ * grow memory (Redis's denyoom) are refused with -OOM while the total is over the limit
+ * and the policy is noeviction, or some shard is stuck and no shard had keys the policy
+ * may evict at its last pass (kv_evict_refuse()): as Redis, only when nothing can go.
  *
  * Everything a pass keeps (pool, counters, its deferred task) is in the shard (struct
  * kv_evict), never in the lcore: a shard may move between lcores.
@@ -55,10 +58,12 @@ struct kv_evpool_slot {
 struct kv_evict {
 	struct kv_evpool_slot pool[KV_EVPOOL_SIZE]; /* ascending idle, as Redis's */
 	uint64_t rng;
-	_Atomic uint64_t evicted; /* keys evicted (INFO evicted_keys); written here only */
-	_Atomic bool stuck;	  /* over, with nothing this shard may evict (read by all) */
-	bool armed;		  /* a continuation is deferred or timed */
-	struct cr_timer timer;	  /* its fallback when cr_defer() is full */
+	_Atomic uint64_t evicted;  /* keys evicted (INFO evicted_keys); written here only */
+	_Atomic bool stuck;	   /* over, with nothing this shard may evict (read by all) */
+	_Atomic bool evictable;	   /* has keys the policy may evict, at its last pass */
+	_Atomic bool kick_pending; /* a stuck shard asked this one for a pass */
+	bool armed;		   /* a continuation is deferred or timed */
+	struct cr_timer timer;	   /* its fallback when cr_defer() is full */
 };
 
 /* On the shard's lcore, at its start and stop. */

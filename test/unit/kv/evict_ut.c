@@ -26,6 +26,31 @@ cr_defer(cr_msg_fn fn, void *arg)
 	ndeferred++;
 	return 0;
 }
+/* Messages to other lcores: kept for the test to deliver. */
+static struct {
+	unsigned lc;
+	cr_msg_fn fn;
+	void *arg;
+} sent[8];
+static unsigned nsent;
+int
+cr__send(unsigned lc, cr_msg_fn fn, void *arg)
+{
+	if (nsent == 8)
+		return -ENOBUFS;
+	sent[nsent].lc = lc;
+	sent[nsent].fn = fn;
+	sent[nsent++].arg = arg;
+	return 0;
+}
+_Thread_local struct cr__outbox *cr__send_out;
+static unsigned cur_lcore;
+unsigned
+cr_lcore_id(void)
+{
+	return cur_lcore;
+}
+
 void
 cr_timer_init(struct cr_timer *t, cr_timer_fn fn, void *arg)
 {
@@ -68,8 +93,22 @@ static struct kv_shard shards[2];
 static struct kv_shard *
 on(unsigned i)
 {
+	cur_lcore = i;
 	kv_mem_bind(&shards[i].mem);
 	return &shards[i];
+}
+
+/* Deliver what was sent, each on its lcore. */
+static void
+deliver(void)
+{
+	unsigned i, n = nsent;
+
+	nsent = 0;
+	for (i = 0; i < n; i++) {
+		(void)on(sent[i].lc);
+		sent[i].fn(sent[i].arg);
+	}
 }
 
 static int
@@ -82,6 +121,7 @@ setup(void)
 		kv.shard_lcore[i] = i;
 		kv.shards[i] = &shards[i];
 		shards[i].index = i;
+		shards[i].lcore = i;
 	}
 	return 0;
 }
@@ -108,6 +148,7 @@ reset(enum kv_policy pol, unsigned long long max)
 	kv_memparam_apply(KV_MP_MAXMEMORY, max);
 	deferred_fn = NULL;
 	ndeferred = 0;
+	nsent = 0;
 }
 
 static const char value[100] = "0123456789012345678901234567890123456789012345678901234567"
@@ -201,8 +242,8 @@ test_shares(void)
 			2000 - kv_store_count(shards[0].store) - kv_store_count(shards[1].store));
 }
 
-/* volatile-lru: shard 0 has no TTL key and is stuck; shard 1 then evicts for it, and
- * writes are refused only while nobody can bring the total under. */
+/* volatile-lru: shard 0 has no TTL key and is stuck; it asks shard 1 for a pass, which
+ * evicts for it; writes are refused only while no shard has anything to evict. */
 static void
 test_stuck(void)
 {
@@ -213,15 +254,22 @@ test_stuck(void)
 	fill(0, "p", 1000, 0);	    /* no TTL */
 	fill(1, "t", 300, 3600000); /* TTL */
 	max = used(0) + used(1) - used(1) / 2;
+	kv_memparam_apply(KV_MP_MAXMEMORY, ~0ULL);
+	kv_evict_kick(on(1)); /* a pass under the limit: shard 1 publishes that it may evict */
 	kv_memparam_apply(KV_MP_MAXMEMORY, max);
 	kv_evict_kick(on(0));
 	CU_ASSERT_TRUE(atomic_load(&shards[0].ev.stuck));
 	CU_ASSERT_EQUAL(evicted(0), 0);
-	CU_ASSERT_TRUE(kv_evict_refuse()); /* over, and a shard cannot evict */
-	kv_evict_kick(on(1));		   /* under its share, but shard 0 is stuck */
+	CU_ASSERT_FALSE(kv_evict_refuse()); /* shard 1 may evict: not refused */
+	CU_ASSERT_EQUAL_FATAL(nsent, 1);    /* ... and is asked to, on its lcore */
+	CU_ASSERT_EQUAL(sent[0].lc, 1);
+	kv_evict_kick(on(0)); /* stuck again: one pass asked at a time */
+	CU_ASSERT_EQUAL(nsent, 1);
+	deliver(); /* shard 1 is under its share, but shard 0 is stuck */
+	CU_ASSERT_FALSE(atomic_load(&shards[1].ev.kick_pending));
 	CU_ASSERT_TRUE(kv_used_memory() <= max);
 	CU_ASSERT_TRUE(evicted(1) > 0);
-	CU_ASSERT_FALSE(kv_evict_refuse()); /* under: writes go in again */
+	CU_ASSERT_FALSE(kv_evict_refuse());
 	for (j = 0; j < 1000; j++)
 		CU_ASSERT_TRUE(has(0, "p", j));
 	kv_evict_kick(on(0)); /* its next pass: not over any more */
@@ -229,10 +277,12 @@ test_stuck(void)
 	/* Below what shard 0 alone holds: shard 1 evicts all it may, then both are stuck. */
 	kv_memparam_apply(KV_MP_MAXMEMORY, used(0) / 2);
 	kv_evict_kick(on(0));
-	kv_evict_kick(on(1));
+	deliver();
 	CU_ASSERT_EQUAL(kv_store_count(shards[1].store), 0);
 	CU_ASSERT_EQUAL(evicted(1), 300);
-	CU_ASSERT_TRUE(kv_evict_refuse());
+	CU_ASSERT_TRUE(atomic_load(&shards[1].ev.stuck));
+	CU_ASSERT_FALSE(atomic_load(&shards[1].ev.evictable));
+	CU_ASSERT_TRUE(kv_evict_refuse()); /* nothing left to evict anywhere */
 	for (j = 0; j < 1000; j++)
 		CU_ASSERT_TRUE(has(0, "p", j));
 	/* noeviction: refused, nothing evicted, nobody stuck */
@@ -241,6 +291,7 @@ test_stuck(void)
 	kv_memparam_apply(KV_MP_MAXMEMORY, used(0) / 2);
 	kv_evict_kick(on(0));
 	CU_ASSERT_EQUAL(evicted(0), 0);
+	CU_ASSERT_EQUAL(nsent, 0);
 	CU_ASSERT_TRUE(kv_evict_refuse());
 	kv_memparam_apply(KV_MP_MAXMEMORY, 0);
 	CU_ASSERT_FALSE(kv_evict_refuse());
