@@ -37,9 +37,11 @@ rss: --maxmemory 32mb allkeys-lru, 10 times that written (strings, hashes, lists
   big ones freed lazily): used_memory ends under maxmemory + 64 KiB and the process's RSS
   grows by less than maxmemory x 1.5 + 24 MB over the empty server's.
 stress: 4 clients (both lcores), seeded, write 40,000 unique keys (strings and hashes of
-  values derived from the key) under allkeys-random with a small limit, some clients
-  reading back: at the end every key is either readable with its exact value or gone,
-  and the keys gone equal INFO's evicted_keys exactly.
+  values derived from the key) under a 2 MiB limit, pipelined and interleaved, a reader
+  among them: every key whose write was answered +OK is at the end either readable with
+  its exact value or gone, and the keys gone equal INFO's evicted_keys exactly; under
+  allkeys-random no write is refused; under volatile-lru (half the strings with a TTL)
+  only keys with a TTL are gone and the writes refused (-OOM) are counted out.
 Exits 0 (pass), 1 (fail), 77 (skip: no redis-server).
 """
 import os
@@ -498,30 +500,34 @@ def t_rss(o):
 
 # ---- stress ----
 
-def t_stress(o, seed=None):
-    seed = SEED if seed is None else seed
+def stress_run(o, policy, seed):
     mx = 2 * 1024 * 1024
-    o.restart(("--maxmemory", str(mx), "--maxmemory-policy", "allkeys-random",
+    o.restart(("--maxmemory", str(mx), "--maxmemory-policy", policy,
                "--maxmemory-samples", "3"))
     rng = random.Random(seed)
     nclients, per = 4, 10000
+    volatile = policy.startswith("volatile")
 
     def val(k):
         return ("%s:%d:" % (k, seed)) * (1 + len(k) % 7)
 
-    written = []
+    keys, ttl = [], set()
     batches = [[] for _ in range(nclients)]
     for n in range(per * nclients):
         ci = rng.randrange(nclients)
         k = "k:%d:%d" % (ci, n)
         if rng.random() < 0.3:
             cmd = ("HSET", k, "a", val(k), "b", str(n))
+        elif volatile and rng.random() < 0.5:
+            cmd = ("SET", k, val(k), "EX", "100000")
+            ttl.add(k)
         else:
             cmd = ("SET", k, val(k))
-        batches[ci].append(cmd)
-        written.append(k)
+        batches[ci].append((k, cmd))
+        keys.append(k)
     # the clients' pipelines interleaved, so both shards take writes from both lcores
     clients = [kv_test.conn_on_lcore(o.kv.port, i % o.lcores) for i in range(nclients)]
+    written, refused = [], 0
     pos = [0] * nclients
     while any(pos[i] < len(batches[i]) for i in range(nclients)):
         sent = []
@@ -529,29 +535,27 @@ def t_stress(o, seed=None):
             chunk = batches[i][pos[i]:pos[i] + rng.randrange(1, 200)]
             pos[i] += len(chunk)
             if chunk:
-                c.send(b"".join(resp(*x) for x in chunk))
-            sent.append(len(chunk))
+                c.send(b"".join(resp(*cmd) for _, cmd in chunk))
+            sent.append(chunk)
         for i, c in enumerate(clients):
-            for r in c.replies(sent[i], 60):
+            for (k, _), r in zip(sent[i], c.replies(len(sent[i]), 60)):
+                if r == OOM:
+                    refused += 1  # never written: not counted either way
+                    continue
                 check(r in (b"+OK\r\n", b":2\r\n"), "write: %r" % r)
-        # a reader: some keys read back at random
-        if rng.random() < 0.2 and written:
-            ks = [rng.choice(written) for _ in range(50)]
-            pipe(clients[0], [("TYPE", k) for k in ks])
+                written.append(k)
+        if rng.random() < 0.2:  # a reader: some keys read back at random
+            pipe(clients[0], [("TYPE", rng.choice(keys)) for _ in range(50)])
     time.sleep(0.3)
     c = clients[0]
-    present = 0
     ev0 = evicted(c)
     types = pipe(c, [("TYPE", k) for k in written])
-    check_cmds, check_keys = [], []
+    check_cmds, check_keys, gone = [], [], []
     for k, t in zip(written, types):
         if t == b"+none\r\n":
+            gone.append(k)
             continue
-        present += 1
-        if t == b"+string\r\n":
-            check_cmds.append(("GET", k))
-        else:
-            check_cmds.append(("HGET", k, "a"))
+        check_cmds.append(("GET", k) if t == b"+string\r\n" else ("HGET", k, "a"))
         check_keys.append(k)
     for k, r in zip(check_keys, pipe(c, check_cmds)):
         want = val(k).encode()
@@ -559,15 +563,29 @@ def t_stress(o, seed=None):
     ev = evicted(c)
     check(ev == ev0, "keys evicted while nothing was written: %d, then %d" % (ev0, ev))
     dbsize = int(c.cmd("DBSIZE")[1:-2])
-    log("stress (seed %d): %d keys written, %d present with their values, %d evicted, "
-        "dbsize %d" % (seed, len(written), present, ev, dbsize))
+    present = len(check_keys)
+    log("stress %s (seed %d): %d writes, %d refused, %d keys present with their values, "
+        "%d evicted, dbsize %d" % (policy, seed, len(keys), refused, present, ev, dbsize))
     check(present == dbsize, "dbsize %d, %d keys found" % (dbsize, present))
     check(ev > 0 and present > 0, "no eviction, or nothing left")
-    check(present + ev == len(written), "present %d + evicted %d != written %d"
-          % (present, ev, len(written)))
+    check(len(gone) == ev, "gone %d != evicted_keys %d (%d written)" % (len(gone), ev,
+                                                                       len(written)))
+    if volatile:
+        bad = [k for k in gone if k not in ttl]
+        check(not bad, "%d keys without a TTL evicted, e.g. %r" % (len(bad), bad[:3]))
+        check(refused > 0, "volatile: never refused")
+    else:
+        check(refused == 0, "allkeys-random refused %d writes" % refused)
     check(used(c) <= mx + BATCH_SLACK * nclients, "used_memory %d over %d" % (used(c), mx))
     for x in clients:
         x.close()
+
+
+def t_stress(o):
+    """allkeys-random, then volatile-lru with half the strings given a TTL (so shards run
+    out of keys to evict, ask each other for passes, and refuse writes)."""
+    for policy in ("allkeys-random", "volatile-lru"):
+        stress_run(o, policy, SEED)
 
 
 SEED = 29
