@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 
 #include "kv.h"
+#include "script.h"
 
 /* ---- values ---- */
 
@@ -170,6 +171,10 @@ config_value(const char *name, char *b, size_t n)
 		snprintf(b, n, "1");
 	} else if (strcmp(name, "appendonly") == 0) {
 		snprintf(b, n, "no");
+	} else if (strcmp(name, "lua-time-limit") == 0 ||
+		   strcmp(name, "busy-reply-threshold") == 0) {
+		snprintf(b, n, "%lld",
+			 atomic_load_explicit(&kv_lua_time_limit, memory_order_relaxed));
 	} else if (strcmp(name, "requirepass") == 0) {
 		snprintf(b, n, "%s", kv_auth_password());
 	} else {
@@ -197,6 +202,8 @@ KV_CMD(config_get)
 					     "appendonly",
 					     "save",
 					     "requirepass",
+					     "lua-time-limit",
+					     "busy-reply-threshold",
 					     NULL};
 	bool seen[sizeof(params) / sizeof(params[0])] = {false};
 	size_t start, i;
@@ -239,6 +246,8 @@ enum {
 	SET_SLOWER,
 	SET_SLOWLEN,
 	SET_PASS,
+	SET_LUA,
+	SET_BUSY,
 	SET_MEM,
 	SET_NPARAMS = SET_MEM + KV_MP_COUNT
 };
@@ -254,6 +263,8 @@ KV_CMD(config_set)
 						       "slowlog-log-slower-than",
 						       "slowlog-max-len",
 						       "requirepass",
+						       "lua-time-limit",
+						       "busy-reply-threshold",
 						       "maxmemory",
 						       "maxmemory-policy",
 						       "maxmemory-samples",
@@ -272,7 +283,7 @@ KV_CMD(config_set)
 	unsigned long long mem[KV_MP_COUNT] = {0};
 	long long mmc = 0;
 	unsigned long long obuf[3] = {0};
-	long long slow[2] = {0};
+	long long slow[2] = {0}, lua = 0;
 	const struct kv_arg *pw = NULL;
 	const char *msg;
 	uint32_t j;
@@ -307,6 +318,12 @@ KV_CMD(config_set)
 		}
 		if ((i == SET_SLOWER || i == SET_SLOWLEN) &&
 		    kv_parse_slowlog(v, i == SET_SLOWLEN, &slow[i - SET_SLOWER], &msg) != 0) {
+			rb_errorf(x->out,
+				  "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+				  names[i], msg);
+			return;
+		}
+		if ((i == SET_LUA || i == SET_BUSY) && kv_parse_slowlog(v, true, &lua, &msg) != 0) {
 			rb_errorf(x->out,
 				  "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
 				  names[i], msg);
@@ -361,6 +378,8 @@ KV_CMD(config_set)
 		atomic_store_explicit(&kv_slowlog_slower_than, slow[0], memory_order_relaxed);
 	if (set[SET_SLOWLEN])
 		kv_slowlog_set_max_len(slow[1]);
+	if (set[SET_LUA] || set[SET_BUSY])
+		atomic_store_explicit(&kv_lua_time_limit, lua, memory_order_relaxed);
 	for (i = 0; i < KV_MP_COUNT; i++)
 		if (set[SET_MEM + i])
 			kv_memparam_apply(i, mem[i]);

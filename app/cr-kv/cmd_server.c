@@ -247,10 +247,19 @@ reply_flags(struct rbuf *o, uint32_t f)
 		const char *name;
 	} names[] = {
 	    /* Redis's order (its flag bits') */
-	    {KV_WRITE, "write"},       {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
-	    {KV_NOSCRIPT, "noscript"}, {KV_BLOCKING, "blocking"}, {KV_LOADING, "loading"},
-	    {KV_STALE, "stale"},       {KV_FAST, "fast"},	  {KV_NO_AUTH, "no_auth"},
-	    {KV_MOVABLEKEYS, "movablekeys"}};
+	    {KV_WRITE, "write"},
+	    {KV_READONLY, "readonly"},
+	    {KV_DENYOOM, "denyoom"},
+	    {KV_NOSCRIPT, "noscript"},
+	    {KV_BLOCKING, "blocking"},
+	    {KV_LOADING, "loading"},
+	    {KV_STALE, "stale"},
+	    {KV_SKIP_MONITOR, "skip_monitor"},
+	    {KV_FAST, "fast"},
+	    {KV_NO_AUTH, "no_auth"},
+	    {KV_NO_MANDATORY_KEYS, "no_mandatory_keys"},
+	    {KV_MOVABLEKEYS, "movablekeys"},
+	    {KV_ALLOW_BUSY, "allow_busy"}};
 	unsigned i, n = 0;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)

@@ -20,6 +20,7 @@
 #include "cr_telemetry.h"
 #include "cr_tls.h"
 #include "kv.h"
+#include "script.h"
 
 static struct {
 	struct cr_net_addr listen;
@@ -176,6 +177,7 @@ fini(bool failed, void *arg)
 	cr_tls_app_fini(&app.tls);
 	rc = shards_destroy(failed, arg);
 	kv_auth_fini(); /* no lcore reads the password now */
+	kv_sc_fini();	/* nor the script cache */
 	return rc;
 }
 
@@ -198,8 +200,18 @@ telemetry_counters(void)
 							"connections refused over --maxclients");
 	kv.tel_expired = cr_telemetry_counter_register("kv_expired_active", CR_TELEMETRY_COUNTER,
 						       "keys removed by active expiry");
+	kv.tel_moved = cr_telemetry_counter_register(
+	    "kv_clients_moved_in", CR_TELEMETRY_COUNTER,
+	    "clients that came here from a retiring lcore, connection and state");
+	kv.tel_reblocked = cr_telemetry_counter_register(
+	    "kv_blocked_moved_in", CR_TELEMETRY_COUNTER,
+	    "of those, clients blocked in BLPOP or its kind, blocked again here");
+	kv.tel_psfwd = cr_telemetry_counter_register(
+	    "kv_pubsub_forwarded", CR_TELEMETRY_COUNTER,
+	    "messages delivered here for a subscriber that had moved away, forwarded to it");
 	if (kv.tel_cmds < 0 || kv.tel_remote < 0 || kv.tel_proto < 0 || kv.tel_qbuf < 0 ||
-	    kv.tel_rejected < 0 || kv.tel_expired < 0)
+	    kv.tel_rejected < 0 || kv.tel_expired < 0 || kv.tel_moved < 0 ||
+	    kv.tel_reblocked < 0 || kv.tel_psfwd < 0)
 		return cr_app_errorf(-ENOSPC, "telemetry counters: %s", cr_strerror(-ENOSPC));
 	rc = kv_metrics_register();
 	if (rc != 0)
@@ -315,6 +327,19 @@ set_slowlog(const char *v, bool max_len)
 		kv_slowlog_set_max_len(n);
 	else
 		atomic_store_explicit(&kv_slowlog_slower_than, n, memory_order_relaxed);
+	return 0;
+}
+
+static int
+set_lua_time_limit(const char *v, void *ctx)
+{
+	const char *msg;
+	long long n;
+
+	(void)ctx;
+	if (kv_parse_slowlog(v, true, &n, &msg) != 0)
+		return -EINVAL;
+	atomic_store_explicit(&kv_lua_time_limit, n, memory_order_relaxed);
 	return 0;
 }
 
@@ -439,6 +464,11 @@ main(int argc, char **argv)
 	    {"slowlog-max-len", 0, "N",
 	     "entries the slow log keeps, the newest (default 128; also CONFIG SET)",
 	     "an integer from 0 to 9223372036854775807", set_slowlog_len, NULL},
+	    {"lua-time-limit", 0, "MS",
+	     "a script running longer is busy: the other clients of its lcore get -BUSY and "
+	     "SCRIPT KILL may stop it, as Redis (default 5000; also CONFIG SET lua-time-limit "
+	     "or busy-reply-threshold)",
+	     "an integer from 0 to 9223372036854775807", set_lua_time_limit, NULL},
 	    {"requirepass", 0, "PASSWORD",
 	     "clients must AUTH (or HELLO ... AUTH default PASSWORD) with it before any other "
 	     "command, as Redis (default: none; also CONFIG SET requirepass)",

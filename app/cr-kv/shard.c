@@ -8,6 +8,7 @@
 
 #include "cr_telemetry.h"
 #include "kv.h"
+#include "script.h"
 
 /* Redis's serverCron at hz 10: active expiry, and a millisecond of moving the table's
  * buckets while it is being resized (activerehashing). */
@@ -84,6 +85,7 @@ kv_shard_stop(unsigned lcore)
 	kv_ps_fini(sh); /* after its clients, who dropped their subscriptions */
 	kv_tx_shard_fini(sh);
 	kv_xshard_fini(sh);
+	kv_script_shard_fini(lcore); /* after the requests, whose scripts it held */
 	kreq_free_list(sh);
 	kv_mem_bind(NULL); /* the counter lives in sh, which main() frees */
 }
