@@ -473,7 +473,7 @@ run_command(struct kconn *kc)
 		kc_reply_error(kc, kv_err_busy, strlen(kv_err_busy));
 		return;
 	}
-	if ((cmd->flags & KV_DENYOOM) && kv.maxmemory != 0 && kv_used_memory() > kv.maxmemory) {
+	if ((cmd->flags & KV_DENYOOM) && kv_evict_refuse()) {
 		kv_multi_flag(kc);
 		kv_cmd_rejected(kc, cmd);
 		kc_reply_error(kc, "OOM command not allowed when used memory > 'maxmemory'.", 55);
@@ -715,6 +715,7 @@ kv_process_input(struct kconn *kc)
 	}
 	kv_outq_flush(kc->sh); /* the parts this input queued for other shards, in one go */
 	kv_lazy_kick(kc->sh);
+	kv_evict_kick(kc->sh);
 	kc->in_input = false;
 	kc_flush(kc); /* may free kc */
 }

@@ -43,6 +43,7 @@
 #include "store.h"
 #include "txn.h"
 #include "clients.h"
+#include "evict.h"
 #include "slowlog.h"
 #include "pubsub.h"
 
@@ -466,6 +467,7 @@ struct kv_shard {
 	struct kconn *conns; /* every client connection of this lcore */
 	struct cr_timer expire_timer;
 	struct kv_mem mem;	    /* what this shard's keyspace takes (mem.h) */
+	struct kv_evict ev;	    /* its eviction under --maxmemory (evict.h) */
 	struct kv_txshard tx;	    /* locks and waiters of transactions (txn.h) */
 	struct kv_bwshard bw;	    /* blocked clients waiting for keys here (bpop.h) */
 	struct kv_bpshard bp;	    /* this lcore's clients blocked on several shards */
@@ -622,7 +624,6 @@ struct kv_global {
 	struct kv_shard *shards[CR_MAX_LCORES]; /* by lcore id */
 	long long max_bulk;
 	unsigned long long maxclients;
-	unsigned long long maxmemory;
 	unsigned long long qbuf_limit;
 	_Atomic uint64_t nclients;
 	_Atomic uint64_t next_client_id;

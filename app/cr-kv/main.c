@@ -136,7 +136,8 @@ start(void *arg)
 	rc = cr_tcp_listen(&lo, &kv_conn_ops, NULL, &app.listener);
 	if (rc != 0)
 		return cr_app_errorf(rc, "--listen %s: %s",
-				     cr_net_addr_format(&app.listen, a, sizeof(a)), cr_strerror(rc));
+				     cr_net_addr_format(&app.listen, a, sizeof(a)),
+				     cr_strerror(rc));
 	cr_listener_addr(app.listener, &app.bound);
 	kv.port = cr_net_addr_port(&app.bound);
 	rc = cr_tls_app_listen(&app.tls, NULL, &kv_conn_ops, NULL, cl, sizeof(cl));
@@ -261,11 +262,18 @@ set_maxclients(const char *v, void *ctx)
 	return cr_parse_uint(v, 1, 1u << 24, &kv.maxclients);
 }
 
+/* --maxmemory and the eviction settings (evict.h): ctx is the KV_MP_* index. */
 static int
-set_maxmemory(const char *v, void *ctx)
+set_memparam(const char *v, void *ctx)
 {
-	(void)ctx;
-	return kv_parse_bytes(v, 0, ~0ULL, &kv.maxmemory);
+	unsigned i = (unsigned)(uintptr_t)ctx;
+	unsigned long long n;
+	const char *msg;
+
+	if (kv_memparam_parse(i, v, &n, &msg) != 0)
+		return -EINVAL;
+	kv_memparam_apply(i, n);
+	return 0;
 }
 
 static int
@@ -404,9 +412,31 @@ main(int argc, char **argv)
 	     "-ERR max number of clients reached",
 	     "1-16777216", set_maxclients, NULL},
 	    {"maxmemory", 0, "BYTES",
-	     "refuse writes with -OOM while the keyspace uses more (default 0: no limit; "
-	     "no eviction)",
-	     "a byte count with an optional unit: 100mb, 2gb, 0", set_maxmemory, NULL},
+	     "bound on the keyspace's memory: over it keys are evicted as --maxmemory-policy "
+	     "says, or writes refused with -OOM (default 0: no limit; also CONFIG SET)",
+	     "a byte count with an optional unit: 100mb, 2gb, 0", set_memparam,
+	     (void *)(uintptr_t)KV_MP_MAXMEMORY},
+	    {"maxmemory-policy", 0, "POLICY",
+	     "what goes over --maxmemory, as Redis 7.0 (default noeviction: writes get -OOM; "
+	     "also CONFIG SET)",
+	     "volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, "
+	     "allkeys-lfu, allkeys-random or noeviction",
+	     set_memparam, (void *)(uintptr_t)KV_MP_POLICY},
+	    {"maxmemory-samples", 0, "N",
+	     "keys sampled for each eviction pick (default 5; also CONFIG SET)",
+	     "an integer from 1 to 2147483647", set_memparam, (void *)(uintptr_t)KV_MP_SAMPLES},
+	    {"maxmemory-eviction-tenacity", 0, "N",
+	     "time an eviction pass may take before it goes on after other work: 50 us per "
+	     "unit up to 10, then 15 % more per unit, 100 no limit (default 10; also CONFIG "
+	     "SET)",
+	     "an integer from 0 to 100", set_memparam, (void *)(uintptr_t)KV_MP_TENACITY},
+	    {"lfu-log-factor", 0, "N",
+	     "how slowly the LFU counter grows (default 10; also CONFIG SET)",
+	     "an integer from 0 to 2147483647", set_memparam, (void *)(uintptr_t)KV_MP_LFU_LOG},
+	    {"lfu-decay-time", 0, "MINUTES",
+	     "the LFU counter drops by one per this many idle minutes (default 1, 0 never; also "
+	     "CONFIG SET)",
+	     "an integer from 0 to 2147483647", set_memparam, (void *)(uintptr_t)KV_MP_LFU_DECAY},
 	    {"maxmemory-clients", 0, "BYTES|N%",
 	     "bound on the memory of every client together (query buffers, replies waiting to "
 	     "be read): over it, the client taking the most is closed first, as Redis 7.0's "

@@ -23,6 +23,7 @@ shard_tick(struct cr_timer *t, void *arg)
 		cr_telemetry_add(kv.tel_expired, n);
 	kv_store_rehash_for(sh->store, 1000 * 1000ull);
 	kv_lazy_kick(sh);
+	kv_evict_kick(sh);
 	kv_climem_tick(sh);
 	kv_outq_tick(sh);
 	(void)kv_mem_peak(kv_used_memory()); /* INFO's used_memory_peak, as Redis's cron */
@@ -44,6 +45,7 @@ kv_shard_start(unsigned lcore)
 	kv_bw_init(sh);
 	kv_bp_init(sh);
 	kv_lazy_init(sh);
+	kv_evict_init(sh);
 	kv_outq_init(sh);
 	kv_climem_init(sh);
 	cr_timer_init(&sh->expire_timer, shard_tick, sh);
@@ -62,6 +64,7 @@ kv_shard_stop(unsigned lcore)
 	if (cr_timer_armed(&sh->closing_timer))
 		cr_timer_stop(&sh->closing_timer);
 	kv_lazy_fini(sh);
+	kv_evict_fini(sh);
 	kv_outq_fini(sh);
 	kv_climem_fini(sh);
 	/* Connections lib/net closed without on_close (the lcore stopped): free their

@@ -64,6 +64,7 @@ batch_run(void *arg)
 	for (p = b->head; p != NULL; p = p->next_out)
 		(void)part_run(sh, p);
 	kv_lazy_kick(sh);
+	kv_evict_kick(sh);
 }
 
 static void
