@@ -43,6 +43,8 @@ kconn_new(struct kv_shard *sh, struct cr_conn *c, kconn_resume_fn resume)
 void
 kconn_free(struct kconn *kc)
 {
+	if (cr_timer_armed(&kc->resume_timer)) /* a stopping lcore frees what is left */
+		cr_timer_stop(&kc->resume_timer);
 	kc_oq_drop(kc);
 	kv_ps_gone(kc);
 	kv_multi_free(kc);
