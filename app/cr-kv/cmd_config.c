@@ -168,6 +168,10 @@ config_value(const char *name, char *b, size_t n)
 		snprintf(b, n, "no");
 	} else if (strcmp(name, "requirepass") == 0) {
 		snprintf(b, n, "%s", kv_auth_password());
+	} else if (strcmp(name, "protected-mode") == 0) {
+		snprintf(b, n, "%s",
+			 atomic_load_explicit(&kv_protected_mode, memory_order_relaxed) ? "yes"
+											  : "no");
 	} else {
 		b[0] = '\0'; /* save: none */
 	}
@@ -189,6 +193,7 @@ KV_CMD(config_get)
 					     "appendonly",
 					     "save",
 					     "requirepass",
+					     "protected-mode",
 					     NULL};
 	bool seen[sizeof(params) / sizeof(params[0])] = {false};
 	size_t start, i;
@@ -224,7 +229,7 @@ KV_CMD(config_get)
 
 /* ---- CONFIG SET ---- */
 
-enum { SET_MMC, SET_OBUF, SET_SLOWER, SET_SLOWLEN, SET_PASS, SET_NPARAMS };
+enum { SET_MMC, SET_OBUF, SET_SLOWER, SET_SLOWLEN, SET_PASS, SET_PROT, SET_NPARAMS };
 
 /*
  * CONFIG SET param value [param value ...]: every value is checked before any is applied,
@@ -234,7 +239,7 @@ KV_CMD(config_set)
 {
 	static const char *const names[SET_NPARAMS] = {
 	    "maxmemory-clients", "client-output-buffer-limit", "slowlog-log-slower-than",
-	    "slowlog-max-len", "requirepass"};
+	    "slowlog-max-len", "requirepass", "protected-mode"};
 	static const char *const fixed[] = {"maxclients",	  "maxmemory",
 					    "proto-max-bulk-len", "client-query-buffer-limit",
 					    "port",		  "databases",
@@ -245,6 +250,7 @@ KV_CMD(config_set)
 	unsigned long long obuf[3] = {0};
 	long long slow[2] = {0};
 	const struct kv_arg *pw = NULL;
+	bool prot = true;
 	const char *msg;
 	uint32_t j;
 	unsigned i;
@@ -288,6 +294,16 @@ KV_CMD(config_set)
 				  names[i], msg);
 			return;
 		}
+		if (i == SET_PROT) {
+			if (strcasecmp(v, "yes") != 0 && strcasecmp(v, "no") != 0) {
+				rb_errorf(x->out,
+					  "ERR CONFIG SET failed (possibly related to argument '%s') - "
+					  "argument must be 'yes' or 'no'",
+					  names[i]);
+				return;
+			}
+			prot = strcasecmp(v, "yes") == 0;
+		}
 		if (i == SET_PASS)
 			pw = &x->argv[j + 1];
 		if (i < SET_NPARAMS) {
@@ -322,6 +338,8 @@ KV_CMD(config_set)
 		atomic_store_explicit(&kv_slowlog_slower_than, slow[0], memory_order_relaxed);
 	if (set[SET_SLOWLEN])
 		kv_slowlog_set_max_len(slow[1]);
+	if (set[SET_PROT])
+		atomic_store_explicit(&kv_protected_mode, prot, memory_order_relaxed);
 	rb_ok(x->out);
 }
 
@@ -334,7 +352,7 @@ KV_CMD(config_help)
 	    "SET <directive> <value>",
 	    "    Set the configuration <directive> to <value> (maxmemory-clients,",
 	    "    client-output-buffer-limit, slowlog-log-slower-than, slowlog-max-len and",
-	    "    requirepass;",
+	    "    requirepass, protected-mode;",
 	    "    the others are set at start).",
 	    "HELP",
 	    "    Print this help.",

@@ -22,7 +22,7 @@ KV_CMD(ping)
 		kv_reply_wrong_arity(x->out, "ping");
 		return;
 	}
-	if (kv_ps_subscribed(x->kc)) {
+	if (x->kc->resp == 2 && kv_ps_subscribed(x->kc)) {
 		kv_ps_pong(x); /* RESP2's subscribed mode */
 		return;
 	}
@@ -119,17 +119,6 @@ KV_CMD(client_id)
 	rb_int(x->out, (long long)x->kc->id);
 }
 
-KV_CMD(client_info)
-{
-	char b[512];
-	int n;
-
-	n = snprintf(b, sizeof(b), "id=%llu name=%s db=0 lcore=%u qbuf=%zu\n",
-		     (unsigned long long)x->kc->id, x->kc->name != NULL ? x->kc->name : "",
-		     x->sh->lcore, x->kc->qlen);
-	rb_bulk(x->out, b, (size_t)n);
-}
-
 void
 kv_reply_help(struct kv_ctx *x, const char *const *lines)
 {
@@ -140,25 +129,6 @@ kv_reply_help(struct kv_ctx *x, const char *const *lines)
 	rb_array(x->out, (long long)n);
 	for (i = 0; i < n; i++)
 		rb_status(x->out, lines[i]);
-}
-
-KV_CMD(client_help)
-{
-	static const char *const l[] = {
-	    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	    "GETNAME",
-	    "    Return the name of the current connection.",
-	    "ID",
-	    "    Return the ID of the current connection.",
-	    "INFO",
-	    "    Return information about the current client connection.",
-	    "SETNAME <name>",
-	    "    Assign the name <name> to the current connection.",
-	    "HELP",
-	    "    Print this help.",
-	    NULL};
-
-	kv_reply_help(x, l);
 }
 
 /* ---- HELLO ---- */
@@ -177,8 +147,7 @@ KV_CMD(hello)
 			return;
 		}
 		j = 2;
-		/* Only RESP2 is spoken here: 3 is refused as Redis refuses 4. */
-		if (ver < 2 || ver > 2) {
+		if (ver < 2 || ver > 3) {
 			rb_error(x->out, "NOPROTO unsupported protocol version");
 			return;
 		}
@@ -219,13 +188,18 @@ KV_CMD(hello)
 		x->kc->authed = true;
 	if (name != NULL)
 		set_name(x->kc, name);
-	rb_array(x->out, 14);
+	if (ver != 0)
+		x->kc->resp = (uint8_t)ver; /* this reply already in it (resp3.c: as is) */
+	if (x->kc->resp == 3)
+		rb_raw(x->out, "%7\r\n", 4);
+	else
+		rb_array(x->out, 14);
 	rb_bulkstr(x->out, "server");
 	rb_bulkstr(x->out, "redis");
 	rb_bulkstr(x->out, "version");
 	rb_bulkstr(x->out, KV_VERSION);
 	rb_bulkstr(x->out, "proto");
-	rb_int(x->out, 2);
+	rb_int(x->out, x->kc->resp);
 	rb_bulkstr(x->out, "id");
 	rb_int(x->out, (long long)x->kc->id);
 	rb_bulkstr(x->out, "mode");

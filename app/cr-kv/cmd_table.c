@@ -50,8 +50,36 @@ static const struct kv_cmd client_subs[] = {
 	"connection", "Returns the client ID for the current connection"),
     CMD("client|info", 2, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_client_info, NULL,
 	"connection", "Returns information about the current client connection."),
+    CMD("client|list", -2, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_client_list, NULL,
+	"connection", "Get the list of client connections"),
+    CMD("client|kill", -3, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_client_kill, NULL,
+	"connection", "Kill the connection of a client"),
+    CMD("client|no-evict", 3, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_client_no_evict,
+	NULL, "connection", "Set client eviction mode for the current connection"),
+    CMD("client|reply", 3, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_client_reply, NULL,
+	"connection", "Instruct the server whether to reply to commands"),
     CMD("client|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_client_help, NULL, "connection",
 	"Show helpful text about the different subcommands"),
+    {NULL},
+};
+
+/* A server with no functions (cmd_admin.c). */
+static const struct kv_cmd function_subs[] = {
+    CMD("function|delete", 3, W | KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_function_delete,
+	NULL, "scripting", "Delete a function by name"),
+    CMD("function|dump", 2, KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_function_dump, NULL,
+	"scripting", "Dump all functions into a serialized binary payload"),
+    CMD("function|flush", -2, W | KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_function_flush,
+	NULL, "scripting", "Deleting all functions"),
+    CMD("function|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_function_help, NULL, "scripting",
+	"Show helpful text about the different subcommands"),
+    CMD("function|kill", 2, KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_function_kill, NULL,
+	"scripting", "Kill the function currently in execution."),
+    CMD("function|list", -2, KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_function_list, NULL,
+	"scripting", "List information about all the functions"),
+    CMD("function|stats", 2, KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_function_stats, NULL,
+	"scripting", "Return information about the function currently running (name, description, "
+	"duration)"),
     {NULL},
 };
 
@@ -101,6 +129,8 @@ static const struct kv_cmd config_subs[] = {
 	"server", "Set configuration parameters to the given values"),
     CMD("config|resetstat", 2, KV_NOSCRIPT | LS, KV_ROUTE_ALL, KV_MERGE_RESETSTAT, 0, 0, 0,
 	cmd_config_resetstat, NULL, "server", "Reset the stats returned by INFO"),
+    CMD("config|rewrite", 2, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_rewrite,
+	NULL, "server", "Rewrite the configuration file with the in memory configuration"),
     CMD("config|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_help, NULL, "server",
 	"Show helpful text about the different subcommands"),
     {NULL},
@@ -435,6 +465,10 @@ const struct kv_cmd kv_cmds[] = {
      "A container for slow log commands"},
     CMD("time", 1, LS | F, LOC, 0, 0, 0, 0, cmd_time, NULL, "server",
 	"Return the current server time"),
+    CMD("reset", 1, KV_NOSCRIPT | LS | KV_NO_AUTH, LOC, 0, 0, 0, 0, cmd_reset, NULL, "connection",
+	"Reset the connection"),
+    {"function", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, function_subs, "scripting",
+     "A container for function commands"},
     /* transactions (cmd_exec.c) */
     CMD("multi", 1, KV_NOSCRIPT | LS | F, KV_ROUTE_TX, 0, 0, 0, 0, cmd_multi, NULL,
 	"transactions", "Mark the start of a transaction block"),

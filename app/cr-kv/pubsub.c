@@ -440,7 +440,14 @@ kv_ps_allowed(const struct kv_cmd *cmd)
 {
 	return cmd->fn == cmd_subscribe || cmd->fn == cmd_psubscribe ||
 	       cmd->fn == cmd_unsubscribe || cmd->fn == cmd_punsubscribe || cmd->fn == cmd_ping ||
-	       cmd->fn == cmd_quit;
+	       cmd->fn == cmd_quit || cmd->fn == cmd_reset;
+}
+
+void
+kv_ps_counts(const struct kconn *kc, size_t *nchan, size_t *npat)
+{
+	*nchan = kc->ps != NULL ? kc->ps->nchan : 0;
+	*npat = kc->ps != NULL ? kc->ps->npat : 0;
 }
 
 bool
@@ -475,6 +482,22 @@ deliver(struct kconn *kc, const struct rbuf *f)
 
 	if (kc->conn == NULL)
 		return;
+	if (kc->resp == 3) {
+		/* RESP3: a push frame, ">" where RESP2 has "*" (the frame is shared). */
+		if (kc->tail == NULL && !kc->in_input) {
+			if (kc_send(kc, ">", 1))
+				(void)kc_send(kc, f->p + 1, f->len - 1); /* may close it */
+			return;
+		}
+		o = kc_local_out(kc);
+		if (o == NULL) {
+			kc_abort(kc);
+			return;
+		}
+		rb_raw(o, ">", 1);
+		rb_raw(o, f->p + 1, f->len - 1);
+		return;
+	}
 	if (kc->tail == NULL && !kc->in_input) {
 		(void)kc_send(kc, f->p, f->len); /* may close it: the limits (kv_ps_gone) */
 		return;

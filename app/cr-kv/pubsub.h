@@ -34,6 +34,8 @@ void kv_ps_fini(struct kv_shard *sh);
 void kv_ps_gone(struct kconn *kc);
 /* Is @p kc subscribed to a channel or pattern (RESP2's subscribed mode)? */
 bool kv_ps_subscribed(const struct kconn *kc);
+/* CLIENT LIST's sub= and psub=. */
+void kv_ps_counts(const struct kconn *kc, size_t *nchan, size_t *npat);
 /* In subscribed mode, may @p cmd run? */
 bool kv_ps_allowed(const struct kv_cmd *cmd);
 /* The output limits of @p kc's class if it is subscribed: true and hard, soft, seconds. */

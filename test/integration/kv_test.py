@@ -1557,7 +1557,8 @@ def t_atomic_msetnx(o):
 
 
 def t_hello(o):
-    """HELLO 2 answers with redis's map (id aside); HELLO 3 is refused with -NOPROTO."""
+    """HELLO 2 answers with redis's map (id aside); HELLO 4 is refused with -NOPROTO (HELLO 3:
+    kv_resp3_test.py)."""
     c = Conn(o.kv.port)
     r = c.cmd("HELLO", "2", "SETNAME", "me")
     items = parse_array(r)
@@ -1566,7 +1567,7 @@ def t_hello(o):
           "HELLO keys: %r" % r)
     check(items[5] == b":2\r\n" and items[13] == b"*0\r\n", "HELLO 2: %r" % r)
     check(c.cmd("CLIENT", "GETNAME") == b"$2\r\nme\r\n", "HELLO SETNAME")
-    check(c.cmd("HELLO", "3") == b"-NOPROTO unsupported protocol version\r\n", "HELLO 3")
+    check(c.cmd("HELLO", "4") == b"-NOPROTO unsupported protocol version\r\n", "HELLO 4")
     idr = c.cmd("CLIENT", "ID")
     check(items[7] == idr, "HELLO id %r != CLIENT ID %r" % (items[7], idr))
     c.close()
