@@ -89,7 +89,8 @@ type_by_name(const char *s)
 	return -1;
 }
 
-/* Redis 7.0's catClientInfoString(), with what cr-kv has: no replies buffer of its own
+/* Redis 7.0's catClientInfoString(), and the client's lcore (cr-kv's own last field),
+ * with what cr-kv has: no replies buffer of its own
  * (rbs, rbp 0: replies wait in lib/net's queue, then in the client's output blocks,
  * oll and omem), no argv kept between commands (argv-mem 0). */
 static void
@@ -122,13 +123,14 @@ client_line(struct rbuf *o, const struct kconn *kc, int64_t now)
 		     "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 "
 		     "sub=%zu psub=%zu ssub=0 multi=%lld qbuf=%zu qbuf-free=%zu argv-mem=0 "
 		     "multi-mem=0 rbs=0 rbp=0 obl=0 oll=%zu omem=%zu tot-mem=%zu events=r%s "
-		     "cmd=%s user=default redir=-1 resp=%u\n",
+		     "cmd=%s user=default redir=-1 resp=%u lcore=%u\n",
 		     (unsigned long long)kc->id, addr, laddr,
 		     kc->conn != NULL ? cr_conn_fd(kc->conn) : -1, kc->name != NULL ? kc->name : "",
 		     (long long)(now - kc->created_ms) / 1000,
 		     (long long)(now - kc->last_ms) / 1000, flags, nchan, npat, multi,
 		     kc->qlen - kc->qpos, kc->qcap - kc->qlen, kc->oq_head != NULL ? (size_t)1 : 0,
-		     kc->oq_alloc, kc->mem, kc->oq_head != NULL ? "w" : "", cmd, kc->resp);
+		     kc->oq_alloc, kc->mem, kc->oq_head != NULL ? "w" : "", cmd, kc->resp,
+		     kc->sh->lcore);
 	if (n > 0)
 		rb_raw(o, b, (size_t)n < sizeof(b) ? (size_t)n : sizeof(b) - 1);
 }

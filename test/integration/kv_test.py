@@ -132,17 +132,17 @@ def reply_end(buf, i=0):
     if nl < 0:
         return None
     t = buf[i:i + 1]
-    if t in (b"+", b"-", b":"):
+    if t in (b"+", b"-", b":", b"_", b",", b"#", b"("):  # (RESP3's null, double, bool, big)
         return nl + 2
     n = int(buf[i + 1:nl])
-    if t == b"$":
+    if t in (b"$", b"=", b"!"):  # (RESP3's verbatim string, blob error)
         if n < 0:
             return nl + 2
         end = nl + 2 + n + 2
         return end if len(buf) >= end else None
-    if t == b"*":
+    if t in (b"*", b"~", b">", b"%", b"|"):  # (RESP3's set, push; map, attribute: pairs)
         j = nl + 2
-        for _ in range(max(n, 0)):
+        for _ in range(max(n, 0) * (2 if t in (b"%", b"|") else 1)):
             j = reply_end(buf, j)
             if j is None:
                 return None
