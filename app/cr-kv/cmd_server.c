@@ -220,11 +220,21 @@ reply_flags(struct rbuf *o, uint32_t f)
 		uint32_t bit;
 		const char *name;
 	} names[] = {
-	    /* Redis's order (its flag bits') */
-	    {KV_WRITE, "write"},       {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
-	    {KV_NOSCRIPT, "noscript"}, {KV_BLOCKING, "blocking"}, {KV_LOADING, "loading"},
-	    {KV_STALE, "stale"},       {KV_FAST, "fast"},	  {KV_NO_AUTH, "no_auth"},
-	    {KV_MOVABLEKEYS, "movablekeys"}};
+	    /* Redis's order (its addCommandFlags()') */
+	    {KV_WRITE, "write"},
+	    {KV_READONLY, "readonly"},
+	    {KV_DENYOOM, "denyoom"},
+	    {KV_ADMIN, "admin"},
+	    {KV_PUBSUB, "pubsub"},
+	    {KV_NOSCRIPT, "noscript"},
+	    {KV_BLOCKING, "blocking"},
+	    {KV_LOADING, "loading"},
+	    {KV_STALE, "stale"},
+	    {KV_SKIP_SLOWLOG, "skip_slowlog"},
+	    {KV_FAST, "fast"},
+	    {KV_NO_AUTH, "no_auth"},
+	    {KV_MOVABLEKEYS, "movablekeys"},
+	    {KV_ALLOW_BUSY, "allow_busy"}};
 	unsigned i, n = 0;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -278,13 +288,68 @@ KV_CMD(command_count)
 	rb_int(x->out, kv_ncmds);
 }
 
+/* A command or, "container|sub", a subcommand, as Redis 7.0's COMMAND INFO and DOCS look
+ * names up. */
+static const struct kv_cmd *
+lookup_full(const struct kv_arg *a)
+{
+	const char *bar = memchr(a->p, '|', a->len);
+	const struct kv_cmd *c;
+
+	if (bar == NULL)
+		return kv_cmd_lookup(a->p, a->len);
+	c = kv_cmd_lookup(a->p, (size_t)(bar - a->p));
+	if (c == NULL || c->sub == NULL)
+		return NULL;
+	return kv_cmd_sub_lookup(c, bar + 1, a->len - (size_t)(bar + 1 - a->p));
+}
+
+/* COMMAND LIST [FILTERBY MODULE m | ACLCAT c | PATTERN p]: every command and subcommand
+ * ("config|get"), as Redis 7.0 lists them. */
 KV_CMD(command_list)
 {
+	const struct kv_arg *pat = NULL;
+	const struct kv_cmd *s;
 	unsigned i;
+	size_t start;
+	long long n = 0;
 
-	rb_array(x->out, kv_ncmds);
-	for (i = 0; i < kv_ncmds; i++)
-		rb_bulkstr(x->out, kv_cmds[i].name);
+	if (x->argc == 5 && strcasecmp(x->argv[2].p, "filterby") == 0) {
+		if (strcasecmp(x->argv[3].p, "module") == 0) {
+			rb_array(x->out, 0); /* no module */
+			return;
+		}
+		if (strcasecmp(x->argv[3].p, "aclcat") == 0) {
+			rb_error(x->out, "ERR cr-kv has no ACL categories");
+			return;
+		}
+		if (strcasecmp(x->argv[3].p, "pattern") != 0) {
+			rb_error(x->out, kv_err_syntax);
+			return;
+		}
+		pat = &x->argv[4];
+	} else if (x->argc != 2) {
+		rb_error(x->out, kv_err_syntax);
+		return;
+	}
+	start = kv_array_begin(x->out);
+	for (i = 0; i < kv_ncmds; i++) {
+		const struct kv_cmd *c = &kv_cmds[i];
+
+		if (pat == NULL ||
+		    kv_stringmatch(pat->p, pat->len, c->name, strlen(c->name), true)) {
+			rb_bulkstr(x->out, c->name);
+			n++;
+		}
+		for (s = c->sub; s != NULL && s->name != NULL; s++) {
+			if (pat != NULL &&
+			    !kv_stringmatch(pat->p, pat->len, s->name, strlen(s->name), true))
+				continue;
+			rb_bulkstr(x->out, s->name);
+			n++;
+		}
+	}
+	kv_array_end(x->out, start, n);
 }
 
 KV_CMD(command_info)
@@ -300,7 +365,7 @@ KV_CMD(command_info)
 	}
 	rb_array(x->out, x->argc - 2);
 	for (j = 2; j < x->argc; j++) {
-		const struct kv_cmd *c = kv_cmd_lookup(x->argv[j].p, x->argv[j].len);
+		const struct kv_cmd *c = lookup_full(&x->argv[j]);
 
 		if (c == NULL)
 			rb_null(x->out);
@@ -347,7 +412,7 @@ KV_CMD(command_docs)
 	}
 	start = x->out->len;
 	for (j = 2; j < x->argc; j++) {
-		const struct kv_cmd *c = kv_cmd_lookup(x->argv[j].p, x->argv[j].len);
+		const struct kv_cmd *c = lookup_full(&x->argv[j]);
 
 		if (c != NULL) {
 			reply_doc(x->out, c);
