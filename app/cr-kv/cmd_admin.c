@@ -92,8 +92,6 @@ KV_CMD(function_help)
 {
 	static const char *const l[] = {
 	    "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	    "LOAD [REPLACE] <FUNCTION CODE>",
-	    "    Create a new library with the given library name and code.",
 	    "DELETE <LIBRARY NAME>",
 	    "    Delete the given library.",
 	    "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
@@ -123,18 +121,6 @@ KV_CMD(function_help)
 	    "DUMP",
 	    "    Return a serialized payload representing the current libraries, can be restored "
 	    "using FUNCTION RESTORE command",
-	    "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
-	    "    Restore the libraries represented by the given payload, it is possible to give a "
-	    "restore policy to",
-	    "    control how to handle existing libraries (default APPEND):",
-	    "    * FLUSH: delete all existing libraries.",
-	    "    * APPEND: appends the restored libraries to the existing libraries. On collision, "
-	    "abort.",
-	    "    * REPLACE: appends the restored libraries to the existing libraries, On "
-	    "collision, replace the old",
-	    "      libraries with the new libraries (notice that even on this option there is a "
-	    "chance of failure",
-	    "      in case of functions name collision with another library).",
 	    "HELP",
 	    "    Prints this help.",
 	    NULL};

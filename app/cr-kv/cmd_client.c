@@ -119,18 +119,17 @@ client_line(struct rbuf *o, const struct kconn *kc, int64_t now)
 		flags[f++] = 'N';
 	flags[f] = '\0';
 	snprintf(cmd, sizeof(cmd), "%s", kc->last_cmd != NULL ? kc->last_cmd->name : "NULL");
-	n = snprintf(b, sizeof(b),
-		     "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 "
-		     "sub=%zu psub=%zu ssub=0 multi=%lld qbuf=%zu qbuf-free=%zu argv-mem=0 "
-		     "multi-mem=0 rbs=0 rbp=0 obl=0 oll=%zu omem=%zu tot-mem=%zu events=r%s "
-		     "cmd=%s user=default redir=-1 resp=%u lcore=%u\n",
-		     (unsigned long long)kc->id, addr, laddr,
-		     kc->conn != NULL ? cr_conn_fd(kc->conn) : -1, kc->name != NULL ? kc->name : "",
-		     (long long)(now - kc->created_ms) / 1000,
-		     (long long)(now - kc->last_ms) / 1000, flags, nchan, npat, multi,
-		     kc->qlen - kc->qpos, kc->qcap - kc->qlen, kc->oq_head != NULL ? (size_t)1 : 0,
-		     kc->oq_alloc, kc->mem, kc->oq_head != NULL ? "w" : "", cmd, kc->resp,
-		     kc->sh->lcore);
+	n = snprintf(
+	    b, sizeof(b),
+	    "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 "
+	    "sub=%zu psub=%zu ssub=0 multi=%lld qbuf=%zu qbuf-free=%zu argv-mem=0 "
+	    "multi-mem=0 rbs=0 rbp=0 obl=0 oll=%zu omem=%zu tot-mem=%zu events=r%s "
+	    "cmd=%s user=default redir=-1 resp=%u lcore=%u\n",
+	    (unsigned long long)kc->id, addr, laddr, kc->conn != NULL ? cr_conn_fd(kc->conn) : -1,
+	    kc->name != NULL ? kc->name : "", (long long)(now - kc->created_ms) / 1000,
+	    (long long)(now - kc->last_ms) / 1000, flags, nchan, npat, multi, kc->qlen - kc->qpos,
+	    kc->qcap - kc->qlen, kc->oq_head != NULL ? (size_t)1 : 0, kc->oq_alloc, kc->mem,
+	    kc->oq_head != NULL ? "w" : "", cmd, kc->resp, kc->sh->lcore);
 	if (n > 0)
 		rb_raw(o, b, (size_t)n < sizeof(b) ? (size_t)n : sizeof(b) - 1);
 }

@@ -192,6 +192,8 @@ step_done(struct kreq *sub)
 		}
 		ex->btry = NULL;
 	}
+	if (o->len != 0 && o->p[0] == '-')
+		kv_errstat_note(ex->kc->sh, o->p, o->len); /* as Redis: each error in EXEC */
 	if (ex->kc->resp == 3 && ex->cur != NULL)
 		kv_resp3_append(ex->cur->cmd, ex->cur->argc, ex->cur->argv, o, &ex->out);
 	else

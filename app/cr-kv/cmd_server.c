@@ -460,10 +460,15 @@ KV_CMD(command_help)
 
 /* Figures each shard sends INFO: keys, expires, avg ttl, memory, hits, misses, expired,
  * transaction locks granted, parts that waited behind locks, values being freed. */
-#define INFO_FIGURES 10
+#define INFO_FIGURES_BASE 10
+/* ... then the error replies by code and their total (errstat.c) */
+#define INFO_FIGURES (INFO_FIGURES_BASE + KV_ERRSTAT_KINDS + 1)
 
 enum { SEC_SERVER = 1, SEC_CLIENTS = 2, SEC_MEMORY = 4, SEC_STATS = 8, SEC_KEYSPACE = 16,
-       SEC_CMDSTATS = 32 };
+       SEC_CMDSTATS = 32, SEC_PERSISTENCE = 64, SEC_REPLICATION = 128, SEC_CPU = 256,
+       SEC_MODULES = 512, SEC_ERRORSTATS = 1024, SEC_CLUSTER = 2048 };
+/* INFO and INFO default: every section but commandstats, as Redis's */
+#define SEC_DEFAULT (4095u & ~(unsigned)SEC_CMDSTATS)
 static unsigned info_sections(uint32_t argc, const struct kv_arg *argv);
 
 /* On each shard: its figures, as an array of integers for kv_info_merge(), then (INFO
@@ -484,6 +489,8 @@ KV_CMD(info_shard)
 	rb_int(x->out, (long long)x->sh->tx.tx_total);
 	rb_int(x->out, (long long)x->sh->tx.parked_total);
 	rb_int(x->out, (long long)kv_store_lazy_pending(s));
+	for (unsigned e = 0; e <= KV_ERRSTAT_KINDS; e++)
+		rb_int(x->out, (long long)x->sh->errstat[e]);
 	if (info_sections(x->argc, x->argv) & SEC_CMDSTATS) {
 		size_t before = x->out->len;
 		long long n = 0;
@@ -536,21 +543,24 @@ counter_total(int id)
 static unsigned
 info_sections(uint32_t argc, const struct kv_arg *argv)
 {
-	static const char *const names[] = {"server",	"clients",  "memory",
-					    "stats",	"keyspace", "commandstats"};
+	/* by bit, SEC_SERVER first */
+	static const char *const names[] = {"server",	   "clients",	  "memory", "stats",
+					    "keyspace",	   "commandstats", "persistence",
+					    "replication", "cpu",	   "modules", "errorstats",
+					    "cluster"};
 	unsigned want = 0, i;
 	uint32_t j;
 
 	if (argc == 1)
-		return 31;
+		return SEC_DEFAULT;
 	for (j = 1; j < argc; j++) {
 		const char *a = argv[j].p;
 
 		if (strcasecmp(a, "all") == 0 || strcasecmp(a, "everything") == 0)
-			want |= 63;
+			want |= 4095;
 		else if (strcasecmp(a, "default") == 0)
-			want |= 31;
-		for (i = 0; i < 6; i++)
+			want |= SEC_DEFAULT;
+		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 			if (strcasecmp(a, names[i]) == 0)
 				want |= 1u << i;
 	}
@@ -575,7 +585,7 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		if (parts[i].out.len == 0 || p[0] != '*')
 			continue;
 		p = memchr(p, '\n', (size_t)(end - p));
-		for (k = 0; k < INFO_FIGURES && p != NULL && p + 1 < end; k++) {
+		for (k = 0; k < (int)INFO_FIGURES && p != NULL && p + 1 < end; k++) {
 			long long v = strtoll(p + 2, NULL, 10);
 
 			t[k] += v;
@@ -669,6 +679,10 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 						    &kv.clients_mem, memory_order_relaxed));
 		LINE("lazyfree_pending_objects:%lld", t[9]);
 	}
+	if (want & SEC_PERSISTENCE) {
+		SECTION("Persistence");
+		kv_info_persistence(&b); /* info_more.c */
+	}
 	if (want & SEC_STATS) {
 		SECTION("Stats");
 		LINE("total_connections_received:%llu", (unsigned long long)atomic_load_explicit(
@@ -683,6 +697,7 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 						 &kv.evicted_clients, memory_order_relaxed));
 		LINE("keyspace_hits:%lld", t[4]);
 		LINE("keyspace_misses:%lld", t[5]);
+		LINE("total_error_replies:%lld", t[INFO_FIGURES_BASE + KV_ERRSTAT_KINDS]);
 		LINE("client_query_buffer_limit_disconnections:%llu",
 		     (unsigned long long)atomic_load_explicit(&kv.qbuf_closed,
 							      memory_order_relaxed));
@@ -695,12 +710,16 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("cross_shard_locks_granted:%lld", t[7]);
 		LINE("commands_waited_for_locks:%lld", t[8]);
 	}
-	if (want & SEC_KEYSPACE) {
-		SECTION("Keyspace");
-		if (t[0] > 0)
-			LINE("db0:keys=%lld,expires=%lld,avg_ttl=%lld", t[0], t[1],
-			     avg_n ? avg_sum / avg_n : 0);
+	if (want & SEC_REPLICATION) {
+		SECTION("Replication");
+		kv_info_replication(&b);
 	}
+	if (want & SEC_CPU) {
+		SECTION("CPU");
+		kv_info_cpu(&b);
+	}
+	if (want & SEC_MODULES)
+		SECTION("Modules");
 	if (want & SEC_CMDSTATS) {
 		SECTION("Commandstats");
 		for (k = 1; cs != NULL && k < (int)KV_CMDSTAT_MAX; k++) {
@@ -715,6 +734,20 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 			     cs[k].calls ? (double)us / (double)cs[k].calls : 0.0,
 			     (unsigned long long)cs[k].rejected, (unsigned long long)cs[k].failed);
 		}
+	}
+	if (want & SEC_ERRORSTATS) {
+		SECTION("Errorstats");
+		kv_info_errorstats(&b, &t[INFO_FIGURES_BASE]);
+	}
+	if (want & SEC_CLUSTER) {
+		SECTION("Cluster");
+		kv_info_cluster(&b);
+	}
+	if (want & SEC_KEYSPACE) {
+		SECTION("Keyspace");
+		if (t[0] > 0)
+			LINE("db0:keys=%lld,expires=%lld,avg_ttl=%lld", t[0], t[1],
+			     avg_n ? avg_sum / avg_n : 0);
 	}
 	free(cs);
 #undef SECTION

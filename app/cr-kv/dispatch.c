@@ -389,6 +389,15 @@ run_command(struct kconn *kc)
 
 	kc->last_ms = kc->sh->now_ms;
 	run_command_(kc);
+	/* An error answered here (a request's: kreq_finish()) counts in INFO errorstats. */
+	if (kc->tail == tail) {
+		if (o != NULL && o->len > at && o->p[at] == '-')
+			kv_errstat_note(kc->sh, o->p + at, o->len - at);
+	} else {
+		for (kr = tail != NULL ? tail->next : kc->head; kr != NULL; kr = kr->next)
+			if (kr->coalesce && kr->final->len != 0 && kr->final->p[0] == '-')
+				kv_errstat_note(kc->sh, kr->final->p, kr->final->len);
+	}
 	if (quiet && !kc->reply_off && !kc->reply_skip_next)
 		return; /* the common case */
 	if (kc->reply_off || kc->reply_skip) {
@@ -397,7 +406,7 @@ run_command(struct kconn *kc)
 				o->len = at;
 		} else {
 			for (kr = tail != NULL ? tail->next : kc->head; kr != NULL; kr = kr->next) {
-				if (kr->coalesce)
+				if (kr->coalesce || kr->done)
 					rb_reset(kr->final); /* only this command's, so far */
 				else
 					kr->mute = true;

@@ -461,6 +461,18 @@ int kv_parse_scan_cursor(const struct kv_arg *a, unsigned long long *out); /* cm
 int kv_copy_opts(struct kv_ctx *x, bool *replace);			   /* cmd_keys.c */
 bool kv_stringmatch(const char *pat, size_t plen, const char *s, size_t slen, bool nocase);
 
+/* errstat.c: INFO errorstats, per lcore (the client's): count error reply @p p, @p n
+ * bytes, under its code; the code of slot @p i (NULL past the last). */
+#define KV_ERRSTAT_KINDS 16u
+void kv_errstat_note(struct kv_shard *sh, const char *p, size_t n);
+const char *kv_errstat_name(unsigned i);
+/* info_more.c: INFO's sections for what cr-kv does not have (persistence, replicas...). */
+void kv_info_persistence(struct rbuf *b);
+void kv_info_replication(struct rbuf *b);
+void kv_info_cpu(struct rbuf *b);
+void kv_info_errorstats(struct rbuf *b, const long long *errs);
+void kv_info_cluster(struct rbuf *b);
+
 /* ---- shards, connections, requests ---- */
 
 struct kreq;
@@ -509,6 +521,7 @@ struct kv_shard {
 	struct kv_slowlog slowlog; /* commands of this lcore's clients that ran long */
 	int64_t now_ms; /* the clock when the batch being parsed arrived */
 	struct kv_psshard *ps; /* its clients' channels and patterns (pubsub.h) */
+	uint64_t errstat[KV_ERRSTAT_KINDS + 1]; /* error replies by code, then all (errstat.c) */
 };
 
 /* Requests a connection may have in flight before it stops parsing (and reading): what
