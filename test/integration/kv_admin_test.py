@@ -13,6 +13,8 @@
   kill       CLIENT KILL by ID, ADDR, LADDR, TYPE, USER, SKIPME and the old addr form, of
              clients on the other lcore (closed) and of itself (after its reply); the
              counts and errors as redis-server's.
+  killstress seeded: busy clients of every lcore (parts in flight, blocked, subscribed)
+             killed one by one by id: each counted once, all closed, nothing left.
   reply      CLIENT REPLY OFF / SKIP / ON, one by one and pipelined, keys on every shard,
              in MULTI: the bytes that come back are redis-server's.
   noevict    with --maxmemory-clients, a client that said CLIENT NO-EVICT on is spared and
@@ -243,6 +245,75 @@ def t_kill(o):
     c = conn_on_lcore(o.kv.port, 0)
     check(c.cmd("PING") == b"+PONG\r\n", "the server serves on")
     log("kill: by ID, ADDR, LADDR, TYPE, USER and itself, across %d lcore(s)" % o.lcores)
+
+
+# ---- killstress ----
+
+def t_killstress(o, seed=18, n=16):
+    """Seeded: @n clients on every lcore pipeline commands over both shards (parts in
+    flight on the other lcore, a blocked pop, a subscription) while another client kills
+    them one by one by id at random moments: each KILL counts exactly 1, a second 0; every
+    victim sees its connection end; no client is left; the server serves on."""
+    import random
+    import threading
+    rnd = random.Random(seed)
+    tags = [on_shard("t", s, o.lcores) if o.lcores > 1 else "t" for s in range(o.lcores)]
+    victims = [conn_on_lcore(o.kv.port, i % o.lcores) for i in range(n)]
+    ids = [client_id(v) for v in victims]
+    ended = [False] * n
+
+    def work(i, v):
+        r = random.Random(seed * 1000 + i)
+        try:
+            v.s.settimeout(10)
+            while True:
+                batch = []
+                for _ in range(r.randint(1, 40)):
+                    t = r.choice(tags)
+                    batch.append(r.choice([
+                        resp("SET", "k%d{%s}" % (r.randint(0, 9), t), "v"),
+                        resp("GET", "k%d{%s}" % (r.randint(0, 9), t)),
+                        resp("MSET", "a{%s}" % tags[0], "1", "b{%s}" % tags[-1], "2"),
+                        resp("SUNIONSTORE", "d{%s}" % t, "s{%s}" % tags[0], "s{%s}" % tags[-1]),
+                        resp("BLPOP", "nothing{%s}" % t, "0.05"),
+                        resp("CLIENT", "LIST")]))
+                if i % 5 == 4:
+                    batch.append(resp("SUBSCRIBE", "ch%d" % i))
+                v.s.sendall(b"".join(batch))
+                if not v.s.recv(1 << 16):
+                    break
+        except (OSError, socket.timeout):
+            pass
+        ended[i] = True
+
+    threads = [threading.Thread(target=work, args=(i, v), daemon=True)
+               for i, v in enumerate(victims)]
+    for t in threads:
+        t.start()
+    killer = conn_on_lcore(o.kv.port, 0)
+    order = list(range(n))
+    rnd.shuffle(order)
+    for i in order:
+        time.sleep(rnd.uniform(0, 0.03))
+        x = killer.cmd("CLIENT", "KILL", "ID", str(ids[i]))
+        check(x == b":1\r\n", "KILL ID %d (victim %d): %r" % (ids[i], i, x))
+        x = killer.cmd("CLIENT", "KILL", "ID", str(ids[i]))
+        check(x == b":0\r\n", "KILL ID %d again: %r" % (ids[i], x))
+    for t in threads:
+        t.join(15)
+    check(all(ended), "victims whose connection did not end: %r"
+          % [i for i in range(n) if not ended[i]])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = [d for d, _ in lines(killer.cmd("CLIENT", "LIST"))]
+        if len(left) == 1:
+            break
+        time.sleep(0.05)
+    check(len(left) == 1 and int(left[0]["id"]) == client_id(killer), "left: %r" % left)
+    check(killer.cmd("PUBSUB", "NUMSUB", "ch4") == b"*2\r\n$3\r\nch4\r\n:0\r\n",
+          "a killed subscriber's subscription is gone")
+    check(killer.cmd("SET", "x", "1") == b"+OK\r\n", "serves on")
+    log("killstress: %d clients killed across %d lcore(s) while busy, each once" % (n, o.lcores))
 
 
 # ---- reply ----
@@ -602,7 +673,7 @@ def protected_inner(o):
         % (EXT, o.lcores))
 
 
-TESTS = {"clients": t_clients, "kill": t_kill, "reply": t_reply, "noevict": t_noevict,
+TESTS = {"clients": t_clients, "kill": t_kill, "killstress": t_killstress, "reply": t_reply, "noevict": t_noevict,
          "reset": t_reset, "function": t_function, "command": t_command, "info": t_info,
          "protected": t_protected}
 
