@@ -451,6 +451,25 @@ def t_function(o):
             c.same(*args)
         help_subset(c, "FUNCTION")
     done(cs, "function")
+    # redis-py (RESP2) reads the same from both
+    try:
+        sys.path.append("/usr/lib/python3/dist-packages")
+        import redis
+    except ImportError:
+        redis = None
+        log("(python3-redis missing: redis-py not checked)")
+    if redis is not None:
+        got = []
+        for port in (o.kv.port, r.port):
+            py = redis.Redis(port=port, socket_timeout=10)
+            other = redis.Redis(port=port, socket_timeout=10)
+            other.ping()
+            got.append([py.function_list(), py.function_stats(), py.function_dump(),
+                        py.function_flush(), py.client_no_evict("on"),
+                        py.client_kill_filter(_id=other.client_id()),
+                        py.client_kill_filter(_id=other.client_id()), py.config_get("maxclients"),
+                        sorted(py.client_info().keys() - {"lcore"})])
+        check(got[0] == got[1], "redis-py: cr-kv %r, redis %r" % tuple(got))
     log("function: FUNCTION, CONFIG REWRITE, protected-mode, SELECT, FLUSH* as redis-server")
 
 
