@@ -532,12 +532,19 @@ kv_resp3_fix(const struct kv_cmd *cmd, uint32_t argc, const struct kv_arg *argv,
 {
 	struct rbuf t;
 	char inl[256];
+	enum shape s;
 
 	if (b->len <= from)
 		return;
 	/* Replies that RESP3 writes alike (an integer, a status, an error, a short bulk)
 	 * are left in place. */
 	if (b->p[from] == '+' || b->p[from] == '-' || b->p[from] == ':')
+		return;
+	/* ... and so is a bulk string where no double or verbatim string is due (GET of a big
+	 * value: no copy), and what the command wrote in RESP3 itself. */
+	s = cmd != NULL && cmd->stat < KV_CMDSTAT_MAX ? (enum shape)shape_of[cmd->stat] : S_PLAIN;
+	if (s == S_NONE || (b->p[from] == '$' && b->len > from + 1 && b->p[from + 1] != '-' &&
+			    s != S_DOUBLE && s != S_VERBATIM))
 		return;
 	rb_init(&t, inl, sizeof(inl));
 	translate(cmd, argc, argv, b->p + from, b->len - from, &t);
