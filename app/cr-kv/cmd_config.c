@@ -171,7 +171,7 @@ config_value(const char *name, char *b, size_t n)
 	} else if (strcmp(name, "protected-mode") == 0) {
 		snprintf(b, n, "%s",
 			 atomic_load_explicit(&kv_protected_mode, memory_order_relaxed) ? "yes"
-											  : "no");
+											: "no");
 	} else {
 		b[0] = '\0'; /* save: none */
 	}
@@ -237,9 +237,12 @@ enum { SET_MMC, SET_OBUF, SET_SLOWER, SET_SLOWLEN, SET_PASS, SET_PROT, SET_NPARA
  */
 KV_CMD(config_set)
 {
-	static const char *const names[SET_NPARAMS] = {
-	    "maxmemory-clients", "client-output-buffer-limit", "slowlog-log-slower-than",
-	    "slowlog-max-len", "requirepass", "protected-mode"};
+	static const char *const names[SET_NPARAMS] = {"maxmemory-clients",
+						       "client-output-buffer-limit",
+						       "slowlog-log-slower-than",
+						       "slowlog-max-len",
+						       "requirepass",
+						       "protected-mode"};
 	static const char *const fixed[] = {"maxclients",	  "maxmemory",
 					    "proto-max-bulk-len", "client-query-buffer-limit",
 					    "port",		  "databases",
@@ -296,10 +299,11 @@ KV_CMD(config_set)
 		}
 		if (i == SET_PROT) {
 			if (strcasecmp(v, "yes") != 0 && strcasecmp(v, "no") != 0) {
-				rb_errorf(x->out,
-					  "ERR CONFIG SET failed (possibly related to argument '%s') - "
-					  "argument must be 'yes' or 'no'",
-					  names[i]);
+				rb_errorf(
+				    x->out,
+				    "ERR CONFIG SET failed (possibly related to argument '%s') - "
+				    "argument must be 'yes' or 'no'",
+				    names[i]);
 				return;
 			}
 			prot = strcasecmp(v, "yes") == 0;

@@ -219,22 +219,21 @@ reply_flags(struct rbuf *o, uint32_t f)
 	static const struct {
 		uint32_t bit;
 		const char *name;
-	} names[] = {
-	    /* Redis's order (its addCommandFlags()') */
-	    {KV_WRITE, "write"},
-	    {KV_READONLY, "readonly"},
-	    {KV_DENYOOM, "denyoom"},
-	    {KV_ADMIN, "admin"},
-	    {KV_PUBSUB, "pubsub"},
-	    {KV_NOSCRIPT, "noscript"},
-	    {KV_BLOCKING, "blocking"},
-	    {KV_LOADING, "loading"},
-	    {KV_STALE, "stale"},
-	    {KV_SKIP_SLOWLOG, "skip_slowlog"},
-	    {KV_FAST, "fast"},
-	    {KV_NO_AUTH, "no_auth"},
-	    {KV_MOVABLEKEYS, "movablekeys"},
-	    {KV_ALLOW_BUSY, "allow_busy"}};
+	} names[] = {/* Redis's order (its addCommandFlags()') */
+		     {KV_WRITE, "write"},
+		     {KV_READONLY, "readonly"},
+		     {KV_DENYOOM, "denyoom"},
+		     {KV_ADMIN, "admin"},
+		     {KV_PUBSUB, "pubsub"},
+		     {KV_NOSCRIPT, "noscript"},
+		     {KV_BLOCKING, "blocking"},
+		     {KV_LOADING, "loading"},
+		     {KV_STALE, "stale"},
+		     {KV_SKIP_SLOWLOG, "skip_slowlog"},
+		     {KV_FAST, "fast"},
+		     {KV_NO_AUTH, "no_auth"},
+		     {KV_MOVABLEKEYS, "movablekeys"},
+		     {KV_ALLOW_BUSY, "allow_busy"}};
 	unsigned i, n = 0;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -464,9 +463,20 @@ KV_CMD(command_help)
 /* ... then the error replies by code and their total (errstat.c) */
 #define INFO_FIGURES (INFO_FIGURES_BASE + KV_ERRSTAT_KINDS + 1)
 
-enum { SEC_SERVER = 1, SEC_CLIENTS = 2, SEC_MEMORY = 4, SEC_STATS = 8, SEC_KEYSPACE = 16,
-       SEC_CMDSTATS = 32, SEC_PERSISTENCE = 64, SEC_REPLICATION = 128, SEC_CPU = 256,
-       SEC_MODULES = 512, SEC_ERRORSTATS = 1024, SEC_CLUSTER = 2048 };
+enum {
+	SEC_SERVER = 1,
+	SEC_CLIENTS = 2,
+	SEC_MEMORY = 4,
+	SEC_STATS = 8,
+	SEC_KEYSPACE = 16,
+	SEC_CMDSTATS = 32,
+	SEC_PERSISTENCE = 64,
+	SEC_REPLICATION = 128,
+	SEC_CPU = 256,
+	SEC_MODULES = 512,
+	SEC_ERRORSTATS = 1024,
+	SEC_CLUSTER = 2048
+};
 /* INFO and INFO default: every section but commandstats, as Redis's */
 #define SEC_DEFAULT (4095u & ~(unsigned)SEC_CMDSTATS)
 static unsigned info_sections(uint32_t argc, const struct kv_arg *argv);
@@ -544,10 +554,9 @@ static unsigned
 info_sections(uint32_t argc, const struct kv_arg *argv)
 {
 	/* by bit, SEC_SERVER first */
-	static const char *const names[] = {"server",	   "clients",	  "memory", "stats",
-					    "keyspace",	   "commandstats", "persistence",
-					    "replication", "cpu",	   "modules", "errorstats",
-					    "cluster"};
+	static const char *const names[] = {
+	    "server",	   "clients",	  "memory", "stats",   "keyspace",   "commandstats",
+	    "persistence", "replication", "cpu",    "modules", "errorstats", "cluster"};
 	unsigned want = 0, i;
 	uint32_t j;
 

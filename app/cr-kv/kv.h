@@ -137,10 +137,10 @@ enum kv_merge {
 #define KV_BLOCKING    0x80u
 #define KV_MOVABLEKEYS 0x100u
 #define KV_NO_AUTH     0x200u /* runs before AUTH (AUTH, HELLO, QUIT) */
-#define KV_ADMIN       0x400u /* Redis's flags, for COMMAND INFO only */
-#define KV_PUBSUB      0x800u
+#define KV_ADMIN	0x400u /* Redis's flags, for COMMAND INFO only */
+#define KV_PUBSUB	0x800u
 #define KV_SKIP_SLOWLOG 0x1000u
-#define KV_ALLOW_BUSY  0x2000u
+#define KV_ALLOW_BUSY	0x2000u
 
 /* auth.c: the password (--requirepass, CONFIG SET requirepass), from any lcore. */
 int kv_auth_set(const char *p, size_t len); /* 0 or -ENOMEM; "" : none */
