@@ -484,6 +484,29 @@ deliver(struct kconn *kc, const struct rbuf *f)
 		return;
 	if (kc->resp == 3) {
 		/* RESP3: a push frame, ">" where RESP2 has "*" (the frame is shared). */
+		struct kreq *t = kc->tail;
+
+		if (t != NULL && !t->done && kc->in_input && t->cmd != NULL &&
+		    t->cmd->fn == cmd_publish) {
+			/* The publisher itself, as its PUBLISH is launched: Redis writes its
+			 * message before PUBLISH's count. */
+			struct kreq *m = kreq_new(kc->sh, kc, NULL, 0, NULL), **pp;
+
+			if (m == NULL) {
+				kc_abort(kc);
+				return;
+			}
+			m->done = true;
+			m->final = &m->one.out;
+			rb_raw(m->final, ">", 1);
+			rb_raw(m->final, f->p + 1, f->len - 1);
+			for (pp = &kc->head; *pp != t; pp = &(*pp)->next)
+				;
+			m->next = t;
+			*pp = m;
+			kc->queued++;
+			return;
+		}
 		if (kc->tail == NULL && !kc->in_input) {
 			if (kc_send(kc, ">", 1))
 				(void)kc_send(kc, f->p + 1, f->len - 1); /* may close it */

@@ -267,6 +267,18 @@ def t_pubsub(o):
             check(got[0] == got[1], "pushes: cr-kv %r, redis %r" % tuple(got))
         x, y = old.a.replies(1, 10), old.b.replies(1, 10)
         check(x == y and x[0].startswith(b"*3\r\n"), "RESP2 message: %r, redis %r" % (x, y))
+    for s in subs:  # a publisher subscribed to the channel: its message, then the count
+        s.a.send(resp("PUBLISH", "ch", "self") + resp("PING"))
+        s.b.send(resp("PUBLISH", "ch", "self") + resp("PING"))
+        x, y = s.a.replies(4, 10), s.b.replies(4, 10)
+        if x[0:2] != y[0:2]:  # message and pmessage in either order, as above
+            x[0:2], y[0:2] = sorted(x[0:2]), sorted(y[0:2])
+        check(x == y, "PUBLISH to itself: cr-kv %r, redis %r" % (x, y))
+        for s2 in subs:  # the other subscribers got it too
+            if s2 is not s:
+                got = sorted(s2.a.replies(2, 10)), sorted(s2.b.replies(2, 10))
+                check(got[0] == got[1], "pushes: cr-kv %r, redis %r" % got)
+        check(old.a.replies(1, 10) == old.b.replies(1, 10), "RESP2 message")
     for s in subs:
         s.same("UNSUBSCRIBE", "ch")
         s.same("PUNSUBSCRIBE")
