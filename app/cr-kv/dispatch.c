@@ -384,7 +384,6 @@ run_command(struct kconn *kc)
 	struct kreq *tail = kc->tail, *kr;
 	struct rbuf *o = tail == NULL ? &kc->sh->batch : tail->coalesce ? tail->final : NULL;
 	size_t at = o != NULL ? o->len : 0;
-
 	bool quiet = !kc->reply_off && !kc->reply_skip;
 
 	kc->last_ms = kc->sh->now_ms;
