@@ -103,7 +103,7 @@ kv_ps_fini(struct kv_shard *sh)
 
 /* ---- framing: the one place a pub/sub push is written ---- */
 
-/* "*n" then the kind; RESP3 would write ">n" here. */
+/* "*n" then the kind (a RESP3 subscriber gets ">n": deliver()). */
 static void
 ps_frame_head(struct rbuf *b, unsigned n, const char *kind)
 {
