@@ -467,6 +467,7 @@ run_command_(struct kconn *kc)
 			char up[32];
 			size_t k;
 
+			kc->last_cmd = NULL; /* Redis's lookupCommand() found none: "cmd=NULL" */
 			for (k = 0; cmd->name[k] != '\0' && k < sizeof(up) - 1; k++)
 				up[k] = (char)(cmd->name[k] - 'a' + 'A');
 			up[k] = '\0';

@@ -143,6 +143,14 @@ def t_clients(o):
         check(me["cmd"] == "client|list", "cmd of the asker: %r" % me)
         if o.lcores > 1:
             check({d["lcore"] for d, _ in got} == {"0", "1"}, "lcores: %r" % got)
+    ra, rb = Conn(r.port), Conn(r.port)  # cmd= after each, as redis-server's
+    for args in (("NOSUCH",), ("CLIENT", "NOSUCH"), ("GET", "k"), ("CONFIG", "GET", "port")):
+        c[3].cmd(*args)
+        ra.cmd(*args)
+        me = lines(c[0].cmd("CLIENT", "LIST", "ID", str(ids[3])))[0][0]
+        want = lines(rb.cmd("CLIENT", "LIST", "ID", str(client_id(ra))))[0][0]
+        check(me["cmd"] == want["cmd"], "cmd= after %r: %r, redis %r" % (args, me["cmd"],
+                                                                       want["cmd"]))
     x = lines(c[0].cmd("CLIENT", "LIST", "TYPE", "pubsub"))
     check([int(d["id"]) for d, _ in x] == [ids[1]], "TYPE pubsub: %r" % x)
     x = lines(c[0].cmd("CLIENT", "LIST", "ID", str(ids[3]), "999999", str(ids[0])))
