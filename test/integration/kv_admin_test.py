@@ -144,11 +144,12 @@ def t_clients(o):
         if o.lcores > 1:
             check({d["lcore"] for d, _ in got} == {"0", "1"}, "lcores: %r" % got)
     ra, rb = Conn(r.port), Conn(r.port)  # cmd= after each, as redis-server's
+    rid = str(client_id(ra))
     for args in (("NOSUCH",), ("CLIENT", "NOSUCH"), ("GET", "k"), ("CONFIG", "GET", "port")):
         c[3].cmd(*args)
         ra.cmd(*args)
         me = lines(c[0].cmd("CLIENT", "LIST", "ID", str(ids[3])))[0][0]
-        want = lines(rb.cmd("CLIENT", "LIST", "ID", str(client_id(ra))))[0][0]
+        want = lines(rb.cmd("CLIENT", "LIST", "ID", rid))[0][0]
         check(me["cmd"] == want["cmd"], "cmd= after %r: %r, redis %r" % (args, me["cmd"],
                                                                        want["cmd"]))
     x = lines(c[0].cmd("CLIENT", "LIST", "TYPE", "pubsub"))
