@@ -245,6 +245,112 @@ reply_flags(struct rbuf *o, uint32_t f)
 			rb_status(o, names[i].name);
 }
 
+/* ACL categories (there are no ACLs here, but COMMAND reports them), in Redis's order. */
+enum {
+	CAT_KEYSPACE,
+	CAT_READ,
+	CAT_WRITE,
+	CAT_SET,
+	CAT_SORTEDSET,
+	CAT_LIST,
+	CAT_HASH,
+	CAT_STRING,
+	CAT_PUBSUB,
+	CAT_ADMIN,
+	CAT_FAST,
+	CAT_SLOW,
+	CAT_BLOCKING,
+	CAT_DANGEROUS,
+	CAT_CONNECTION,
+	CAT_TRANSACTION,
+	CAT_SCRIPTING,
+	CAT_NCATS
+};
+static const char *const cat_names[CAT_NCATS] = {
+    "keyspace", "read",	     "write",	   "set",	  "sortedset", "list",
+    "hash",	"string",    "pubsub",	   "admin",	  "fast",      "slow",
+    "blocking", "dangerous", "connection", "transaction", "scripting"};
+
+/*
+ * @p c's categories as Redis 7.0 has them: those its flags imply (Redis's
+ * setImplicitACLCategories()) and those of its kind (its group, and a few by name as
+ * Redis's command table has them); a mere container has none of its own.
+ */
+static void
+categories(const struct kv_cmd *c, bool on[CAT_NCATS])
+{
+	static const struct {
+		const char *group;
+		int cat;
+	} by_group[] = {{"string", CAT_STRING},
+			{"hash", CAT_HASH},
+			{"list", CAT_LIST},
+			{"set", CAT_SET},
+			{"sorted-set", CAT_SORTEDSET},
+			{"generic", CAT_KEYSPACE},
+			{"connection", CAT_CONNECTION},
+			{"transactions", CAT_TRANSACTION},
+			{"scripting", CAT_SCRIPTING}};
+	unsigned i;
+
+	memset(on, 0, sizeof(bool) * CAT_NCATS);
+	if (c->fn != NULL) {
+		for (i = 0; i < sizeof(by_group) / sizeof(by_group[0]); i++)
+			if (c->group != NULL && strcmp(c->group, by_group[i].group) == 0)
+				on[by_group[i].cat] = true;
+		if (strncmp(c->name, "command", 7) == 0)
+			on[CAT_CONNECTION] = true;
+		if (strcmp(c->name, "dbsize") == 0 || strcmp(c->name, "flushdb") == 0 ||
+		    strcmp(c->name, "flushall") == 0)
+			on[CAT_KEYSPACE] = true;
+		if (strcmp(c->name, "keys") == 0 || strcmp(c->name, "flushdb") == 0 ||
+		    strcmp(c->name, "flushall") == 0 || strcmp(c->name, "info") == 0)
+			on[CAT_DANGEROUS] = true;
+	}
+	on[CAT_WRITE] |= (c->flags & KV_WRITE) != 0;
+	on[CAT_READ] |= (c->flags & KV_READONLY) != 0 && !on[CAT_SCRIPTING];
+	on[CAT_ADMIN] |= (c->flags & KV_ADMIN) != 0;
+	on[CAT_DANGEROUS] |= (c->flags & KV_ADMIN) != 0;
+	on[CAT_PUBSUB] |= (c->flags & KV_PUBSUB) != 0;
+	on[CAT_FAST] |= (c->flags & KV_FAST) != 0;
+	on[CAT_BLOCKING] |= (c->flags & KV_BLOCKING) != 0;
+	on[CAT_SLOW] = !on[CAT_FAST];
+}
+
+static void
+reply_categories(struct rbuf *o, const struct kv_cmd *c)
+{
+	bool on[CAT_NCATS];
+	unsigned i, n = 0;
+	char b[24];
+
+	categories(c, on);
+	for (i = 0; i < CAT_NCATS; i++)
+		n += on[i];
+	rb_array(o, n);
+	for (i = 0; i < CAT_NCATS; i++)
+		if (on[i]) {
+			snprintf(b, sizeof(b), "@%s", cat_names[i]);
+			rb_status(o, b);
+		}
+}
+
+/* COMMAND CAT_LIST FILTERBY ACLCAT: is @p c in category @p cat (a name without "@")? */
+static bool
+in_category(const struct kv_cmd *c, const struct kv_arg *cat)
+{
+	bool on[CAT_NCATS];
+	unsigned i;
+
+	for (i = 0; i < CAT_NCATS; i++)
+		if (strcasecmp(cat->p, cat_names[i]) == 0)
+			break;
+	if (i == CAT_NCATS)
+		return false;
+	categories(c, on);
+	return on[i];
+}
+
 static void
 reply_info(struct rbuf *o, const struct kv_cmd *c)
 {
@@ -258,7 +364,7 @@ reply_info(struct rbuf *o, const struct kv_cmd *c)
 	rb_int(o, c->first_key);
 	rb_int(o, c->last_key);
 	rb_int(o, c->step);
-	rb_array(o, 0); /* ACL categories: no ACLs here */
+	reply_categories(o, c);
 	rb_array(o, 0); /* tips */
 	rb_array(o, 0); /* key specs */
 	for (s = c->sub; s != NULL && s->name != NULL; s++)
@@ -307,7 +413,7 @@ lookup_full(const struct kv_arg *a)
  * ("config|get"), as Redis 7.0 lists them. */
 KV_CMD(command_list)
 {
-	const struct kv_arg *pat = NULL;
+	const struct kv_arg *pat = NULL, *cat = NULL;
 	const struct kv_cmd *s;
 	unsigned i;
 	size_t start;
@@ -318,15 +424,14 @@ KV_CMD(command_list)
 			rb_array(x->out, 0); /* no module */
 			return;
 		}
-		if (strcasecmp(x->argv[3].p, "aclcat") == 0) {
-			rb_error(x->out, "ERR cr-kv has no ACL categories");
-			return;
-		}
-		if (strcasecmp(x->argv[3].p, "pattern") != 0) {
+		if (strcasecmp(x->argv[3].p, "aclcat") == 0)
+			cat = &x->argv[4];
+		else if (strcasecmp(x->argv[3].p, "pattern") == 0)
+			pat = &x->argv[4];
+		else {
 			rb_error(x->out, kv_err_syntax);
 			return;
 		}
-		pat = &x->argv[4];
 	} else if (x->argc != 2) {
 		rb_error(x->out, kv_err_syntax);
 		return;
@@ -335,14 +440,16 @@ KV_CMD(command_list)
 	for (i = 0; i < kv_ncmds; i++) {
 		const struct kv_cmd *c = &kv_cmds[i];
 
-		if (pat == NULL ||
-		    kv_stringmatch(pat->p, pat->len, c->name, strlen(c->name), true)) {
+		if ((cat == NULL || in_category(c, cat)) &&
+		    (pat == NULL ||
+		     kv_stringmatch(pat->p, pat->len, c->name, strlen(c->name), true))) {
 			rb_bulkstr(x->out, c->name);
 			n++;
 		}
 		for (s = c->sub; s != NULL && s->name != NULL; s++) {
-			if (pat != NULL &&
-			    !kv_stringmatch(pat->p, pat->len, s->name, strlen(s->name), true))
+			if ((pat != NULL &&
+			     !kv_stringmatch(pat->p, pat->len, s->name, strlen(s->name), true)) ||
+			    (cat != NULL && !in_category(s, cat)))
 				continue;
 			rb_bulkstr(x->out, s->name);
 			n++;

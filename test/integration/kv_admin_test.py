@@ -24,8 +24,8 @@
   function   FUNCTION LIST/STATS/DUMP/FLUSH/KILL/DELETE/HELP, CONFIG REWRITE, CONFIG
              GET/SET protected-mode, SELECT, DBSIZE, FLUSHDB/FLUSHALL [ASYNC|SYNC]: exact.
   command    COMMAND COUNT, LIST, INFO and DOCS agree with each other for every command
-             and subcommand, and COMMAND INFO's name, arity, flags and keys with
-             redis-server's.
+             and subcommand, and COMMAND INFO's name, arity, flags, keys and ACL
+             categories with redis-server's.
   info       INFO's sections are named and ordered as redis-server's, each with fields
              of Redis's names; INFO default/all/everything and by section.
   protected  protected mode, in a network namespace of its own with an address the test
@@ -520,13 +520,20 @@ def t_command(o):
         check(len(d) == 2 and d[0].decode() == n, "COMMAND DOCS %s: %r" % (n, d))
         if theirs is None:
             bad.append("%s: redis-server has no such command" % n)
-        elif ours[:6] != theirs[:6]:
-            bad.append("%s: cr-kv %r, redis %r" % (n, ours[:6], theirs[:6]))
+        elif ours[:7] != theirs[:7]:  # name, arity, flags, keys, ACL categories
+            bad.append("%s: cr-kv %r, redis %r" % (n, ours[:7], theirs[:7]))
         if "|" not in n:
             subs = sorted(s[0] for s in ours[9])
             check(subs == sorted(x.encode() for x in names if x.startswith(n + "|")),
                   "%s: subcommands %r" % (n, subs))
     check(not bad, "COMMAND INFO: %d differences:\n  %s" % (len(bad), "\n  ".join(bad)))
+    for cat in ("connection", "keyspace", "read", "write", "fast", "slow", "admin",
+                "dangerous", "pubsub", "string", "hash", "list", "set", "sortedset",
+                "blocking", "transaction", "scripting", "nosuch"):
+        x = set(parse(a.cmd("COMMAND", "LIST", "FILTERBY", "ACLCAT", cat))[0])
+        y = set(parse(b.cmd("COMMAND", "LIST", "FILTERBY", "ACLCAT", cat))[0])
+        check(x == y & set(n.encode() for n in names),
+              "ACLCAT %s: cr-kv %r, redis's (of cr-kv's) %r" % (cat, sorted(x), sorted(y)))
     for args in (("COMMAND", "LIST", "FILTERBY", "PATTERN", "client*"),
                  ("COMMAND", "LIST", "FILTERBY", "MODULE", "x"),
                  ("COMMAND", "LIST", "FILTERBY", "x", "y"), ("COMMAND", "LIST", "x"),
@@ -536,8 +543,8 @@ def t_command(o):
         if args[-1] == "client*":  # redis has subcommands cr-kv does not: cr-kv's a subset
             check(set(parse(x)[0]) <= set(parse(y)[0]), "%r: %r" % (args, x))
         elif args[1] == "INFO":
-            check(parse(x)[0][1] is None and parse(x)[0][0][:6] == parse(y)[0][0][:6] and
-                  parse(x)[0][2][:6] == parse(y)[0][2][:6], "%r: %r" % (args, x))
+            check(parse(x)[0][1] is None and parse(x)[0][0][:7] == parse(y)[0][0][:7] and
+                  parse(x)[0][2][:7] == parse(y)[0][2][:7], "%r: %r" % (args, x))
         else:
             check(x == y, "%r: cr-kv %r, redis %r" % (args, x, y))
     log("command: %d commands and subcommands consistent, COMMAND INFO as redis-server's"
