@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kv.h"
+#include "script.h"
 
 #define W  KV_WRITE
 #define R  KV_READONLY
@@ -124,6 +125,31 @@ static const struct kv_cmd pubsub_subs[] = {
 	"Show helpful text about the different subcommands"),
     {NULL},
 };
+
+/* Scripting (script_run.c, script_cache.c): the cache is the process's. */
+static const struct kv_cmd script_subs[] = {
+    CMD("script|load", 3, KV_NOSCRIPT | KV_STALE, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_load, NULL,
+	"scripting", "Load the specified Lua script into the script cache."),
+    CMD("script|exists", -3, KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_exists, NULL,
+	"scripting", "Check existence of scripts in the script cache."),
+    CMD("script|flush", -2, KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_flush, NULL,
+	"scripting", "Remove all the scripts from the script cache."),
+    CMD("script|kill", 2, KV_NOSCRIPT | KV_ALLOW_BUSY, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_kill,
+	NULL, "scripting", "Kill the script currently in execution."),
+    CMD("script|debug", 3, KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_debug, NULL,
+	"scripting", "Set the debug mode for executed scripts."),
+    CMD("script|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_help, NULL, "scripting",
+	"Show helpful text about the different subcommands"),
+    {NULL},
+};
+
+/* EVAL and its kind: their keys are locked and the script runs on the client's lcore. */
+#define EVALF (KV_NOSCRIPT | KV_STALE | KV_SKIP_MONITOR | KV_NO_MANDATORY_KEYS | KV_MOVABLEKEYS)
+#define EVAL(n, fl, sum)                                                                   \
+	{                                                                                  \
+		n, -3, fl, KV_ROUTE_SCRIPT, 0, 0, 0, 0, NULL, precheck_eval, NULL, "scripting", \
+		    sum, kv_keys_script, kv_script_eval, .stat = __COUNTER__ + 1           \
+	}
 
 static const struct kv_cmd config_subs[] = {
     CMD("config|get", -3, KV_ADMIN | KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_get,
@@ -473,6 +499,13 @@ const struct kv_cmd kv_cmds[] = {
 	NULL, "connection", "Reset the connection"),
     {"function", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, function_subs, "scripting",
      "A container for function commands"},
+    /* scripting (script_run.c) */
+    EVAL("eval", EVALF, "Execute a Lua script server side"),
+    EVAL("evalsha", EVALF, "Execute a Lua script server side"),
+    EVAL("eval_ro", KV_READONLY | EVALF, "Execute a read-only Lua script server side"),
+    EVAL("evalsha_ro", KV_READONLY | EVALF, "Execute a read-only Lua script server side"),
+    {"script", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, script_subs, "scripting",
+     "A container for Lua scripts management commands"},
     /* transactions (cmd_exec.c) */
     CMD("multi", 1, KV_NOSCRIPT | LS | F | KV_ALLOW_BUSY, KV_ROUTE_TX, 0, 0, 0, 0, cmd_multi, NULL,
 	"transactions", "Mark the start of a transaction block"),
