@@ -296,7 +296,7 @@ categories(const struct kv_cmd *c, bool on[CAT_NCATS])
 	unsigned i;
 
 	memset(on, 0, sizeof(bool) * CAT_NCATS);
-	if (c->fn != NULL) {
+	if (c->fn != NULL || c->sub == NULL) { /* not a mere container */
 		for (i = 0; i < sizeof(by_group) / sizeof(by_group[0]); i++)
 			if (c->group != NULL && strcmp(c->group, by_group[i].group) == 0)
 				on[by_group[i].cat] = true;
