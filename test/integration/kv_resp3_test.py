@@ -6,7 +6,7 @@ sent to both after HELLO 3, the reply bytes compared, on loopback.
   kv_resp3_test.py CR_KV TEST [--lcores 1|2] [--driver auto|uring|epoll]
 
   replies   every type's commands after HELLO 3 (nulls "_", maps, sets, doubles, score
-            pairs, verbatim strings, FUNCTION STATS...), one by one and pipelined, from a
+            pairs, verbatim strings, FUNCTION STATS, EVAL...), one by one and pipelined, from a
             client on each lcore with the keys on each shard (run at once and as parts).
   exec      MULTI/EXEC whose commands answer maps, sets, doubles and nulls, keys on both
             shards; a WATCHed key changed: EXEC's null is "_".
@@ -170,6 +170,10 @@ def script(tag):
     a("LMPOP", "1", n, "LEFT"); a("BLMPOP", "0.01", "1", n, "LEFT"); a("BLMOVE", n, l, "LEFT",
                                                                           "LEFT", "0.01")
     a("RPOPLPUSH", n, l); a("LRANGE", l, "0", "-1")
+    # scripts (RESP2 inside, as Redis 7.0's by default): the reply's nulls become "_"
+    a("EVAL", "return redis.call('HGETALL', KEYS[1])", "1", h); a("EVAL", "return nil", "0")
+    a("EVAL", "return false", "0"); a("EVAL", "return {1, 'a', false}", "0")
+    a("EVAL", "return redis.call('GET', KEYS[1])", "1", n); a("EVAL", "return 3.7", "0")
     # server
     a("CONFIG", "GET", "maxclients"); a("CONFIG", "GET", "no-such-param")
     a("CONFIG", "GET", "maxmemory", "maxclients", mode="set")
