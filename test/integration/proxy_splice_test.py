@@ -29,6 +29,8 @@ Exit 0 pass, 1 fail, 77 skip (driver refused).
 """
 import hashlib
 import os
+import re
+import signal
 import socket
 import struct
 import sys
@@ -563,6 +565,51 @@ def t_nopipe(exe, driver):
         env.close()
 
 
+def t_forced(exe, driver):
+    """A stop forced (a second SIGTERM) while spliced downloads are stalled on clients that
+    stopped reading: lib/io abandons their splices, whose completions never come, so the
+    relay's duplicates of the two sockets are closed when the lcore's relay state goes.
+    Before, they stayed open until the process exited (B1). Seen from inside: a preloaded
+    library (fds_at_exit.so, $FDS_AT_EXIT) counts the descriptors still open at exit."""
+    preload = os.environ.get("FDS_AT_EXIT")
+    if not preload or not os.path.exists(preload):
+        raise proxy_test.Failure("FDS_AT_EXIT does not name fds_at_exit.so (%r)" % preload)
+    env = Env()
+    try:
+        b = env.add(Backend(flood_handler(), "flood"))
+        os.environ["LD_PRELOAD"] = preload
+        # An ASan build wants its runtime first; the preload only reads /proc at exit.
+        os.environ.setdefault("ASAN_OPTIONS", "exitcode=23:verify_asan_link_order=0")
+        try:
+            p = env.add(Proxy(exe, driver, ["--backend", b.addr(), "--shutdown-timeout", "30"],
+                              lcores="0"))
+        finally:
+            del os.environ["LD_PRELOAD"]
+        socks = []
+        for _ in range(4):
+            s = p.connect(timeout=30)
+            check(read_n(s, 2 * MIB) == 2 * MIB, "short first read")
+            socks.append(s)
+        wait_for(lambda: app_stats(p)["proxy_splices"] >= 4, 10, "all 4 to splice")
+        time.sleep(0.3)  # the clients' buffers full: each splice waits on its destination
+        p.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        p.proc.send_signal(signal.SIGTERM)  # forced: lib/io abandons what is in flight
+        rc = p.proc.wait(20)
+        err = p.proc.stderr.read().decode(errors="replace")
+        for s in socks:
+            s.close()
+        check(rc == 0, "cr-proxy exited %d: %s" % (rc, err))
+        m = re.search(r"fds at exit: (\d+) sockets, (\d+) pipes", err)
+        check(m is not None, "no count from the preload: %s" % err)
+        check(int(m.group(1)) == 0, "%s sockets open at exit after a forced stop with 4 "
+              "splices in flight: %s" % (m.group(1), err[-600:]))
+        log("forced: 4 stalled splices, a forced stop, %s sockets and %s pipes left at exit"
+            % m.groups())
+    finally:
+        env.close()
+
+
 TESTS = {
     "bulk": t_bulk,
     "halfclose": t_halfclose,
@@ -571,6 +618,7 @@ TESTS = {
     "nopipe": t_nopipe,
     "rst": t_rst,
     "retire": t_retire,
+    "forced": t_forced,
 }
 
 if __name__ == "__main__":
