@@ -154,6 +154,39 @@ evict_biggest(struct px_lcore *pl, size_t sh)
 	return big;
 }
 
+/*
+ * Queue the receive buffer itself when lib/net lends it (no copy: the queue's reference
+ * goes once the bytes are sent), else a copy.
+ *
+ * Only onto an empty queue. A held buffer takes a whole output chunk as its record where
+ * copies pack into chunks, and the shares count bytes as if packed (PX_SESSION_CHUNKS): a
+ * queue gets at most one held buffer, at its head, in the place of the partly sent chunk
+ * the share leaves room for, and what queues behind it is copied. A reader that keeps up
+ * has an empty queue when the next bytes come (a request, its reply, a pipelined batch),
+ * so small transfers go without a copy; one that does not gets copies after the first
+ * buffer. A session thus holds at most one of the lcore's spares per direction: 1,000
+ * clients that do not read take 1,000 at most, and when the spares are all held,
+ * cr_conn_hold() refuses and the bytes are copied, so a reader is never paused for them.
+ * lib/net refuses too at the source's max_held_bufs (and stops reading it until one is
+ * back), and for a TLS source, whose plaintext is not in a receive buffer.
+ */
+static int
+forward(struct cr_conn *src, struct cr_conn *dst, const void *d, size_t n)
+{
+	struct cr_buf *b = cr_conn_queued(dst) == 0 ? cr_conn_hold(src) : NULL;
+	const uint8_t *p = d;
+	int rc;
+
+	if (b == NULL)
+		return cr_conn_send(dst, d, n);
+	if (p >= b->data && n <= b->len && (size_t)(p - b->data) <= b->len - n)
+		rc = cr_conn_send_buf(dst, b, (size_t)(p - b->data), n);
+	else
+		rc = cr_conn_send(dst, d, n); /* not in the buffer (never, today): copy */
+	cr_buf_unref(b);
+	return rc;
+}
+
 bool
 px_relay_bytes(struct px_lcore *pl, struct px_session *s, struct cr_conn *src,
 	       struct cr_conn *dst, bool *src_paused, const void *d, size_t n)
@@ -171,7 +204,7 @@ px_relay_bytes(struct px_lcore *pl, struct px_session *s, struct cr_conn *src,
 		if (v == s)
 			return false;
 	}
-	rc = cr_conn_send(dst, d, n);
+	rc = forward(src, dst, d, n);
 	if (rc != 0) {
 		/* -ENOBUFS: this lcore's output chunks are spent (see --buffers); -EPIPE:
 		 * the other side is closing. Either way these bytes cannot be delivered. */
