@@ -373,6 +373,13 @@ def rst_plan():
     return n, seed, random.Random(seed)
 
 
+def rst_connect(p, i):
+    try:
+        return p.connect(timeout=10)
+    except OSError as e:
+        raise proxy_test.Failure("session %d: connect: %s; proxy %r" % (i, e, app_stats(p)))
+
+
 def t_rst(exe, driver):
     n, seed, rnd = rst_plan()
     half = n // 2
@@ -385,7 +392,7 @@ def t_rst(exe, driver):
         time.sleep(0.3)
         fd0 = fds_of(p.proc.pid)
         for i in range(half):
-            s = p.connect(timeout=10)
+            s = rst_connect(p, i)
             want = rnd.randrange(256 << 10, 1 << 20)
             check(read_n(s, want) == want, "session %d: short read" % i)
             reset_close(s)
@@ -424,7 +431,7 @@ def t_rst(exe, driver):
         fd0 = fds_of(p.proc.pid)
         resets = 0
         for i in range(half):
-            s = p.connect(timeout=10)
+            s = rst_connect(p, i)
             s.settimeout(10)
             try:
                 while s.recv(MIB):
