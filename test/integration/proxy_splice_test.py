@@ -431,7 +431,13 @@ def t_rst(exe, driver):
         fd0 = fds_of(p.proc.pid)
         resets = 0
         for i in range(half):
-            s = rst_connect(p, i)
+            try:
+                s = p.connect(timeout=10)
+            except ConnectionResetError:
+                # The backend's bytes and its reset, passed on, came before this (slow,
+                # Python) client's connect() looked: a reset seen all the same.
+                resets += 1
+                continue
             s.settimeout(10)
             try:
                 while s.recv(MIB):
