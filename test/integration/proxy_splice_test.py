@@ -369,7 +369,7 @@ def rst_plan():
     import random
     n = int(os.environ.get("PROXY_RST_SESSIONS", "200"))
     seed = int(os.environ.get("PROXY_RST_SEED", "1"))
-    proxy_test.TEST_TIMEOUT = max(proxy_test.TEST_TIMEOUT, 60 + n // 10)
+    proxy_test.TEST_TIMEOUT = max(proxy_test.TEST_TIMEOUT, 60 + n // 3)
     return n, seed, random.Random(seed)
 
 
