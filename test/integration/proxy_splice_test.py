@@ -632,14 +632,20 @@ def t_forced(exe, driver):
     env = Env()
     try:
         b = env.add(Backend(flood_handler(), "flood"))
+        saved = os.environ.get("ASAN_OPTIONS")
         os.environ["LD_PRELOAD"] = preload
         # An ASan build wants its runtime first; the preload only reads /proc at exit.
-        os.environ.setdefault("ASAN_OPTIONS", "exitcode=23:verify_asan_link_order=0")
+        os.environ["ASAN_OPTIONS"] = ":".join(
+            x for x in (saved or "exitcode=23", "verify_asan_link_order=0") if x)
         try:
             p = env.add(Proxy(exe, driver, ["--backend", b.addr(), "--shutdown-timeout", "30"],
                               lcores="0"))
         finally:
             del os.environ["LD_PRELOAD"]
+            if saved is None:
+                del os.environ["ASAN_OPTIONS"]
+            else:
+                os.environ["ASAN_OPTIONS"] = saved
         socks = []
         for _ in range(4):
             s = p.connect(timeout=30)
