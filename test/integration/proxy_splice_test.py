@@ -370,6 +370,7 @@ def rst_plan():
     n = int(os.environ.get("PROXY_RST_SESSIONS", "200"))
     seed = int(os.environ.get("PROXY_RST_SEED", "1"))
     proxy_test.TEST_TIMEOUT = max(proxy_test.TEST_TIMEOUT, 60 + n // 3)
+    signal.alarm(proxy_test.TEST_TIMEOUT)  # main() armed the default already
     return n, seed, random.Random(seed)
 
 
