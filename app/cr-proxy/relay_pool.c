@@ -47,7 +47,8 @@ px_conn_opts(struct cr_conn_opts *o)
 /*
  * The bytes one direction of a session on this lcore may have queued: the pool less the
  * reserve, split over both directions of every session here (less a chunk that may be
- * partly sent), within [PX_QUEUE_MIN, PX_QUEUE_MAX].
+ * partly sent, and one for the receive buffer held at its head), within [PX_QUEUE_MIN,
+ * PX_QUEUE_MAX].
  */
 static size_t
 share(const struct px_lcore *pl)
@@ -55,7 +56,7 @@ share(const struct px_lcore *pl)
 	uint64_t r = reserve(px_relay.chunks);
 	uint64_t avail = px_relay.chunks > r ? px_relay.chunks - r : 0;
 	uint64_t per = avail / (2 * (uint64_t)(pl->live != 0 ? pl->live : 1));
-	uint64_t bytes = per > 1 ? (per - 1) * px_relay.chunk_size : 0;
+	uint64_t bytes = per > 2 ? (per - 2) * px_relay.chunk_size : 0;
 
 	if (bytes < PX_QUEUE_MIN)
 		return PX_QUEUE_MIN;
@@ -159,9 +160,12 @@ evict_biggest(struct px_lcore *pl, size_t sh)
  * goes once the bytes are sent), else a copy.
  *
  * Only onto an empty queue. A held buffer takes a whole output chunk as its record where
- * copies pack into chunks, and the shares count bytes as if packed (PX_SESSION_CHUNKS): a
- * queue gets at most one held buffer, at its head, in the place of the partly sent chunk
- * the share leaves room for, and what queues behind it is copied. A reader that keeps up
+ * copies pack into chunks (and the copies behind it start a chunk of their own): a queue
+ * gets at most one held buffer, at its head, and what queues behind it is copied, so a
+ * direction needs one chunk more than its copied bytes, which the shares leave room for
+ * (share(), PX_SESSION_CHUNKS). Without that chunk, 200 non-readers on the smallest pool
+ * spent it before any had waited long enough to be taken back, and new sessions were
+ * reset before their first byte (proxy_sessionlog_nobufs under meson). A reader that keeps up
  * has an empty queue when the next bytes come (a request, its reply, a pipelined batch),
  * so small transfers go without a copy; one that does not gets copies after the first
  * buffer. A session thus holds at most one of the lcore's spares per direction: 1,000

@@ -161,11 +161,11 @@ def t_nonreaders(exe, driver):
         held = []
         wait_for(lambda: fds_of(pid) <= fds0, 30, "the proxy's fds back to %d (now %d)"
                  % (fds0, fds_of(pid)))
-        # The pool sized from --maxconn (4 chunks of 16 KiB per session and 256 more, and a
-        # third more for lib/net's reserve: about 55 MiB for 600), plus the receive buffers
+        # The pool sized from --maxconn (6 chunks of 16 KiB per session and 256 more, and a
+        # third more for lib/net's reserve: about 80 MiB for 600), plus the receive buffers
         # the relay holds (one of 4 KiB per direction at most, two pages each: it need not
         # start on one), plus 16 MiB for the rest.
-        pool = (256 + 4 * (n + 100)) * 4 // 3 * 16
+        pool = (256 + 6 * (n + 100)) * 4 // 3 * 16
         bound = pool + n * 2 * 8 + 16 * 1024
         log("proxy fds %d before, %d after; RSS %d KiB before, %d under the attack (bound "
             "+%d KiB)" % (fds0, fds_of(pid), rss0, rss1, bound))

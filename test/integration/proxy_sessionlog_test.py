@@ -10,6 +10,7 @@ One line per session, at its end:
   CLIENT [DD/Mon/YYYY:HH:MM:SS.mmm] FRONTEND BACKEND Tw/Tc/Tt C2S S2C CAUSE
 """
 import calendar
+import fcntl
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 
 import apptest
@@ -312,13 +314,20 @@ def t_nobufs(exe, driver):
         # nothing from the pool, and one waiting to switch stops reading below its share,
         # so whether the smallest pool runs out would depend on timing. Copy only here.
         p, path = logged_proxy(env, exe, driver, flood.addr(),
-                               ["--buffers", "347", "--client-timeout", "0",
+                               ["--buffers", "350", "--client-timeout", "0",
                                 "--server-timeout", "0", "--splice-threshold", "off"],
                                lcores="0")
         nobufs = lambda: hostile_proxy_test.nobufs(p)
         for _ in range(NONREADERS):
             held.append(env.add(hostile_proxy_test.nonreader(p.addr)))
         mine = {client_of(s) for s in held}
+        # Every non-reader has had its first bytes relayed before a reader comes: a reader
+        # takes chunks too, and a non-reader whose first bytes found the pool spent would
+        # be reset before it sent any (the fallback when no session may be taken back yet).
+        unread = lambda s: struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD,
+                                                          b"\0" * 4))[0]
+        wait_for(lambda: all(unread(s) > 0 for s in held), 30,
+                 "bytes relayed to every non-reader")
         # Each non-reader first fills the kernel's send buffer to it (autotuned up to
         # tcp_wmem's 4 MiB: about 560 MB for 200 of them), then its queue; readers come
         # every 0.2 s until the pool was taken back for them.
@@ -339,13 +348,26 @@ def t_nobufs(exe, driver):
         # A reader reads 4 KiB and closes: until it has, it waits for its reader too, and
         # under load may be the one reset (it is then counted, and logged, like the others).
         resets = lambda: [c for c, e in by_client(path).items() if e["cause"] == "nobufs_reset"]
-        wait_for(lambda: len(resets()) >= last, 10, "%d nobufs_reset lines" % last)
+        try:
+            wait_for(lambda: len(resets()) >= last - len(probes), 10,
+                 "%d nobufs_reset lines" % (last - len(probes)))
+        except proxy_test.Failure as e:
+            es = by_client(path)
+            causes = {}
+            for c, e2 in es.items():
+                k = ("probe " if c in probes else "nonreader ") + e2["cause"]
+                causes[k] = causes.get(k, 0) + 1
+            raise proxy_test.Failure("%s; proxy_nobufs %d, lines by cause %r, %d probes"
+                                     % (e, nobufs(), causes, len(probes))) from None
         es = by_client(path)
         check(set(es) <= mine | set(probes), "lines of other clients: %r"
               % (set(es) - mine - set(probes)))
         probes_reset = [c for c in resets() if c in probes]
-        check(len(resets()) == nobufs(), "%d lines say nobufs_reset, proxy_nobufs %d"
-              % (len(resets()), nobufs()))
+        # A reader may also be counted while its line gives the cause it ended with first
+        # (its close): at most one count per reader beyond the lines.
+        check(len(resets()) <= nobufs() <= len(resets()) + len(probes),
+              "%d lines say nobufs_reset, proxy_nobufs %d, %d readers"
+              % (len(resets()), nobufs(), len(probes)))
         es = {c: e for c, e in es.items() if c in mine}
         reset = [e for e in es.values() if e["cause"] == "nobufs_reset"]
         check(len(reset) == len(es), "%d lines of non-readers, %d say nobufs_reset: %r"
