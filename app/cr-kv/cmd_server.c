@@ -247,10 +247,19 @@ reply_flags(struct rbuf *o, uint32_t f)
 		const char *name;
 	} names[] = {
 	    /* Redis's order (its flag bits') */
-	    {KV_WRITE, "write"},       {KV_READONLY, "readonly"}, {KV_DENYOOM, "denyoom"},
-	    {KV_NOSCRIPT, "noscript"}, {KV_BLOCKING, "blocking"}, {KV_LOADING, "loading"},
-	    {KV_STALE, "stale"},       {KV_FAST, "fast"},	  {KV_NO_AUTH, "no_auth"},
-	    {KV_MOVABLEKEYS, "movablekeys"}};
+	    {KV_WRITE, "write"},
+	    {KV_READONLY, "readonly"},
+	    {KV_DENYOOM, "denyoom"},
+	    {KV_NOSCRIPT, "noscript"},
+	    {KV_BLOCKING, "blocking"},
+	    {KV_LOADING, "loading"},
+	    {KV_STALE, "stale"},
+	    {KV_SKIP_MONITOR, "skip_monitor"},
+	    {KV_FAST, "fast"},
+	    {KV_NO_AUTH, "no_auth"},
+	    {KV_NO_MANDATORY_KEYS, "no_mandatory_keys"},
+	    {KV_MOVABLEKEYS, "movablekeys"},
+	    {KV_ALLOW_BUSY, "allow_busy"}};
 	unsigned i, n = 0;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -611,7 +620,7 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 
 		SECTION("Memory");
 		human(h1, sizeof(h1), (double)t[3]);
-		human(h2, sizeof(h2), (double)kv.maxmemory);
+		human(h2, sizeof(h2), (double)kv_maxmemory());
 		LINE("used_memory:%lld", t[3]);
 		LINE("used_memory_human:%s", h1);
 		human(h1, sizeof(h1), (double)rss);
@@ -622,9 +631,9 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("used_memory_peak_human:%s", h1);
 		LINE("mem_fragmentation_ratio:%.2f", t[3] > 0 ? (double)rss / (double)t[3] : 0.0);
 		LINE("mem_allocator:libc");
-		LINE("maxmemory:%llu", kv.maxmemory);
+		LINE("maxmemory:%llu", kv_maxmemory());
 		LINE("maxmemory_human:%s", h2);
-		LINE("maxmemory_policy:noeviction");
+		LINE("maxmemory_policy:%s", kv_policy_name(kv_policy()));
 		LINE("mem_clients_slaves:0");
 		LINE("mem_clients_normal:%llu", (unsigned long long)atomic_load_explicit(
 						    &kv.clients_mem, memory_order_relaxed));
@@ -639,7 +648,7 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("rejected_connections:%llu",
 		     (unsigned long long)atomic_load_explicit(&kv.rejected, memory_order_relaxed));
 		LINE("expired_keys:%lld", t[6]);
-		LINE("evicted_keys:0");
+		LINE("evicted_keys:%llu", (unsigned long long)kv_evicted_keys());
 		LINE("evicted_clients:%llu", (unsigned long long)atomic_load_explicit(
 						 &kv.evicted_clients, memory_order_relaxed));
 		LINE("keyspace_hits:%lld", t[4]);

@@ -14,6 +14,7 @@
 #include "cr_log.h"
 #include "cr_telemetry.h"
 #include "kv.h"
+#include "script.h"
 
 CR_LOG_COMPONENT(kv_log, "app.kv")
 
@@ -290,7 +291,6 @@ dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 	scan_launch(kr, cursor, true);
 }
 
-
 #define SHARDS_SEVERAL (-1)
 #define SHARDS_NONE    (-2) /* no key, or malformed arguments: the command replies */
 
@@ -461,7 +461,19 @@ run_command(struct kconn *kc)
 		kc_reply_error(kc, "NOAUTH Authentication required.", 31);
 		return;
 	}
-	if ((cmd->flags & KV_DENYOOM) && kv.maxmemory != 0 && kv_used_memory() > kv.maxmemory) {
+	if (!(cmd->flags & KV_ALLOW_BUSY) && kv_script_busy_here()) {
+		/* A script of this lcore runs past lua-time-limit (script.h): Redis's
+		 * rejectCommand(), before MULTI queues it */
+		kv_cmd_rejected(kc, cmd);
+		if (cmd->fn == cmd_exec && kc->mx != NULL) {
+			kv_multi_refuse_exec(kc, kv_err_busy);
+			return;
+		}
+		kv_multi_flag(kc);
+		kc_reply_error(kc, kv_err_busy, strlen(kv_err_busy));
+		return;
+	}
+	if ((cmd->flags & KV_DENYOOM) && kv_evict_refuse()) {
 		kv_multi_flag(kc);
 		kv_cmd_rejected(kc, cmd);
 		kc_reply_error(kc, "OOM command not allowed when used memory > 'maxmemory'.", 55);
@@ -534,6 +546,9 @@ run_command(struct kconn *kc)
 		return;
 	case KV_ROUTE_TX:
 		kv_txcmd(kc, cmd, &x);
+		return;
+	case KV_ROUTE_SCRIPT:
+		dispatch_multi(kc, cmd, &x); /* its cmd->multi runs it (script_run.c) */
 		return;
 	}
 }
@@ -700,6 +715,7 @@ kv_process_input(struct kconn *kc)
 	}
 	kv_outq_flush(kc->sh); /* the parts this input queued for other shards, in one go */
 	kv_lazy_kick(kc->sh);
+	kv_evict_kick(kc->sh);
 	kc->in_input = false;
 	kc_flush(kc); /* may free kc */
 }

@@ -20,6 +20,7 @@
 #include "cr_telemetry.h"
 #include "cr_tls.h"
 #include "kv.h"
+#include "script.h"
 
 static struct {
 	struct cr_net_addr listen;
@@ -135,7 +136,8 @@ start(void *arg)
 	rc = cr_tcp_listen(&lo, &kv_conn_ops, NULL, &app.listener);
 	if (rc != 0)
 		return cr_app_errorf(rc, "--listen %s: %s",
-				     cr_net_addr_format(&app.listen, a, sizeof(a)), cr_strerror(rc));
+				     cr_net_addr_format(&app.listen, a, sizeof(a)),
+				     cr_strerror(rc));
 	cr_listener_addr(app.listener, &app.bound);
 	kv.port = cr_net_addr_port(&app.bound);
 	rc = cr_tls_app_listen(&app.tls, NULL, &kv_conn_ops, NULL, cl, sizeof(cl));
@@ -175,6 +177,7 @@ fini(bool failed, void *arg)
 	cr_tls_app_fini(&app.tls);
 	rc = shards_destroy(failed, arg);
 	kv_auth_fini(); /* no lcore reads the password now */
+	kv_sc_fini();	/* nor the script cache */
 	return rc;
 }
 
@@ -197,8 +200,18 @@ telemetry_counters(void)
 							"connections refused over --maxclients");
 	kv.tel_expired = cr_telemetry_counter_register("kv_expired_active", CR_TELEMETRY_COUNTER,
 						       "keys removed by active expiry");
+	kv.tel_moved = cr_telemetry_counter_register(
+	    "kv_clients_moved_in", CR_TELEMETRY_COUNTER,
+	    "clients that came here from a retiring lcore, connection and state");
+	kv.tel_reblocked = cr_telemetry_counter_register(
+	    "kv_blocked_moved_in", CR_TELEMETRY_COUNTER,
+	    "of those, clients blocked in BLPOP or its kind, blocked again here");
+	kv.tel_psfwd = cr_telemetry_counter_register(
+	    "kv_pubsub_forwarded", CR_TELEMETRY_COUNTER,
+	    "messages delivered here for a subscriber that had moved away, forwarded to it");
 	if (kv.tel_cmds < 0 || kv.tel_remote < 0 || kv.tel_proto < 0 || kv.tel_qbuf < 0 ||
-	    kv.tel_rejected < 0 || kv.tel_expired < 0)
+	    kv.tel_rejected < 0 || kv.tel_expired < 0 || kv.tel_moved < 0 ||
+	    kv.tel_reblocked < 0 || kv.tel_psfwd < 0)
 		return cr_app_errorf(-ENOSPC, "telemetry counters: %s", cr_strerror(-ENOSPC));
 	rc = kv_metrics_register();
 	if (rc != 0)
@@ -249,11 +262,18 @@ set_maxclients(const char *v, void *ctx)
 	return cr_parse_uint(v, 1, 1u << 24, &kv.maxclients);
 }
 
+/* --maxmemory and the eviction settings (evict.h): ctx is the KV_MP_* index. */
 static int
-set_maxmemory(const char *v, void *ctx)
+set_memparam(const char *v, void *ctx)
 {
-	(void)ctx;
-	return kv_parse_bytes(v, 0, ~0ULL, &kv.maxmemory);
+	unsigned i = (unsigned)(uintptr_t)ctx;
+	unsigned long long n;
+	const char *msg;
+
+	if (kv_memparam_parse(i, v, &n, &msg) != 0)
+		return -EINVAL;
+	kv_memparam_apply(i, n);
+	return 0;
 }
 
 static int
@@ -307,6 +327,19 @@ set_slowlog(const char *v, bool max_len)
 		kv_slowlog_set_max_len(n);
 	else
 		atomic_store_explicit(&kv_slowlog_slower_than, n, memory_order_relaxed);
+	return 0;
+}
+
+static int
+set_lua_time_limit(const char *v, void *ctx)
+{
+	const char *msg;
+	long long n;
+
+	(void)ctx;
+	if (kv_parse_slowlog(v, true, &n, &msg) != 0)
+		return -EINVAL;
+	atomic_store_explicit(&kv_lua_time_limit, n, memory_order_relaxed);
 	return 0;
 }
 
@@ -379,9 +412,31 @@ main(int argc, char **argv)
 	     "-ERR max number of clients reached",
 	     "1-16777216", set_maxclients, NULL},
 	    {"maxmemory", 0, "BYTES",
-	     "refuse writes with -OOM while the keyspace uses more (default 0: no limit; "
-	     "no eviction)",
-	     "a byte count with an optional unit: 100mb, 2gb, 0", set_maxmemory, NULL},
+	     "bound on the keyspace's memory: over it keys are evicted as --maxmemory-policy "
+	     "says, or writes refused with -OOM (default 0: no limit; also CONFIG SET)",
+	     "a byte count with an optional unit: 100mb, 2gb, 0", set_memparam,
+	     (void *)(uintptr_t)KV_MP_MAXMEMORY},
+	    {"maxmemory-policy", 0, "POLICY",
+	     "what goes over --maxmemory, as Redis 7.0 (default noeviction: writes get -OOM; "
+	     "also CONFIG SET)",
+	     "volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, "
+	     "allkeys-lfu, allkeys-random or noeviction",
+	     set_memparam, (void *)(uintptr_t)KV_MP_POLICY},
+	    {"maxmemory-samples", 0, "N",
+	     "keys sampled for each eviction pick (default 5; also CONFIG SET)",
+	     "an integer from 1 to 2147483647", set_memparam, (void *)(uintptr_t)KV_MP_SAMPLES},
+	    {"maxmemory-eviction-tenacity", 0, "N",
+	     "time an eviction pass may take before it goes on after other work: 50 us per "
+	     "unit up to 10, then 15 % more per unit, 100 no limit (default 10; also CONFIG "
+	     "SET)",
+	     "an integer from 0 to 100", set_memparam, (void *)(uintptr_t)KV_MP_TENACITY},
+	    {"lfu-log-factor", 0, "N",
+	     "how slowly the LFU counter grows (default 10; also CONFIG SET)",
+	     "an integer from 0 to 2147483647", set_memparam, (void *)(uintptr_t)KV_MP_LFU_LOG},
+	    {"lfu-decay-time", 0, "MINUTES",
+	     "the LFU counter drops by one per this many idle minutes (default 1, 0 never; also "
+	     "CONFIG SET)",
+	     "an integer from 0 to 2147483647", set_memparam, (void *)(uintptr_t)KV_MP_LFU_DECAY},
 	    {"maxmemory-clients", 0, "BYTES|N%",
 	     "bound on the memory of every client together (query buffers, replies waiting to "
 	     "be read): over it, the client taking the most is closed first, as Redis 7.0's "
@@ -409,6 +464,11 @@ main(int argc, char **argv)
 	    {"slowlog-max-len", 0, "N",
 	     "entries the slow log keeps, the newest (default 128; also CONFIG SET)",
 	     "an integer from 0 to 9223372036854775807", set_slowlog_len, NULL},
+	    {"lua-time-limit", 0, "MS",
+	     "a script running longer is busy: the other clients of its lcore get -BUSY and "
+	     "SCRIPT KILL may stop it, as Redis (default 5000; also CONFIG SET lua-time-limit "
+	     "or busy-reply-threshold)",
+	     "an integer from 0 to 9223372036854775807", set_lua_time_limit, NULL},
 	    {"requirepass", 0, "PASSWORD",
 	     "clients must AUTH (or HELLO ... AUTH default PASSWORD) with it before any other "
 	     "command, as Redis (default: none; also CONFIG SET requirepass)",

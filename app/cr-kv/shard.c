@@ -8,6 +8,7 @@
 
 #include "cr_telemetry.h"
 #include "kv.h"
+#include "script.h"
 
 /* Redis's serverCron at hz 10: active expiry, and a millisecond of moving the table's
  * buckets while it is being resized (activerehashing). */
@@ -22,6 +23,7 @@ shard_tick(struct cr_timer *t, void *arg)
 		cr_telemetry_add(kv.tel_expired, n);
 	kv_store_rehash_for(sh->store, 1000 * 1000ull);
 	kv_lazy_kick(sh);
+	kv_evict_kick(sh);
 	kv_climem_tick(sh);
 	kv_outq_tick(sh);
 	(void)kv_mem_peak(kv_used_memory()); /* INFO's used_memory_peak, as Redis's cron */
@@ -43,6 +45,7 @@ kv_shard_start(unsigned lcore)
 	kv_bw_init(sh);
 	kv_bp_init(sh);
 	kv_lazy_init(sh);
+	kv_evict_init(sh);
 	kv_outq_init(sh);
 	kv_climem_init(sh);
 	cr_timer_init(&sh->expire_timer, shard_tick, sh);
@@ -61,6 +64,7 @@ kv_shard_stop(unsigned lcore)
 	if (cr_timer_armed(&sh->closing_timer))
 		cr_timer_stop(&sh->closing_timer);
 	kv_lazy_fini(sh);
+	kv_evict_fini(sh);
 	kv_outq_fini(sh);
 	kv_climem_fini(sh);
 	/* Connections lib/net closed without on_close (the lcore stopped): free their
@@ -81,6 +85,7 @@ kv_shard_stop(unsigned lcore)
 	kv_ps_fini(sh); /* after its clients, who dropped their subscriptions */
 	kv_tx_shard_fini(sh);
 	kv_xshard_fini(sh);
+	kv_script_shard_fini(lcore); /* after the requests, whose scripts it held */
 	kreq_free_list(sh);
 	kv_mem_bind(NULL); /* the counter lives in sh, which main() frees */
 }

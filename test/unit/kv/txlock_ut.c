@@ -58,6 +58,7 @@ void kv_tx_late_flush(struct kv_shard *sh) { (void)sh; }
 void kv_tx_late_fini(struct kv_shard *sh) { (void)sh; }
 bool kv_bw_pending(const struct kv_shard *sh) { (void)sh; return false; }
 void kv_bw_serve(struct kv_shard *sh) { (void)sh; }
+void kv_ps_tag(uint32_t from, uint64_t seq) { (void)from, (void)seq; }
 void cmd_bw_watch(struct kv_ctx *x) { (void)x; }
 int cr_lease_acquire(struct cr_lease *l) { (void)l; return 0; }
 int cr_lease_release(struct cr_lease *l) { (void)l; return 0; }
