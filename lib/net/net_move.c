@@ -113,16 +113,34 @@ move_abort(struct cr_conn *c)
 	cr__conn_arm_timer(c);
 }
 
+/* Nothing of lib/net's or its layer's is under way: open, nothing queued or in flight. */
+static bool
+quiet(const struct cr_conn *c)
+{
+	return c->state == CONN_OPEN && !c->read_eof && !c->wr_shut_req && !c->finish_pending &&
+	       c->queued == 0 && c->send_op == 0 && c->bufs_held == 0 && layer_quiet(c);
+}
+
+/* The app's at_boundary first: whatever it does (a flush, a close) is then seen below. */
 static bool
 still_movable(struct cr_conn *c)
 {
-	if (c->state != CONN_OPEN || c->read_eof || c->wr_shut_req || c->finish_pending)
-		return false;
-	if (c->queued != 0 || c->send_op != 0 || c->bufs_held != 0 || !layer_quiet(c))
+	if (c->state != CONN_OPEN)
 		return false;
 	if (c->wire->at_boundary != NULL && !c->wire->at_boundary(c))
 		return false;
-	return cr_lcore_state(c->move_to) == CR_LCORE_RUNNING;
+	return quiet(c) && cr_lcore_state(c->move_to) == CR_LCORE_RUNNING;
+}
+
+/* The move is off after on_move_out gave the app's state: the app takes it back here. */
+static void
+take_back(struct cr_conn *c, struct net_move *m)
+{
+	void *state = m->state;
+
+	free(m);
+	c->ops->on_move_in(c, state);
+	move_abort(c);
 }
 
 static void move_in_msg(void *arg);
@@ -164,6 +182,12 @@ cr__conn_move_step(struct cr_conn *c)
 	/* The app first, then its layer: the layer is whole while the app hands over. */
 	m->state = c->ops->on_move_out(c);
 	m->data = c->data; /* as on_move_out left it */
+	if (!quiet(c)) {
+		/* on_move_out sent or closed, which cr_net.h forbids: the bytes it queued must
+		 * go from here, so the connection stays (its layer would refuse to leave). */
+		take_back(c, m);
+		return;
+	}
 	if (c->layer != NULL)
 		c->layer->move_out(c, m->layer_state);
 	rc = cr_send(c->move_to, move_in_msg, m);
@@ -171,13 +195,9 @@ cr__conn_move_step(struct cr_conn *c)
 		/* Refused at once: the message never ran; layer and app take their state back
 		 * here, in the order the new lcore would have. The layer's slot is the one it
 		 * left (this connection's), so taking it back cannot fail. */
-		void *state = m->state;
-
 		if (c->layer != NULL && c->layer->move_in(c, m->layer_state) != 0)
 			abort(); /* broken invariant: its own slot refused it */
-		free(m);
-		c->ops->on_move_in(c, state);
-		move_abort(c);
+		take_back(c, m);
 		return;
 	}
 	NET_STAT_ADD(c->nl, moved_out, 1);

@@ -30,6 +30,7 @@ static struct {
 	unsigned data_lcore, in_lcore;
 	unsigned waiting_at_out; /* ops waiting on the old lcore when on_move_out ran */
 	int close_err;
+	bool send_in_out; /* on_move_out sends (which cr_net.h forbids) */
 	void *state_in;
 	char in[256];
 	size_t in_len;
@@ -90,6 +91,8 @@ on_move_out(struct cr_conn *c)
 	order_add("A>");
 	st.outs++;
 	st.waiting_at_out = ut_io_waiting(cr_conn_lcore(c));
+	if (st.send_in_out)
+		CU_ASSERT_EQUAL(cr_conn_send(c, "late\n", 5), 0);
 	st.c = NULL;
 	return TOKEN;
 }
@@ -634,6 +637,33 @@ test_layer_refused_on_target(void)
 	}
 }
 
+/*
+ * An app that sends in on_move_out (cr_net.h forbids it): the bytes it queued go out from
+ * here, the app takes its state back, and the move is abandoned. Before, the connection
+ * left with them still queued and they were dropped with the old slot (a TLS layer, seeing
+ * itself not movable any more, aborted the process).
+ */
+static void
+test_send_in_move_out(void)
+{
+	uint64_t aborts = STAT(0, move_aborts), in1 = STAT(1, moved_in);
+	int fd = open_conn();
+
+	st.send_in_out = true;
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 1), 0);
+	ut_poll_until_idle(20);
+	CU_ASSERT_EQUAL(st.outs, 1);
+	CU_ASSERT_EQUAL(st.ins, 1);
+	CU_ASSERT_EQUAL(st.in_lcore, 0);
+	CU_ASSERT_PTR_EQUAL(st.state_in, TOKEN);
+	CU_ASSERT_EQUAL_FATAL(cr_conn_lcore(st.c), 0);
+	CU_ASSERT_EQUAL(STAT(0, move_aborts), aborts + 1);
+	CU_ASSERT_EQUAL(STAT(1, moved_in), in1);
+	CU_ASSERT_PTR_NOT_NULL(ut_io_op(0, CR_OP_SEND, fd));
+	CU_ASSERT_EQUAL(st.closes, 0);
+	close_conn();
+}
+
 /* What a move refuses at once. */
 static void
 test_move_refused(void)
@@ -771,6 +801,8 @@ static const struct ut_case cases[] = {
     {"layered: the new lcore's layer refuses: closed there, both freed",
      test_layer_refused_on_target},
     {"refused at once: self, no lcore, bytes queued", test_move_refused},
+    {"on_move_out sends: the bytes go from here, the app takes its state back",
+     test_send_in_move_out},
     {"target retires before the hand-over: the connection stays", test_target_retires_before},
     {"target retires after the hand-over: moved on, not closed", test_target_retires_after},
     {"two retires race: moved on by the second, to the lcore that stays", test_two_retires},
