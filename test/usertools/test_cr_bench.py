@@ -95,6 +95,12 @@ class Cli(unittest.TestCase):
                    "/nonexistent-dir/x.json")
         self.usage(["kv", "--modes", "set P1,plain"], "--modes", "'plain'", "get P16")
         self.usage(["handoff", "--modes", "plain"], "--modes", "accepted: none")
+        self.usage(["http", "--modes", "splice-min 3k"], "--modes", "'splice-min 3k'",
+                   "splice-min 64k")
+        self.usage(["http", "--baseline-build", "/"], "--baseline-build", "'/'",
+                   "with echo")
+        self.usage(["echo", "--baseline-build", "/nonexistent"], "--baseline-build",
+                   "'/nonexistent'", "app/cr-echo/cr-echo")
         self.usage(["resize", "--modes", "redis"], "--modes", "'redis'", "echo, http, kv, proxy")
         cpus = sorted(os.sched_getaffinity(0))
         self.usage(["http", "--server-cpu", str(cpus[0]), "--client-cpu", str(cpus[0])],
@@ -251,13 +257,20 @@ class Live(unittest.TestCase):
                 if x["ours"] and x["peer"]:
                     self.assertAlmostEqual(x["ratio_per_cpu"],
                                            x["ours"]["per_cpu_s"] / x["peer"]["per_cpu_s"])
+        # The static files: cr-http (if built) against nginx with sendfile, 4 KiB and 1 MiB.
+        for mode in ("static-4k", "static-1m"):
+            x = rows[(mode, "cr-http", "nginx")]
+            least = 100 if mode == "static-4k" else 10  # 1 MiB answers: fewer in 1 s
+            self.sane(x["peer"], "nginx " + mode, True, least)
+            if has_cr_http:
+                self.sane(x["ours"], "cr-http " + mode, True, least)
         self.assertIn("limit", r.stdout)
         self.assertIn("req/cpu-s", r.stdout)
 
-    def sane(self, d, what, plain):
+    def sane(self, d, what, plain, least=100):
         msg = "%s: %s" % (what, d)
-        self.assertGreater(d["requests"], 100, msg)
-        self.assertGreater(d["rps"], 100, msg)
+        self.assertGreater(d["requests"], least, msg)
+        self.assertGreater(d["rps"], least, msg)
         self.assertEqual(d["errors"], 0, msg)
         self.assertEqual(d["non_2xx"], 0, msg)
         # The server served the load: it spent CPU time, no more than the wall time allows.
