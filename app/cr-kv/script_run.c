@@ -39,7 +39,7 @@ const char kv_err_busy[] =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 
 /* Per lcore: its scripts' busy state (script_state.h). */
-static _Atomic uint32_t lstate[CR_MAX_LCORES];
+static _Atomic uint64_t lstate[CR_MAX_LCORES];
 static struct kv_lua *vms[CR_MAX_LCORES];
 
 /* Script flags (Redis 7.0's shebang). */
@@ -56,11 +56,12 @@ struct kv_srun {
 	uint32_t numkeys;
 	const struct kv_arg *keys;
 	bool ro, wrote, busy, killed, held, in_call, sub_done;
-	struct kreq *sub;  /* the redis.call under way */
-	lua_State *call_L; /* ... the coroutine that made it */
-	bool raise;	   /* ... redis.call (not pcall): an error reply raises */
-	int err_ref;	   /* an error to raise in call_L when it goes on (the hook) */
-	int keyset_ref;	   /* KEYS as a set, when there are many (declared()) */
+	struct kv_ss_script ss; /* its side of the lcore's busy state, while busy */
+	struct kreq *sub;	/* the redis.call under way */
+	lua_State *call_L;	/* ... the coroutine that made it */
+	bool raise;		/* ... redis.call (not pcall): an error reply raises */
+	int err_ref;		/* an error to raise in call_L when it goes on (the hook) */
+	int keyset_ref;		/* KEYS as a set, when there are many (declared()) */
 	uint64_t start_ns;
 	int64_t now_ms;
 	struct rbuf out;
@@ -87,6 +88,10 @@ kv_script_shard_fini(unsigned lcore)
 {
 	kv_lua_free(vms[lcore]);
 	vms[lcore] = NULL;
+	/* every script of the lcore was freed (srun_free() ended its busy time): the next
+	 * incarnation starts from a clean word whatever a bug left there (relaxed: the lcore
+	 * is stopped; a SCRIPT KILL racing with it sees no busy script either way) */
+	atomic_store_explicit(&lstate[lcore], 0, memory_order_relaxed);
 }
 
 bool
@@ -130,7 +135,7 @@ static void
 become_busy(struct kv_srun *r)
 {
 	r->busy = true;
-	kv_ss_busy_begin(&lstate[here()], r->wrote);
+	kv_ss_busy_begin(&lstate[here()], &r->ss, r->wrote);
 }
 
 static void
@@ -139,7 +144,7 @@ end_busy(struct kv_srun *r)
 	if (!r->busy)
 		return;
 	r->busy = false;
-	kv_ss_busy_end(&lstate[here()]);
+	kv_ss_busy_end(&lstate[here()], &r->ss);
 }
 
 /* A script is about to write: from now on it cannot be killed, unless a kill came first.
@@ -148,7 +153,7 @@ static bool
 note_write(struct kv_srun *r)
 {
 	r->wrote = true;
-	return !r->busy || kv_ss_write(&lstate[here()]);
+	return !r->busy || kv_ss_write(&lstate[here()], &r->ss);
 }
 
 static int
@@ -183,7 +188,7 @@ kv_script_hook(lua_State *L, void *ar)
 		return;
 	}
 	/* acquire: pairs with SCRIPT KILL's CAS */
-	if (r->killed || (r->busy && !r->wrote && kv_ss_kill_asked(&lstate[here()]))) {
+	if (r->killed || (r->busy && !r->wrote && kv_ss_kill_asked(&lstate[here()], &r->ss))) {
 		/* Every line from now on raises, as Redis's hook does: pcall cannot save it
 		 * (the library's own Lua lines, pcall's, are not the script's: they go on) */
 		lua_Debug d;
@@ -217,6 +222,7 @@ srun_free(void *arg)
 
 	if (r == NULL)
 		return;
+	end_busy(r); /* a script freed before it finished (its lcore stops) */
 	if (r->v != NULL) {
 		lua_State *L = r->v->L;
 

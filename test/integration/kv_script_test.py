@@ -20,6 +20,8 @@
              it; a script that wrote answers -UNKILLABLE; NOTBUSY when none runs.
   flush      SCRIPT LOAD on one lcore is seen by EVALSHA on every lcore; SCRIPT FLUSH on
              one makes EVALSHA answer NOSCRIPT on every lcore.
+  kill_state (two lcores) what one busy script did does not stick to another of its
+             lcore: a writer that ended leaves the other killable.
 
 Exits 0 (pass), 1 (fail), 77 (skip). Every loop is bounded in count and time.
 """
@@ -496,6 +498,46 @@ def t_flush(o):
         cs[0].cmd("SCRIPT", "FLUSH")
 
 
+def need_two(o):
+    if o.lcores != 2:
+        log("SKIP: needs a second shard")
+        raise SystemExit(kv_test.SKIP)
+
+
+KILL_OK = b"+OK\r\n"
+NOTBUSY = b"-NOTBUSY No scripts in execution right now.\r\n"
+
+
+def t_kill_state(o):
+    """Two busy scripts on lcore 0: A writes and ends, B never wrote. SCRIPT KILL then
+    stops B (it answered UNKILLABLE for ever when A's write stuck to the lcore)."""
+    need_two(o)
+    o.restart(["--lua-time-limit", "200"])
+    a, b = conn_on_lcore(o.kv.port, 0), conn_on_lcore(o.kv.port, 0)
+    k = conn_on_lcore(o.kv.port, 1)
+    remote, w = kv_test.on_shard("r", 1), kv_test.on_shard("w", 0)
+    # A waits for the other shard (a yield) so B starts; both go past the limit
+    A = ("local function now() local t = redis.call('TIME')"
+         " return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000 end\n"
+         "local t0 = now()\n"
+         "while now() - t0 < 400 do redis.call('GET', KEYS[1]) for i = 1, 2000 do end end\n"
+         "redis.call('SET', KEYS[2], 'x') for i = 1, 3000000 do end\n"
+         "while now() - t0 < 800 do redis.call('GET', KEYS[1]) end\n"
+         "return 'A done'")
+    a.send(kv_test.resp("EVAL", A, "2", remote, w))
+    time.sleep(0.05)
+    b.send(kv_test.resp("EVAL", LOOP, "0"))
+    got = a.replies(1, 10)[0]
+    check(got == b"$6\r\nA done\r\n", "A: %r" % got)
+    got = k.cmd("SCRIPT", "KILL")
+    check(got == KILL_OK, "SCRIPT KILL once the writer ended: %r" % got)
+    got = b.replies(1, 10)[0]
+    check(got.startswith(b"-ERR Script killed by user with SCRIPT KILL"), "B: %r" % got)
+    got = k.cmd("SCRIPT", "KILL")
+    check(got == NOTBUSY, "SCRIPT KILL after: %r" % got)
+    check(b.cmd("PING") == b"+PONG\r\n", "B's client goes on")
+
+
 TESTS = {
     "oracle": t_oracle,
     "undeclared": t_undeclared,
@@ -503,6 +545,7 @@ TESTS = {
     "stress": t_stress,
     "busy": t_busy,
     "flush": t_flush,
+    "kill_state": t_kill_state,
 }
 
 SEED = 18
