@@ -207,7 +207,7 @@ kv_script_hook(lua_State *L, void *ar)
 	limit = atomic_load_explicit(&kv_lua_time_limit, memory_order_relaxed);
 	if (!r->busy && now - r->start_ns >= (uint64_t)(limit > 0 ? limit : 0) * 1000000ull)
 		become_busy(r);
-	if (r->busy && v->can_probe && kv_lua_can_yield(v, L)) {
+	if (r->busy && kv_lua_can_yield(v, L, r->co)) {
 		v->our_yield = true; /* a time slice: the lcore goes round its loop */
 		lua_yield(L, 0);
 	}
@@ -290,6 +290,7 @@ resume(struct kv_srun *r, int nargs)
 	for (;;) {
 		v->cur = r;
 		v->our_yield = false;
+		v->depth = 0; /* r->co, resumed by the lcore */
 		st = lua_resume(r->co, nargs);
 		v->cur = NULL;
 		nargs = 0;
@@ -606,7 +607,7 @@ kv_script_call(lua_State *L)
 	if (((cmd->route == KV_ROUTE_ALL && kv.nshards > 1) ||
 	     (cmd->route != KV_ROUTE_LOCAL && cmd->route != KV_ROUTE_ALL && s != -2 &&
 	      s != (int)r->kr->kc->sh->index)) &&
-	    v->can_probe && !kv_lua_can_yield(v, L)) {
+	    v->can_probe && !kv_lua_can_yield(v, L, r->co)) {
 		free(base);
 		return push_err(L,
 				"ERR cr-kv: a redis.call for another shard cannot wait inside a "

@@ -22,6 +22,9 @@
              one makes EVALSHA answer NOSCRIPT on every lcore.
   kill_state (two lcores) what one busy script did does not stick to another of its
              lcore: a writer that ended leaves the other killable.
+  callback   a redis.call for another shard or a time slice inside a gsub/sort callback
+             or a metamethod, under pcall or a coroutine: refused (not sent), the script
+             goes on; the same nesting outside such a call waits for its answer.
 
 Exits 0 (pass), 1 (fail), 77 (skip). Every loop is bounded in count and time.
 """
@@ -538,6 +541,55 @@ def t_kill_state(o):
     check(b.cmd("PING") == b"+PONG\r\n", "B's client goes on")
 
 
+CANNOT_WAIT = b"cr-kv: a redis.call for another shard cannot wait inside a metamethod"
+
+
+def t_callback(o):
+    """A redis.call for another shard, or a time slice, inside a C call of the VM (a gsub
+    or sort callback, a metamethod) wrapped in pcall or a coroutine: refused before it is
+    sent (it used to be sent, then the yield failed and the script ended with its locks
+    released while the call was under way: a use after free); the same nesting without
+    the C call waits as it should."""
+    o.restart(["--lua-time-limit", "50"])
+    c = conn_on_lcore(o.kv.port, 0)
+    # a slice is not taken inside the callback: the script runs on (it ended in an error)
+    slow = ("local r; string.gsub('a', 'a', function() r = {pcall(function()"
+            " for i = 1, 3e7 do end return 'ok' end)} end) return r")
+    got = c.cmd("EVAL", slow, "0")
+    check(got == b"*2\r\n:1\r\n$2\r\nok\r\n", "slow loop in a gsub callback: %r" % got)
+    if o.lcores == 1:
+        return
+    k0, k1 = kv_test.on_shard("a", 0), kv_test.on_shard("b", 1)
+    check(c.cmd("SET", k1, "remote") == b"+OK\r\n", "SET")
+    refused = [
+        "local r; string.gsub('a', 'a', function() r = {pcall(redis.call, 'GET', KEYS[2])}"
+        " end) return r",
+        "local t = {3, 1, 2} local r; table.sort(t, function(a, b) if not r then"
+        " r = {pcall(redis.call, 'GET', KEYS[2])} end return a < b end) return r",
+        "local m = setmetatable({}, {__index = function(t, k) local co = coroutine.wrap("
+        "function() return redis.pcall('GET', KEYS[2]) end) return {co()} end}) return m.x",
+        "local r; string.gsub('a', 'a', function() r = {coroutine.resume(coroutine.create("
+        "function() return pcall(redis.call, 'GET', KEYS[2]) end))} end) return r",
+    ]
+    for sc in refused:
+        for _ in range(3):
+            got = c.cmd("EVAL", sc, "2", k0, k1)
+            check(CANNOT_WAIT in got, "%s: %r" % (sc, got))
+            check(c.cmd("PING") == b"+PONG\r\n", "PING after %s" % sc)
+    waits = [
+        ("return {pcall(redis.call, 'GET', KEYS[2])}", b"*2\r\n:1\r\n$6\r\nremote\r\n"),
+        ("return {pcall(function() return pcall(redis.call, 'GET', KEYS[2]) end)}",
+         b"*3\r\n:1\r\n:1\r\n$6\r\nremote\r\n"),
+        ("local co = coroutine.wrap(function() return pcall(redis.call, 'GET', KEYS[2]) end)"
+         " return {co()}", b"*2\r\n:1\r\n$6\r\nremote\r\n"),
+    ]
+    for sc, want in waits:
+        got = c.cmd("EVAL", sc, "2", k0, k1)
+        check(got == want, "%s: %r" % (sc, got))
+    # the keys' locks were released once, at the script's end: others go on
+    check(conn_on_lcore(o.kv.port, 1).cmd("SET", k0, "v") == b"+OK\r\n", "SET after")
+
+
 TESTS = {
     "oracle": t_oracle,
     "undeclared": t_undeclared,
@@ -546,6 +598,7 @@ TESTS = {
     "busy": t_busy,
     "flush": t_flush,
     "kill_state": t_kill_state,
+    "callback": t_callback,
 }
 
 SEED = 18
