@@ -883,21 +883,20 @@ kv_script_eval(struct kreq *kr)
 	}
 	push_strings(v->L, kr->argv + 3 + r->numkeys, kr->argc - 3 - r->numkeys);
 	r->argv_ref = luaL_ref(v->L, LUA_REGISTRYINDEX);
-	if (kr->on_done == NULL) {
-		/* A client's own EVAL: nothing of its later commands runs until it is done. */
-		r->held = true;
-		kr->kc->blocked++;
-	}
+	/* A client's own EVAL: nothing of its later commands runs until it is done. */
 	if (r->numkeys == 0) {
+		if (kr->on_done == NULL) {
+			r->held = true;
+			kr->kc->blocked++;
+		}
 		start(r);
 		return;
 	}
+	/* With keys, the transaction's own hold does it, kept to its end: kv_tx_finish()
+	 * releases it however the transaction ends, also when its locks could not be taken
+	 * (then r never runs, and finish() is not called). */
 	r->tx = kv_tx_new(kr); /* its state is now the transaction's, which owns r */
 	if (r->tx == NULL) {
-		if (r->held) {
-			r->held = false;
-			kv_unblock(kr->kc);
-		}
 		kr->state = NULL;
 		srun_free(r);
 		kr->final = &kr->reply;
@@ -906,6 +905,7 @@ kv_script_eval(struct kreq *kr)
 	}
 	r->tx->cmd = r;
 	r->tx->cmd_fini = srun_free;
+	r->tx->block_to_end = true;
 	rc = 0;
 	for (i = 0; i < r->numkeys && rc == 0; i++)
 		rc = kv_tx_key(r->tx, 3 + i, !r->ro);

@@ -25,6 +25,8 @@
   callback   a redis.call for another shard or a time slice inside a gsub/sort callback
              or a metamethod, under pcall or a coroutine: refused (not sent), the script
              goes on; the same nesting outside such a call waits for its answer.
+  lockfail   (two lcores) an EVAL whose locks cannot be taken (a shard's lcore retired)
+             answers, and the client's next command is answered.
 
 Exits 0 (pass), 1 (fail), 77 (skip). Every loop is bounded in count and time.
 """
@@ -590,6 +592,35 @@ def t_callback(o):
     check(conn_on_lcore(o.kv.port, 1).cmd("SET", k0, "v") == b"+OK\r\n", "SET after")
 
 
+def t_lockfail(o):
+    """EVAL whose locks cannot all be taken (lcore 1, holding the second key's shard,
+    retired): the client gets an answer and its next command is answered (it was
+    never: the script's hold on the connection was not released)."""
+    need_two(o)
+    import tempfile
+    d = tempfile.mkdtemp(prefix="kvscript.")
+    o.tmpdirs.append(d)
+    tp = os.path.join(d, "tel.sock")
+    o.restart(["--telemetry", tp])
+    c = conn_on_lcore(o.kv.port, 0)
+    k0, k1 = kv_test.on_shard("a", 0), kv_test.on_shard("b", 1)
+    kv_test.telemetry_cmd(tp, "/lcore/retire,1")
+    t0 = time.time()
+    while time.time() - t0 < 10:
+        lc = [x for x in kv_test.telemetry_cmd(tp, "/lcores")["/lcores"] if x["lcore"] == 1]
+        if lc and lc[0]["state"] == "OFFLINE":
+            break
+        time.sleep(0.05)
+    for sc, keys in (("return 1", [k0, k1]), ("return redis.call('GET', KEYS[1])", [k1]),
+                     ("return 2", [k1, k0])):
+        got = c.cmd("EVAL", sc, str(len(keys)), *keys)
+        # the shard is unreachable (or, once shards move on retire, served elsewhere)
+        check(got.startswith(b"-") or got.startswith(b":") or got.startswith(b"$"),
+              "EVAL: %r" % got)
+        check(c.cmd("PING") == b"+PONG\r\n", "PING after %s" % sc)
+    kv_test.telemetry_cmd(tp, "/lcore/start,1")
+
+
 TESTS = {
     "oracle": t_oracle,
     "undeclared": t_undeclared,
@@ -599,6 +630,7 @@ TESTS = {
     "flush": t_flush,
     "kill_state": t_kill_state,
     "callback": t_callback,
+    "lockfail": t_lockfail,
 }
 
 SEED = 18
