@@ -49,19 +49,27 @@ lcore_stop(unsigned lcore, void *arg)
 }
 
 /* A shutdown: the clients blocked here get their answer (the null reply) before they
- * are closed. */
+ * are closed; the scripts running here stop (see kv_script_closing()). */
+static void
+closing_hook(unsigned lcore, bool shutdown)
+{
+	if (kv.shards[lcore] != NULL)
+		kv_clients_closing(kv.shards[lcore]);
+	kv_script_closing(lcore, shutdown);
+}
+
 static void
 shutdown_hook(unsigned lcore, void *arg)
 {
 	(void)arg;
-	if (kv.shards[lcore] != NULL)
-		kv_clients_closing(kv.shards[lcore]);
+	closing_hook(lcore, true);
 }
 
 static void
 retire_hook(unsigned lcore, void *arg)
 {
-	shutdown_hook(lcore, arg);
+	(void)arg;
+	closing_hook(lcore, false);
 	/* The shard's keys stay with this lcore: while it is offline they cannot be
 	 * reached (requests for them fail). See doc/guides/kv.md. */
 	fprintf(stderr,

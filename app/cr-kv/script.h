@@ -74,6 +74,11 @@ void kv_script_eval(struct kreq *kr);
 /* The lcore's VM, made at first use (NULL: ENOMEM). */
 struct kv_lua *kv_lua_here(void);
 void kv_script_shard_fini(unsigned lcore);
+/* Lcore @p lcore starts closing (its shutdown or retire hook, on it): its running scripts
+ * stop at their next hook, with an error reply: at a shutdown all of them (as Redis's
+ * SHUTDOWN NOSAVE), at a retire those that did not write (one that wrote runs to its end,
+ * and the retire waits for it). */
+void kv_script_closing(unsigned lcore, bool shutdown);
 
 /* ---- script_lua.c: one lcore's VM ---- */
 

@@ -41,6 +41,9 @@ const char kv_err_busy[] =
 /* Per lcore: its scripts' busy state (script_state.h). */
 static _Atomic uint64_t lstate[CR_MAX_LCORES];
 static struct kv_lua *vms[CR_MAX_LCORES];
+/* Per lcore (its own): it is closing, and which of its scripts stop (kv_script_closing()). */
+enum { STOP_NONE, STOP_UNWRITTEN, STOP_ALL };
+static uint8_t closing[CR_MAX_LCORES];
 
 /* Script flags (Redis 7.0's shebang). */
 #define SF_NO_WRITES 0x1u
@@ -56,12 +59,13 @@ struct kv_srun {
 	uint32_t numkeys;
 	const struct kv_arg *keys;
 	bool ro, wrote, busy, killed, held, in_call, sub_done;
-	struct kv_ss_script ss; /* its side of the lcore's busy state, while busy */
-	struct kreq *sub;	/* the redis.call under way */
-	lua_State *call_L;	/* ... the coroutine that made it */
-	bool raise;		/* ... redis.call (not pcall): an error reply raises */
-	int err_ref;		/* an error to raise in call_L when it goes on (the hook) */
-	int keyset_ref;		/* KEYS as a set, when there are many (declared()) */
+	struct kv_ss_script ss;	     /* its side of the lcore's busy state, while busy */
+	struct cr_timer slice_timer; /* a slice when the defer queue is full */
+	struct kreq *sub;	     /* the redis.call under way */
+	lua_State *call_L;	     /* ... the coroutine that made it */
+	bool raise;		     /* ... redis.call (not pcall): an error reply raises */
+	int err_ref;		     /* an error to raise in call_L when it goes on (the hook) */
+	int keyset_ref;		     /* KEYS as a set, when there are many (declared()) */
 	uint64_t start_ns;
 	int64_t now_ms;
 	struct rbuf out;
@@ -84,6 +88,15 @@ kv_lua_here(void)
 }
 
 void
+kv_script_closing(unsigned lcore, bool shutdown)
+{
+	uint8_t stop = shutdown ? STOP_ALL : STOP_UNWRITTEN;
+
+	if (stop > closing[lcore])
+		closing[lcore] = stop; /* the scripts' hooks read it (stopped()) */
+}
+
+void
 kv_script_shard_fini(unsigned lcore)
 {
 	kv_lua_free(vms[lcore]);
@@ -92,6 +105,7 @@ kv_script_shard_fini(unsigned lcore)
 	 * incarnation starts from a clean word whatever a bug left there (relaxed: the lcore
 	 * is stopped; a SCRIPT KILL racing with it sees no busy script either way) */
 	atomic_store_explicit(&lstate[lcore], 0, memory_order_relaxed);
+	closing[lcore] = STOP_NONE; /* its next start */
 }
 
 bool
@@ -147,11 +161,22 @@ end_busy(struct kv_srun *r)
 	kv_ss_busy_end(&lstate[here()], &r->ss);
 }
 
+/* Its lcore is closing and this script is to stop (kv_script_closing()). */
+static bool
+stopped(const struct kv_srun *r)
+{
+	uint8_t c = closing[here()];
+
+	return c == STOP_ALL || (c == STOP_UNWRITTEN && !r->wrote);
+}
+
 /* A script is about to write: from now on it cannot be killed, unless a kill came first.
  * @return false if it was killed. */
 static bool
 note_write(struct kv_srun *r)
 {
+	if (stopped(r))
+		return false;
 	r->wrote = true;
 	return !r->busy || kv_ss_write(&lstate[here()], &r->ss);
 }
@@ -161,7 +186,9 @@ raise_killed(lua_State *L)
 {
 	lua_newtable(L);
 	lua_pushstring(L, "err");
-	lua_pushstring(L, "ERR Script killed by user with SCRIPT KILL...");
+	lua_pushstring(L, closing[here()] != STOP_NONE
+			      ? "ERR cr-kv: script stopped: its lcore shuts down or retires"
+			      : "ERR Script killed by user with SCRIPT KILL...");
 	lua_rawset(L, -3);
 	return lua_error(L);
 }
@@ -188,7 +215,8 @@ kv_script_hook(lua_State *L, void *ar)
 		return;
 	}
 	/* acquire: pairs with SCRIPT KILL's CAS */
-	if (r->killed || (r->busy && !r->wrote && kv_ss_kill_asked(&lstate[here()], &r->ss))) {
+	if (r->killed || stopped(r) ||
+	    (r->busy && !r->wrote && kv_ss_kill_asked(&lstate[here()], &r->ss))) {
 		/* Every line from now on raises, as Redis's hook does: pcall cannot save it
 		 * (the library's own Lua lines, pcall's, are not the script's: they go on) */
 		lua_Debug d;
@@ -223,6 +251,8 @@ srun_free(void *arg)
 	if (r == NULL)
 		return;
 	end_busy(r); /* a script freed before it finished (its lcore stops) */
+	if (cr_timer_armed(&r->slice_timer))
+		cr_timer_stop(&r->slice_timer);
 	if (r->v != NULL) {
 		lua_State *L = r->v->L;
 
@@ -282,6 +312,13 @@ slice(void *arg)
 }
 
 static void
+slice_timer(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	resume(arg, 0);
+}
+
+static void
 resume(struct kv_srun *r, int nargs)
 {
 	struct kv_lua *v = r->v;
@@ -306,10 +343,11 @@ resume(struct kv_srun *r, int nargs)
 		v->our_yield = false;
 		if (r->sub != NULL)
 			return; /* a redis.call waits for another shard: call_done() resumes */
-		/* A time slice: the lcore goes round its loop, then this goes on. */
-		if (cr_defer(slice, r) == 0)
-			return;
-		r->killed = true; /* the lcore is closing: the script ends at its next hook */
+		/* A time slice: the lcore goes round its loop, then this goes on (in a tick
+		 * if its defer queue is full: a script that wrote must not be cut). */
+		if (cr_defer(slice, r) != 0)
+			cr_timer_start(&r->slice_timer, 1);
+		return;
 	}
 	rb_reset(&r->out);
 	if (st == 0)
@@ -327,6 +365,7 @@ resume(struct kv_srun *r, int nargs)
 static void
 start(struct kv_srun *r)
 {
+	cr_timer_init(&r->slice_timer, slice_timer, r);
 	r->start_ns = cr_clock_ns();
 	r->now_ms = r->kr->now_ms != 0 ? r->kr->now_ms : kv_now_ms();
 	resume(r, 0);

@@ -27,11 +27,15 @@
              goes on; the same nesting outside such a call waits for its answer.
   lockfail   (two lcores) an EVAL whose locks cannot be taken (a shard's lcore retired)
              answers, and the client's next command is answered.
+  closing    a shutdown stops the running scripts (one that wrote too) and the process
+             exits; (two lcores) a retire stops a script that did not write.
 
 Exits 0 (pass), 1 (fail), 77 (skip). Every loop is bounded in count and time.
 """
 import os
 import random
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -621,6 +625,71 @@ def t_lockfail(o):
     kv_test.telemetry_cmd(tp, "/lcore/start,1")
 
 
+STOPPED = b"-ERR cr-kv: script stopped: its lcore shuts down or retires"
+WRITER = "redis.call('SET', KEYS[1], 'w') " + LOOP
+
+
+def wait_busy(port, lc):
+    c = conn_on_lcore(port, lc)
+    t0 = time.time()
+    while time.time() - t0 < 10:
+        if c.cmd("PING").startswith(b"-BUSY"):
+            return
+        time.sleep(0.02)
+    raise Failure("lcore %d never busy" % lc)
+
+
+def t_closing(o):
+    """A shutdown stops the running scripts, one that wrote too (as Redis's SHUTDOWN
+    NOSAVE): one SIGTERM, the process exits well within its --shutdown-timeout plus a
+    bound, each script's client answered. A retire stops a script that did not write.
+    (They ran on for ever: a busy script's slices kept the lcore from closing.)"""
+    for first in (LOOP, WRITER):
+        o.restart(["--lua-time-limit", "100", "--shutdown-timeout", "1"])
+        runs = []
+        for lc in range(o.lcores):
+            sc = first if lc == 0 else (WRITER if first == LOOP else LOOP)
+            k = kv_test.on_shard("c", lc, o.lcores) if o.lcores == 2 else "c0"
+            c = conn_on_lcore(o.kv.port, lc)
+            c.send(kv_test.resp("EVAL", sc, "1", k))
+            runs.append(c)
+            wait_busy(o.kv.port, lc)
+        o.kv.proc.send_signal(signal.SIGTERM)
+        try:
+            o.kv.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            raise Failure("%s: still running 10 s after SIGTERM" % first)
+        for c in runs:
+            try:
+                got = c.replies(1, 5)[0]
+            except Failure:
+                got = b""  # closed at the end of the shutdown, unanswered
+            check(got.startswith(STOPPED), "%s: the script's reply %r" % (first, got))
+    if o.lcores == 1:
+        return
+    import tempfile
+    d = tempfile.mkdtemp(prefix="kvscript.")
+    o.tmpdirs.append(d)
+    tp = os.path.join(d, "tel.sock")
+    o.restart(["--lua-time-limit", "100", "--telemetry", tp])
+    c = conn_on_lcore(o.kv.port, 1)
+    c.send(kv_test.resp("EVAL", LOOP, "0"))
+    wait_busy(o.kv.port, 1)
+    kv_test.telemetry_cmd(tp, "/lcore/retire,1")
+    got = c.replies(1, 10)[0]
+    check(got.startswith(STOPPED), "retire: the script's reply %r" % got)
+    t0 = time.time()
+    while time.time() - t0 < 10:
+        st = [x["state"] for x in kv_test.telemetry_cmd(tp, "/lcores")["/lcores"]
+              if x["lcore"] == 1]
+        if st and st[0] == "OFFLINE":
+            break
+        time.sleep(0.05)
+    else:
+        raise Failure("lcore 1 not OFFLINE 10 s after its retire")
+    check(c.cmd("PING") == b"+PONG\r\n", "the client goes on (moved)")
+
+
 TESTS = {
     "oracle": t_oracle,
     "undeclared": t_undeclared,
@@ -631,6 +700,7 @@ TESTS = {
     "kill_state": t_kill_state,
     "callback": t_callback,
     "lockfail": t_lockfail,
+    "closing": t_closing,
 }
 
 SEED = 18
