@@ -30,6 +30,7 @@
 #include <lua.h>
 
 #include "kv.h"
+#include "later.h"
 #include "script.h"
 #include "script_state.h"
 
@@ -345,8 +346,7 @@ resume(struct kv_srun *r, int nargs)
 			return; /* a redis.call waits for another shard: call_done() resumes */
 		/* A time slice: the lcore goes round its loop, then this goes on (in a tick
 		 * if its defer queue is full: a script that wrote must not be cut). */
-		if (cr_defer(slice, r) != 0)
-			cr_timer_start(&r->slice_timer, 1);
+		kv_later(slice, r, &r->slice_timer);
 		return;
 	}
 	rb_reset(&r->out);
