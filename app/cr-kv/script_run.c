@@ -16,9 +16,10 @@
  * Past lua-time-limit the script is "busy": its lcore's other clients get -BUSY, and the
  * count hook (every 100,000 instructions) yields the coroutine for a time slice, so the
  * lcore goes round its loop between slices: it reads its sockets (a SCRIPT KILL sent to
- * it is parsed there as any command) and its mailbox. SCRIPT KILL, from any lcore, sets a
- * flag in the busy lcore's state word that the hook reads; a script that wrote is
- * unkillable, decided atomically in that same word.
+ * it is parsed there as any command) and its mailbox. SCRIPT KILL, from any lcore, counts
+ * a kill in the busy lcore's state word that the hook reads; a script that wrote is
+ * unkillable, decided atomically in that same word (script_state.h). A shutdown or a
+ * retire stops the lcore's scripts at their next hook (kv_script_closing()).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -618,6 +618,7 @@ def t_lockfail(o):
     for sc, keys in (("return 1", [k0, k1]), ("return redis.call('GET', KEYS[1])", [k1]),
                      ("return 2", [k1, k0])):
         got = c.cmd("EVAL", sc, str(len(keys)), *keys)
+        log("lockfail: %s: %r" % (sc, got))
         # the shard is unreachable (or, once shards move on retire, served elsewhere)
         check(got.startswith(b"-") or got.startswith(b":") or got.startswith(b"$"),
               "EVAL: %r" % got)
@@ -629,8 +630,7 @@ STOPPED = b"-ERR cr-kv: script stopped: its lcore shuts down or retires"
 WRITER = "redis.call('SET', KEYS[1], 'w') " + LOOP
 
 
-def wait_busy(port, lc):
-    c = conn_on_lcore(port, lc)
+def wait_busy(c, lc):
     t0 = time.time()
     while time.time() - t0 < 10:
         if c.cmd("PING").startswith(b"-BUSY"):
@@ -646,14 +646,14 @@ def t_closing(o):
     (They ran on for ever: a busy script's slices kept the lcore from closing.)"""
     for first in (LOOP, WRITER):
         o.restart(["--lua-time-limit", "100", "--shutdown-timeout", "1"])
-        runs = []
+        # every connection first: one made once an lcore is busy could not tell its lcore
+        runs = [conn_on_lcore(o.kv.port, lc) for lc in range(o.lcores)]
+        others = [conn_on_lcore(o.kv.port, lc) for lc in range(o.lcores)]
         for lc in range(o.lcores):
             sc = first if lc == 0 else (WRITER if first == LOOP else LOOP)
             k = kv_test.on_shard("c", lc, o.lcores) if o.lcores == 2 else "c0"
-            c = conn_on_lcore(o.kv.port, lc)
-            c.send(kv_test.resp("EVAL", sc, "1", k))
-            runs.append(c)
-            wait_busy(o.kv.port, lc)
+            runs[lc].send(kv_test.resp("EVAL", sc, "1", k))
+            wait_busy(others[lc], lc)
         o.kv.proc.send_signal(signal.SIGTERM)
         try:
             o.kv.proc.wait(timeout=10)
@@ -672,9 +672,9 @@ def t_closing(o):
     o.tmpdirs.append(d)
     tp = os.path.join(d, "tel.sock")
     o.restart(["--lua-time-limit", "100", "--telemetry", tp])
-    c = conn_on_lcore(o.kv.port, 1)
+    c, other = conn_on_lcore(o.kv.port, 1), conn_on_lcore(o.kv.port, 1)
     c.send(kv_test.resp("EVAL", LOOP, "0"))
-    wait_busy(o.kv.port, 1)
+    wait_busy(other, 1)
     kv_test.telemetry_cmd(tp, "/lcore/retire,1")
     got = c.replies(1, 10)[0]
     check(got.startswith(STOPPED), "retire: the script's reply %r" % got)
