@@ -58,7 +58,8 @@ KV_CMD(config_resetstat)
 {
 	struct kv_shard *sh = x->sh;
 
-	memset(sh->cstat, 0, sizeof(sh->cstat));
+	if (sh == kv_here())
+		memset(sh->cstat, 0, sizeof(sh->cstat)); /* its lcore's: not a moved shard's */
 	sh->hits = sh->misses = sh->expired_active = 0;
 	sh->tx.tx_total = sh->tx.parked_total = 0;
 	kv_store_reset_expired(sh->store);

@@ -67,6 +67,10 @@ run_here(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 	cmd->fn(x);
 	kv_cmd_ran(kc, cmd, x->argc, x->argv, cr_clock_ns() - t0,
 		   x->out->len > at && x->out->p[at] == '-');
+	/* A command without keys (or refused) runs here even while the home shard is away
+	 * (shardmove.c): it touched no key, and the shard is not ours to touch. */
+	if (!kv_home_here(x->sh))
+		return;
 	if (cmd->flags & KV_WRITE) {
 		/* WATCH's versions: one counter bumped for the common single-key write. */
 		if (x->h1_ok && cmd->route == KV_ROUTE_KEY1)
@@ -290,7 +294,6 @@ dispatch_scan(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 	scan_launch(kr, cursor, true);
 }
 
-
 #define SHARDS_SEVERAL (-1)
 #define SHARDS_NONE    (-2) /* no key, or malformed arguments: the command replies */
 
@@ -360,7 +363,7 @@ dispatch_keys(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 
 	if ((cmd->flags & KV_BLOCKING) && s != SHARDS_NONE)
 		kv_bpop_dispatch(kc, cmd, x, s >= 0 ? s : -1); /* it may wait: always a request */
-	else if (s == SHARDS_NONE || (s == (int)sh->index && kv_tx_clear(sh)))
+	else if (s == SHARDS_NONE || (s == (int)sh->index && kv_home_here(sh) && kv_tx_clear(sh)))
 		run_here(kc, cmd, x);
 	else if (s >= 0)
 		dispatch_parts(kc, cmd, x, (unsigned)s);
@@ -509,7 +512,7 @@ run_command(struct kconn *kc)
 			x.h1 = h; /* the command's own lookup needs not hash it again */
 			x.h1_ok = true;
 		}
-		if (s == sh->index && kv_tx_clear(sh))
+		if (s == sh->index && kv_home_here(sh) && kv_tx_clear(sh))
 			run_here(kc, cmd, &x);
 		else
 			dispatch_parts(kc, cmd, &x, s);
@@ -655,7 +658,7 @@ prefetch_batch(struct kconn *kc)
 			p += len + 2;
 		}
 		hs[n] = kv_hash(key, klen);
-		if (key_shard_h(key, klen, hs[n]) == kc->sh->index)
+		if (key_shard_h(key, klen, hs[n]) == kc->sh->index && kv_home_here(kc->sh))
 			kv_prefetch_bucket(st, hs[n++]);
 	}
 done:

@@ -58,6 +58,15 @@ ps_here(struct kv_shard *sh)
 	return sh->ps;
 }
 
+/* A PUBLISH or PUBSUB part runs on each shard's owner for that lcore's subscribers: the
+ * part of a shard its home lcore does not run now (it moved, shardmove.c) reaches no one
+ * (the owner's own part reaches its subscribers once). */
+static struct kv_psshard *
+ps_part(struct kv_ctx *x)
+{
+	return x->sh == kv_here() ? x->sh->ps : NULL;
+}
+
 int
 kv_ps_init(struct kv_shard *sh)
 {
@@ -154,7 +163,8 @@ chan_slot(struct kv_psshard *ps, const char *p, size_t len, uint64_t h)
 {
 	struct ps_chan **pp = &ps->tab[h & ps->mask];
 
-	while (*pp != NULL && !((*pp)->h == h && (*pp)->len == len && memcmp((*pp)->name, p, len) == 0))
+	while (*pp != NULL &&
+	       !((*pp)->h == h && (*pp)->len == len && memcmp((*pp)->name, p, len) == 0))
 		pp = &(*pp)->hnext;
 	return pp;
 }
@@ -309,7 +319,8 @@ ps_del(struct kconn *kc, const char *p, size_t len, bool pattern)
 	     pp = &(*pp)->cnext) {
 		struct ps_sub *s = *pp;
 
-		if (s->ch->pattern != pattern || s->ch->len != len || memcmp(s->ch->name, p, len) != 0)
+		if (s->ch->pattern != pattern || s->ch->len != len ||
+		    memcmp(s->ch->name, p, len) != 0)
 			continue;
 		*pp = s->cnext;
 		if (pattern)
@@ -507,11 +518,15 @@ deliver_all(struct kv_psshard *ps, struct ps_chan *c, const struct ps_chan *pat,
 /* PUBLISH channel message, on each shard: its lcore's subscribers; answers how many. */
 KV_CMD(publish)
 {
-	struct kv_psshard *ps = ps_here(x->sh);
+	struct kv_psshard *ps = ps_part(x);
 	const struct kv_arg *ch = &x->argv[1], *msg = &x->argv[2];
 	struct ps_chan *c, *p;
 	size_t n = 0;
 
+	if (ps == NULL) {
+		rb_int(x->out, 0);
+		return;
+	}
 	ps->delivering++;
 	c = *chan_slot(ps, ch->p, ch->len, kv_hash(ch->p, ch->len));
 	if (c != NULL)
@@ -527,16 +542,16 @@ KV_CMD(publish)
 /* PUBSUB CHANNELS [pattern]: this shard's channels (with subscribers) matching it. */
 KV_CMD(pubsub_channels)
 {
-	struct kv_psshard *ps = ps_here(x->sh);
+	struct kv_psshard *ps = ps_part(x);
 	size_t at = kv_array_begin(x->out), i;
 	long long n = 0;
 	struct ps_chan *c;
 
-	for (i = 0; i <= ps->mask; i++)
+	for (i = 0; ps != NULL && i <= ps->mask; i++)
 		for (c = ps->tab[i]; c != NULL; c = c->hnext) {
 			if (c->nsubs == 0 ||
-			    (x->argc > 2 && !kv_stringmatch(x->argv[2].p, x->argv[2].len, c->name,
-							    c->len, false)))
+			    (x->argc > 2 &&
+			     !kv_stringmatch(x->argv[2].p, x->argv[2].len, c->name, c->len, false)))
 				continue;
 			rb_bulk(x->out, c->name, c->len);
 			n++;
@@ -560,13 +575,14 @@ precheck_pubsub_channels(struct kv_ctx *x)
 /* PUBSUB NUMSUB channel...: this shard's counts, one integer per channel. */
 KV_CMD(pubsub_numsub)
 {
-	struct kv_psshard *ps = ps_here(x->sh);
+	struct kv_psshard *ps = ps_part(x);
 	uint32_t i;
 
 	rb_array(x->out, x->argc - 2);
 	for (i = 2; i < x->argc; i++) {
 		const struct kv_arg *a = &x->argv[i];
-		struct ps_chan *c = *chan_slot(ps, a->p, a->len, kv_hash(a->p, a->len));
+		struct ps_chan *c =
+		    ps == NULL ? NULL : *chan_slot(ps, a->p, a->len, kv_hash(a->p, a->len));
 
 		rb_int(x->out, c != NULL ? (long long)c->nsubs : 0);
 	}
@@ -575,12 +591,12 @@ KV_CMD(pubsub_numsub)
 /* PUBSUB NUMPAT: this shard's patterns (with subscribers), counted once over all. */
 KV_CMD(pubsub_numpat)
 {
-	struct kv_psshard *ps = ps_here(x->sh);
+	struct kv_psshard *ps = ps_part(x);
 	size_t at = kv_array_begin(x->out);
 	long long n = 0;
 	struct ps_chan *p;
 
-	for (p = ps->pats; p != NULL; p = p->hnext)
+	for (p = ps != NULL ? ps->pats : NULL; p != NULL; p = p->hnext)
 		if (p->nsubs != 0) {
 			rb_bulk(x->out, p->name, p->len);
 			n++;

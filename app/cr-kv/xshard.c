@@ -16,14 +16,18 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "cr_log.h"
 #include "cr_telemetry.h"
 #include "kv.h"
+
+CR_LOG_COMPONENT(xshard_log, "app.kv")
 
 struct kbatch {
 	struct cr_call call;
 	struct kbatch *next_free;
 	struct kpart *head;
 	unsigned n;
+	unsigned shard; /* every part's */
 };
 
 #define BATCH_MAX 256u
@@ -49,21 +53,37 @@ part_took(struct kpart *p)
 	p->run_ns = 0;
 }
 
-/* On the shard's lcore: prefetch every part's first key, then run (or queue, behind a
- * transaction's locks) each in order. */
+/* On the lcore owning shard @p s: prefetch every part's first key, then run (or queue,
+ * behind a transaction's locks) each in order, charging the shard's memory. */
+static void
+parts_run(unsigned s, struct kpart *head)
+{
+	struct kv_shard *sh = kv_shard_at(s);
+	struct kv_mem *prev;
+	struct kpart *p;
+
+	if (!kv_shard_owned(sh)) {
+		/* Broken invariant (shardmove.c I1): parts go to the owner only. */
+		CR_LOG(xshard_log, ERR, "parts for shard %u on lcore %u, which does not own it", s,
+		       cr_lcore_id());
+		abort();
+	}
+	prev = kv_mem_swap(&sh->mem);
+	for (p = head; p != NULL; p = p->next_out)
+		if (p->argc >= 2)
+			kv_prefetch_bucket(sh->store, kv_hash(p->argv[1].p, p->argv[1].len));
+	for (p = head; p != NULL; p = p->next_out)
+		(void)part_run(sh, p);
+	kv_lazy_kick(sh);
+	kv_mem_swap(prev);
+}
+
 static void
 batch_run(void *arg)
 {
 	struct kbatch *b = arg;
-	struct kv_shard *sh = kv_here();
-	struct kpart *p;
 
-	for (p = b->head; p != NULL; p = p->next_out)
-		if (p->argc >= 2)
-			kv_prefetch_bucket(sh->store, kv_hash(p->argv[1].p, p->argv[1].len));
-	for (p = b->head; p != NULL; p = p->next_out)
-		(void)part_run(sh, p);
-	kv_lazy_kick(sh);
+	parts_run(b->shard, b->head);
 }
 
 static void
@@ -122,13 +142,10 @@ batch_put(struct kv_shard *sh, struct kbatch *b)
 
 /* Back on the client's lcore: each part is answered, in order. */
 static void
-batch_done(void *arg)
+parts_done(struct kv_shard *sh, struct kpart *p)
 {
-	struct kbatch *b = arg;
-	struct kv_shard *sh = kv_here();
-	struct kpart *p = b->head, *next;
+	struct kpart *next;
 
-	batch_put(sh, b);
 	for (; p != NULL; p = next) {
 		next = p->next_out;
 		if (p->state & KP_PARKED) {
@@ -138,6 +155,17 @@ batch_done(void *arg)
 			part_answered(p);
 		}
 	}
+}
+
+static void
+batch_done(void *arg)
+{
+	struct kbatch *b = arg;
+	struct kv_shard *sh = kv_here();
+	struct kpart *head = b->head;
+
+	batch_put(sh, b);
+	parts_done(sh, head);
 }
 
 static void outq_task(void *arg);
@@ -162,12 +190,33 @@ outq_arm(struct kv_shard *sh)
 }
 
 static void
+outq_clear(struct kv_shard *sh, unsigned t)
+{
+	sh->outq_head[t] = NULL;
+	sh->outq_tail[t] = &sh->outq_head[t];
+	sh->outq_n[t] = 0;
+}
+
+static void
 outq_send(struct kv_shard *sh, unsigned t)
 {
 	struct kbatch *b = sh->free_batches;
 	struct kpart *p, *next;
+	unsigned to;
 	int rc;
 
+	if (kv_route(t, &to) != 0)
+		return; /* the shard is moving: its RELEASE sends the queue (shardmove.c) */
+	if (to == cr_lcore_id()) {
+		/* It moved here while these waited: run them as its batch would have run,
+		 * all of them, then answer them all (an answer may issue more parts). */
+		p = sh->outq_head[t];
+		outq_clear(sh, t);
+		parts_run(t, p);
+		parts_done(sh, p);
+		kv_route_flushed(t);
+		return;
+	}
 	if (b != NULL) {
 		sh->free_batches = b->next_free;
 	} else {
@@ -179,20 +228,21 @@ outq_send(struct kv_shard *sh, unsigned t)
 	}
 	b->head = sh->outq_head[t];
 	b->n = sh->outq_n[t];
-	rc = cr_call(kv.shard_lcore[t], &b->call, batch_run, b, batch_done, b);
+	b->shard = t;
+	rc = cr_call(to, &b->call, batch_run, b, batch_done, b);
 	if (rc == -EAGAIN) {
 		batch_put(sh, b);
 		outq_arm(sh);
 		return;
 	}
-	sh->outq_head[t] = NULL;
-	sh->outq_tail[t] = &sh->outq_head[t];
-	sh->outq_n[t] = 0;
+	outq_clear(sh, t);
 	if (rc == 0) {
 		cr_telemetry_add(kv.tel_remote, b->n);
+		kv_route_flushed(t); /* a move waiting for these sends its marker behind them */
 		return;
 	}
-	/* The shard's lcore is gone (retired, or stopping): every part fails. */
+	/* The shard's lcore is gone (a shutdown: owners stay while they own): every part
+	 * fails. */
 	batch_put(sh, b);
 	for (p = b->head; p != NULL; p = next) {
 		next = p->next_out;
@@ -238,21 +288,41 @@ outq_push(struct kv_shard *sh, struct kpart *p)
 static void
 prepare(struct kv_shard *sh, struct kpart *p)
 {
-	p->epoch = sh->tx.epoch;
+	p->epoch = sh->oepoch;
 	p->origin = sh->index;
 	p->state = 0;
+}
+
+/* Does a part for shard @p s run here now: this lcore owns it, and none of its parts
+ * queued before waits? */
+static bool
+runs_here(struct kv_shard *sh, unsigned s)
+{
+	return kv_route_here(s) && sh->outq_head[s] == NULL;
+}
+
+/* Run @p p on its shard, owned here. */
+static bool
+part_run_here(struct kpart *p)
+{
+	struct kv_shard *ts = kv_shard_at(p->shard);
+	struct kv_mem *prev = kv_mem_swap(&ts->mem);
+	bool answered = part_run(ts, p);
+
+	kv_mem_swap(prev);
+	return answered;
 }
 
 void
 kv_part_send(struct kv_shard *sh, struct kpart *p)
 {
 	prepare(sh, p);
-	if (p->shard != sh->index) {
+	if (!runs_here(sh, p->shard)) {
 		outq_push(sh, p);
 		outq_arm(sh); /* at the end of this turn, with whatever else is queued */
 		return;
 	}
-	if (part_run(sh, p)) {
+	if (part_run_here(p)) {
 		part_answered(p);
 	} else {
 		part_took(p);
@@ -275,11 +345,11 @@ kreq_launch(struct kreq *kr)
 			p->kind = KP_TX_HOP; /* EXEC holds the locks */
 		if (p->on_answer == NULL)
 			p->on_answer = kreq_part_done;
-		if (p->shard != sh->index) {
+		if (!runs_here(sh, p->shard)) {
 			outq_push(sh, p);
 			continue;
 		}
-		answered = part_run(sh, p);
+		answered = part_run_here(p);
 		part_took(p);
 		if (answered)
 			kr->left--; /* counted here, completed below */
@@ -290,6 +360,17 @@ kreq_launch(struct kreq *kr)
 		kreq_complete(kr); /* may free kr */
 	else if (!kc->in_input)
 		outq_arm(sh); /* kv_process_input() sends what it queued itself */
+}
+
+bool
+kv__move_flush(unsigned s, unsigned to)
+{
+	struct kv_shard *sh = kv_here();
+
+	(void)to; /* the view says where: the protocol set it before calling */
+	if (sh->outq_head[s] != NULL)
+		outq_send(sh, s);
+	return sh->outq_head[s] == NULL;
 }
 
 void
