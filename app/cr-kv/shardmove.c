@@ -8,17 +8,18 @@
  * Parties. The *mover* runs on the main lcore (which never retires): it alone decides
  * moves, one at a time, and keeps the authoritative owner of each shard. Every lcore keeps
  * its own *view* per shard: the owner it sends to, and a state: NORMAL (send to the
- * owner, or run here if that is this lcore), MARKING (a move began: send what is queued
- * to the old owner, then the marker), HELD (the marker went: queue, send nothing). The
- * *owner* runs the shard's parts and duties (expiry tick, lazy frees, late answers).
+ * owner, or run here if that is this lcore) or HELD (a move is under way: queue, send
+ * nothing). The *owner* runs the shard's parts and duties (expiry tick, lazy frees, late
+ * answers).
  *
  * One move of shard s from lcore A to lcore B:
  *   1. mover: publish "s moving", send HOLD(s, A) to every lcore whose mailbox is open
  *      (the expected markers are the HOLDs accepted);
- *   2. each lcore X on HOLD: view = MARKING, owner A; flush its queue of parts for s to
- *      A (as usual); once that queue is empty, send MARK(s) to A, view = HELD. From here
- *      X queues parts (and refuses lock releases and cancels with -EAGAIN: their senders
- *      retry, as for a full mailbox);
+ *   2. each lcore X on HOLD: view = HELD, owner A; send MARK(s) to A. From here X
+ *      queues its parts for s (and refuses lock releases and cancels with -EAGAIN: their
+ *      senders retry, as for a full mailbox). What X queued for s before and had not
+ *      sent yet (a full mailbox) stays queued ahead of the rest and goes to B: it was
+ *      never in the ring to A, so it is after everything A ran of X's;
  *   3. A on each MARK: tell the mover (MARKED); X's MARK follows every batch X sent A for
  *      s in the one FIFO ring from X to A, so when it runs, all of them have run (or
  *      wait in s's lock queue, which moves with s);
@@ -44,8 +45,9 @@
  *   I4 one move at a time (the mover's `moving`); a retiring lcore is never a target;
  *      a move that began goes on if its target starts retiring (it is then moved on).
  *   I5 an lcore that starts again knows nothing: every shard is HELD until the mover's
- *      SYNC, sent after its UP, after which it reads the published table; a HOLD it got
- *      before is answered (the HOLD names the owner) and a RELEASE it got before is kept.
+ *      SYNC, sent after its UP, after which it reads the published table (a shard shown
+ *      moving stays HELD: its RELEASE comes); a HOLD it got before SYNC is answered (the
+ *      HOLD names the owner), a RELEASE it got before is consistent with the table.
  *   I6 no lcore waits for another: every step is a message; a full mailbox keeps the
  *      message on the sender's control queue (in order), retried next turn.
  *   I7 the markers the mover waits for are exactly the HOLDs accepted: a HOLD a closed
@@ -63,7 +65,7 @@
 
 CR_LOG_COMPONENT(move_log, "app.kv")
 
-enum { RT_NORMAL = 0, RT_MARKING, RT_HELD };
+enum { RT_NORMAL = 0, RT_HELD };
 
 /* Control messages a full mailbox refused, in order; at most a few per lcore per move. */
 #define MV_QCAP (4u * CR_MAX_LCORES + 64u)
@@ -384,24 +386,15 @@ hold_recv(void *arg)
 	struct mv_lcore *m = here();
 	unsigned s = P_S(arg), from = P_L(arg);
 
+	/* Whatever this lcore sent for s is in the ring to `from` ahead of the marker; what it
+	 * still queues for s (its out-queue, releases, cancels) waits for RELEASE (I2). */
 	m->owner[s] = from;
-	m->state[s] = RT_MARKING;
-	if (kv__move_flush(s, from))
-		kv_route_flushed(s);
-}
-
-void
-kv_route_flushed(unsigned s)
-{
-	struct mv_lcore *m = here();
-
-	if (m->state[s] != RT_MARKING)
-		return;
 	m->state[s] = RT_HELD;
-	ctl_send(m->owner[s], mark_recv, PACK(s, cr_lcore_id()));
+	ctl_send(from, mark_recv, PACK(s, cr_lcore_id()));
 }
 
-/* On the owner: every part lcore P_L(arg) sent for the shard before its HOLD has run. */
+/* On the owner: every part lcore P_L(arg) sent for the shard before its HOLD has run (or
+ * waits in the shard's lock queue, which moves with it). */
 static void
 mark_recv(void *arg)
 {
@@ -437,7 +430,7 @@ release_recv(void *arg)
 
 	m->owner[s] = to;
 	m->state[s] = RT_NORMAL;
-	(void)kv__move_flush(s, to);
+	kv__move_flush(s, to);
 }
 
 static void
@@ -453,12 +446,12 @@ sync_recv(void *arg)
 
 		m->owner[s] = v & ~PUB_MOVING;
 		if (v & PUB_MOVING) {
-			if (m->state[s] == RT_NORMAL)
-				m->state[s] = RT_HELD; /* its HOLD, or RELEASE, is on its way */
+			m->state[s] =
+			    RT_HELD; /* its HOLD (if it is not here yet) and RELEASE come */
 			continue;
 		}
 		m->state[s] = RT_NORMAL;
-		(void)kv__move_flush(s, m->owner[s]);
+		kv__move_flush(s, m->owner[s]);
 	}
 }
 

@@ -19,9 +19,6 @@
 int kv_route(unsigned s, unsigned *lcore);
 /* Does this lcore own shard @p s, with nothing of it held: its parts run here? */
 bool kv_route_here(unsigned s);
-/* This lcore's queue of parts for shard @p s was emptied into its owner's mailbox
- * (xshard.c): if a move waits for that, the marker goes now. */
-void kv_route_flushed(unsigned s);
 
 /* ---- lifecycle ---- */
 
@@ -43,9 +40,9 @@ uint64_t kv_move_count(unsigned lcore, bool in);
 
 /* ---- what the protocol calls (shard.c, xshard.c; stubbed by the unit test) ---- */
 
-/* Send this lcore's queued parts for shard @p s to lcore @p to (run them, if @p to is this
- * lcore). @return true if none is left queued (then kv_route_flushed() need not follow). */
-bool kv__move_flush(unsigned s, unsigned to);
+/* Send this lcore's queued parts for shard @p s to its owner, lcore @p to (run them, if
+ * @p to is this lcore): the shard is released here. */
+void kv__move_flush(unsigned s, unsigned to);
 /* On the owner: shard @p s leaves this lcore (its timers stop, its lease goes). */
 void kv__move_give(unsigned s);
 /* On the new owner: shard @p s is this lcore's from now (its timers start here). */

@@ -214,7 +214,6 @@ outq_send(struct kv_shard *sh, unsigned t)
 		outq_clear(sh, t);
 		parts_run(t, p);
 		parts_done(sh, p);
-		kv_route_flushed(t);
 		return;
 	}
 	if (b != NULL) {
@@ -238,7 +237,6 @@ outq_send(struct kv_shard *sh, unsigned t)
 	outq_clear(sh, t);
 	if (rc == 0) {
 		cr_telemetry_add(kv.tel_remote, b->n);
-		kv_route_flushed(t); /* a move waiting for these sends its marker behind them */
 		return;
 	}
 	/* The shard's lcore is gone (a shutdown: owners stay while they own): every part
@@ -362,7 +360,7 @@ kreq_launch(struct kreq *kr)
 		outq_arm(sh); /* kv_process_input() sends what it queued itself */
 }
 
-bool
+void
 kv__move_flush(unsigned s, unsigned to)
 {
 	struct kv_shard *sh = kv_here();
@@ -370,7 +368,6 @@ kv__move_flush(unsigned s, unsigned to)
 	(void)to; /* the view says where: the protocol set it before calling */
 	if (sh->outq_head[s] != NULL)
 		outq_send(sh, s);
-	return sh->outq_head[s] == NULL;
 }
 
 void
