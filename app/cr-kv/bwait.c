@@ -196,7 +196,7 @@ kv_bw_park(struct kv_ctx *x, unsigned type, const uint32_t *idx, uint32_t n, int
 	struct wid id;
 	int rc;
 
-	if (f == NULL || f->serving)
+	if (f == NULL || f->serving || f->expired)
 		return -EAGAIN;
 	id = (struct wid){.origin = f->origin, .watch = 0, .token = (uint64_t)(uintptr_t)f->token};
 	rc = enqueue(x->sh, &id, f->epoch, type, dst, f->fn, x->argc, x->argv, idx, n);

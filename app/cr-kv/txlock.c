@@ -585,10 +585,14 @@ drain(struct kv_shard *sh)
 		} else if (w->lock) {
 			late_send(sh, w, h, &out, 0);
 		} else {
-			struct kv_from from = {
-			    .token = w->token, .origin = w->origin, .epoch = w->epoch, .fn = w->fn};
+			/* nowait: its client stopped waiting; it answers as at its timeout. */
+			struct kv_from from = {.token = w->token,
+					       .origin = w->origin,
+					       .epoch = w->epoch,
+					       .fn = w->fn,
+					       .expired = w->nowait};
 
-			if (!run(sh, w->fn, w->argc, wait_args(w), &out, w->nowait ? NULL : &from))
+			if (!run(sh, w->fn, w->argc, wait_args(w), &out, &from))
 				late_send(sh, w, h, &out, cr_clock_ns() - t0);
 			if (w->needs.excl)
 				touch_needs(sh, &w->needs);
