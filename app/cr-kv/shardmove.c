@@ -510,13 +510,16 @@ kv_move_lcore_start(unsigned lcore, bool first)
 {
 	struct mv_lcore *m = &mv_lc[lcore];
 	unsigned s;
+	int rc;
 
 	m->q_armed = false;
 	m->q_head = m->q_n = 0;
 	cr_timer_init(&m->q_timer, q_timer, m);
 	/* At init, before its first turn: admission is open. Released by BYE (or a
 	 * shutdown), so this lcore cannot go while it may own a shard (I3). */
-	(void)cr_lease_acquire(&m->lease);
+	rc = cr_lease_acquire(&m->lease);
+	if (rc != 0)
+		CR_LOG(move_log, ERR, "lcore %u: no lease for its shards: %s", lcore, cr_strerror(rc));
 	if (first)
 		return;
 	for (s = 0; s < mv.nshards; s++)

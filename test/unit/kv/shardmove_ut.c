@@ -106,6 +106,12 @@ cr_lease_release(struct cr_lease *l)
 	leases[l->lcore]--;
 	return 0;
 }
+const char *
+cr_strerror(int e)
+{
+	(void)e;
+	return "stub";
+}
 void
 cr_log_register(struct cr_log_component *c)
 {
