@@ -107,6 +107,7 @@ static struct {
 	int moving;		       /* the shard moving, or -1 */
 	unsigned from, to;
 	unsigned expect, marks; /* HOLDs accepted, MARKs seen */
+	uint64_t began_ns;	/* the move's start (its duration is logged) */
 	bool sending, giving, stopping;
 } mv = {.moving = -1};
 
@@ -285,6 +286,7 @@ start_move(unsigned s, unsigned to)
 	mv.marks = mv.expect = 0;
 	mv.giving = false;
 	CR_LOG(move_log, INFO, "shard %u moves from lcore %u to lcore %u", s, mv.from, to);
+	mv.began_ns = cr_clock_ns();
 	publish(s, mv.from, true);
 	mv.sending = true;
 	for (i = 0; i < mv.nshards; i++) {
@@ -317,6 +319,7 @@ schedule(void)
 
 		if (mv.down[l] && !mv.bye[l] && owned_by(l) == 0) {
 			mv.bye[l] = true;
+			CR_LOG(move_log, DEBUG, "lcore %u owns no shard: it may go", l);
 			ctl_send(l, bye_recv, PACK(0, l));
 		}
 	}
@@ -340,6 +343,8 @@ adopted_recv(void *arg)
 
 	mv.owner[s] = l;
 	publish(s, l, false);
+	CR_LOG(move_log, INFO, "shard %u is on lcore %u (moved in %.3f ms)", s, l,
+	       (double)(cr_clock_ns() - mv.began_ns) / 1e6);
 	mv.moving = -1;
 	mv.giving = false;
 	for (i = 0; i < mv.nshards; i++)
@@ -459,6 +464,7 @@ static void
 bye_recv(void *arg)
 {
 	(void)arg;
+	CR_LOG(move_log, DEBUG, "lcore %u lets its shard lease go", cr_lcore_id());
 	(void)cr_lease_release(&here()->lease); /* nothing is ours or on its way: we may go */
 }
 

@@ -13,6 +13,8 @@
           After each grow, a client on the restarted lcore runs a stream of its own while
           its shard is handed back to it. The long run is by hand:
             kv_resize_test.py build/app/cr-kv/cr-kv oracle --cycles 1000
+  blocked clients blocked on lcore 1's shard, and an EXEC holding locks there, across the
+          retire and across the hand-back: every waiter served once after the move.
   counts  --clients clients INCR their own counters (on both shards, and INCRBY through
           MULTI/EXEC over both) while the pool goes 2->1->2 --cycles times: every counter
           ends exactly at the number of increments its client was answered.
@@ -24,6 +26,7 @@ Exits 0 (pass), 1 (fail), 77 (skip). Every wait is bounded.
 import argparse
 import os
 import random
+import select
 import signal
 import sys
 import tempfile
@@ -301,7 +304,78 @@ def t_counts(args):
         os.rmdir(tmp)
 
 
-TESTS = {"oracle": t_oracle, "counts": t_counts}
+def t_blocked(args):
+    """Clients of the lcore that stays block (no timeout) on keys of lcore 1's shard, and
+    one runs an EXEC over both shards that holds its locks for a while: lcore 1 retires
+    meanwhile, its shard (the waiters, the locks) moves to lcore 0, the EXEC completes, and
+    pushes made after the move serve every waiter, once each; then the same across the
+    hand-back when lcore 1 starts again (where the EXEC, both shards being on lcore 0, runs
+    within one turn: only the waiters are in flight)."""
+    kv, tel, tmp = start(args)
+    try:
+        n = 8
+        for phase, (size, state) in enumerate(((1, "OFFLINE"), (2, "RUNNING"))):
+            keys = kv_test.on_shard("blk%d:" % phase, 1, 2, n)
+            waiters = [conn_on_lcore(kv.port, 0) for _ in range(n)]
+            for c, k in zip(waiters, keys):
+                c.send(resp("BLPOP", k, "0"))
+            big = "{%s}big" % keys[0]
+            a = conn_on_lcore(kv.port, 0)
+            for base in range(0, 40000, 2000):
+                a.send(resp("SADD", big, *["m%d" % i for i in range(base, base + 2000)]))
+            a.replies(20, 60)
+            other = kv_test.on_shard("blk%d:o" % phase, 0, 2)
+            dst = "{%s}dst" % keys[0]
+            a.cmd("SUNIONSTORE", dst, big)
+
+            def exec_script(reps):
+                return [resp("MULTI"), resp("SET", other, "x")] + \
+                    [resp("SINTERCARD", "2", big, dst)] * reps + [resp("EXEC")]
+            # What a step costs inside an EXEC here, now: the EXEC below takes ~1.5 s.
+            t0 = time.monotonic()
+            a.send(b"".join(exec_script(20)))
+            a.replies(23, 60)
+            reps = min(2000, int(1.5 / max(1e-4, (time.monotonic() - t0) / 20)) + 1)
+            script = exec_script(reps)
+            a.send(b"".join(script))
+            a.replies(len(script) - 1, 60)  # +OK, +QUEUED...: the EXEC is under way
+            time.sleep(0.05)  # it holds its locks on both shards now
+            t1 = time.monotonic()
+            resize(tel, size)
+            wait_state(tel, 1, state)
+            t2 = time.monotonic()
+            during = not a.buf and not select.select([a.s], [], [], 0)[0]  # still runs
+            ex = a.replies(1, 60)[0]
+            check(ex == b"*%d\r\n+OK\r\n" % (reps + 1) + b":40000\r\n" * reps,
+                  "the EXEC across the move: %r" % ex[:80])
+            # Across the hand-back both shards are on lcore 0, the EXEC's too: it runs in
+            # one turn there, so nothing of it can be in flight (the waiters are).
+            check(during or phase == 1, "the EXEC ended before the lcore was %s (%d SINTERCARDs in %.2f s, "
+                  "%s after %.2f s): it shows nothing" % (state, reps, time.monotonic() - t1,
+                                                         state, t2 - t1))
+            p = conn_on_lcore(kv.port, 0)
+            for k in keys:
+                check(p.cmd("RPUSH", k, "v", "w") == b":2\r\n", "push")
+            for c, k in zip(waiters, keys):
+                want = b"*2\r\n$%d\r\n%s\r\n$1\r\nv\r\n" % (len(k), k.encode())
+                check(c.replies(1, 20) == [want], "a waiter on %s after the move" % k)
+            left = [p.cmd("LRANGE", k, 0, -1) for k in keys]
+            check(all(x == b"*1\r\n$1\r\nw\r\n" for x in left),
+                  "each waiter took exactly one element: %r" % left[:3])
+            for c in waiters + [a, p]:
+                c.close()
+        out, inn = moved(tel)
+        check(out == 2 and inn == 2, "shards moved out %d, in %d" % (out, inn))
+        log("%d clients blocked across the retire and across the hand-back, an EXEC holding "
+            "its locks across the retire: every waiter served once after each move" % n)
+    finally:
+        kv.stop()
+        for f in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, f))
+        os.rmdir(tmp)
+
+
+TESTS = {"oracle": t_oracle, "counts": t_counts, "blocked": t_blocked}
 
 
 def main():
