@@ -687,8 +687,8 @@ kv_process_input(struct kconn *kc)
 			break;
 		}
 		run_command(kc);
-		if (kc->queued >= KC_MAX_QUEUED) {
-			kc->parse_held = true; /* kc_flush() resumes it */
+		if (kc->queued >= KC_MAX_QUEUED || kc->sh->batch.len >= KC_INPUT_SLICE) {
+			kc->parse_held = true; /* kc_flush() resumes it, in a later pass */
 			break;
 		}
 	}

@@ -505,6 +505,12 @@ struct kv_shard {
  * it sends after waits in its query buffer, so that a pipelining client's remote requests
  * do not fill another shard's queue ahead of everyone else's. */
 #define KC_MAX_QUEUED 128u
+/* Replies one connection may build in one pass over its input: past this much, the rest
+ * of its input is parsed in a later pass (the deferred phase of a later turn), after the
+ * other connections' completions of this turn. Without it, 64 completions of clients that
+ * each pipeline 16 GETs of a 512 KiB value made one turn build 512 MiB of replies, and
+ * every other client of the lcore waited seconds for that turn to end. */
+#define KC_INPUT_SLICE (64u * 1024)
 /* A query buffer starts this big and is shrunk back when it is idle and over SHRINK. */
 #define KC_QBUF_INITIAL 4096u
 #define KC_QBUF_SHRINK	(64u * 1024)
@@ -529,7 +535,8 @@ struct kconn {
 	bool read_stopped;
 	bool in_input;	     /* kv_process_input() is on the stack */
 	bool flush_pending;  /* a deferred_flush() is queued: kc must live until it runs */
-	bool parse_held;     /* parsing stopped at KC_MAX_QUEUED requests in flight */
+	bool parse_held;     /* parsing stopped: KC_MAX_QUEUED requests in flight, or a pass
+			      * built KC_INPUT_SLICE of replies */
 	bool resume_pending; /* a deferred resume is queued: kc must live until it runs */
 	bool eof_held;	     /* the peer shut its side while parsing was held */
 	uint64_t id;

@@ -454,9 +454,12 @@ def t_emfile(exe, driver):
         live = srv.connect()
         live.sendall(b"before")
         check(recv_exact(live, 6) == b"before", "live connection")
-        # Busy while the flood comes: its echo is queued (it does not read yet; 32 MiB is
-        # more than the kernel's socket buffers hold), so it is not idle and never closed
-        # to make room; the flood's idle ones are.
+        # Busy while the flood comes and goes: its echo is queued (it does not read yet;
+        # 32 MiB is more than the kernel's socket buffers hold), so it is not idle and
+        # never closed to make room; the flood's idle ones are. It reads only once the
+        # flood is gone: an idle connection is closed to make room like any other (the
+        # least recently active first), and under a flood that keeps coming a talking
+        # client that pauses is the least recently active one.
         payload = os.urandom(32 << 20)
         sender = threading.Thread(target=live.sendall, args=(payload,), daemon=True)
         sender.start()
@@ -472,13 +475,6 @@ def t_emfile(exe, driver):
         cpu = (srv.cpu_seconds() - cpu0) / (time.monotonic() - t0)
         log("CPU while out of descriptors: %.1f%% of one CPU" % (cpu * 100))
         check(cpu < 0.25, "busy loop while out of descriptors: %.0f%% CPU" % (cpu * 100))
-        got = recv_exact(live, len(payload))
-        sender.join(10)
-        check(got == payload, "live connection hurt by EMFILE: %d of %d bytes back"
-              % (len(got), len(payload)))
-        live.sendall(b"during")
-        check(recv_exact(live, 6) == b"during", "live connection hurt by EMFILE")
-        log("live connection unaffected")
         for c in flood:
             c.close()
         flood = []
@@ -491,6 +487,13 @@ def t_emfile(exe, driver):
                 check(time.monotonic() < deadline, "accepting did not resume")
                 time.sleep(0.1)
         log("accepting resumed")
+        got = recv_exact(live, len(payload))
+        sender.join(10)
+        check(got == payload, "live connection hurt by EMFILE: %d of %d bytes back"
+              % (len(got), len(payload)))
+        live.sendall(b"during")
+        check(recv_exact(live, 6) == b"during", "live connection hurt by EMFILE")
+        log("live connection unaffected")
         live.close()
         st = stats_of(srv.stop())
         check(st["backoffs"] > 0, "no accept back-off counted: %r" % st)
