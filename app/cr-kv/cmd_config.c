@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 
 #include "kv.h"
+#include "script.h"
 
 /* ---- values ---- */
 
@@ -166,6 +167,10 @@ config_value(const char *name, char *b, size_t n)
 		snprintf(b, n, "noeviction");
 	} else if (strcmp(name, "appendonly") == 0) {
 		snprintf(b, n, "no");
+	} else if (strcmp(name, "lua-time-limit") == 0 ||
+		   strcmp(name, "busy-reply-threshold") == 0) {
+		snprintf(b, n, "%lld",
+			 atomic_load_explicit(&kv_lua_time_limit, memory_order_relaxed));
 	} else if (strcmp(name, "requirepass") == 0) {
 		snprintf(b, n, "%s", kv_auth_password());
 	} else {
@@ -189,6 +194,8 @@ KV_CMD(config_get)
 					     "appendonly",
 					     "save",
 					     "requirepass",
+					     "lua-time-limit",
+					     "busy-reply-threshold",
 					     NULL};
 	bool seen[sizeof(params) / sizeof(params[0])] = {false};
 	size_t start, i;
@@ -224,7 +231,7 @@ KV_CMD(config_get)
 
 /* ---- CONFIG SET ---- */
 
-enum { SET_MMC, SET_OBUF, SET_SLOWER, SET_SLOWLEN, SET_PASS, SET_NPARAMS };
+enum { SET_MMC, SET_OBUF, SET_SLOWER, SET_SLOWLEN, SET_PASS, SET_LUA, SET_BUSY, SET_NPARAMS };
 
 /*
  * CONFIG SET param value [param value ...]: every value is checked before any is applied,
@@ -234,7 +241,7 @@ KV_CMD(config_set)
 {
 	static const char *const names[SET_NPARAMS] = {
 	    "maxmemory-clients", "client-output-buffer-limit", "slowlog-log-slower-than",
-	    "slowlog-max-len", "requirepass"};
+	    "slowlog-max-len", "requirepass", "lua-time-limit", "busy-reply-threshold"};
 	static const char *const fixed[] = {"maxclients",	  "maxmemory",
 					    "proto-max-bulk-len", "client-query-buffer-limit",
 					    "port",		  "databases",
@@ -243,7 +250,7 @@ KV_CMD(config_set)
 	bool set[SET_NPARAMS] = {false};
 	long long mmc = 0;
 	unsigned long long obuf[3] = {0};
-	long long slow[2] = {0};
+	long long slow[2] = {0}, lua = 0;
 	const struct kv_arg *pw = NULL;
 	const char *msg;
 	uint32_t j;
@@ -278,6 +285,12 @@ KV_CMD(config_set)
 		}
 		if ((i == SET_SLOWER || i == SET_SLOWLEN) &&
 		    kv_parse_slowlog(v, i == SET_SLOWLEN, &slow[i - SET_SLOWER], &msg) != 0) {
+			rb_errorf(x->out,
+				  "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+				  names[i], msg);
+			return;
+		}
+		if ((i == SET_LUA || i == SET_BUSY) && kv_parse_slowlog(v, true, &lua, &msg) != 0) {
 			rb_errorf(x->out,
 				  "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
 				  names[i], msg);
@@ -322,6 +335,8 @@ KV_CMD(config_set)
 		atomic_store_explicit(&kv_slowlog_slower_than, slow[0], memory_order_relaxed);
 	if (set[SET_SLOWLEN])
 		kv_slowlog_set_max_len(slow[1]);
+	if (set[SET_LUA] || set[SET_BUSY])
+		atomic_store_explicit(&kv_lua_time_limit, lua, memory_order_relaxed);
 	rb_ok(x->out);
 }
 

@@ -356,6 +356,9 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 	case KV_ROUTE_SCAN:
 		kv_scan_request(sub);
 		return;
+	case KV_ROUTE_SCRIPT: /* under the EXEC's locks: it takes none */
+		cmd->multi(sub);
+		return;
 	case KV_ROUTE_ALL:
 		if (kreq_set_parts(sub, kv.nshards) != 0)
 			break;
@@ -497,7 +500,9 @@ static int
 plan_cmd(struct plan *pl, const struct kv_mxcmd *c)
 {
 	const struct kv_cmd *cmd = c->cmd;
-	bool excl = (cmd->flags & KV_WRITE) != 0;
+	/* a script may write its keys unless it is read-only */
+	bool excl = (cmd->flags & KV_WRITE) != 0 ||
+		    (cmd->route == KV_ROUTE_SCRIPT && !(cmd->flags & KV_READONLY));
 	uint32_t *idx;
 	int n, i, rc = 0;
 	unsigned s;

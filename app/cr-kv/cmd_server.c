@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Server and connection commands: PING ECHO SELECT QUIT INFO COMMAND CLIENT HELLO TIME
- * (CONFIG: cmd_config.c). They run on the client's lcore; INFO gathers its keyspace and memory
- * figures from every shard first (KV_MERGE_INFO).
+ * (CONFIG: cmd_config.c). They run on the client's lcore; INFO gathers its keyspace and memory figures from
+ * every shard first (KV_MERGE_INFO).
  */
 #include <ctype.h>
 #include <limits.h>
@@ -245,12 +245,21 @@ reply_flags(struct rbuf *o, uint32_t f)
 	static const struct {
 		uint32_t bit;
 		const char *name;
-	} names[] = {/* Redis's order (its flag bits') */
-		     {KV_WRITE, "write"},	{KV_READONLY, "readonly"},
-		     {KV_DENYOOM, "denyoom"},	{KV_NOSCRIPT, "noscript"},
-		     {KV_BLOCKING, "blocking"}, {KV_LOADING, "loading"},
-		     {KV_STALE, "stale"},	{KV_FAST, "fast"},
-		     {KV_NO_AUTH, "no_auth"},	{KV_MOVABLEKEYS, "movablekeys"}};
+	} names[] = {
+	    /* Redis's order (its flag bits') */
+	    {KV_WRITE, "write"},
+	    {KV_READONLY, "readonly"},
+	    {KV_DENYOOM, "denyoom"},
+	    {KV_NOSCRIPT, "noscript"},
+	    {KV_BLOCKING, "blocking"},
+	    {KV_LOADING, "loading"},
+	    {KV_STALE, "stale"},
+	    {KV_SKIP_MONITOR, "skip_monitor"},
+	    {KV_FAST, "fast"},
+	    {KV_NO_AUTH, "no_auth"},
+	    {KV_NO_MANDATORY_KEYS, "no_mandatory_keys"},
+	    {KV_MOVABLEKEYS, "movablekeys"},
+	    {KV_ALLOW_BUSY, "allow_busy"}};
 	unsigned i, n = 0;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -423,14 +432,8 @@ KV_CMD(command_help)
  * transaction locks granted, parts that waited behind locks, values being freed. */
 #define INFO_FIGURES 10
 
-enum {
-	SEC_SERVER = 1,
-	SEC_CLIENTS = 2,
-	SEC_MEMORY = 4,
-	SEC_STATS = 8,
-	SEC_KEYSPACE = 16,
-	SEC_CMDSTATS = 32
-};
+enum { SEC_SERVER = 1, SEC_CLIENTS = 2, SEC_MEMORY = 4, SEC_STATS = 8, SEC_KEYSPACE = 16,
+       SEC_CMDSTATS = 32 };
 static unsigned info_sections(uint32_t argc, const struct kv_arg *argv);
 
 /* On each shard: its figures, as an array of integers for kv_info_merge(), then (INFO
@@ -504,8 +507,8 @@ counter_total(int id)
 static unsigned
 info_sections(uint32_t argc, const struct kv_arg *argv)
 {
-	static const char *const names[] = {"server", "clients",  "memory",
-					    "stats",  "keyspace", "commandstats"};
+	static const char *const names[] = {"server",	"clients",  "memory",
+					    "stats",	"keyspace", "commandstats"};
 	unsigned want = 0, i;
 	uint32_t j;
 
@@ -675,11 +678,9 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 			const struct kv_cmd *c = kv_cmd_by_stat((unsigned)k);
 			unsigned long long us = cs[k].ns / 1000;
 
-			if (c == NULL ||
-			    (cs[k].calls == 0 && cs[k].rejected == 0 && cs[k].failed == 0))
+			if (c == NULL || (cs[k].calls == 0 && cs[k].rejected == 0 && cs[k].failed == 0))
 				continue;
-			LINE("cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%"
-			     "llu,"
+			LINE("cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
 			     "failed_calls=%llu",
 			     c->name, (unsigned long long)cs[k].calls, us,
 			     cs[k].calls ? (double)us / (double)cs[k].calls : 0.0,

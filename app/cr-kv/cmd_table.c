@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kv.h"
+#include "script.h"
 
 #define W  KV_WRITE
 #define R  KV_READONLY
@@ -93,6 +94,31 @@ static const struct kv_cmd pubsub_subs[] = {
 	"Show helpful text about the different subcommands"),
     {NULL},
 };
+
+/* Scripting (script_run.c, script_cache.c): the cache is the process's. */
+static const struct kv_cmd script_subs[] = {
+    CMD("script|load", 3, KV_NOSCRIPT | KV_STALE, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_load, NULL,
+	"scripting", "Load the specified Lua script into the script cache."),
+    CMD("script|exists", -3, KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_exists, NULL,
+	"scripting", "Check existence of scripts in the script cache."),
+    CMD("script|flush", -2, KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_flush, NULL,
+	"scripting", "Remove all the scripts from the script cache."),
+    CMD("script|kill", 2, KV_NOSCRIPT | KV_ALLOW_BUSY, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_kill,
+	NULL, "scripting", "Kill the script currently in execution."),
+    CMD("script|debug", 3, KV_NOSCRIPT, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_debug, NULL,
+	"scripting", "Set the debug mode for executed scripts."),
+    CMD("script|help", 2, LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_script_help, NULL, "scripting",
+	"Show helpful text about the different subcommands"),
+    {NULL},
+};
+
+/* EVAL and its kind: their keys are locked and the script runs on the client's lcore. */
+#define EVALF (KV_NOSCRIPT | KV_STALE | KV_SKIP_MONITOR | KV_NO_MANDATORY_KEYS | KV_MOVABLEKEYS)
+#define EVAL(n, fl, sum)                                                                   \
+	{                                                                                  \
+		n, -3, fl, KV_ROUTE_SCRIPT, 0, 0, 0, 0, NULL, precheck_eval, NULL, "scripting", \
+		    sum, kv_keys_script, kv_script_eval, .stat = __COUNTER__ + 1           \
+	}
 
 static const struct kv_cmd config_subs[] = {
     CMD("config|get", -3, KV_NOSCRIPT | LS, KV_ROUTE_LOCAL, 0, 0, 0, 0, cmd_config_get, NULL,
@@ -417,7 +443,7 @@ const struct kv_cmd kv_cmds[] = {
     CMD("echo", 2, F, LOC, 0, 0, 0, 0, cmd_echo, NULL, "connection", "Echo the given string"),
     CMD("select", 2, LS | F, LOC, 0, 0, 0, 0, cmd_select, NULL, "connection",
 	"Change the selected database for the current connection"),
-    CMD("quit", -1, LS | F | KV_NOSCRIPT | KV_NO_AUTH, LOC, 0, 0, 0, 0, cmd_quit, NULL, "connection",
+    CMD("quit", -1, LS | F | KV_NOSCRIPT | KV_NO_AUTH | KV_ALLOW_BUSY, LOC, 0, 0, 0, 0, cmd_quit, NULL, "connection",
 	"Close the connection"),
     CMD("info", -1, LS, ALL, KV_MERGE_INFO, 0, 0, 0, cmd_info_shard, NULL, "server",
 	"Get information and statistics about the server"),
@@ -425,9 +451,9 @@ const struct kv_cmd kv_cmds[] = {
      "Get array of Redis command details"},
     {"client", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, client_subs, "connection",
      "A container for client connection commands"},
-    CMD("hello", -1, KV_NOSCRIPT | LS | F | KV_NO_AUTH, LOC, 0, 0, 0, 0, cmd_hello, NULL,
+    CMD("hello", -1, KV_NOSCRIPT | LS | F | KV_NO_AUTH | KV_ALLOW_BUSY, LOC, 0, 0, 0, 0, cmd_hello, NULL,
 	"connection", "Handshake with Redis"),
-    CMD("auth", -2, KV_NOSCRIPT | LS | F | KV_NO_AUTH, LOC, 0, 0, 0, 0, cmd_auth, NULL,
+    CMD("auth", -2, KV_NOSCRIPT | LS | F | KV_NO_AUTH | KV_ALLOW_BUSY, LOC, 0, 0, 0, 0, cmd_auth, NULL,
 	"connection", "Authenticate to the server"),
     {"config", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, config_subs, "server",
      "A container for server configuration commands"},
@@ -435,16 +461,23 @@ const struct kv_cmd kv_cmds[] = {
      "A container for slow log commands"},
     CMD("time", 1, LS | F, LOC, 0, 0, 0, 0, cmd_time, NULL, "server",
 	"Return the current server time"),
+    /* scripting (script_run.c) */
+    EVAL("eval", EVALF, "Execute a Lua script server side"),
+    EVAL("evalsha", EVALF, "Execute a Lua script server side"),
+    EVAL("eval_ro", KV_READONLY | EVALF, "Execute a read-only Lua script server side"),
+    EVAL("evalsha_ro", KV_READONLY | EVALF, "Execute a read-only Lua script server side"),
+    {"script", -2, 0, LOC, 0, 0, 0, 0, NULL, NULL, script_subs, "scripting",
+     "A container for Lua scripts management commands"},
     /* transactions (cmd_exec.c) */
-    CMD("multi", 1, KV_NOSCRIPT | LS | F, KV_ROUTE_TX, 0, 0, 0, 0, cmd_multi, NULL,
+    CMD("multi", 1, KV_NOSCRIPT | LS | F | KV_ALLOW_BUSY, KV_ROUTE_TX, 0, 0, 0, 0, cmd_multi, NULL,
 	"transactions", "Mark the start of a transaction block"),
     CMD("exec", 1, KV_NOSCRIPT | LS, KV_ROUTE_TX, 0, 0, 0, 0, cmd_exec, NULL, "transactions",
 	"Execute all commands issued after MULTI"),
-    CMD("discard", 1, KV_NOSCRIPT | LS | F, KV_ROUTE_TX, 0, 0, 0, 0, cmd_discard, NULL,
+    CMD("discard", 1, KV_NOSCRIPT | LS | F | KV_ALLOW_BUSY, KV_ROUTE_TX, 0, 0, 0, 0, cmd_discard, NULL,
 	"transactions", "Discard all commands issued after MULTI"),
-    CMD("watch", -2, KV_NOSCRIPT | LS | F, KV_ROUTE_TX, 0, 1, -1, 1, cmd_watch, NULL,
+    CMD("watch", -2, KV_NOSCRIPT | LS | F | KV_ALLOW_BUSY, KV_ROUTE_TX, 0, 1, -1, 1, cmd_watch, NULL,
 	"transactions", "Watch the given keys to determine execution of the MULTI/EXEC block"),
-    CMD("unwatch", 1, KV_NOSCRIPT | LS | F, KV_ROUTE_TX, 0, 0, 0, 0, cmd_unwatch, NULL,
+    CMD("unwatch", 1, KV_NOSCRIPT | LS | F | KV_ALLOW_BUSY, KV_ROUTE_TX, 0, 0, 0, 0, cmd_unwatch, NULL,
 	"transactions", "Forget about all watched keys"),
 };
 

@@ -14,6 +14,7 @@
 #include "cr_log.h"
 #include "cr_telemetry.h"
 #include "kv.h"
+#include "script.h"
 
 CR_LOG_COMPONENT(kv_log, "app.kv")
 
@@ -464,6 +465,18 @@ run_command(struct kconn *kc)
 		kc_reply_error(kc, "NOAUTH Authentication required.", 31);
 		return;
 	}
+	if (!(cmd->flags & KV_ALLOW_BUSY) && kv_script_busy_here()) {
+		/* A script of this lcore runs past lua-time-limit (script.h): Redis's
+		 * rejectCommand(), before MULTI queues it */
+		kv_cmd_rejected(kc, cmd);
+		if (cmd->fn == cmd_exec && kc->mx != NULL) {
+			kv_multi_refuse_exec(kc, kv_err_busy);
+			return;
+		}
+		kv_multi_flag(kc);
+		kc_reply_error(kc, kv_err_busy, strlen(kv_err_busy));
+		return;
+	}
 	if ((cmd->flags & KV_DENYOOM) && kv.maxmemory != 0 && kv_used_memory() > kv.maxmemory) {
 		kv_multi_flag(kc);
 		kv_cmd_rejected(kc, cmd);
@@ -537,6 +550,9 @@ run_command(struct kconn *kc)
 		return;
 	case KV_ROUTE_TX:
 		kv_txcmd(kc, cmd, &x);
+		return;
+	case KV_ROUTE_SCRIPT:
+		dispatch_multi(kc, cmd, &x); /* its cmd->multi runs it (script_run.c) */
 		return;
 	}
 }

@@ -108,6 +108,8 @@ enum kv_route {
 			     * else cmd->multi() runs it as a transaction */
 	KV_ROUTE_TX,	    /* MULTI, EXEC, DISCARD, WATCH, UNWATCH: the client's transaction
 			     * (cmd_exec.c) */
+	KV_ROUTE_SCRIPT,    /* EVAL...: its keys locked, the script run on the client's lcore
+			     * (cmd->multi, script_run.c) */
 };
 
 enum kv_merge {
@@ -134,6 +136,9 @@ enum kv_merge {
 #define KV_BLOCKING    0x80u
 #define KV_MOVABLEKEYS 0x100u
 #define KV_NO_AUTH     0x200u /* runs before AUTH (AUTH, HELLO, QUIT) */
+#define KV_SKIP_MONITOR 0x400u
+#define KV_NO_MANDATORY_KEYS 0x800u
+#define KV_ALLOW_BUSY  0x1000u /* runs while a script of the lcore is busy (script.h) */
 
 /* auth.c: the password (--requirepass, CONFIG SET requirepass), from any lcore. */
 int kv_auth_set(const char *p, size_t len); /* 0 or -ENOMEM; "" : none */

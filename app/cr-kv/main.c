@@ -20,6 +20,7 @@
 #include "cr_telemetry.h"
 #include "cr_tls.h"
 #include "kv.h"
+#include "script.h"
 
 static struct {
 	struct cr_net_addr listen;
@@ -181,6 +182,7 @@ fini(bool failed, void *arg)
 	cr_tls_app_fini(&app.tls);
 	rc = shards_destroy(failed, arg);
 	kv_auth_fini(); /* no lcore reads the password now */
+	kv_sc_fini();	/* nor the script cache */
 	return rc;
 }
 
@@ -326,6 +328,19 @@ set_slowlog(const char *v, bool max_len)
 }
 
 static int
+set_lua_time_limit(const char *v, void *ctx)
+{
+	const char *msg;
+	long long n;
+
+	(void)ctx;
+	if (kv_parse_slowlog(v, true, &n, &msg) != 0)
+		return -EINVAL;
+	atomic_store_explicit(&kv_lua_time_limit, n, memory_order_relaxed);
+	return 0;
+}
+
+static int
 set_slowlog_slower(const char *v, void *ctx)
 {
 	(void)ctx;
@@ -424,6 +439,11 @@ main(int argc, char **argv)
 	    {"slowlog-max-len", 0, "N",
 	     "entries the slow log keeps, the newest (default 128; also CONFIG SET)",
 	     "an integer from 0 to 9223372036854775807", set_slowlog_len, NULL},
+	    {"lua-time-limit", 0, "MS",
+	     "a script running longer is busy: the other clients of its lcore get -BUSY and "
+	     "SCRIPT KILL may stop it, as Redis (default 5000; also CONFIG SET lua-time-limit "
+	     "or busy-reply-threshold)",
+	     "an integer from 0 to 9223372036854775807", set_lua_time_limit, NULL},
 	    {"requirepass", 0, "PASSWORD",
 	     "clients must AUTH (or HELLO ... AUTH default PASSWORD) with it before any other "
 	     "command, as Redis (default: none; also CONFIG SET requirepass)",

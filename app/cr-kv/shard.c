@@ -10,6 +10,7 @@
 
 #include "cr_telemetry.h"
 #include "kv.h"
+#include "script.h"
 
 /* Redis's serverCron at hz 10, for one shard on the lcore that owns it: active expiry,
  * and a millisecond of moving the table's buckets while it is being resized
@@ -170,6 +171,7 @@ kv_shard_stop(unsigned lcore)
 	kv_ps_fini(sh); /* after its clients, who dropped their subscriptions */
 	kv_tx_origin_fini(sh);
 	kv_xshard_fini(sh);
+	kv_script_shard_fini(lcore); /* after the requests, whose scripts it held */
 	kreq_free_list(sh);
 	kv_move_lcore_stop(lcore);
 	kv_mem_bind(NULL); /* the counters live in the shards, which main() frees */
