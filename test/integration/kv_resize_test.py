@@ -7,8 +7,8 @@
 
   oracle  --clients (40) clients on the lcore that stays, each with its own keys (on both
           shards), send a seeded command stream (strings, lists, hashes, sets, sorted sets,
-          expiry, cross-shard MGET/MSET/RENAME/..., MULTI/EXEC) while the pool goes 2->1->2
-          --cycles (10) times; each client's replies are compared with what redis-server
+          expiry, cross-shard MGET/MSET/RENAME/..., MULTI/EXEC, EVAL) while the pool goes
+          2->1->2 --cycles (10) times; each client's replies are compared with what redis-server
           answers to that client's own stream: 0 "unavailable" errors, 0 wrong replies.
           After each grow, a client on the restarted lcore runs a stream of its own while
           its shard is handed back to it. The long run is by hand:
@@ -60,6 +60,12 @@ def client_stream(seed, who, n):
                 return
             made += 1
             # Inside EXEC the reply is one array: only commands whose replies are exact.
+            if rnd.random() < 0.02:
+                # a script over two of its keys (on two shards, as often as not)
+                k1, k2 = ("c%d:s%d" % (who, rnd.randrange(6)) for _ in range(2))
+                yield [(("EVAL", "redis.call('INCR', KEYS[1]); "
+                         "return redis.call('GET', KEYS[2])", "2", k1, k2), E)]
+                continue
             if mode == E and rnd.random() < 0.06:
                 block = [(own_keys(args, who), mode)]
                 while len(block) < 3:
