@@ -356,9 +356,10 @@ def t_blocked(args):
                   "the EXEC across the move: %r" % ex[:80])
             # Across the hand-back both shards are on lcore 0, the EXEC's too: it runs in
             # one turn there, so nothing of it can be in flight (the waiters are).
-            check(during or phase == 1, "the EXEC ended before the lcore was %s (%d SINTERCARDs in %.2f s, "
-                  "%s after %.2f s): it shows nothing" % (state, reps, time.monotonic() - t1,
-                                                         state, t2 - t1))
+            check(during or phase == 1,
+                  "the EXEC ended before the lcore was %s (%d SINTERCARDs in %.2f s, %s "
+                  "after %.2f s): it shows nothing"
+                  % (state, reps, time.monotonic() - t1, state, t2 - t1))
             p = conn_on_lcore(kv.port, 0)
             for k in keys:
                 check(p.cmd("RPUSH", k, "v", "w") == b":2\r\n", "push")
