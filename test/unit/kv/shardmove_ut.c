@@ -134,6 +134,7 @@ enum { P_PLAIN, P_LOCK, P_UNLOCK, P_BLOCK, P_PUSH };
 
 struct part {
 	struct part *next;
+	struct part *all_next; /* every part of the case, freed at the next reset() */
 	unsigned client, shard, kind;
 	uint64_t seq; /* per (client, shard), from 1 */
 	bool answered;
@@ -153,6 +154,18 @@ static struct shard shards[NL];
 static struct part *outq[NL][NL], **outq_tail[NL][NL]; /* [lcore][shard] */
 static uint64_t next_seq[NC][NL];
 static uint64_t issued, answered;
+static struct part *all_parts;
+
+static void
+free_parts(void)
+{
+	while (all_parts != NULL) {
+		struct part *p = all_parts;
+
+		all_parts = p->all_next;
+		free(p);
+	}
+}
 static unsigned moves_done;
 
 static void
@@ -267,6 +280,8 @@ issue(unsigned c, unsigned s, unsigned kind)
 	struct part *p = calloc(1, sizeof(*p));
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	p->all_next = all_parts;
+	all_parts = p;
 	cur = c % NL;
 	CU_ASSERT_FATAL(online[cur] && !closed[cur]);
 	p->client = c;
@@ -413,8 +428,10 @@ start(unsigned l)
 static void
 reset(void)
 {
-	unsigned l, s, c;
+	unsigned l, s;
 	unsigned home[NL] = {0, 1, 2};
+
+	free_parts();
 
 	memset(&mv, 0, sizeof(mv));
 	memset(mv_lc, 0, sizeof(mv_lc));
@@ -446,8 +463,6 @@ reset(void)
 		cur = l;
 		kv_move_lcore_start(l, true);
 	}
-	for (c = 0; c < NC; c++)
-		(void)c;
 }
 
 /* Every part issued was admitted, in order, and answered, and each shard has one owner
@@ -759,4 +774,11 @@ static const struct ut_case cases[] = {
     UT_CASE(test_full_mailboxes),  UT_CASE(test_random_interleavings),
 };
 
-UT_MAIN("kv_shardmove", cases, NULL, NULL)
+static int
+fini(void)
+{
+	free_parts();
+	return 0;
+}
+
+UT_MAIN("kv_shardmove", cases, NULL, fini)
