@@ -718,7 +718,8 @@ kv_process_input(struct kconn *kc)
 		kc->sh->batch.len = 0;
 	}
 	kv_outq_flush(kc->sh); /* the parts this input queued for other shards, in one go */
-	kv_lazy_kick(kc->sh);
+	if (kv_shard_owned(kc->sh))
+		kv_lazy_kick(kc->sh); /* the home shard's queue: not while it runs elsewhere */
 	kc->in_input = false;
 	kc_flush(kc); /* may free kc */
 }
