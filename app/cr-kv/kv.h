@@ -4,8 +4,10 @@
  * that travel to the lcore owning a key and back, reply buffers and the command table.
  *
  * Routing. A key belongs to shard kv_owner(hash) of its keyed hash (of its hash tag, the
- * bytes between '{' and '}', if it has one: key_shard()); shard i is served by lcore
- * kv.shard_lcore[i]. A command is parsed on the client's lcore. If it touches only keys
+ * bytes between '{' and '}', if it has one: key_shard()); shard i's home is lcore
+ * kv.shard_lcore[i], which runs it unless it is retired: each lcore routes a shard's parts
+ * to the lcore its view says owns it (kv_route(), shardmove.c, which moves shards across
+ * resizes). A command is parsed on the client's lcore. If it touches only keys
  * of that lcore's shard and nothing is waiting to be answered on the connection, it runs
  * at once and its reply is appended to the lcore's batch buffer (no copy, no message).
  * Otherwise it becomes a request (struct kreq) queued on the connection: its arguments
