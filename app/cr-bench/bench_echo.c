@@ -7,6 +7,11 @@
  * (ping-pong), all on one epoll. The figure is echoed messages per second of server CPU
  * (utime + stime from /proc/PID/stat over the measured window); messages per second too.
  * The three servers take turns in BENCH_ECHO_ROUNDS rounds; figures are medians.
+ *
+ * With $CR_BENCH_ECHO_BASE (the cr-echo of a baseline build, usertools/cr-bench
+ * --baseline-build), two more take their turns in the same rounds: that cr-echo, and ours
+ * with --zero-copy (each receive buffer echoed itself); the ratios of ours, and ours with
+ * --zero-copy, to the baseline are the medians of each round's ratio, as the others.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,23 +41,44 @@
 #define TARGET_VS_EPOLL	 1.2
 #define TARGET_MIN_CONNS 64
 
-enum echo_server { SRV_URING, SRV_EPOLL, SRV_CR, SRV_COUNT };
+enum echo_server { SRV_URING, SRV_EPOLL, SRV_CR, SRV_CR_ZC, SRV_BASE, SRV_COUNT };
 
 static const char *const srv_names[SRV_COUNT] = {
     [SRV_URING] = "liburing loop",
     [SRV_EPOLL] = "epoll loop",
     [SRV_CR] = "cr-echo",
+    [SRV_CR_ZC] = "cr-echo -zc",
+    [SRV_BASE] = "cr-echo base",
 };
 static const char *const srv_keys[SRV_COUNT] = {
     [SRV_URING] = "uring",
     [SRV_EPOLL] = "epoll",
     [SRV_CR] = "cr",
+    [SRV_CR_ZC] = "cr_zc",
+    [SRV_BASE] = "base",
 };
 static const enum bench_phase srv_phases[SRV_COUNT] = {
     [SRV_URING] = PHASE_ECHO_URING,
     [SRV_EPOLL] = PHASE_ECHO_EPOLL,
     [SRV_CR] = PHASE_ECHO_CR,
+    [SRV_CR_ZC] = PHASE_ECHO_CR,
+    [SRV_BASE] = PHASE_ECHO_CR,
 };
+
+/* The baseline's cr-echo ($CR_BENCH_ECHO_BASE), or NULL: then only the first three run. */
+static const char *
+base_path(void)
+{
+	const char *p = getenv("CR_BENCH_ECHO_BASE");
+
+	return p != NULL && p[0] != '\0' ? p : NULL;
+}
+
+static bool
+srv_on(enum echo_server k)
+{
+	return k < SRV_CR_ZC || base_path() != NULL;
+}
 
 struct echo_results {
 	double mps_r[SRV_COUNT][BENCH_ECHO_ROUNDS];	/* messages per second */
@@ -60,6 +86,7 @@ struct echo_results {
 	double cpu_r[SRV_COUNT][BENCH_ECHO_ROUNDS];	/* server CPU, % of one CPU */
 	double mps[SRV_COUNT], per_cpu[SRV_COUNT], cpu[SRV_COUNT]; /* medians */
 	double vs_uring, vs_epoll; /* median of the rounds' ratios of messages per CPU-s */
+	double vs_base, zc_vs_base; /* cr-echo, and with --zero-copy, to the baseline's */
 	char cr_line[256];	   /* cr-echo's ready line */
 };
 
@@ -91,9 +118,10 @@ server_start(const struct bench_env *env, enum echo_server k, struct bench_proc 
 	s->pid = 0;
 	s->out = -1;
 	snprintf(lcore, sizeof(lcore), "%u", env->other);
-	if (k == SRV_CR) {
-		rc = bench_echo_path(path, sizeof(path));
-		if (rc != 0)
+	if (k == SRV_CR || k == SRV_CR_ZC || k == SRV_BASE) {
+		if (k == SRV_BASE)
+			snprintf(path, sizeof(path), "%s", base_path());
+		else if ((rc = bench_echo_path(path, sizeof(path))) != 0)
 			return rc;
 		argv[0] = "cr-echo";
 		argv[1] = "-l";
@@ -102,7 +130,8 @@ server_start(const struct bench_env *env, enum echo_server k, struct bench_proc 
 		argv[4] = "127.0.0.1:0";
 		argv[5] = "--telemetry";
 		argv[6] = "off";
-		argv[7] = NULL;
+		argv[7] = k == SRV_CR_ZC ? "--zero-copy" : NULL;
+		argv[8] = NULL;
 	} else {
 		rc = bench_self_path(path, sizeof(path));
 		if (rc != 0)
@@ -434,6 +463,19 @@ report_table(const struct bench_env *env, const struct echo_results *r)
 	       verdict(env, r->vs_uring, TARGET_VS_URING));
 	printf("%-34s %7.2f  %-16s %s\n", "cr-echo / epoll loop", r->vs_epoll, ">= 1.20",
 	       verdict(env, r->vs_epoll, TARGET_VS_EPOLL));
+	if (base_path() != NULL) {
+		printf("\nagainst the baseline's cr-echo (%s), same rounds:\n", base_path());
+		printf("%-34s %14s %14s %14s\n", "metric", srv_names[SRV_CR],
+		       srv_names[SRV_CR_ZC], srv_names[SRV_BASE]);
+		printf("%-34s %14.0f %14.0f %14.0f\n", "messages / server-CPU-second",
+		       r->per_cpu[SRV_CR], r->per_cpu[SRV_CR_ZC], r->per_cpu[SRV_BASE]);
+		printf("%-34s %14.0f %14.0f %14.0f\n", "messages / s", r->mps[SRV_CR],
+		       r->mps[SRV_CR_ZC], r->mps[SRV_BASE]);
+		printf("%-34s %14.1f %14.1f %14.1f\n", "server CPU (% of one)", r->cpu[SRV_CR],
+		       r->cpu[SRV_CR_ZC], r->cpu[SRV_BASE]);
+		printf("%-34s %7.2f\n", "cr-echo / baseline", r->vs_base);
+		printf("%-34s %7.2f\n", "cr-echo --zero-copy / baseline", r->zc_vs_base);
+	}
 	printf("\nHow it was measured: each server is a process of its own, pinned to CPU %u; "
 	       "the client (one thread, one epoll) keeps one message in flight per connection "
 	       "and checks every echoed byte. After a %.1f s warm-up, messages are counted for "
@@ -464,6 +506,8 @@ report_json(const struct bench_env *env, const struct echo_results *r)
 	       env->connections, env->seconds, env->message_size, BENCH_ECHO_ROUNDS, env->main,
 	       env->other, cr_eal_is_vm() ? "true" : "false");
 	for (k = 0; k < SRV_COUNT; k++) {
+		if (!srv_on((enum echo_server)k))
+			continue;
 		printf(",\"echo_%s_msgs_per_cpu_s\":%.1f", srv_keys[k], r->per_cpu[k]);
 		printf(",\"echo_%s_msgs_per_s\":%.1f", srv_keys[k], r->mps[k]);
 		printf(",\"echo_%s_cpu_pct\":%.1f", srv_keys[k], r->cpu[k]);
@@ -471,6 +515,9 @@ report_json(const struct bench_env *env, const struct echo_results *r)
 		json_rounds(key, r->per_cpu_r[k]);
 	}
 	printf(",\"echo_cr_vs_uring\":%.3f,\"echo_cr_vs_epoll\":%.3f", r->vs_uring, r->vs_epoll);
+	if (base_path() != NULL)
+		printf(",\"echo_cr_vs_base\":%.3f,\"echo_cr_zc_vs_base\":%.3f", r->vs_base,
+		       r->zc_vs_base);
 	printf(",\"target_cr_vs_uring\":%.2f,\"target_cr_vs_epoll\":%.2f,\"targets_apply\":%s",
 	       TARGET_VS_URING, TARGET_VS_EPOLL, targets_apply(env) ? "true" : "false");
 	printf(",\"met\":{\"echo_cr_vs_uring\":%s,\"echo_cr_vs_epoll\":%s}}\n",
@@ -490,6 +537,8 @@ bench_echo_run(const struct bench_env *env)
 		return rc;
 	for (r = 0; r < BENCH_ECHO_ROUNDS; r++)
 		for (k = 0; k < SRV_COUNT; k++) {
+			if (!srv_on((enum echo_server)k))
+				continue;
 			rc = run_one(env, (enum echo_server)k, r, &res);
 			if (rc != 0)
 				return rc;
@@ -503,6 +552,12 @@ bench_echo_run(const struct bench_env *env)
 	    bench_median_ratio(res.per_cpu_r[SRV_CR], res.per_cpu_r[SRV_URING], BENCH_ECHO_ROUNDS);
 	res.vs_epoll =
 	    bench_median_ratio(res.per_cpu_r[SRV_CR], res.per_cpu_r[SRV_EPOLL], BENCH_ECHO_ROUNDS);
+	if (base_path() != NULL) {
+		res.vs_base = bench_median_ratio(res.per_cpu_r[SRV_CR], res.per_cpu_r[SRV_BASE],
+						 BENCH_ECHO_ROUNDS);
+		res.zc_vs_base = bench_median_ratio(res.per_cpu_r[SRV_CR_ZC],
+						    res.per_cpu_r[SRV_BASE], BENCH_ECHO_ROUNDS);
+	}
 	if (env->json)
 		report_json(env, &res);
 	else

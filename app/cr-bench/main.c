@@ -275,7 +275,7 @@ set_seconds(const char *val, void *ctx)
 static int
 set_message_size(const char *val, void *ctx)
 {
-	return set_uint(val, 1, 4096, ctx);
+	return set_uint(val, 1, 1048576, ctx);
 }
 
 static const char summary[] =
@@ -418,7 +418,7 @@ main(int argc, char **argv)
 	    {.name = "message-size",
 	     .metavar = "B",
 	     .help = "echo: bytes per message (default: 64)",
-	     .accepted = "an integer from 1 to 4096",
+	     .accepted = "an integer from 1 to 1048576",
 	     .set = set_message_size,
 	     .ctx = &env.message_size},
 	};

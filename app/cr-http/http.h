@@ -160,7 +160,6 @@ struct http_lcore {
 	uint32_t json_len;
 	struct cr_timer date_timer;
 	bool shutting; /* shutting down: every answer says Connection: close */
-	bool retiring; /* retiring: answers on connections that cannot move say close */
 	char *acc_mem;		     /* --access-log: HTTP_ACC_SLOT bytes per connection */
 	uint32_t n_open;	     /* connections open */
 	struct http_ilist lru; /* reclaimable connections, oldest first (http_reclaim.c) */
@@ -275,11 +274,9 @@ void http_stage_put(struct http_lcore *hl, struct http_conn *h);
 void http_header_timer_arm(struct http_conn *h);
 /* A request is being read or answered (a staged head, a body, a transfer). */
 bool http_in_flight(const struct http_conn *h);
-/* May the answer being written keep the connection open (not shutting down; retiring,
- * only a connection that moves to another lcore at its boundary)? */
-bool http_may_keep(const struct http_lcore *hl, const struct http_conn *h);
-/* A retire: connections move at their boundaries (lib/net), the rest close there. */
-void http_retire_hook(unsigned lcore, void *arg);
+/* May the answer being written keep the connection open (not shutting down: a retire
+ * moves every connection, plain or TLS, to another lcore at its boundary)? */
+bool http_may_keep(const struct http_lcore *hl);
 
 /* http_reclaim.c: the slow-body deadline and the reserve of connection slots. */
 void http_lru_remove(struct http_lcore *hl, struct http_conn *h);

@@ -150,7 +150,7 @@ static void
 handle_request(struct http_lcore *hl, struct http_conn *h, const char *head)
 {
 	struct http_request *r = &h->p.req;
-	bool keep = r->keep_alive && http_may_keep(hl, h);
+	bool keep = r->keep_alive && http_may_keep(hl);
 	int kind, status = 0;
 	bool body;
 
@@ -223,7 +223,7 @@ http_process(struct http_lcore *hl, struct http_conn *h, const char *data, size_
 			}
 			if (rc == 1) {
 				/* A shutdown may have begun while the body came. */
-				bool keep = h->pend_keep && http_may_keep(hl, h);
+				bool keep = h->pend_keep && http_may_keep(hl);
 
 				h->phase = PH_HEAD;
 				answer(hl, h, h->pend_kind, h->pend_status, keep);

@@ -20,26 +20,16 @@ http_at_boundary(struct cr_conn *c)
 	return !h->open || !http_in_flight(h);
 }
 
-bool
-http_may_keep(const struct http_lcore *hl, const struct http_conn *h)
-{
-	if (hl->shutting)
-		return false;
-	/* A TLS connection cannot move yet (lib/net refuses layered ones): it closes. */
-	return !hl->retiring || cr_conn_layer(h->c) == NULL;
-}
-
 /*
- * A retire: lib/net takes no more connections here and moves every plain one to a lcore
- * that stays at its boundary (http_move_out / http_move_in): keep-alive goes on, answers
- * still say keep-alive. TLS connections close at their boundaries, as at a shutdown.
+ * A retire needs nothing of ours: lib/net takes no more connections here and moves every
+ * one (plain or TLS: lib/tls's state travels) to an lcore that stays at its boundary
+ * (on_move_out / on_move_in, http_conn.c); keep-alive goes on, answers still say
+ * keep-alive. Only a shutdown says Connection: close.
  */
-void
-http_retire_hook(unsigned lcore, void *arg)
+bool
+http_may_keep(const struct http_lcore *hl)
 {
-	(void)lcore;
-	(void)arg;
-	http_lcore_cur()->retiring = true;
+	return !hl->shutting;
 }
 
 /* A shutdown: lib/net takes no more connections here and closes ours at their

@@ -492,7 +492,6 @@ main(int argc, char **argv)
 	    .configure = configure,
 	    .lcore_init = http_lcore_start,
 	    .start = start,
-	    .retire = http_retire_hook,
 	    .shutdown = http_drain_hook,
 	    .lcore_stop = http_lcore_stop,
 	    .stop = stop,

@@ -29,7 +29,9 @@ struct kv_bpop {
 	struct kreq *kr;
 	struct cr_timer timer;
 	bool several, timed_out, gone, cancelled, finished, counted;
-	bool tried; /* an attempt found nothing (several shards) */
+	bool tried;	      /* an attempt found nothing (several shards) */
+	bool moving;	      /* cancelled for a move: a null answer means "block again there" */
+	uint64_t deadline_ns; /* cr_now_ns() at its timeout; 0: none */
 	/* several shards: */
 	bool active;	 /* in bp.active */
 	bool sending;	 /* the watches are being sent */
@@ -78,6 +80,26 @@ bpop_fini(void *arg)
 	free(bp);
 }
 
+/*
+ * A wait cancelled for a move ended: if the shard answered the cancel (the null reply)
+ * and the timeout has not passed, the command is kept to run again on the client's new
+ * lcore (kv_rebl_save()) instead of being answered. What was popped is answered here,
+ * first; it moves after.
+ */
+static bool
+moves_on(struct kv_bpop *bp, const struct rbuf *final, const char *p, size_t n)
+{
+	if (final != NULL) {
+		p = final->p;
+		n = final->len;
+	}
+	if (n != 5 || (memcmp(p, "*-1\r\n", 5) != 0 && memcmp(p, "$-1\r\n", 5) != 0))
+		return false;
+	if (bp->deadline_ns != 0 && cr_now_ns() >= bp->deadline_ns)
+		return false; /* its timeout passed meanwhile: that is its answer */
+	return kv_rebl_save(bp->kr->kc, bp->kr, bp->deadline_ns) == 0;
+}
+
 /* The command's reply is @p n bytes at @p p (copied), or @p final. */
 static void
 finish(struct kv_bpop *bp, struct rbuf *final, const char *p, size_t n)
@@ -87,6 +109,11 @@ finish(struct kv_bpop *bp, struct rbuf *final, const char *p, size_t n)
 	struct kv_shard *sh = kc->sh;
 	unsigned i;
 
+	if (bp->moving && kc->conn != NULL && moves_on(bp, final, p, n)) {
+		final = NULL; /* no answer here: the command runs again where it goes */
+		p = "";
+		n = 0;
+	}
 	bp->finished = true;
 	cr_timer_stop(&bp->timer);
 	if (bp->active) {
@@ -399,6 +426,15 @@ kv_bpop_stop_waiting(struct kconn *kc)
 }
 
 void
+kv_bpop_move(struct kconn *kc)
+{
+	if (kc->bpop == NULL || kc->bpop->timed_out)
+		return;
+	kc->bpop->moving = true;
+	time_out(kc->bpop);
+}
+
+void
 kv_bpop_dispatch(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x, int shard)
 {
 	struct kreq *kr = kreq_new(kc->sh, kc, cmd, x->argc, x->argv);
@@ -424,15 +460,22 @@ kv_bpop_dispatch(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x, i
 	/* A blocked client runs nothing else until it is answered. */
 	kc->blocked++;
 	kc->bpop = bp;
-	if (ms > 0 && (unsigned long long)ms <= TIMEOUT_MAX_MS)
+	if (ms > 0 && (unsigned long long)ms <= TIMEOUT_MAX_MS) {
 		cr_timer_start(&bp->timer, (uint64_t)ms * 1000 * 1000);
+		bp->deadline_ns = cr_now_ns() + (uint64_t)ms * 1000 * 1000;
+	}
 	if (shard >= 0)
 		serve_start(bp, (unsigned)shard);
 	else if (several_start(bp) != 0)
 		finish(bp, NULL, "-OOM out of memory\r\n", 20);
-	/* On a closing lcore nothing waits: what the keys hold now, else the null reply. */
-	if (kc->sh->closing && kc->bpop == bp)
-		kv_bpop_stop_waiting(kc);
+	/* On a closing lcore nothing waits: what the keys hold now, else the null reply
+	 * (or, with a lcore to move to, the command waits there). */
+	if (kc->sh->closing && kc->bpop == bp) {
+		if (kv_move_possible(kc->sh))
+			kv_bpop_move(kc);
+		else
+			kv_bpop_stop_waiting(kc);
+	}
 }
 
 void

@@ -110,6 +110,10 @@ void kv_bpop_gone(struct kconn *kc);
 /* @p kc's lcore is closing: end its wait as its timeout would (one answer: what was
  * popped meanwhile, or the null reply), so the client is answered before it is closed. */
 void kv_bpop_stop_waiting(struct kconn *kc);
+/* @p kc's lcore retires and it moves: cancel its wait (one answer: what was popped
+ * meanwhile, which it gets first, or the cancel, after which the command is kept to run
+ * again where the client goes: kv_rebl_save()). */
+void kv_bpop_move(struct kconn *kc);
 /* Shard @p from saw a key that request @p id watches made. */
 void kv_bpop_notified(struct kv_shard *sh, unsigned from, uint64_t id);
 /* The timeout (argument checks before any key is touched, as Redis). */

@@ -35,7 +35,7 @@ kv_maxmemory_clients(void)
 
 	if (v >= 0)
 		return (uint64_t)v;
-	return kv.maxmemory / 100 * (uint64_t)-v;
+	return kv_maxmemory() / 100 * (uint64_t)-v;
 }
 
 static bool

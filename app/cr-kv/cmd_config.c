@@ -2,9 +2,9 @@
 /*
  * CONFIG GET / SET / HELP over the parameters cr-kv has, and the parsers the options
  * share with CONFIG SET (byte counts, maxmemory-clients, client-output-buffer-limit).
- * CONFIG SET changes only the client limits (maxmemory-clients and the normal class of
- * client-output-buffer-limit) and the slow log's two parameters at run time; the other
- * parameters are options.
+ * CONFIG SET changes the client limits (maxmemory-clients and the normal class of
+ * client-output-buffer-limit), the slow log's two parameters, the password, maxmemory and
+ * the eviction settings (evict.h) at run time; the other parameters are options.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -136,10 +136,16 @@ kv_parse_slowlog(const char *v, bool max_len, long long *out, const char **msg)
 static void
 config_value(const char *name, char *b, size_t n)
 {
+	unsigned i;
+
+	for (i = 0; i < KV_MP_COUNT; i++) {
+		if (strcmp(name, kv_memparam_names[i]) == 0) {
+			kv_memparam_get(i, b, n); /* maxmemory and eviction (evict.c) */
+			return;
+		}
+	}
 	if (strcmp(name, "maxclients") == 0) {
 		snprintf(b, n, "%llu", kv.maxclients);
-	} else if (strcmp(name, "maxmemory") == 0) {
-		snprintf(b, n, "%llu", kv.maxmemory);
 	} else if (strcmp(name, "maxmemory-clients") == 0) {
 		long long v = atomic_load_explicit(&kv.maxmemory_clients, memory_order_relaxed);
 
@@ -163,8 +169,6 @@ config_value(const char *name, char *b, size_t n)
 		snprintf(b, n, "%u", kv.port);
 	} else if (strcmp(name, "databases") == 0) {
 		snprintf(b, n, "1");
-	} else if (strcmp(name, "maxmemory-policy") == 0) {
-		snprintf(b, n, "noeviction");
 	} else if (strcmp(name, "appendonly") == 0) {
 		snprintf(b, n, "no");
 	} else if (strcmp(name, "lua-time-limit") == 0 ||
@@ -191,6 +195,10 @@ KV_CMD(config_get)
 					     "port",
 					     "databases",
 					     "maxmemory-policy",
+					     "maxmemory-samples",
+					     "maxmemory-eviction-tenacity",
+					     "lfu-log-factor",
+					     "lfu-decay-time",
 					     "appendonly",
 					     "save",
 					     "requirepass",
@@ -231,7 +239,18 @@ KV_CMD(config_get)
 
 /* ---- CONFIG SET ---- */
 
-enum { SET_MMC, SET_OBUF, SET_SLOWER, SET_SLOWLEN, SET_PASS, SET_LUA, SET_BUSY, SET_NPARAMS };
+/* The memory settings (evict.h) follow at SET_MEM + KV_MP_*. */
+enum {
+	SET_MMC,
+	SET_OBUF,
+	SET_SLOWER,
+	SET_SLOWLEN,
+	SET_PASS,
+	SET_LUA,
+	SET_BUSY,
+	SET_MEM,
+	SET_NPARAMS = SET_MEM + KV_MP_COUNT
+};
 
 /*
  * CONFIG SET param value [param value ...]: every value is checked before any is applied,
@@ -239,15 +258,29 @@ enum { SET_MMC, SET_OBUF, SET_SLOWER, SET_SLOWLEN, SET_PASS, SET_LUA, SET_BUSY, 
  */
 KV_CMD(config_set)
 {
-	static const char *const names[SET_NPARAMS] = {
-	    "maxmemory-clients", "client-output-buffer-limit", "slowlog-log-slower-than",
-	    "slowlog-max-len", "requirepass", "lua-time-limit", "busy-reply-threshold"};
-	static const char *const fixed[] = {"maxclients",	  "maxmemory",
-					    "proto-max-bulk-len", "client-query-buffer-limit",
-					    "port",		  "databases",
-					    "maxmemory-policy",	  "appendonly",
-					    "save",		  NULL};
+	static const char *const names[SET_NPARAMS] = {"maxmemory-clients",
+						       "client-output-buffer-limit",
+						       "slowlog-log-slower-than",
+						       "slowlog-max-len",
+						       "requirepass",
+						       "lua-time-limit",
+						       "busy-reply-threshold",
+						       "maxmemory",
+						       "maxmemory-policy",
+						       "maxmemory-samples",
+						       "maxmemory-eviction-tenacity",
+						       "lfu-log-factor",
+						       "lfu-decay-time"};
+	static const char *const fixed[] = {"maxclients",
+					    "proto-max-bulk-len",
+					    "client-query-buffer-limit",
+					    "port",
+					    "databases",
+					    "appendonly",
+					    "save",
+					    NULL};
 	bool set[SET_NPARAMS] = {false};
+	unsigned long long mem[KV_MP_COUNT] = {0};
 	long long mmc = 0;
 	unsigned long long obuf[3] = {0};
 	long long slow[2] = {0}, lua = 0;
@@ -297,7 +330,15 @@ KV_CMD(config_set)
 			return;
 		}
 		if (i == SET_OBUF && kv_parse_obuf_limit(v, obuf, &msg) != 0) {
-			rb_errorf(x->out, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+			rb_errorf(x->out,
+				  "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+				  names[i], msg);
+			return;
+		}
+		if (i >= SET_MEM && i < SET_NPARAMS &&
+		    kv_memparam_parse(i - SET_MEM, v, &mem[i - SET_MEM], &msg) != 0) {
+			rb_errorf(x->out,
+				  "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
 				  names[i], msg);
 			return;
 		}
@@ -310,12 +351,14 @@ KV_CMD(config_set)
 		for (i = 0; fixed[i] != NULL && strcasecmp(p, fixed[i]) != 0; i++)
 			;
 		if (fixed[i] != NULL)
-			rb_errorf(x->out,
-				  "ERR CONFIG SET failed (possibly related to argument '%s') - cr-kv "
-				  "sets it at start only: use --%s",
-				  fixed[i], fixed[i]);
+			rb_errorf(
+			    x->out,
+			    "ERR CONFIG SET failed (possibly related to argument '%s') - cr-kv "
+			    "sets it at start only: use --%s",
+			    fixed[i], fixed[i]);
 		else
-			rb_errorf(x->out, "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
+			rb_errorf(x->out,
+				  "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
 				  p);
 		return;
 	}
@@ -337,6 +380,12 @@ KV_CMD(config_set)
 		kv_slowlog_set_max_len(slow[1]);
 	if (set[SET_LUA] || set[SET_BUSY])
 		atomic_store_explicit(&kv_lua_time_limit, lua, memory_order_relaxed);
+	for (i = 0; i < KV_MP_COUNT; i++)
+		if (set[SET_MEM + i])
+			kv_memparam_apply(i, mem[i]);
+	if ((set[SET_MEM + KV_MP_MAXMEMORY] || set[SET_MEM + KV_MP_POLICY]) &&
+	    kv_shard_owned(x->sh)) /* its home shard, unless that runs elsewhere now */
+		kv_evict_kick(x->sh); /* Redis evicts at once; the other shards at their tick */
 	rb_ok(x->out);
 }
 
@@ -347,7 +396,9 @@ KV_CMD(config_help)
 	    "GET <pattern>",
 	    "    Return parameters matching the glob-like <pattern> and their values.",
 	    "SET <directive> <value>",
-	    "    Set the configuration <directive> to <value> (maxmemory-clients,",
+	    "    Set the configuration <directive> to <value> (maxmemory,",
+	    "    maxmemory-policy, maxmemory-samples, maxmemory-eviction-tenacity,",
+	    "    lfu-log-factor, lfu-decay-time, maxmemory-clients,",
 	    "    client-output-buffer-limit, slowlog-log-slower-than, slowlog-max-len and",
 	    "    requirepass;",
 	    "    the others are set at start).",

@@ -327,7 +327,13 @@ KV_CMD(object_encoding)
 
 KV_CMD(object_freq)
 {
-	if (object_key(x) != NULL)
+	struct kv_entry *e = object_key(x);
+
+	if (e == NULL)
+		return;
+	if (kv_policy_lfu(kv_policy()))
+		rb_int(x->out, (long long)kv_lfu_counter(e->lru, x->now_ms));
+	else
 		rb_error(x->out,
 			 "ERR An LFU maxmemory policy is not selected, access frequency not "
 			 "tracked. Please note that when switching between policies at runtime "
@@ -338,11 +344,15 @@ KV_CMD(object_idletime)
 {
 	struct kv_entry *e = object_key(x);
 
-	if (e != NULL) {
-		unsigned now = kv_lru_clock(x->now_ms), mask = (1u << 24) - 1;
-
-		rb_int(x->out, (long long)((now - e->lru) & mask));
-	}
+	if (e == NULL)
+		return;
+	if (kv_policy_lfu(kv_policy()))
+		rb_error(x->out,
+			 "ERR An LFU maxmemory policy is selected, idle time not tracked. Please "
+			 "note that when switching between policies at runtime LRU and LFU data "
+			 "will take some time to adjust.");
+	else
+		rb_int(x->out, (long long)(kv_lru_idle_ms(e->lru, x->now_ms) / 1000));
 }
 
 KV_CMD(object_refcount)

@@ -621,7 +621,7 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 
 		SECTION("Memory");
 		human(h1, sizeof(h1), (double)t[3]);
-		human(h2, sizeof(h2), (double)kv.maxmemory);
+		human(h2, sizeof(h2), (double)kv_maxmemory());
 		LINE("used_memory:%lld", t[3]);
 		LINE("used_memory_human:%s", h1);
 		human(h1, sizeof(h1), (double)rss);
@@ -632,9 +632,9 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("used_memory_peak_human:%s", h1);
 		LINE("mem_fragmentation_ratio:%.2f", t[3] > 0 ? (double)rss / (double)t[3] : 0.0);
 		LINE("mem_allocator:libc");
-		LINE("maxmemory:%llu", kv.maxmemory);
+		LINE("maxmemory:%llu", kv_maxmemory());
 		LINE("maxmemory_human:%s", h2);
-		LINE("maxmemory_policy:noeviction");
+		LINE("maxmemory_policy:%s", kv_policy_name(kv_policy()));
 		LINE("mem_clients_slaves:0");
 		LINE("mem_clients_normal:%llu", (unsigned long long)atomic_load_explicit(
 						    &kv.clients_mem, memory_order_relaxed));
@@ -649,7 +649,7 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("rejected_connections:%llu",
 		     (unsigned long long)atomic_load_explicit(&kv.rejected, memory_order_relaxed));
 		LINE("expired_keys:%lld", t[6]);
-		LINE("evicted_keys:0");
+		LINE("evicted_keys:%llu", (unsigned long long)kv_evicted_keys());
 		LINE("evicted_clients:%llu", (unsigned long long)atomic_load_explicit(
 						 &kv.evicted_clients, memory_order_relaxed));
 		LINE("keyspace_hits:%lld", t[4]);

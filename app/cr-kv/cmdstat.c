@@ -63,6 +63,7 @@ KV_CMD(config_resetstat)
 	sh->hits = sh->misses = sh->expired_active = 0;
 	sh->tx.tx_total = sh->tx.parked_total = 0;
 	kv_store_reset_expired(sh->store);
+	kv_evict_resetstat(sh);
 	if (sh->index == 0) {
 		/* relaxed: statistics, each alone */
 		atomic_store_explicit(&kv.conns_total, 0, memory_order_relaxed);

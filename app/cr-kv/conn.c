@@ -133,10 +133,13 @@ conn_eof(struct cr_conn *c)
 }
 
 /*
- * Asked on a closing lcore: closing now loses nothing when no command is half-read or
- * parsed and not yet run, and every reply owed has been handed to lib/net (which sends
- * what it holds before the EOF). A client blocked in BLPOP or its kind is not at one: its
- * wait was ended when the closing began (kv_clients_closing()), so its answer comes.
+ * Asked on a closing lcore, and before a move (kmove.c): closing or moving now loses
+ * nothing when no command is half-read or parsed and not yet run, every reply owed has
+ * been handed to lib/net (which sends what it holds first), and no task of this lcore
+ * holds the client. A client blocked in BLPOP or its kind is not at one: its wait was
+ * ended when the closing began (kv_clients_closing()), and it is at one once it was
+ * cancelled to block again where it goes (rebl; what it sent after waits in the query
+ * buffer and goes with it), or answered.
  */
 static bool
 conn_at_boundary(struct cr_conn *c)
@@ -145,8 +148,13 @@ conn_at_boundary(struct cr_conn *c)
 
 	if (kc == NULL)
 		return true;
-	return kc->head == NULL && kc->oq_head == NULL && !kc->have_cmd && kc->rp.reqtype == 0 &&
-	       kc->qpos == kc->qlen;
+	if (kc->head != NULL || kc->oq_head != NULL || kc->have_cmd || kc->rp.reqtype != 0 ||
+	    kc->flush_pending || kc->resume_pending || kc->psm != NULL ||
+	    kc->blocked != (kc->rebl != NULL))
+		return false;
+	if (kc->rebl != NULL)
+		return kv_rebl_boundary(kc);
+	return kc->qpos == kc->qlen;
 }
 
 /* lib/net's queue fell to its low watermark: feed it what waits. */
@@ -188,12 +196,18 @@ void
 kv_clients_closing(struct kv_shard *sh)
 {
 	struct kconn *kc, *next;
+	bool move;
 
 	sh->closing = true;
+	move = kv_move_possible(sh);
 	for (kc = sh->conns; kc != NULL; kc = next) {
 		next = kc->next;
-		kv_bpop_stop_waiting(kc);
+		if (move)
+			kv_bpop_move(kc); /* cancelled here, blocked again where it goes */
+		else
+			kv_bpop_stop_waiting(kc);
 	}
+	kv_ps_closing(sh);
 	if (kv.closing_grace_s != 0 && !cr_timer_armed(&sh->closing_timer)) {
 		cr_timer_init(&sh->closing_timer, closing_grace_over, sh);
 		cr_timer_start(&sh->closing_timer, kv.closing_grace_s * 1000000000ull);
@@ -201,6 +215,9 @@ kv_clients_closing(struct kv_shard *sh)
 }
 
 const struct cr_conn_ops kv_conn_ops = {
+    .on_move_out = kv_conn_move_out,
+    .on_move_in = kv_conn_move_in,
+    .on_move_drop = kv_conn_move_drop,
     .on_open = conn_open,
     .on_data = conn_data,
     .on_eof = conn_eof,

@@ -477,7 +477,7 @@ run_command(struct kconn *kc)
 		kc_reply_error(kc, kv_err_busy, strlen(kv_err_busy));
 		return;
 	}
-	if ((cmd->flags & KV_DENYOOM) && kv.maxmemory != 0 && kv_used_memory() > kv.maxmemory) {
+	if ((cmd->flags & KV_DENYOOM) && kv_evict_refuse()) {
 		kv_multi_flag(kc);
 		kv_cmd_rejected(kc, cmd);
 		kc_reply_error(kc, "OOM command not allowed when used memory > 'maxmemory'.", 55);
@@ -718,8 +718,11 @@ kv_process_input(struct kconn *kc)
 		kc->sh->batch.len = 0;
 	}
 	kv_outq_flush(kc->sh); /* the parts this input queued for other shards, in one go */
-	if (kv_shard_owned(kc->sh))
-		kv_lazy_kick(kc->sh); /* the home shard's queue: not while it runs elsewhere */
+	if (kv_shard_owned(kc->sh)) {
+		/* the home shard's duties: not while it runs elsewhere (shardmove.c) */
+		kv_lazy_kick(kc->sh);
+		kv_evict_kick(kc->sh);
+	}
 	kc->in_input = false;
 	kc_flush(kc); /* may free kc */
 }

@@ -48,6 +48,7 @@ kconn_free(struct kconn *kc)
 	resp_parser_fini(&kc->rp);
 	free(kc->qbuf);
 	free(kc->name);
+	free(kc->rebl);
 	free(kc);
 }
 

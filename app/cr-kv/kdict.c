@@ -170,7 +170,7 @@ kd_find(struct kdict *d, uint64_t h, const void *key, size_t len, kd_eq_fn eq)
 			break;
 		for (e = d->t[t][h & (d->size[t] - 1)]; e != NULL; e = e->next) {
 			d->probes++;
-			if (e->hash == h && eq(e, key, len))
+			if (e->hash == (uint32_t)h && eq(e, key, len))
 				return e;
 		}
 		if (!kd_rehashing(d))

@@ -24,7 +24,8 @@
 
 struct kd_node {
 	struct kd_node *next;
-	uint64_t hash;
+	uint32_t hash; /* the low 32 bits of the key's hash (tables stay under 2^32 buckets) */
+	uint32_t aux;  /* the owner's: the table never reads or writes it */
 };
 
 struct kdict {

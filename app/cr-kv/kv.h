@@ -45,6 +45,7 @@
 #include "store.h"
 #include "txn.h"
 #include "clients.h"
+#include "evict.h"
 #include "slowlog.h"
 #include "pubsub.h"
 #include "shardmove.h"
@@ -484,6 +485,7 @@ struct kv_shard {
 	struct kconn *conns; /* every client connection of this lcore */
 	struct cr_timer expire_timer;
 	struct kv_mem mem;	    /* what this shard's keyspace takes (mem.h) */
+	struct kv_evict ev;	    /* its eviction under --maxmemory (evict.h) */
 	struct kv_txshard tx;	    /* locks and waiters of transactions (txn.h) */
 	struct kv_bwshard bw;	    /* blocked clients waiting for keys here (bpop.h) */
 	struct kv_bpshard bp;	    /* this lcore's clients blocked on several shards */
@@ -562,6 +564,14 @@ struct kconn {
 	int64_t obuf_soft_since; /* over the soft output limit since (ms), or 0 */
 	size_t mem;		 /* what it takes, as last counted (climem.c) */
 	struct kv_psclient *ps;	 /* its channels and patterns (pubsub.h), or NULL */
+	/* Moves to another lcore (kmove.c): what its subscriptions were, on the way; the
+	 * move of its messages it waits for (psmove.c); the blocking command it waited in,
+	 * to block again where it goes. */
+	struct ps_out *ps_out;
+	struct kv_psmove *psm;
+	struct kv_rebl *rebl;
+	unsigned move_from; /* the lcore it left (a refused move comes back there) */
+	bool move_lost;	    /* its subscriptions could not be carried: closed on arrival */
 };
 
 /* One shard's share of a request. */
@@ -583,6 +593,8 @@ struct kpart {
 	bool nolease;		/* the origin's: waiting for it keeps no lease (a blocked pop,
 				 * which a shutdown need not wait for) */
 	uint64_t run_ns;	/* how long it ran on its shard (written there), for kreq.run_ns */
+	uint64_t ps_seq;	/* PUBLISH: its number on the origin's lcore (pubsub.c), else 0 */
+	unsigned ps_from;	/* ... and that lcore */
 	char inl[80];
 };
 
@@ -628,7 +640,6 @@ struct kv_global {
 	struct kv_shard *shards[CR_MAX_LCORES]; /* by lcore id */
 	long long max_bulk;
 	unsigned long long maxclients;
-	unsigned long long maxmemory;
 	unsigned long long qbuf_limit;
 	_Atomic uint64_t nclients;
 	_Atomic uint64_t next_client_id;
@@ -640,11 +651,13 @@ struct kv_global {
 	_Atomic unsigned long long obuf_hard, obuf_soft, obuf_soft_secs; /* "normal" class */
 	_Atomic uint64_t clients_mem; /* every client's memory, all lcores (climem.c) */
 	_Atomic uint64_t evicted_clients, obuf_closed;
-	unsigned closing_grace_s; /* --retire-grace */
+	_Atomic uint64_t clients_moved, blocked_moved; /* kmove.c: arrived from a retiring lcore */
+	unsigned closing_grace_s;		       /* --retire-grace */
 	uint64_t start_ms;
 	unsigned port;
 	int tel_cmds, tel_remote, tel_proto, tel_qbuf, tel_rejected, tel_expired;
-	int tel_moved_out, tel_moved_in;
+	int tel_moved, tel_reblocked, tel_psfwd;
+	int tel_moved_out, tel_moved_in; /* shards (shardmove.c) */
 };
 
 extern struct kv_global kv;
@@ -717,6 +730,17 @@ unsigned key_shard_h(const char *p, size_t len, uint64_t h);
 /* kconn.c: the connection object */
 struct kconn *kconn_new(struct kv_shard *sh, struct cr_conn *c, kconn_resume_fn resume);
 void kconn_free(struct kconn *kc);
+/* kmove.c: a client moves to another lcore when its own retires (lib/net's moves). */
+void *kv_conn_move_out(struct cr_conn *c);
+void kv_conn_move_in(struct cr_conn *c, void *state);
+void kv_conn_move_drop(void *arg, void *state);
+/* Is there a RUNNING lcore for the clients of closing @p sh to go to? */
+bool kv_move_possible(const struct kv_shard *sh);
+/* A blocking command cancelled to move: @p kr runs again where the client goes, with
+ * what is left until @p deadline_ns (0: none). Holds the client's parsing. -ENOMEM. */
+int kv_rebl_save(struct kconn *kc, const struct kreq *kr, uint64_t deadline_ns);
+/* conn_at_boundary() of a client holding one: true if it can move, else it runs here. */
+bool kv_rebl_boundary(struct kconn *kc);
 void kc_maybe_free(struct kconn *kc); /* free it if nothing refers to it any more */
 void kc_gone(struct kconn *kc);	      /* its socket is gone (closed or destroyed) */
 void kc_abort(struct kconn *kc);      /* destroy the socket now, free if possible */

@@ -205,6 +205,15 @@ telemetry_counters(void)
 							"connections refused over --maxclients");
 	kv.tel_expired = cr_telemetry_counter_register("kv_expired_active", CR_TELEMETRY_COUNTER,
 						       "keys removed by active expiry");
+	kv.tel_moved = cr_telemetry_counter_register(
+	    "kv_clients_moved_in", CR_TELEMETRY_COUNTER,
+	    "clients that came here from a retiring lcore, connection and state");
+	kv.tel_reblocked = cr_telemetry_counter_register(
+	    "kv_blocked_moved_in", CR_TELEMETRY_COUNTER,
+	    "of those, clients blocked in BLPOP or its kind, blocked again here");
+	kv.tel_psfwd = cr_telemetry_counter_register(
+	    "kv_pubsub_forwarded", CR_TELEMETRY_COUNTER,
+	    "messages delivered here for a subscriber that had moved away, forwarded to it");
 	kv.tel_moved_out = cr_telemetry_counter_register_prom(
 	    "kv_shards_moved_out", CR_TELEMETRY_COUNTER,
 	    "Shards handed from this lcore to another (a retire, or a hand-back).",
@@ -214,7 +223,8 @@ telemetry_counters(void)
 	    "Shards this lcore took over from another (a retire, or a hand-back).",
 	    &(struct cr_telemetry_prom){"kv_shards_moved_in"});
 	if (kv.tel_cmds < 0 || kv.tel_remote < 0 || kv.tel_proto < 0 || kv.tel_qbuf < 0 ||
-	    kv.tel_rejected < 0 || kv.tel_expired < 0 || kv.tel_moved_out < 0 ||
+	    kv.tel_rejected < 0 || kv.tel_expired < 0 || kv.tel_moved < 0 ||
+	    kv.tel_reblocked < 0 || kv.tel_psfwd < 0 || kv.tel_moved_out < 0 ||
 	    kv.tel_moved_in < 0)
 		return cr_app_errorf(-ENOSPC, "telemetry counters: %s", cr_strerror(-ENOSPC));
 	rc = kv_metrics_register();
@@ -266,11 +276,18 @@ set_maxclients(const char *v, void *ctx)
 	return cr_parse_uint(v, 1, 1u << 24, &kv.maxclients);
 }
 
+/* --maxmemory and the eviction settings (evict.h): ctx is the KV_MP_* index. */
 static int
-set_maxmemory(const char *v, void *ctx)
+set_memparam(const char *v, void *ctx)
 {
-	(void)ctx;
-	return kv_parse_bytes(v, 0, ~0ULL, &kv.maxmemory);
+	unsigned i = (unsigned)(uintptr_t)ctx;
+	unsigned long long n;
+	const char *msg;
+
+	if (kv_memparam_parse(i, v, &n, &msg) != 0)
+		return -EINVAL;
+	kv_memparam_apply(i, n);
+	return 0;
 }
 
 static int
@@ -409,9 +426,31 @@ main(int argc, char **argv)
 	     "-ERR max number of clients reached",
 	     "1-16777216", set_maxclients, NULL},
 	    {"maxmemory", 0, "BYTES",
-	     "refuse writes with -OOM while the keyspace uses more (default 0: no limit; "
-	     "no eviction)",
-	     "a byte count with an optional unit: 100mb, 2gb, 0", set_maxmemory, NULL},
+	     "bound on the keyspace's memory: over it keys are evicted as --maxmemory-policy "
+	     "says, or writes refused with -OOM (default 0: no limit; also CONFIG SET)",
+	     "a byte count with an optional unit: 100mb, 2gb, 0", set_memparam,
+	     (void *)(uintptr_t)KV_MP_MAXMEMORY},
+	    {"maxmemory-policy", 0, "POLICY",
+	     "what goes over --maxmemory, as Redis 7.0 (default noeviction: writes get -OOM; "
+	     "also CONFIG SET)",
+	     "volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, "
+	     "allkeys-lfu, allkeys-random or noeviction",
+	     set_memparam, (void *)(uintptr_t)KV_MP_POLICY},
+	    {"maxmemory-samples", 0, "N",
+	     "keys sampled for each eviction pick (default 5; also CONFIG SET)",
+	     "an integer from 1 to 2147483647", set_memparam, (void *)(uintptr_t)KV_MP_SAMPLES},
+	    {"maxmemory-eviction-tenacity", 0, "N",
+	     "time an eviction pass may take before it goes on after other work: 50 us per "
+	     "unit up to 10, then 15 % more per unit, 100 no limit (default 10; also CONFIG "
+	     "SET)",
+	     "an integer from 0 to 100", set_memparam, (void *)(uintptr_t)KV_MP_TENACITY},
+	    {"lfu-log-factor", 0, "N",
+	     "how slowly the LFU counter grows (default 10; also CONFIG SET)",
+	     "an integer from 0 to 2147483647", set_memparam, (void *)(uintptr_t)KV_MP_LFU_LOG},
+	    {"lfu-decay-time", 0, "MINUTES",
+	     "the LFU counter drops by one per this many idle minutes (default 1, 0 never; also "
+	     "CONFIG SET)",
+	     "an integer from 0 to 2147483647", set_memparam, (void *)(uintptr_t)KV_MP_LFU_DECAY},
 	    {"maxmemory-clients", 0, "BYTES|N%",
 	     "bound on the memory of every client together (query buffers, replies waiting to "
 	     "be read): over it, the client taking the most is closed first, as Redis 7.0's "

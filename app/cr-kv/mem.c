@@ -42,6 +42,12 @@ kv_mem_size(const void *p)
 	return chunk_size((void *)p);
 }
 
+size_t
+kv_mem_usable(const void *p)
+{
+	return p != NULL ? malloc_usable_size((void *)p) : 0;
+}
+
 static void
 charge(int64_t n)
 {

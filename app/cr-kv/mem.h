@@ -40,6 +40,8 @@ void kv_mem_settle(void);
 
 /* What a block takes from the heap, as charged. */
 size_t kv_mem_size(const void *p);
+/* The bytes a block of kv_malloc() may use: at least what was asked. */
+size_t kv_mem_usable(const void *p);
 
 static inline int64_t
 kv_mem_used(const struct kv_mem *m)

@@ -7,47 +7,77 @@
  * subscriber's output.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kv.h"
 #include "pubsub.h"
-
-/* One client on one channel or pattern. */
-struct ps_sub {
-	struct ps_sub *next, **pprev; /* the channel's (pattern's) subscribers */
-	struct ps_sub *cnext;	      /* the client's subscriptions; the dead list */
-	struct ps_chan *ch;
-	struct kconn *kc; /* NULL: dead, its client went while a message was delivered */
-};
-
-struct ps_chan {
-	struct ps_chan *hnext; /* in its bucket, or on the pattern list */
-	uint64_t h;
-	struct ps_sub *subs;
-	size_t nsubs;
-	bool pattern;
-	size_t len;
-	char name[];
-};
-
-struct kv_psclient {
-	struct ps_sub *subs;
-	size_t nchan, npat;
-};
-
-struct kv_psshard {
-	struct ps_chan **tab;
-	size_t mask, nchan;
-	struct ps_chan *pats;
-	size_t npat;
-	unsigned delivering; /* a message is being handed out: unlinking waits */
-	struct ps_sub *dead;
-	struct rbuf frame;
-	char inl[512];
-};
+#include "psint.h"
 
 #define PS_TAB_INITIAL 64u
+
+/*
+ * PUBLISH numbers: each lcore numbers the messages its publishers send (one number per
+ * PUBLISH, the same in every lcore's part of it), and every lcore notes the last number
+ * of each other lcore it delivered (kv_psshard.seen). A message goes to every lcore
+ * through one FIFO path per pair of lcores, so the numbers of one lcore's messages
+ * arrive everywhere in increasing order, and "delivered up to n" means the same messages
+ * on every lcore: what lets a moving subscriber's two lcores agree where one stops and
+ * the other starts (psmove.c).
+ *
+ * Written by their lcore only; read by an lcore that starts (kv_ps_init()). seq_cst:
+ * a number taken before a send that the starting lcore's closed mailbox refused is seen
+ * by its read after the mailbox reopened (both orders with the mailbox's own atomics).
+ */
+static _Atomic uint64_t ps_seq[CR_MAX_LCORES];
+
+/* The message being delivered (kv_ps_tag()), consumed by cmd_publish. Per lcore. */
+static _Thread_local struct {
+	uint32_t from;
+	uint64_t seq;
+} ps_cur_tag, ps_cur;
+
+uint64_t
+kv_ps_next_seq(void)
+{
+	return atomic_fetch_add(&ps_seq[cr_lcore_id()], 1) + 1;
+}
+
+void
+kv_ps_tag(uint32_t from, uint64_t seq)
+{
+	ps_cur_tag.from = from;
+	ps_cur_tag.seq = seq;
+}
+
+void
+kv_ps_current(uint32_t *from, uint64_t *seq)
+{
+	*from = ps_cur.from;
+	*seq = ps_cur.seq;
+}
+
+/* The lease that keeps a retiring lcore while subscribers or stubs are here: a stub
+ * forwards until the messages its move's cut names have come (psmove.c). Taken when the
+ * lcore starts (a retiring lcore admits no lease), let go once it is closing and holds
+ * nothing. */
+void
+kv_ps_hold(struct kv_psshard *ps, int delta)
+{
+	ps->holders += (unsigned)delta;
+	if (ps->closing && ps->holders == 0)
+		(void)cr_lease_release(&ps->lease);
+}
+
+void
+kv_ps_closing(struct kv_shard *sh)
+{
+	struct kv_psshard *ps = sh->ps;
+
+	ps->closing = true;
+	kv_ps_hold(ps, 0);
+}
 
 /* Redis's client-output-buffer-limit pubsub 32mb 8mb 60. */
 static const unsigned long long ps_limits[3] = {32ull << 20, 8ull << 20, 60};
@@ -71,6 +101,7 @@ int
 kv_ps_init(struct kv_shard *sh)
 {
 	struct kv_psshard *ps = calloc(1, sizeof(*ps));
+	unsigned i;
 
 	if (ps == NULL)
 		return -ENOMEM;
@@ -81,6 +112,11 @@ kv_ps_init(struct kv_shard *sh)
 	}
 	ps->mask = PS_TAB_INITIAL - 1;
 	rb_init(&ps->frame, ps->inl, sizeof(ps->inl));
+	ps->lease = (struct cr_lease)CR_LEASE_INIT;
+	(void)cr_lease_acquire(&ps->lease);
+	/* What was sent while this lcore was offline never comes: counted as delivered. */
+	for (i = 0; i < CR_MAX_LCORES; i++)
+		ps->seen[i] = atomic_load(&ps_seq[i]);
 	sh->ps = ps;
 	return 0;
 }
@@ -94,6 +130,8 @@ kv_ps_fini(struct kv_shard *sh)
 
 	if (ps == NULL)
 		return;
+	kv_psm_fini(ps);
+	(void)cr_lease_release(&ps->lease);
 	/* Its clients are gone by now (kv_ps_gone() freed their subscriptions). */
 	for (i = 0; i <= ps->mask; i++)
 		for (c = ps->tab[i]; c != NULL; c = n) {
@@ -213,25 +251,28 @@ client_has(const struct kconn *kc, const struct ps_chan *c)
 	return false;
 }
 
-/* Subscribe @p kc to argv @p a (a pattern if @p pattern); -ENOMEM. */
-static int
-ps_add(struct kconn *kc, const struct kv_arg *a, bool pattern)
+/* Subscribe @p kc to @p p (a pattern if @p pattern); -ENOMEM. */
+int
+kv_ps_add(struct kconn *kc, const char *p, size_t len, bool pattern)
 {
 	struct kv_psshard *ps = ps_here(kc->sh);
-	uint64_t h = pattern ? 0 : kv_hash(a->p, a->len);
-	struct ps_chan **pp = pattern ? pat_slot(ps, a->p, a->len) : chan_slot(ps, a->p, a->len, h);
+	uint64_t h = pattern ? 0 : kv_hash(p, len);
+	struct ps_chan **pp = pattern ? pat_slot(ps, p, len) : chan_slot(ps, p, len, h);
 	struct ps_chan *c = *pp;
 	struct ps_sub *s;
 
 	if (c != NULL && client_has(kc, c))
 		return 0;
-	if (kc->ps == NULL && (kc->ps = calloc(1, sizeof(*kc->ps))) == NULL)
-		return -ENOMEM;
+	if (kc->ps == NULL) {
+		if ((kc->ps = calloc(1, sizeof(*kc->ps))) == NULL)
+			return -ENOMEM;
+		kv_ps_hold(ps, 1);
+	}
 	s = malloc(sizeof(*s));
 	if (s == NULL)
 		return -ENOMEM;
 	if (c == NULL) {
-		c = malloc(sizeof(*c) + a->len + 1);
+		c = malloc(sizeof(*c) + len + 1);
 		if (c == NULL) {
 			free(s);
 			return -ENOMEM;
@@ -241,9 +282,9 @@ ps_add(struct kconn *kc, const struct kv_arg *a, bool pattern)
 		c->subs = NULL;
 		c->nsubs = 0;
 		c->pattern = pattern;
-		c->len = a->len;
-		memcpy(c->name, a->p, a->len);
-		c->name[a->len] = '\0';
+		c->len = len;
+		memcpy(c->name, p, len);
+		c->name[len] = '\0';
 		*pp = c;
 		if (pattern) {
 			ps->npat++;
@@ -255,6 +296,7 @@ ps_add(struct kconn *kc, const struct kv_arg *a, bool pattern)
 	/* Appended, so that a channel's subscribers are served in the order they came. */
 	s->ch = c;
 	s->kc = kc;
+	s->fwd = NULL;
 	s->next = NULL;
 	s->pprev = &c->subs;
 	while (*s->pprev != NULL)
@@ -289,8 +331,8 @@ chan_drop_if_empty(struct kv_psshard *ps, struct ps_chan *c)
 }
 
 /* Unlink subscription @p s of its channel (the client's list is the caller's). */
-static void
-sub_unlink(struct kv_psshard *ps, struct ps_sub *s)
+void
+kv_ps_unlink(struct kv_psshard *ps, struct ps_sub *s)
 {
 	struct ps_chan *c = s->ch;
 
@@ -298,6 +340,7 @@ sub_unlink(struct kv_psshard *ps, struct ps_sub *s)
 	if (ps->delivering != 0) {
 		/* A delivery walks this channel's list: unlinked after it. */
 		s->kc = NULL;
+		s->fwd = NULL;
 		s->cnext = ps->dead;
 		ps->dead = s;
 		return;
@@ -327,7 +370,7 @@ ps_del(struct kconn *kc, const char *p, size_t len, bool pattern)
 			kc->ps->npat--;
 		else
 			kc->ps->nchan--;
-		sub_unlink(ps_here(kc->sh), s);
+		kv_ps_unlink(ps_here(kc->sh), s);
 		return true;
 	}
 	return false;
@@ -339,14 +382,16 @@ kv_ps_gone(struct kconn *kc)
 	struct kv_psshard *ps = ps_here(kc->sh);
 	struct ps_sub *s, *n;
 
+	kv_psm_gone(kc);
 	if (kc->ps == NULL)
 		return;
 	for (s = kc->ps->subs; s != NULL; s = n) {
 		n = s->cnext;
-		sub_unlink(ps, s);
+		kv_ps_unlink(ps, s);
 	}
 	free(kc->ps);
 	kc->ps = NULL;
+	kv_ps_hold(ps, -1);
 }
 
 /* The subscriptions unlinked while a message was being delivered. */
@@ -375,7 +420,7 @@ subscribe(struct kv_ctx *x, bool pattern)
 	uint32_t i;
 
 	for (i = 1; i < x->argc; i++) {
-		if (ps_add(x->kc, &x->argv[i], pattern) != 0) {
+		if (kv_ps_add(x->kc, x->argv[i].p, x->argv[i].len, pattern) != 0) {
 			rb_error(x->out, kv_err_oom);
 			return;
 		}
@@ -479,22 +524,28 @@ kv_ps_pong(struct kv_ctx *x)
 /* Hand the framed message to @p kc in its reply order: behind replies still owed, else
  * straight to its output (it is not the connection being parsed: a subscribed client
  * cannot PUBLISH, so the lcore's batch is never its). */
-static void
+static bool
 deliver(struct kconn *kc, const struct rbuf *f)
 {
 	struct rbuf *o;
 
 	if (kc->conn == NULL)
-		return;
+		return true;
+	if (kc->psm != NULL) {
+		/* It just moved here: behind what its old lcore still forwards, and not what
+		 * that one delivered (psmove.c). */
+		return kv_psm_hold(kc, f);
+	}
 	if (kc->tail == NULL && !kc->in_input) {
 		(void)kc_send(kc, f->p, f->len); /* may close it: the limits (kv_ps_gone) */
-		return;
+		return true;
 	}
 	o = kc_local_out(kc);
 	if (o == NULL)
 		kc_abort(kc);
 	else
 		rb_raw(o, f->p, f->len);
+	return true;
 }
 
 static size_t
@@ -507,10 +558,13 @@ deliver_all(struct kv_psshard *ps, struct ps_chan *c, const struct ps_chan *pat,
 	rb_reset(&ps->frame);
 	ps_frame(&ps->frame, pat, ch, msg);
 	for (s = c->subs; s != NULL; s = s->next) {
+		if (s->fwd != NULL) {
+			n += kv_psm_forward(s->fwd, &ps->frame); /* its client moved */
+			continue;
+		}
 		if (s->kc == NULL)
 			continue;
-		deliver(s->kc, &ps->frame);
-		n++;
+		n += deliver(s->kc, &ps->frame);
 	}
 	return n;
 }
@@ -523,10 +577,19 @@ KV_CMD(publish)
 	struct ps_chan *c, *p;
 	size_t n = 0;
 
+	/* Its number: from the part (kv_ps_tag()), or taken here when it runs alone. */
+	ps_cur = ps_cur_tag;
+	ps_cur_tag.seq = 0;
+	if (ps_cur.seq == 0) {
+		ps_cur.from = cr_lcore_id();
+		ps_cur.seq = kv_ps_next_seq();
+	}
 	if (ps == NULL) {
-		rb_int(x->out, 0);
+		rb_int(x->out, 0); /* a moved shard's part: this lcore's own part delivers */
 		return;
 	}
+	if (ps_cur.seq > ps->seen[ps_cur.from])
+		ps->seen[ps_cur.from] = ps_cur.seq;
 	ps->delivering++;
 	c = *chan_slot(ps, ch->p, ch->len, kv_hash(ch->p, ch->len));
 	if (c != NULL)
@@ -536,6 +599,10 @@ KV_CMD(publish)
 			n += deliver_all(ps, p, p, ch, msg);
 	ps->delivering--;
 	ps_reap(ps);
+	if (ps->moves != NULL)
+		kv_psm_check(ps); /* stubs waiting for this message */
+	if (ps->arrivals != NULL)
+		kv_psm_check_arrivals(ps); /* moved clients waiting for it */
 	rb_int(x->out, (long long)n);
 }
 

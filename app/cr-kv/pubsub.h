@@ -32,6 +32,19 @@ int kv_ps_init(struct kv_shard *sh); /* 0 or -ENOMEM */
 void kv_ps_fini(struct kv_shard *sh);
 /* @p kc's socket is gone: drop its subscriptions (on its lcore). */
 void kv_ps_gone(struct kconn *kc);
+/* PUBLISH's numbers (pubsub.c): the next of this lcore's, taken once per PUBLISH for
+ * all its parts; and the one of the part about to run here. */
+uint64_t kv_ps_next_seq(void);
+void kv_ps_tag(uint32_t from, uint64_t seq);
+/* The lcore is closing: its lease goes once no subscriber or stub is left. */
+void kv_ps_closing(struct kv_shard *sh);
+/* A subscriber moves (psmove.c): on the old lcore as it leaves (its subscriptions stay
+ * as stubs that forward; what to subscribe to goes with it: 0, or -ENOMEM and it lost
+ * them), on the new lcore as it arrives (or back on the old one when the move was
+ * refused), and where a move was dropped (its socket closed). */
+int kv_ps_move_out(struct kconn *kc);
+void kv_ps_move_in(struct kconn *kc);
+void kv_ps_move_drop(struct kconn *kc);
 /* Is @p kc subscribed to a channel or pattern (RESP2's subscribed mode)? */
 bool kv_ps_subscribed(const struct kconn *kc);
 /* In subscribed mode, may @p cmd run? */

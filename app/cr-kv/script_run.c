@@ -498,7 +498,7 @@ refused(struct kv_srun *r, const struct kv_cmd *cmd, uint32_t argc)
 		return "ERR This Redis command is not allowed from script";
 	if (r->ro && (cmd->flags & KV_WRITE))
 		return "ERR Write commands are not allowed from read-only scripts.";
-	if ((cmd->flags & KV_DENYOOM) && kv.maxmemory != 0 && kv_used_memory() > kv.maxmemory)
+	if ((cmd->flags & KV_DENYOOM) && kv_evict_refuse()) /* Redis: pre_command_oom_state */
 		return "OOM command not allowed when used memory > 'maxmemory'.";
 	if ((cmd->route == KV_ROUTE_ALL && cmd->merge < KV_MERGE_INFO) ||
 	    cmd->route == KV_ROUTE_SCAN || cmd->route == KV_ROUTE_SCRIPT)

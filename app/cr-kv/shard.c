@@ -27,6 +27,7 @@ shard_tick(struct cr_timer *t, void *arg)
 		cr_telemetry_add(kv.tel_expired, n);
 	kv_store_rehash_for(sh->store, 1000 * 1000ull);
 	kv_lazy_kick(sh);
+	kv_evict_kick(sh);
 	kv_metrics_tick(sh);
 	kv_mem_swap(prev);
 	cr_timer_start(t, 100 * 1000 * 1000ull);
@@ -56,6 +57,7 @@ duties_start(struct kv_shard *sh)
 	cr_timer_start(&sh->expire_timer, 100 * 1000 * 1000ull);
 	kv_tx_adopt(sh);
 	kv_lazy_adopt(sh);
+	kv_evict_adopt(sh);
 	kv_metrics_tick(sh);
 }
 
@@ -64,6 +66,7 @@ duties_stop(struct kv_shard *sh)
 {
 	cr_timer_stop(&sh->expire_timer);
 	kv_lazy_give(sh);
+	kv_evict_give(sh);
 	kv_tx_give(sh);
 	if (sh == kv_here())
 		kv_mem_bind(NULL);
@@ -104,6 +107,7 @@ kv_shard_start(unsigned lcore)
 			return -ENOMEM;
 		kv_bw_init(sh);
 		kv_lazy_init(sh);
+		kv_evict_init(sh);
 		sh->shard_ready = true;
 	}
 	if (kv_ps_init(sh) != 0)
@@ -132,6 +136,7 @@ shard_fini(struct kv_shard *sh)
 
 	duties_stop(sh);
 	kv_lazy_fini(sh);
+	kv_evict_fini(sh);
 	kv_bw_fini(sh); /* before the late answers' last flush */
 	kv_tx_shard_fini(sh);
 	kv_mem_swap(prev);

@@ -12,6 +12,7 @@
 
 #include "mem.h"
 #include "obj.h"
+#include "policy.h"
 #include "resp.h"
 #include "siphash.h"
 #include "store.h"
@@ -41,6 +42,7 @@ struct kv_store {
 	uint32_t *wver, wmask;	  /* WATCH's versions by key hash, or NULL (txn.h) */
 	bool (*pinned)(void *arg, const char *key, size_t klen); /* kv_store_pin() */
 	void *pin_arg;
+	uint64_t rng; /* the LFU counter's coin (policy.h) */
 };
 
 /*
@@ -89,12 +91,6 @@ kv_rand(uint64_t *state)
 	return kd_rand(state);
 }
 
-unsigned
-kv_lru_clock(int64_t now_ms)
-{
-	return (unsigned)(now_ms / 1000) & ((1u << 24) - 1);
-}
-
 static struct kv_entry *
 entry_of(struct kd_node *n)
 {
@@ -112,13 +108,39 @@ kv_store_create(void)
 	 * is charged to (the store itself is made by main(), before any lcore runs). */
 	kd_init(&s->d);
 	s->lazy_tail = &s->lazy_head;
+	s->rng = kv_hash(&s, sizeof(s)) | 1;
 	return s;
 }
+
+_Static_assert(offsetof(struct kv_entry, klen) == offsetof(struct kd_node, aux),
+	       "the key's length is the node's aux word");
+_Static_assert(sizeof(struct kv_entry) == 48, "an entry's header is 48 bytes");
 
 static char *
 inline_val(struct kv_entry *e)
 {
 	return e->key + e->klen + 1;
+}
+
+/* Bytes of value (its NUL excluded) the entry's own block holds after the key. */
+static size_t
+inline_room(const struct kv_entry *e)
+{
+	size_t used = sizeof(*e) + e->klen + 2; /* the key's NUL and the value's */
+	size_t have = kv_mem_usable(e);
+
+	return have > used ? have - used : 0;
+}
+
+/* What a string's value may grow to in place, its NUL excluded. */
+static size_t
+val_cap(struct kv_entry *e)
+{
+	if (e->val == NULL)
+		return 0;
+	if (e->val == inline_val(e))
+		return inline_room(e);
+	return kv_mem_usable(e->val) - 1;
 }
 
 static bool
@@ -174,7 +196,7 @@ value_drop(struct kv_store *s, struct kv_entry *e)
 	}
 	e->type = KV_T_STRING;
 	e->enc = KV_ENC_RAW;
-	e->vlen = e->vcap = 0;
+	e->vlen = 0;
 }
 
 static void
@@ -275,8 +297,7 @@ expire_note(struct kv_store *s, const struct kv_entry *e)
 }
 
 void
-kv_store_pin(struct kv_store *s, bool (*pinned)(void *arg, const char *key, size_t klen),
-	     void *arg)
+kv_store_pin(struct kv_store *s, bool (*pinned)(void *arg, const char *key, size_t klen), void *arg)
 {
 	s->pinned = pinned;
 	s->pin_arg = arg;
@@ -320,7 +341,7 @@ kv_lookup_ex(struct kv_store *s, const char *key, size_t klen, uint64_t h, int64
 		return NULL;
 	}
 	if (touch)
-		e->lru = kv_lru_clock(now_ms);
+		e->lru = kv_access_touch(e->lru, now_ms, &s->rng) & 0xffffff;
 	return e;
 }
 
@@ -338,19 +359,19 @@ string_encoding(const char *val, size_t vlen)
 static int
 value_store(struct kv_entry *e, const char *val, size_t vlen)
 {
-	if (vlen <= e->icap) {
+	size_t cap;
+
+	if (vlen <= inline_room(e)) {
 		heap_val_free(e);
 		e->val = inline_val(e);
-		e->vcap = e->icap;
-	} else if (e->val == NULL || e->val == inline_val(e) || vlen > e->vcap ||
-		   (e->vcap > 64 && vlen < e->vcap / 2)) {
+	} else if (e->val == NULL || e->val == inline_val(e) || vlen > (cap = val_cap(e)) ||
+		   (cap > 64 && vlen < cap / 2)) {
 		char *v = kv_malloc(vlen + 1);
 
 		if (v == NULL)
 			return -ENOMEM;
 		heap_val_free(e);
 		e->val = v;
-		e->vcap = vlen;
 	}
 	memcpy(e->val, val, vlen);
 	e->val[vlen] = '\0';
@@ -367,11 +388,10 @@ entry_new(const char *key, size_t klen, uint64_t h, uint32_t icap, int64_t now_m
 	if (e == NULL)
 		return NULL;
 	memset(e, 0, sizeof(*e));
-	e->icap = icap;
-	e->node.hash = h;
+	e->node.hash = (uint32_t)h;
 	e->expire = -1;
 	e->klen = (uint32_t)klen;
-	e->lru = kv_lru_clock(now_ms);
+	e->lru = kv_access_new(now_ms) & 0xffffff;
 	memcpy(e->key, key, klen);
 	e->key[klen] = '\0';
 	return e;
@@ -415,7 +435,9 @@ kv_set(struct kv_store *s, const char *key, size_t klen, uint64_t h, const char 
 			return NULL;
 		if (!keepttl)
 			exp_remove(s, e);
-		e->lru = kv_lru_clock(now_ms);
+		/* Redis: the write's lookup touches the key; under LFU the new value keeps
+		 * the counter (dbOverwrite()) */
+		e->lru = kv_access_touch(e->lru, now_ms, &s->rng) & 0xffffff;
 		return e;
 	}
 	e = entry_new(key, klen, h, vlen <= INLINE_MAX ? (uint32_t)((vlen + 8) & ~7u) : 0, now_ms);
@@ -467,7 +489,7 @@ int
 kv_value_resize(struct kv_store *s, struct kv_entry *e, size_t vlen)
 {
 	(void)s;
-	if (vlen > e->vcap) {
+	if (vlen > val_cap(e)) {
 		size_t cap = vlen < 1024 * 1024 ? vlen * 2 : vlen + vlen / 4;
 		char *v;
 
@@ -483,7 +505,6 @@ kv_value_resize(struct kv_store *s, struct kv_entry *e, size_t vlen)
 				return -ENOMEM;
 		}
 		e->val = v;
-		e->vcap = cap;
 	}
 	if (vlen > e->vlen)
 		memset(e->val + e->vlen, 0, vlen - e->vlen);
@@ -531,7 +552,7 @@ kv_entry_rename(struct kv_store *s, struct kv_entry *e, const char *key, size_t 
 	if (!str) {
 		e->type = KV_T_STRING; /* the value is d's now */
 		e->obj = NULL;
-		e->vlen = e->vcap = 0;
+		e->vlen = 0;
 	}
 	if (e->expire != -1)
 		kv_set_expire(s, d, e->expire);
@@ -802,4 +823,42 @@ kv_store_avg_ttl(const struct kv_store *s, int64_t now_ms)
 		}
 	}
 	return n ? (int64_t)(sum / n) : 0;
+}
+
+struct kv_entry *
+kv_store_sample(struct kv_store *s, bool with_ttl, uint64_t *rng)
+{
+	struct kd_node *n;
+
+	if (with_ttl)
+		return s->nexp > 0 ? s->exp[kv_rand(rng) % s->nexp] : NULL;
+	n = kd_random(&s->d, rng);
+	return n != NULL ? entry_of(n) : NULL;
+}
+
+static bool
+same_node(const struct kd_node *n, const void *key, size_t len)
+{
+	(void)len;
+	return (const void *)n == key;
+}
+
+bool
+kv_store_holds(struct kv_store *s, const struct kv_entry *e, uint64_t h)
+{
+	return kd_find(&s->d, h, e, 0, same_node) != NULL;
+}
+
+bool
+kv_store_may_delete(const struct kv_store *s, const struct kv_entry *e)
+{
+	return may_delete(s, e);
+}
+
+void
+kv_store_evict(struct kv_store *s, struct kv_entry *e)
+{
+	if (s->wver != NULL)
+		s->wver[e->node.hash & s->wmask]++;
+	unlink_entry(s, e);
 }

@@ -31,23 +31,31 @@
 
 #include "kdict.h"
 
+/*
+ * 48 bytes before the key: what a value can hold is not stored but read from the
+ * allocator (the room after the key in the entry's own block, or the heap block's usable
+ * size), and the key's length sits in the node's spare word.
+ */
 struct kv_entry {
-	struct kd_node node; /* in the table: chain and hash */
-	int64_t expire;	     /* unix time in ms, or -1 */
-	uint32_t exp_idx;    /* position in the expires array while expire != -1 */
-	uint32_t klen;
-	size_t vlen;	   /* a string's length */
-	size_t vcap;	   /* what val holds, its NUL excluded */
-	uint32_t icap;	   /* room for a value inside the entry, after the key */
+	union {
+		struct kd_node node; /* in the table: chain and hash */
+		struct {
+			char node_words_[12];
+			uint32_t klen; /* the node's aux word */
+		};
+	};
+	int64_t expire;	   /* unix time in ms, or -1 */
+	uint32_t exp_idx;  /* position in the expires array while expire != -1 */
 	unsigned type : 4; /* enum kv_type (obj.h) */
 	unsigned enc : 4;  /* enum kv_enc */
-	unsigned lru : 24; /* kv_lru_clock() of the last access, for OBJECT IDLETIME */
+	unsigned lru : 24; /* access field (policy.h): LRU clock or LFU counter */
+	size_t vlen;	   /* a string's length */
 	union {
-		char *val; /* a string: vcap bytes + 1 (NUL-terminated for the number
-			    * parsers), the inline room after the key or a heap block */
+		char *val; /* a string: vlen bytes + NUL (for the number parsers), in the room
+			    * after the key or in a heap block */
 		void *obj; /* a collection: its type's object */
 	};
-	char key[]; /* klen bytes + NUL, then icap + 1 bytes of inline value */
+	char key[]; /* klen bytes + NUL, then the room for a value inline */
 };
 
 struct kv_store;
@@ -57,7 +65,7 @@ uint64_t kv_hash(const void *key, size_t len);
 /* Replace the random key (--hash-seed, tests); before any lookup. */
 void kv_hash_set_key(const uint8_t key[16]);
 
-/* Redis's LRU clock: seconds, 24 bits. */
+/* Redis's LRU clock: seconds, 24 bits (policy.c). */
 unsigned kv_lru_clock(int64_t now_ms);
 
 struct kv_store *kv_store_create(void);
@@ -162,6 +170,17 @@ int64_t kv_store_avg_ttl(const struct kv_store *s, int64_t now_ms);
  * arrived) the first entry of its chain. Never fault; only hints. */
 void kv_prefetch_bucket(const struct kv_store *s, uint64_t h);
 void kv_prefetch_entry(const struct kv_store *s, uint64_t h);
+
+/* Eviction (evict.c). A random entry: of every key, or (@p with_ttl) of those with a
+ * TTL; NULL if there is none. Expired ones are returned too, as Redis samples them. */
+struct kv_entry *kv_store_sample(struct kv_store *s, bool with_ttl, uint64_t *rng);
+/* Is @p e, seen with hash @p h (and maybe freed since), still an entry of the table? It
+ * is not read unless it is. */
+bool kv_store_holds(struct kv_store *s, const struct kv_entry *e, uint64_t h);
+/* May @p e be deleted now (no transaction holds it: kv_store_pin())? */
+bool kv_store_may_delete(const struct kv_store *s, const struct kv_entry *e);
+/* Delete @p e as evicted: WATCH sees its key modified; a big value is freed lazily. */
+void kv_store_evict(struct kv_store *s, struct kv_entry *e);
 
 /* xorshift64* for sampling. */
 uint64_t kv_rand(uint64_t *state);

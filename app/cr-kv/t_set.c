@@ -19,6 +19,10 @@ member_eq(const struct kd_node *n, const void *key, size_t len)
 	return m->len == len && memcmp(m->data, key, len) == 0;
 }
 
+_Static_assert(offsetof(struct kv_smember, len) == offsetof(struct kd_node, aux) &&
+		   offsetof(struct kv_smember, data) == sizeof(struct kd_node),
+	       "a member's length is its node's aux word, its bytes follow the node");
+
 static struct kv_smember *
 member_new(const char *s, size_t len)
 {
@@ -29,7 +33,7 @@ member_new(const char *s, size_t len)
 	m->len = (uint32_t)len;
 	memcpy(m->data, s, len);
 	m->data[len] = '\0';
-	m->node.hash = kv_hash(s, len);
+	m->node.hash = (uint32_t)kv_hash(s, len);
 	return m;
 }
 

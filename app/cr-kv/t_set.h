@@ -20,8 +20,13 @@ struct kv_set {
 };
 
 struct kv_smember {
-	struct kd_node node;
-	uint32_t len;
+	union {
+		struct kd_node node;
+		struct {
+			char node_words_[12];
+			uint32_t len; /* the node's aux word */
+		};
+	};
 	char data[]; /* member, NUL */
 };
 

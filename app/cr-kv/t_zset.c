@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The sorted set's two encodings (see t_zset.h). In the listpack a member is followed by
- * its score as the 8 bytes of a double.
+ * its score: an integral one (below 2^53 in magnitude) as the fewest bytes (1-7) of a
+ * little-endian two's complement integer, any other as the 8 bytes of its double, as
+ * Redis's listpack keeps integral scores as integers.
  */
 #include <errno.h>
 #include <math.h>
@@ -16,15 +18,43 @@ static __thread uint64_t level_rng = 0x853c49e6748fea9bULL;
 
 /* ---- listpack ---- */
 
+#define ZL_SCORE_MAX 8u
+
+/* A score's bytes in the listpack (see above); @return how many. */
+static size_t
+zl_score_put(unsigned char out[ZL_SCORE_MAX], double d)
+{
+	if (fabs(d) < 9007199254740992.0 && d == (double)(int64_t)d && !(d == 0 && signbit(d))) {
+		int64_t v = (int64_t)d;
+		size_t n = 1, i;
+
+		while (n < 7 && (v < -(1LL << (8 * n - 1)) || v >= (1LL << (8 * n - 1))))
+			n++;
+		for (i = 0; i < n; i++)
+			out[i] = (unsigned char)((uint64_t)v >> (8 * i));
+		return n;
+	}
+	memcpy(out, &d, sizeof(d));
+	return sizeof(d);
+}
+
 static double
 zl_score(const struct lp *l, uint32_t member)
 {
-	size_t n;
+	size_t n, i;
 	const unsigned char *p = lp_get(l, lp_next(l, member), &n);
+	uint64_t u = 0;
 	double d;
 
-	memcpy(&d, p, sizeof(d));
-	return d;
+	if (n == sizeof(d)) {
+		memcpy(&d, p, sizeof(d));
+		return d;
+	}
+	for (i = 0; i < n; i++)
+		u |= (uint64_t)p[i] << (8 * i);
+	if (u >> (8 * n - 1) & 1) /* negative: extend the sign */
+		u |= ~0ULL << (8 * n);
+	return (double)(int64_t)u;
 }
 
 static uint32_t
@@ -56,6 +86,7 @@ zl_insert(struct lp **lpp, double score, const char *m, size_t len)
 {
 	struct lp *l = *lpp;
 	uint32_t pos = lp_first(l);
+	unsigned char b[ZL_SCORE_MAX];
 
 	/* Redis's listpack keeps -0 as the integer 0 (it prints "0"): so do we. */
 	if (score == 0)
@@ -66,8 +97,8 @@ zl_insert(struct lp **lpp, double score, const char *m, size_t len)
 		pos = l->bytes;
 	if (lp_insert(lpp, pos, m, len) == LP_NONE)
 		return -ENOMEM;
-	if (lp_insert(lpp, lp_next(*lpp, pos) != LP_NONE ? lp_next(*lpp, pos) : (*lpp)->bytes,
-		      &score, sizeof(score)) == LP_NONE) {
+	if (lp_insert(lpp, lp_next(*lpp, pos) != LP_NONE ? lp_next(*lpp, pos) : (*lpp)->bytes, b,
+		      zl_score_put(b, score)) == LP_NONE) {
 		lp_delete(lpp, pos, 1);
 		return -ENOMEM;
 	}
@@ -238,9 +269,10 @@ zset_shrink_encoding(struct kv_entry *e, size_t maxlen)
 		return;
 	for (n = z->zsl.header->lvl[0].forward; n != NULL; n = n->lvl[0].forward) {
 		double s = n->score == 0 ? 0 : n->score;
+		unsigned char b[ZL_SCORE_MAX];
 
 		if (lp_append(&l, zs_member(n), n->mlen) == LP_NONE ||
-		    lp_append(&l, &s, sizeof(s)) == LP_NONE) {
+		    lp_append(&l, b, zl_score_put(b, s)) == LP_NONE) {
 			lp_free(l);
 			return; /* it stays a skiplist */
 		}

@@ -51,7 +51,9 @@ struct kv_wait {
 	struct kpart *token; /* the part on the origin: only ever sent back */
 	uint64_t epoch;
 	void (*fn)(struct kv_ctx *x); /* what to run once admitted (NULL: nothing) */
-	bool nowait; /* a blocking pop whose client stopped waiting: it may not block */
+	bool nowait;	 /* a blocking pop whose client stopped waiting: it may not block */
+	uint64_t ps_seq; /* a PUBLISH: its number (pubsub.c) */
+	unsigned ps_from;
 	struct needs needs;
 	uint8_t *excl;
 	uint32_t nkeys; /* a lock request's keys, first in argv */
@@ -457,6 +459,8 @@ park(struct kv_shard *sh, struct kpart *p, const struct needs *n, bool lock)
 	w->token = p;
 	w->epoch = p->epoch;
 	w->fn = p->fn;
+	w->ps_seq = p->ps_seq;
+	w->ps_from = p->ps_from;
 	w->needs = *n;
 	w->argv = (struct kv_arg *)w->data;
 	d = (char *)(w->argv + argc + (lock ? p->argc : 0));
@@ -509,6 +513,8 @@ kv_tx_run_part(struct kv_shard *sh, struct kpart *p)
 	struct needs n;
 	struct kv_hold *h;
 
+	if (p->ps_seq != 0)
+		kv_ps_tag(p->ps_from, p->ps_seq); /* a PUBLISH: its number (pubsub.c) */
 	if (p->kind == KP_TX_HOP) {
 		/* Under its transaction's locks, at its time. */
 		run_at(sh, p->fn, p->argc, p->argv, &p->out, NULL, part_now(p));
@@ -591,6 +597,9 @@ drain(struct kv_shard *sh)
 					       .epoch = w->epoch,
 					       .fn = w->fn,
 					       .expired = w->nowait};
+
+			if (w->ps_seq != 0)
+				kv_ps_tag(w->ps_from, w->ps_seq);
 
 			if (!run(sh, w->fn, w->argc, wait_args(w), &out, &from))
 				late_send(sh, w, h, &out, cr_clock_ns() - t0);

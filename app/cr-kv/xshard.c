@@ -75,6 +75,7 @@ parts_run(unsigned s, struct kpart *head)
 	for (p = head; p != NULL; p = p->next_out)
 		(void)part_run(sh, p);
 	kv_lazy_kick(sh);
+	kv_evict_kick(sh);
 	kv_mem_swap(prev);
 }
 
@@ -289,6 +290,7 @@ prepare(struct kv_shard *sh, struct kpart *p)
 	p->epoch = sh->oepoch;
 	p->origin = sh->index;
 	p->state = 0;
+	p->ps_seq = 0;
 }
 
 /* Does a part for shard @p s run here now: this lcore owns it, and none of its parts
@@ -333,12 +335,19 @@ kreq_launch(struct kreq *kr)
 {
 	struct kconn *kc = kr->kc;
 	struct kv_shard *sh = kc->sh;
+	uint64_t ps_seq = 0;
 
+	/* A PUBLISH: one number for all its parts, so that every lcore knows it as the same
+	 * message (a subscriber's move, psmove.c). */
+	if (kr->cmd != NULL && kr->cmd->fn == cmd_publish && kr->nparts > 0)
+		ps_seq = kr->sent == 0 ? kv_ps_next_seq() : kr->parts[0].ps_seq;
 	while (kr->sent < kr->nparts) {
 		struct kpart *p = &kr->parts[kr->sent++];
 		bool answered;
 
 		prepare(sh, p);
+		p->ps_seq = ps_seq;
+		p->ps_from = cr_lcore_id();
 		if (kr->hop)
 			p->kind = KP_TX_HOP; /* EXEC holds the locks */
 		if (p->on_answer == NULL)

@@ -303,7 +303,7 @@ const struct cr_opt px_options[PX_N_OPTIONS] = {
      "16 KiB output chunks per lcore for queued bytes (default auto: 4 per --maxconn "
      "session and 256 more, plus a third for lib/net's reserve, at most 1048576; taken "
      "from memory as they are used)",
-     "auto or 347-4194304", set_buffers, &px_conf.chunks},
+     "auto or 350-4194304", set_buffers, &px_conf.chunks},
     {"session-log", 0, "PATH|off",
      "append one line per session to PATH when it ends: client, accept time, frontend, "
      "backend, wait/connect/total ms, bytes each way, why it ended (default off; "

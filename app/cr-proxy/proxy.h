@@ -42,10 +42,12 @@
 #define PX_QUEUE_MAX	      (64u * 1024)
 #define PX_QUEUE_MIN	      (16u * 1024)
 #define PX_RESERVE_CHUNKS     256u
-#define PX_SESSION_CHUNKS     4u /* two directions of PX_QUEUE_MIN and a partly sent chunk */
+/* Two directions, each of PX_QUEUE_MIN copied, a partly sent chunk and the receive buffer
+ * the relay may hold at its head (a whole chunk as its record: relay_pool.c). */
+#define PX_SESSION_CHUNKS     6u
 #define PX_BUFFERS_AUTO_MAX   (1ull << 20)
-/* The reserve and one session's share: (256 + 4) * 4 / 3 + 1. */
-#define PX_BUFFERS_MIN 347u
+/* The reserve and one session's share: (256 + 6) * 4 / 3 + 1. */
+#define PX_BUFFERS_MIN 350u
 /*
  * Splice (doc/guides/proxy.md, "How bytes move"). A direction that has moved
  * --splice-threshold bytes (default PX_SPLICE_DEFAULT) in deliveries of PX_SPLICE_MEAN_MIN

@@ -33,15 +33,11 @@
 #include "cr_tls.h"
 #include "relay_internal.h"
 
-#define WAIT_RETRY_NS (10ull * 1000 * 1000)
-
 struct px_relay_conf px_relay;
 static int local_id = -1;
 static unsigned slab_sessions, slab_sniffs;
-/* Counts shared by every lcore, all accesses relaxed: they order nothing else; the CAS
- * in try_admit() alone keeps admitted at or below --maxconn. */
-static _Atomic uint64_t live;	  /* sessions alive, every lcore */
-static _Atomic uint64_t admitted; /* sessions counted against --maxconn */
+/* Sessions alive, every lcore; relaxed: the count orders nothing else. */
+static _Atomic uint64_t live;
 
 int px_ctr_sessions = -1, px_ctr_connect_fail = -1, px_ctr_no_backend = -1, px_ctr_nobufs = -1,
     px_ctr_maxconn_waits = -1, px_ctr_splices = -1, px_ctr_splice_bytes = -1,
@@ -97,76 +93,6 @@ uint64_t
 px_sessions_live(void)
 {
 	return atomic_load_explicit(&live, memory_order_relaxed);
-}
-
-/* ---- the maxconn wait list ---- */
-
-static bool
-try_admit(void)
-{
-	uint64_t n = atomic_load_explicit(&admitted, memory_order_relaxed);
-
-	while (n < px_relay.maxconn)
-		if (atomic_compare_exchange_weak_explicit(
-			&admitted, &n, n + 1, memory_order_relaxed, memory_order_relaxed))
-			return true;
-	return false;
-}
-
-static void
-wait_del(struct px_lcore *pl, struct px_session *s)
-{
-	if (s->prev != NULL)
-		s->prev->next = s->next;
-	else
-		pl->wait_head = s->next;
-	if (s->next != NULL)
-		s->next->prev = s->prev;
-	else
-		pl->wait_tail = s->prev;
-	s->next = s->prev = NULL;
-	s->waiting = false;
-}
-
-static void
-wait_add(struct px_lcore *pl, struct px_session *s)
-{
-	s->waiting = true;
-	s->next = NULL;
-	s->prev = pl->wait_tail;
-	if (pl->wait_tail != NULL)
-		pl->wait_tail->next = s;
-	else
-		pl->wait_head = s;
-	pl->wait_tail = s;
-	if (!cr_timer_armed(&pl->wait_timer))
-		cr_timer_start(&pl->wait_timer, WAIT_RETRY_NS);
-}
-
-static void session_start(struct px_lcore *pl, struct px_session *s);
-
-/* Admit waiting clients of this lcore while --maxconn allows. Slots freed on other lcores
- * are noticed by the retry timer. */
-static void
-admit_waiting(struct px_lcore *pl)
-{
-	while (pl->wait_head != NULL && try_admit()) {
-		struct px_session *s = pl->wait_head;
-
-		wait_del(pl, s);
-		s->admitted = true;
-		s->log.admit_ns = cr_now_ns();
-		session_start(pl, s);
-	}
-	if (pl->wait_head != NULL && !cr_timer_armed(&pl->wait_timer))
-		cr_timer_start(&pl->wait_timer, WAIT_RETRY_NS);
-}
-
-static void
-wait_timer_fired(struct cr_timer *t, void *arg)
-{
-	(void)t;
-	admit_waiting(arg);
 }
 
 /* ---- retiring ---- */
@@ -347,7 +273,7 @@ session_done(struct px_lcore *pl, struct px_session *s)
 	if (px_session_log_id > 0)
 		px_slog_write(&s->log, &s->peer, s->slot, cr_now_ns());
 	if (s->waiting)
-		wait_del(pl, s);
+		px_wait_del(pl, s);
 	px_sni_end(pl, s);
 	s->cli_paused = s->srv_paused = false;
 	px_paused_sync(pl, s);
@@ -356,11 +282,8 @@ session_done(struct px_lcore *pl, struct px_session *s)
 	atomic_fetch_sub_explicit(&live, 1, memory_order_relaxed);
 	if (--pl->live == 0 && pl->retiring)
 		release(pl);
-	if (s->admitted) {
-		s->admitted = false;
-		atomic_fetch_sub_explicit(&admitted, 1, memory_order_relaxed);
-		admit_waiting(pl);
-	}
+	if (s->admitted)
+		px_unadmit(pl, s);
 }
 
 void
@@ -475,8 +398,8 @@ px_connect_next(struct px_lcore *pl, struct px_session *s)
 /* ---- the client side ---- */
 
 /* Admitted under --maxconn: a passthrough session reads its hello first. */
-static void
-session_start(struct px_lcore *pl, struct px_session *s)
+void
+px_session_start(struct px_lcore *pl, struct px_session *s)
 {
 	if (s->passthrough)
 		px_sni_begin(pl, s);
@@ -507,13 +430,13 @@ cli_begin(struct cr_conn *c, bool passthrough)
 	(void)cr_conn_peer(c, &s->peer);
 	if (px_session_log_id > 0)
 		px_slog_begin(&s->log, c, cr_now_ns());
-	if (!try_admit()) {
+	if (!px_try_admit()) {
 		cr_telemetry_add(px_ctr_maxconn_waits, 1);
-		wait_add(pl, s);
+		px_wait_add(pl, s);
 		return;
 	}
 	s->admitted = true;
-	session_start(pl, s);
+	px_session_start(pl, s);
 }
 
 static void
@@ -803,10 +726,11 @@ lcore_init(void *mem, unsigned lcore, void *arg)
 	px_sni_lcore_init(pl, (struct px_sniff *)(pl->slab + slab_sessions), slab_sniffs);
 	for (i = slab_sessions; i-- > 0;) {
 		cr_timer_init(&pl->slab[i].connect_timer, connect_expired, &pl->slab[i]);
+		px_dir_init(&pl->slab[i]); /* no descriptors: lcore_fini's px_dir_forget() */
 		pl->slab[i].next = pl->free;
 		pl->free = &pl->slab[i];
 	}
-	cr_timer_init(&pl->wait_timer, wait_timer_fired, pl);
+	cr_timer_init(&pl->wait_timer, px_wait_timer_fired, pl);
 	cr_timer_init(&pl->retire_timer, retire_timer_fired, pl);
 	cr_timer_init(&pl->credit_timer, px_credit_timer_fired, pl);
 	return 0;
@@ -831,6 +755,8 @@ lcore_fini(void *mem, unsigned lcore, void *arg)
 		cr_timer_stop(&pl->slab[i].idle);
 		cr_timer_stop(&pl->slab[i].dir[0].timer);
 		cr_timer_stop(&pl->slab[i].dir[1].timer);
+		px_dir_forget(&pl->slab[i].dir[0]);
+		px_dir_forget(&pl->slab[i].dir[1]);
 	}
 }
 

@@ -127,6 +127,34 @@ struct px_lcore *px_cur(void);
 /* Free @p s if both its connections are gone and no splice of it is in flight. */
 void px_session_done(struct px_lcore *pl, struct px_session *s);
 
+/*
+ * Receive buffers of @p s held past their on_data (the relay queues them on the other side,
+ * relay_pool.c): while any is, the session is not at a boundary (its bytes sit in its
+ * lcore's pool). Queued bytes of an ended connection's buffers are in the other side's
+ * cr_conn_queued().
+ */
+static inline bool
+px_session_holds_bufs(const struct px_session *s)
+{
+	return (s->cli != NULL && cr_conn_held_bufs(s->cli) != 0) ||
+	       (s->srv != NULL && cr_conn_held_bufs(s->srv) != 0);
+}
+
+/* Admitted under --maxconn: connect it (a passthrough session reads its hello first). */
+void px_session_start(struct px_lcore *pl, struct px_session *s);
+
+/* ---- the --maxconn wait list (relay_wait.c) ---- */
+
+/* Count a session against --maxconn. @return false at the limit. */
+bool px_try_admit(void);
+/* Put @p s at the end of its lcore's wait list (not read meanwhile), or take it off. */
+void px_wait_add(struct px_lcore *pl, struct px_session *s);
+void px_wait_del(struct px_lcore *pl, struct px_session *s);
+/* An admitted session ends: count it no more, and admit the next waiting here. */
+void px_unadmit(struct px_lcore *pl, struct px_session *s);
+/* The lcore's retry timer: admit what --maxconn allows now (slots freed elsewhere). */
+void px_wait_timer_fired(struct cr_timer *t, void *arg);
+
 /* ---- splicing bulk (splice.c) ---- */
 
 /* A session begins: both directions copied. */
@@ -140,6 +168,8 @@ bool px_dir_lib_reads(const struct px_dir *d);
 void px_dir_eof(struct px_dir *d);
 /* End direction @p d's splicing, if any: cancelled, released at its last completion. */
 void px_dir_stop(struct px_dir *d);
+/* The lcore stops: close what a splice abandoned by a forced stop left (lcore_fini). */
+void px_dir_forget(struct px_dir *d);
 /* A splice of @p s is in flight (it keeps the session). */
 bool px_dir_busy(const struct px_session *s);
 

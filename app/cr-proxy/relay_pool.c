@@ -47,7 +47,8 @@ px_conn_opts(struct cr_conn_opts *o)
 /*
  * The bytes one direction of a session on this lcore may have queued: the pool less the
  * reserve, split over both directions of every session here (less a chunk that may be
- * partly sent), within [PX_QUEUE_MIN, PX_QUEUE_MAX].
+ * partly sent, and one for the receive buffer held at its head), within [PX_QUEUE_MIN,
+ * PX_QUEUE_MAX].
  */
 static size_t
 share(const struct px_lcore *pl)
@@ -55,7 +56,7 @@ share(const struct px_lcore *pl)
 	uint64_t r = reserve(px_relay.chunks);
 	uint64_t avail = px_relay.chunks > r ? px_relay.chunks - r : 0;
 	uint64_t per = avail / (2 * (uint64_t)(pl->live != 0 ? pl->live : 1));
-	uint64_t bytes = per > 1 ? (per - 1) * px_relay.chunk_size : 0;
+	uint64_t bytes = per > 2 ? (per - 2) * px_relay.chunk_size : 0;
 
 	if (bytes < PX_QUEUE_MIN)
 		return PX_QUEUE_MIN;
@@ -154,6 +155,42 @@ evict_biggest(struct px_lcore *pl, size_t sh)
 	return big;
 }
 
+/*
+ * Queue the receive buffer itself when lib/net lends it (no copy: the queue's reference
+ * goes once the bytes are sent), else a copy.
+ *
+ * Only onto an empty queue. A held buffer takes a whole output chunk as its record where
+ * copies pack into chunks (and the copies behind it start a chunk of their own): a queue
+ * gets at most one held buffer, at its head, and what queues behind it is copied, so a
+ * direction needs one chunk more than its copied bytes, which the shares leave room for
+ * (share(), PX_SESSION_CHUNKS). Without that chunk, 200 non-readers on the smallest pool
+ * spent it before any had waited long enough to be taken back, and new sessions were
+ * reset before their first byte (proxy_sessionlog_nobufs under meson). A reader that keeps up
+ * has an empty queue when the next bytes come (a request, its reply, a pipelined batch),
+ * so small transfers go without a copy; one that does not gets copies after the first
+ * buffer. A session thus holds at most one of the lcore's spares per direction: 1,000
+ * clients that do not read take 1,000 at most, and when the spares are all held,
+ * cr_conn_hold() refuses and the bytes are copied, so a reader is never paused for them.
+ * lib/net refuses too at the source's max_held_bufs (and stops reading it until one is
+ * back), and for a TLS source, whose plaintext is not in a receive buffer.
+ */
+static int
+forward(struct cr_conn *src, struct cr_conn *dst, const void *d, size_t n)
+{
+	struct cr_buf *b = cr_conn_queued(dst) == 0 ? cr_conn_hold(src) : NULL;
+	const uint8_t *p = d;
+	int rc;
+
+	if (b == NULL)
+		return cr_conn_send(dst, d, n);
+	if (p >= b->data && n <= b->len && (size_t)(p - b->data) <= b->len - n)
+		rc = cr_conn_send_buf(dst, b, (size_t)(p - b->data), n);
+	else
+		rc = cr_conn_send(dst, d, n); /* not in the buffer (never, today): copy */
+	cr_buf_unref(b);
+	return rc;
+}
+
 bool
 px_relay_bytes(struct px_lcore *pl, struct px_session *s, struct cr_conn *src,
 	       struct cr_conn *dst, bool *src_paused, const void *d, size_t n)
@@ -171,7 +208,7 @@ px_relay_bytes(struct px_lcore *pl, struct px_session *s, struct cr_conn *src,
 		if (v == s)
 			return false;
 	}
-	rc = cr_conn_send(dst, d, n);
+	rc = forward(src, dst, d, n);
 	if (rc != 0) {
 		/* -ENOBUFS: this lcore's output chunks are spent (see --buffers); -EPIPE:
 		 * the other side is closing. Either way these bytes cannot be delivered. */

@@ -127,6 +127,25 @@ px_dir_stop(struct px_dir *d)
 	}
 }
 
+/*
+ * The lcore stops (its relay state goes, after lib/io stopped): a forced stop abandoned the
+ * splice in flight, whose completion never comes, so nothing else would close the
+ * duplicates. lib/io is done with them (it waited for every op's last completion) and has
+ * closed its pipes, lent ones included: forget the pipe, close ours.
+ */
+void
+px_dir_forget(struct px_dir *d)
+{
+	if (d->from >= 0)
+		close(d->from);
+	if (d->to >= 0)
+		close(d->to);
+	d->from = d->to = -1;
+	d->p.rd = d->p.wr = -1;
+	d->op = 0;
+	d->mode = PX_DIR_NEVER;
+}
+
 void
 px_dir_eof(struct px_dir *d)
 {

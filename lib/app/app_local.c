@@ -139,7 +139,7 @@ static const struct cr_reactor_module app_module = {
 };
 
 /* Priority 101 (the first an app may use): before every default-priority constructor. */
-__attribute__((constructor(101))) static void
+__attribute__((constructor(CR_MODULE_PRIO_APP))) static void
 app_register(void)
 {
 	cr_reactor_module_register(&app_module);

@@ -276,6 +276,16 @@ int cr_thread_detach(void *handle);
 void *cr_numa_zalloc(size_t size, int node);
 /** Free memory from cr_numa_zalloc(); NULL is fine. */
 void cr_numa_free(void *p);
+/**
+ * Free memory from cr_numa_zalloc() seen as @p n units of @p unit bytes from @p p, all but
+ * the pages of the units @p keep(@p i, @p arg) says are still in use: those stay mapped,
+ * at their addresses, until the process exits (nothing frees them; never call
+ * cr_numa_free() on @p p after this). For a pool some of whose entries outlive their
+ * owner (receive buffers an app holds when its lcore stops). Control path only.
+ * @return the bytes left mapped.
+ */
+size_t cr_numa_free_except(void *p, size_t unit, size_t n, bool (*keep)(size_t i, void *arg),
+			   void *arg);
 
 /* ---- the service manager ---- */
 

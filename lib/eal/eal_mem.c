@@ -7,10 +7,12 @@
  * The first cache line of the mapping holds a header that cr_numa_free() reads back.
  */
 #include <assert.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <hwloc.h>
 
@@ -103,4 +105,53 @@ cr_numa_free(void *p)
 	h = (struct mem_header *)((char *)p - ALIGN);
 	assert(h->magic == MEM_MAGIC && "cr_numa_free() of memory not from cr_numa_zalloc()");
 	munmap(h, h->len);
+}
+
+/* Is page [@p a, @p a + @p page) part of a kept unit of [@p p, @p p + @p unit * @p n)? */
+static bool
+page_kept(uintptr_t a, size_t page, const char *p, size_t unit, size_t n,
+	  bool (*keep)(size_t, void *), void *arg)
+{
+	uintptr_t lo = (uintptr_t)p, hi = lo + unit * n;
+	size_t i, last;
+
+	if (a + page <= lo || a >= hi)
+		return false; /* the header's, or past the end */
+	i = a > lo ? (a - lo) / unit : 0;
+	last = (a + page - 1 - lo) / unit;
+	for (; i <= last && i < n; i++)
+		if (keep(i, arg))
+			return true;
+	return false;
+}
+
+size_t
+cr_numa_free_except(void *p, size_t unit, size_t n, bool (*keep)(size_t i, void *arg), void *arg)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), kept = 0;
+	struct mem_header *h;
+	uintptr_t a, end, run = 0;
+
+	if (p == NULL)
+		return 0;
+	h = (struct mem_header *)((char *)p - ALIGN);
+	assert(h->magic == MEM_MAGIC &&
+	       "cr_numa_free_except() of memory not from cr_numa_zalloc()");
+	assert(unit != 0 && unit * n <= h->len - ALIGN);
+	end = (uintptr_t)h + ((h->len + page - 1) & ~(page - 1));
+	/* Runs of pages no kept unit touches go at once; the header goes with the first. */
+	for (a = (uintptr_t)h; a < end; a += page) {
+		if (!page_kept(a, page, p, unit, n, keep, arg)) {
+			if (run == 0)
+				run = a;
+			continue;
+		}
+		kept += page;
+		if (run != 0)
+			munmap((void *)run, a - run);
+		run = 0;
+	}
+	if (run != 0)
+		munmap((void *)run, end - run);
+	return kept;
 }

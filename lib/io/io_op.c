@@ -625,10 +625,16 @@ static const struct cr_reactor_module io_module = {
 	.lcore_busy = io_lcore_busy,
 };
 
+/* In dependency order, whatever the link order (cr_reactor_module.h). */
+__attribute__((constructor(CR_MODULE_PRIO_IO))) static void
+io_module_register(void)
+{
+	cr_reactor_module_register(&io_module);
+}
+
 __attribute__((constructor)) static void
 io_register(void)
 {
-	cr_reactor_module_register(&io_module);
 	cr_telemetry_reader_register_prom("ops_in_flight", CR_TELEMETRY_GAUGE,
 					  "I/O ops in flight (abandoned ones included).",
 					  &(struct cr_telemetry_prom){"io_ops_in_flight"},

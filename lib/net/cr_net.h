@@ -481,10 +481,12 @@ void cr_conn_note_sent(struct cr_conn *c, size_t bytes);
  * longer RUNNING. If @p target begins closing after the message was sent, it takes the
  * connection anyway and closes it at its boundary, as a closing lcore does its own.
  * Call it again to retry. On the connection's lcore (inside its callbacks too).
+ * A layered connection (TLS) moves with its layer's state when the layer supports it
+ * (struct cr_conn_layer.move_out): lib/tls's SSL travels, the session goes on.
  * @return 0 (under way); -EINVAL (NULL, @p target is this lcore or no lcore); -ENOTSUP
- *         (the ops do not opt in, or a layered connection: a TLS connection cannot move
- *         yet); -EALREADY (a move is under way); -ENOTCONN (not open, closing, or either
- *         side shut); -EBUSY (bytes queued or being sent, or receive buffers held);
+ *         (the ops do not opt in, or a layer that cannot move); -EALREADY (a move is under
+ *         way); -ENOTCONN (not open, closing, or either side shut); -EBUSY (bytes queued
+ *         or being sent, receive buffers held, or the layer mid-exchange: a handshake);
  *         -ESHUTDOWN (@p target is not RUNNING).
  */
 int cr_conn_move(struct cr_conn *c, unsigned target);
@@ -613,6 +615,25 @@ unsigned cr_conn_held_bufs(const struct cr_conn *c);
  * output, all of them or none (0, or an error with nothing queued: -ENOBUFS, -EPIPE,
  * ...); NULL means @c send is called for each buffer in turn. Every member but @c wire
  * may be NULL. All of them run on the connection's lcore.
+ *
+ * Moves (cr_conn_move()): a layered connection moves only when its layer sets
+ * @c move_out, @c move_in and @c move_drop (and the app opts in, struct cr_conn_ops). Then
+ * @c movable, if set, is asked with the app's checks; false keeps the connection here
+ * (the layer is mid-exchange: a handshake, a hand-over to the kernel). The layer's state
+ * travels in @c move_size bytes of the move's own message (lib/net allocates them with
+ * it, so the layer allocates nothing and cannot fail there). @c move_out runs on the old
+ * lcore right after the app's on_move_out, with the connection quiet (no op in flight,
+ * nothing queued, no buffer held, at_boundary true): the layer writes its per-connection
+ * state into @p state and detaches it from @p c (stops its timers, which belong to this
+ * lcore's wheel, and clears cr_conn_layer_data(), so @c end and @c release that follow
+ * find nothing); what it hands over must hold nothing of this lcore's pools (DESIGN rule
+ * 11). @c move_in runs on the new lcore before the app's on_move_in (and on the old one,
+ * with the old @p c, when the message could not be sent; there it must not fail): the
+ * layer takes its state out of @p state, attaches it to @p c and re-arms its timers
+ * there; 0, or -errno after releasing what the state held (the connection is then closed
+ * and the app's on_move_drop frees the app's). @c move_drop releases what @p state holds
+ * when the moved socket reached an lcore which could not take it (@p layer_arg is
+ * cr_conn_layer_arg()); it runs on that lcore. lib/net frees @p state's memory itself.
  */
 struct cr_conn_layer {
 	const struct cr_conn_ops *wire;
@@ -621,6 +642,11 @@ struct cr_conn_layer {
 	void (*shut)(struct cr_conn *c);
 	void (*end)(struct cr_conn *c);
 	void (*release)(struct cr_conn *c);
+	bool (*movable)(const struct cr_conn *c);
+	size_t move_size;
+	void (*move_out)(struct cr_conn *c, void *state);
+	int (*move_in)(struct cr_conn *c, void *state);
+	void (*move_drop)(void *layer_arg, void *state);
 };
 
 /**

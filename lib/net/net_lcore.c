@@ -324,10 +324,16 @@ READER(reclaimed)
 READER(moved_out)
 READER(moved_in)
 
+/* In dependency order, whatever the link order (cr_reactor_module.h). */
+__attribute__((constructor(CR_MODULE_PRIO_NET))) static void
+net_module_register(void)
+{
+	cr_reactor_module_register(&net_module);
+}
+
 __attribute__((constructor)) static void
 net_register(void)
 {
-	cr_reactor_module_register(&net_module);
 	/* Prometheus names carry their unit: coreact_net_received_bytes_total, ... */
 	cr_telemetry_reader_register_prom("net_connections", CR_TELEMETRY_GAUGE,
 					  "TCP connection slots in use (closing ones included).",

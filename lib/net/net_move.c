@@ -14,11 +14,19 @@
  *   take (new lcore)     a fresh slot, on_move_in, then the receive is armed. What the peer
  *                        sent meanwhile is in the socket.
  *
+ * A layered connection (lib/tls) moves when its layer says how (struct cr_conn_layer's
+ * move_out / move_in / move_drop): the layer's state travels in the same message, handed
+ * over right after the app's and taken back right before it, so on each lcore the layer
+ * is whole before the app sees the connection. The layer's own quiet point (movable: no
+ * handshake under way, no hand-over to the kernel) is checked with the others, at the
+ * start and again at the hand-over.
+ *
  * The message is accepted exactly once or refused at once (rule 5), so exactly one lcore
  * owns the socket at every point. The record is allocated per move and freed by the
  * receiver: a move is a control-path event (a retire, a rebalance), not a per-request one.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -31,16 +39,35 @@ struct net_move {
 	unsigned from;
 	const struct cr_conn_ops *ops;
 	void *arg, *data, *state;
-	struct cr_conn_opts opts;
-	uint64_t rx_bytes, last_active;
-	bool read_stopped;
+	struct cr_conn_opts opts; /* with the layer and its arg */
+	uint64_t rx_bytes, app_rx, last_active;
+	bool read_stopped, layer_read_stopped, plain_socket;
+	/* The layer's state, cr_conn_layer.move_size bytes (its move_out writes them). */
+	_Alignas(max_align_t) unsigned char layer_state[];
 };
+
+/* The app opts in, and so does its layer, if it has one. */
+static bool
+opted_in(const struct cr_conn *c)
+{
+	const struct cr_conn_layer *ly = c->layer;
+
+	if (c->ops->on_move_out == NULL || c->ops->on_move_in == NULL)
+		return false;
+	return ly == NULL || (ly->move_out != NULL && ly->move_in != NULL && ly->move_drop != NULL);
+}
+
+/* The layer is at a point where its state may travel (no handshake under way). */
+static bool
+layer_quiet(const struct cr_conn *c)
+{
+	return c->layer == NULL || c->layer->movable == NULL || c->layer->movable(c);
+}
 
 bool
 cr__conn_movable(const struct cr_conn *c)
 {
-	return c->ops->on_move_out != NULL && c->ops->on_move_in != NULL && c->layer == NULL &&
-	       !c->nl->quench;
+	return opted_in(c) && layer_quiet(c) && !c->nl->quench;
 }
 
 int
@@ -51,13 +78,13 @@ cr_conn_move(struct cr_conn *c, unsigned target)
 	NET_ASSERT_OWNER(c->nl);
 	if (target == c->nl->lcore)
 		return -EINVAL;
-	if (c->ops->on_move_out == NULL || c->ops->on_move_in == NULL || c->layer != NULL)
+	if (!opted_in(c))
 		return -ENOTSUP;
 	if (c->moving)
 		return -EALREADY;
 	if (c->state != CONN_OPEN || c->read_eof || c->wr_shut_req || c->finish_pending)
 		return -ENOTCONN;
-	if (c->queued != 0 || c->send_op != 0 || c->bufs_held != 0)
+	if (c->queued != 0 || c->send_op != 0 || c->bufs_held != 0 || !layer_quiet(c))
 		return -EBUSY;
 	if (cr_lcore_state(target) != CR_LCORE_RUNNING)
 		return -ESHUTDOWN;
@@ -86,16 +113,34 @@ move_abort(struct cr_conn *c)
 	cr__conn_arm_timer(c);
 }
 
+/* Nothing of lib/net's or its layer's is under way: open, nothing queued or in flight. */
+static bool
+quiet(const struct cr_conn *c)
+{
+	return c->state == CONN_OPEN && !c->read_eof && !c->wr_shut_req && !c->finish_pending &&
+	       c->queued == 0 && c->send_op == 0 && c->bufs_held == 0 && layer_quiet(c);
+}
+
+/* The app's at_boundary first: whatever it does (a flush, a close) is then seen below. */
 static bool
 still_movable(struct cr_conn *c)
 {
-	if (c->state != CONN_OPEN || c->read_eof || c->wr_shut_req || c->finish_pending)
-		return false;
-	if (c->queued != 0 || c->send_op != 0 || c->bufs_held != 0)
+	if (c->state != CONN_OPEN)
 		return false;
 	if (c->wire->at_boundary != NULL && !c->wire->at_boundary(c))
 		return false;
-	return cr_lcore_state(c->move_to) == CR_LCORE_RUNNING;
+	return quiet(c) && cr_lcore_state(c->move_to) == CR_LCORE_RUNNING;
+}
+
+/* The move is off after on_move_out gave the app's state: the app takes it back here. */
+static void
+take_back(struct cr_conn *c, struct net_move *m)
+{
+	void *state = m->state;
+
+	free(m);
+	c->ops->on_move_in(c, state);
+	move_abort(c);
 }
 
 static void move_in_msg(void *arg);
@@ -108,7 +153,8 @@ cr__conn_move_step(struct cr_conn *c)
 
 	if (!c->moving || c->recv_op != 0 || c->state == CONN_DEAD)
 		return;
-	if (!still_movable(c) || (m = malloc(sizeof(*m))) == NULL) {
+	if (!still_movable(c) ||
+	    (m = malloc(sizeof(*m) + (c->layer != NULL ? c->layer->move_size : 0))) == NULL) {
 		move_abort(c);
 		return;
 	}
@@ -125,19 +171,33 @@ cr__conn_move_step(struct cr_conn *c)
 	    .reclaimable = c->reclaimable,
 	    .max_held_bufs = c->max_held,
 	};
+	m->opts.layer = c->layer;
+	m->opts.layer_arg = c->layer_arg;
 	m->rx_bytes = c->rx_bytes;
+	m->app_rx = c->app_rx;
 	m->last_active = c->last_active;
 	m->read_stopped = c->read_stopped;
+	m->layer_read_stopped = c->layer_read_stopped;
+	m->plain_socket = c->plain_socket;
+	/* The app first, then its layer: the layer is whole while the app hands over. */
 	m->state = c->ops->on_move_out(c);
 	m->data = c->data; /* as on_move_out left it */
+	if (!quiet(c)) {
+		/* on_move_out sent or closed, which cr_net.h forbids: the bytes it queued must
+		 * go from here, so the connection stays (its layer would refuse to leave). */
+		take_back(c, m);
+		return;
+	}
+	if (c->layer != NULL)
+		c->layer->move_out(c, m->layer_state);
 	rc = cr_send(c->move_to, move_in_msg, m);
 	if (rc != 0) {
-		/* Refused at once: the message never ran, the app takes its state back here. */
-		void *state = m->state;
-
-		free(m);
-		c->ops->on_move_in(c, state);
-		move_abort(c);
+		/* Refused at once: the message never ran; layer and app take their state back
+		 * here, in the order the new lcore would have. The layer's slot is the one it
+		 * left (this connection's), so taking it back cannot fail. */
+		if (c->layer != NULL && c->layer->move_in(c, m->layer_state) != 0)
+			abort(); /* broken invariant: its own slot refused it */
+		take_back(c, m);
 		return;
 	}
 	NET_STAT_ADD(c->nl, moved_out, 1);
@@ -155,6 +215,7 @@ move_in_msg(void *arg)
 	struct net_lcore *nl = cr__net_cur();
 	struct cr_conn *c = NULL;
 	void *state = m->state;
+	int rc;
 
 	if (nl != NULL && !nl->stopping)
 		c = cr__net_conn_get(nl);
@@ -164,6 +225,8 @@ move_in_msg(void *arg)
 		close(m->fd);
 		if (nl != NULL)
 			NET_STAT_ADD(nl, move_drops, 1);
+		if (m->opts.layer != NULL)
+			m->opts.layer->move_drop(m->opts.layer_arg, m->layer_state);
 		if (m->ops->on_move_drop != NULL)
 			m->ops->on_move_drop(m->arg, state);
 		free(m);
@@ -173,11 +236,28 @@ move_in_msg(void *arg)
 	c->state = CONN_OPEN;
 	c->data = m->data;
 	c->rx_bytes = m->rx_bytes;
+	c->app_rx = m->app_rx;
 	c->last_active = m->last_active;
 	c->read_stopped = m->read_stopped;
+	c->layer_read_stopped = m->layer_read_stopped;
+	c->plain_socket = m->plain_socket;
+	cr__conn_hold(c);
+	if (c->layer != NULL && (rc = c->layer->move_in(c, m->layer_state)) != 0) {
+		/* The layer could not take it here (it freed its state): the socket closes, the
+		 * app never saw this slot and frees its state as for any dropped move. */
+		CR_LOG(L, WARNING, "lcore %u: a connection moved from lcore %u is closed: %s",
+		       nl->lcore, m->from, cr_strerror(rc));
+		NET_STAT_ADD(nl, move_drops, 1);
+		if (m->ops->on_move_drop != NULL)
+			m->ops->on_move_drop(m->arg, state);
+		free(m);
+		c->moved = true; /* not a close of the app's: counted as a drop */
+		cr__conn_end(c, rc, false);
+		cr__conn_unhold(c);
+		return;
+	}
 	free(m);
 	NET_STAT_ADD(nl, moved_in, 1);
-	cr__conn_hold(c);
 	c->ops->on_move_in(c, state);
 	/* Receive armed now: what the peer sent since the old receive ended is in the socket. */
 	cr__conn_progress(c, true);

@@ -254,7 +254,7 @@ static const struct cr_reactor_module offload_module = {
 	.lcore_busy = offload_lcore_busy,
 };
 
-__attribute__((constructor)) static void
+__attribute__((constructor(CR_MODULE_PRIO_TOP))) static void
 offload_register(void)
 {
 	cr_reactor_module_register(&offload_module);

@@ -43,8 +43,22 @@ struct cr_reactor_module {
 	bool (*lcore_busy)(unsigned lcore, bool forced);
 };
 
-/** Register a module (from a constructor). At most 8. */
+/**
+ * Register a module, from a constructor of the module's priority below. At most 8.
+ *
+ * Registration order is the dependency order, so it cannot be left to the order default
+ * constructors run in: in a static binary that is the link order of the archives, where
+ * a library comes before those it uses (lib/net before lib/io), and lib/io would then
+ * stop first, its driver torn down before lib/net drops the receive buffers its queues
+ * hold. A priority per layer fixes the order whatever the link.
+ */
 void cr_reactor_module_register(const struct cr_reactor_module *m);
+
+/* Constructor priorities of the registrations (101..: before any default constructor). */
+#define CR_MODULE_PRIO_APP 101 /* lib/app's lcore-locals: first up, last down */
+#define CR_MODULE_PRIO_IO  102 /* lib/io: under every module that makes I/O */
+#define CR_MODULE_PRIO_NET 103 /* lib/net: on lib/io */
+#define CR_MODULE_PRIO_TOP 104 /* anything above (lib/offload) */
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,36 @@ no_params(const char *params, struct cr_json *reply)
 	return 0;
 }
 
+/* A counter of things moved between lcores: its name ends in "moved_in" or "moved_out"
+ * (lib/net's net_moved_in / net_moved_out; an app's own, such as a shard count). */
+static bool
+is_move_counter(const char *name)
+{
+	size_t n = strlen(name);
+
+	return (n >= 8 && strcmp(name + n - 8, "moved_in") == 0) ||
+	       (n >= 9 && strcmp(name + n - 9, "moved_out") == 0);
+}
+
+/* The lcore's move counters (this incarnation's), as an object "moved". */
+static void
+write_moves(struct cr_json *j, unsigned id)
+{
+	struct cr__tel_snap s;
+	unsigned i;
+
+	cr_json_object_begin(j, "moved");
+	if (cr__tel_snapshot(id, &s) == 0) {
+		for (i = 0; i < s.n_readers; i++)
+			if (s.reader_ok[i] && is_move_counter(cr__tel_reader(i)->name))
+				cr_json_u64(j, cr__tel_reader(i)->name, s.reader[i]);
+		for (i = 0; i < s.n_counters; i++)
+			if (is_move_counter(cr__tel_counter(i)->name))
+				cr_json_u64(j, cr__tel_counter(i)->name, s.app[i]);
+	}
+	cr_json_object_end(j);
+}
+
 int
 cr__tel_cmd_lcores(const char *cmd, const char *params, struct cr_json *reply)
 {
@@ -45,6 +75,7 @@ cr__tel_cmd_lcores(const char *cmd, const char *params, struct cr_json *reply)
 		cr_json_string(reply, "state", cr__tel_state_name(cr_lcore_state(id)));
 		cr_json_u64(reply, "incarnation", st.incarnation);
 		cr_json_bool(reply, "main", id == cr_lcore_main());
+		write_moves(reply, id);
 		cr_json_object_end(reply);
 	}
 	cr_json_array_end(reply);

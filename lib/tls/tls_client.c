@@ -32,18 +32,28 @@ ip_literal(const char *name)
 	return inet_pton(AF_INET, name, b) == 1 || inet_pton(AF_INET6, name, b) == 1;
 }
 
-/* OpenSSL offers a new session (a ticket came): keep it as this lcore's, drop the last. */
+/*
+ * OpenSSL offers a new session (a ticket came): keep a copy as this lcore's, drop the last.
+ * A copy, not the SSL's own session: that one travels with the SSL when the connection
+ * moves to another lcore, and OpenSSL writes to it (marks it unresumable) when the SSL is
+ * freed without a shutdown, so keeping it shared one object between two lcores and made
+ * an abrupt end cost the next connection its resumption.
+ */
 static int
 new_session(SSL *ssl, SSL_SESSION *sess)
 {
 	struct cr_tls_ctx *ctx = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
 	SSL_SESSION **slot = ctx != NULL ? cr__tls_ctx_session_slot(ctx) : NULL;
+	SSL_SESSION *copy;
 
 	if (slot == NULL)
-		return 0; /* not on an lcore: OpenSSL frees it */
+		return 0; /* not on an lcore: nothing kept */
+	copy = SSL_SESSION_dup(sess);
+	if (copy == NULL)
+		return 0; /* the last one stays */
 	SSL_SESSION_free(*slot);
-	*slot = sess;
-	return 1; /* the reference is ours now */
+	*slot = copy;
+	return 0; /* OpenSSL keeps its reference to sess */
 }
 
 void

@@ -6,7 +6,8 @@
  *
  * Per-connection state is an array per lcore indexed by the connection's slot
  * (cr_conn_index()), made at the lcore's first TLS connection: nothing is allocated per
- * connection but what OpenSSL allocates for its SSL.
+ * connection but what OpenSSL allocates for its SSL. A connection that moves to another
+ * lcore takes its state along (tls_move.c).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -19,6 +20,7 @@
 #include <openssl/err.h>
 
 #include "cr_reactor.h"
+#include "tls_conn.h"
 #include "tls_internal.h"
 #include "tls_ktls.h"
 
@@ -41,26 +43,6 @@ tls_log_register(void)
 
 struct tls_counters cr__tls_stats[CR_MAX_LCORES];
 
-struct tls_conn {
-	struct tls_session s;
-	struct cr_conn *c;
-	struct tls_certset *set;
-	struct cr_timer hs_timer;
-	bool in_use;
-	bool app_open; /* the app's on_open ran (a server's, after the handshake) */
-	bool client;
-	bool admitted; /* within a send cr_conn_send_room() admitted whole, or the last words */
-	int fail_err; /* a failed handshake (a client's) or a broken record: for on_close */
-	/* kTLS (the hand-over, below): where it stands, its tries, its keys. */
-	uint8_t ktls;
-	uint16_t ktls_tries;
-	struct cr_timer ktls_timer;
-	struct tls_ktls kt;
-};
-
-/* The hand-over: not wanted or given up; waiting for a quiet wire; reads stopped,
- * waiting for the last receive; done, records in the kernel. */
-enum { KTLS_NO = 0, KTLS_WANT, KTLS_STOPPING, KTLS_KERNEL };
 /* A quiet wire is looked for this often, this many times (then user space stays). */
 #define KTLS_STEP_NS (1000ull * 1000)
 #define KTLS_TRIES 500
@@ -315,8 +297,8 @@ ktls_close_notify(struct cr_conn *c)
 
 /* ---- what lib/net calls ---- */
 
-static struct tls_conn *
-slot(struct cr_conn *c)
+struct tls_conn *
+cr__tls_conn_slot(struct cr_conn *c)
 {
 	unsigned lc = cr_conn_lcore(c), i = cr_conn_index(c);
 
@@ -332,11 +314,27 @@ slot(struct cr_conn *c)
 	return i < tls_lcores[lc].n ? &tls_lcores[lc].conns[i] : NULL;
 }
 
+void
+cr__tls_conn_attach(struct tls_conn *tc, struct cr_conn *c)
+{
+	tc->c = c;
+	tc->s.arg = tc;
+	cr_timer_init(&tc->hs_timer, hs_timeout, tc);
+	cr_timer_init(&tc->ktls_timer, ktls_step, tc);
+	/* The keylog and message callbacks' (capturing until a hand-over or its end). */
+	if (tc->ktls == KTLS_WANT)
+		SSL_set_app_data(tc->s.ssl, &tc->kt);
+	/* Moved while a hand-over was wanted: it goes on from this lcore's loop. */
+	if (tc->ktls == KTLS_WANT && tc->app_open)
+		cr_timer_start(&tc->ktls_timer, 0);
+	cr_conn_set_layer_data(c, tc);
+}
+
 static int
 conn_start(struct cr_conn *c)
 {
 	struct cr_tls_ctx *ctx = cr_conn_layer_arg(c);
-	struct tls_conn *tc = slot(c);
+	struct tls_conn *tc = cr__tls_conn_slot(c);
 	int rc;
 
 	if (tc == NULL)
@@ -350,13 +348,9 @@ conn_start(struct cr_conn *c)
 		return -ENOMEM;
 	}
 	tc->in_use = true;
-	cr_conn_set_layer_data(c, tc);
-	cr_timer_init(&tc->ktls_timer, ktls_step, tc);
-	if (cr__tls_ctx_ktls(ctx)) {
-		SSL_set_app_data(tc->s.ssl, &tc->kt); /* the keylog and message callbacks' */
+	if (cr__tls_ctx_ktls(ctx))
 		tc->ktls = KTLS_WANT;
-	}
-	cr_timer_init(&tc->hs_timer, hs_timeout, tc);
+	cr__tls_conn_attach(tc, c);
 	cr_timer_start(&tc->hs_timer, (uint64_t)cr__tls_ctx_handshake_ms(ctx) * 1000000u);
 	if (!tc->client)
 		return 0;
@@ -489,6 +483,9 @@ wire_boundary(struct cr_conn *c)
 		return true;
 	if (!tc->app_open)
 		return !cr_conn_ending(c) || (!tc->client && tc->s.fed == 0);
+	/* Reads stopped for the kernel's hand-over, a receive maybe in flight: a moment. */
+	if (tc->ktls == KTLS_STOPPING)
+		return false;
 	/* In the kernel a partial record is the kernel's to hold: the app alone decides. */
 	if (tc->ktls != KTLS_KERNEL && !cr__tls_session_at_record_end(&tc->s))
 		return false;
@@ -628,6 +625,11 @@ static const struct cr_conn_layer tls_layer = {
 	.shut = layer_shut,
 	.end = layer_end,
 	.release = layer_release,
+	.movable = cr__tls_movable,
+	.move_size = sizeof(struct tls_conn),
+	.move_out = cr__tls_move_out,
+	.move_in = cr__tls_move_in,
+	.move_drop = cr__tls_move_drop,
 };
 
 void

@@ -432,6 +432,36 @@ def t_payload_zc(exe, driver):
     t_payload(exe, driver, extra=["--zero-copy"])
 
 
+def t_zc_forced(exe, driver):
+    """--zero-copy, a client that sends and never reads, then a stop forced by the
+    shutdown timeout: the echoes queued as held receive buffers go when lib/net drops
+    the connection's queue, before lib/io's driver is torn down (modules stop in the
+    reverse of their dependency order). Before, in the static binaries lib/io stopped
+    first (constructor order): the buffers were still held when its pool went, and the
+    driver kept the memory and said so."""
+    srv = Server(exe, driver, lcores="0", extra=["--zero-copy", "--shutdown-timeout", "0.5"])
+    try:
+        s = socket.socket(srv.family, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(srv.addr)
+        s.setblocking(False)
+        sent, deadline = 0, time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            try:
+                sent += s.send(b"z" * 65536)
+            except BlockingIOError:
+                time.sleep(0.01)
+        srv.stop()
+        s.close()
+        text = srv.err.decode(errors="replace")
+        for bad in ("held at stop", "lent at fini", "released but not lent",
+                    "receive buffers held"):
+            check(bad not in text, "%r at the forced stop:\n%s" % (bad, text))
+        log("zc_forced: %d bytes sent, never read; stopped clean" % sent)
+    finally:
+        srv.kill()
+
+
 # ---- EMFILE / ENFILE ----
 
 def open_fds(pid):
@@ -935,6 +965,7 @@ TESTS = {
     "sockperf": t_sockperf,
     "payload": t_payload,
     "payload_zc": t_payload_zc,
+    "zc_forced": t_zc_forced,
     "emfile": t_emfile,
     "idlefull": t_idlefull,
     "greedy": t_greedy,

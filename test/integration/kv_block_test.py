@@ -372,9 +372,11 @@ def t_shutdown(o):
 
 def t_retire(o):
     """/lcore/retire,1 with clients blocked for ever on both lcores, each after a GET
-    of a key of each shard: every client of lcore 1 gets both GET replies and then its
-    BLPOP's answer (the null reply, as at a timeout) before the EOF; none is closed with
-    a reply owed. lcore 0's clients stay blocked, then are served by a push."""
+    of a key of each shard, then lcore 1 started again and retired once more: every
+    client of lcore 1 moves to lcore 0 still blocked (its wait there cancelled exactly
+    once, the command blocking again on lcore 0): none is answered early or closed, INFO
+    blocked_clients counts all 16 throughout, and a push then serves each one its own
+    element. Before, a client of lcore 1 got the null reply and was closed."""
     if o.lcores < 2:
         log("SKIP: one lcore: nothing to retire beside the main lcore")
         return
@@ -388,44 +390,59 @@ def t_retire(o):
     setup = Conn(o.kv.port)
     setup.send(resp("SET", g[0], "a") + resp("SET", g[1], "b"))
     setup.replies(2)
-    conns = []
+    conns, on1 = [], 0
     for i in range(16):
         c = Conn(o.kv.port, timeout=20)
+        c.send(resp("CLIENT", "INFO"))
+        on1 += b"lcore=1" in c.replies(1)[0]
         c.send(resp("GET", g[0]) + resp("GET", g[1]) + resp("BLPOP", lists[i], "0"))
         conns.append(c)
+    check(on1 > 0, "no client was on lcore 1 (16 connections: 1 in 65536)")
     for c in conns:
         check(c.replies(2) == [b"$1\r\na\r\n", b"$1\r\nb\r\n"], "GET replies")
     wait_blocked(o.kv.port, 16)
-    r = telemetry_cmd(path, "/lcore/retire,1")
-    check("error" not in r, "retire refused: %r" % r)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        states = {x["lcore"]: x["state"] for x in telemetry_cmd(path, "/lcores")["/lcores"]}
-        if states.get(1) == "OFFLINE":
-            break
-        time.sleep(0.05)
-    check(states.get(1) == "OFFLINE", "lcore 1 did not retire: %r" % states)
-    retired, kept = [], []
-    for i, c in enumerate(conns):
-        try:
-            got = c.replies(1, timeout=0.3)[0]
-        except (Failure, OSError) as e:
-            check("closed" not in str(e), "client %d closed without its answer: %s" % (i, e))
-            kept.append(i)  # still blocked: lcore 0's
-            continue
-        check(got == b"*-1\r\n", "client %d: %r instead of the null reply" % (i, got))
-        end = c.s.recv(16)
-        check(end == b"", "client %d: %r after its answer instead of EOF" % (i, end))
-        retired.append(i)
-    check(retired, "no client was on lcore 1 (16 connections: 1 in 65536)")
+
+    def moved():
+        st = telemetry_cmd(path, "/stats,0")["/stats"]["lcores"]
+        return sum(x["app"]["kv_blocked_moved_in"] for x in st if x["lcore"] == 0)
+
+    def wait_state(want):
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            states = {x["lcore"]: x["state"] for x in telemetry_cmd(path, "/lcores")["/lcores"]}
+            if states.get(1) == want:
+                return
+            time.sleep(0.05)
+        raise Failure("lcore 1 not %s: %r" % (want, states))
+
+    for rnd in range(2):
+        r = telemetry_cmd(path, "/lcore/retire,1")
+        check("error" not in r, "retire refused: %r" % r)
+        wait_state("OFFLINE")
+        for i, c in enumerate(conns):
+            try:
+                got = c.replies(1, timeout=0.2)[0]
+            except (Failure, OSError) as e:
+                check("closed" not in str(e), "client %d closed: %s" % (i, e))
+                continue
+            raise Failure("client %d answered %r while blocked" % (i, got))
+        wait_blocked(o.kv.port, 16)
+        if rnd == 0:
+            check(moved() == on1, "%d blocked clients moved, %d were on lcore 1"
+                  % (moved(), on1))
+            r = telemetry_cmd(path, "/lcore/start,1")
+            check("error" not in r, "start refused: %r" % r)
+            wait_state("RUNNING")
     pusher = Conn(o.kv.port)
-    for i in kept:
+    for i in range(16):
         pusher.send(resp("RPUSH", lists[i], "x"))
         pusher.replies(1)
         want = b"*2\r\n$%d\r\n%s\r\n$1\r\nx\r\n" % (len(lists[i]), lists[i].encode())
         check(conns[i].replies(1) == [want], "client %d after the push" % i)
-    log("%d clients of lcore 1 answered then closed, %d of lcore 0 served by a push"
-        % (len(retired), len(kept)))
+        conns[i].send(resp("CLIENT", "INFO"))
+        check(b"lcore=0" in conns[i].replies(1)[0], "client %d not on lcore 0" % i)
+    log("%d clients of lcore 1 moved blocked to lcore 0 (kv_blocked_moved_in %d), all 16 "
+        "served by a push" % (on1, moved()))
     for c in conns:
         c.close()
 

@@ -10,6 +10,7 @@ One line per session, at its end:
   CLIENT [DD/Mon/YYYY:HH:MM:SS.mmm] FRONTEND BACKEND Tw/Tc/Tt C2S S2C CAUSE
 """
 import calendar
+import fcntl
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 
 import apptest
@@ -282,26 +284,59 @@ def t_reset(exe, driver):
 NONREADERS = 200
 
 
+def demand(p, probes):
+    """A new session that reads a little and closes: it needs chunks of the pool, which
+    is what makes the proxy take them back from the non-readers. Without it the pool is
+    not short of anything once every non-reader is paused (nothing is read, nothing needs
+    a chunk): whether the last non-readers fill up more than PX_STALL_NS after the first
+    ones did (and are reset for their bytes) was timing alone. Returns the client address."""
+    with socket.create_connection(p.addr, timeout=5) as s:
+        me = client_of(s)
+        probes.append(me)
+        try:
+            s.recv(4096)
+        except OSError:
+            pass
+    return me
+
+
 def t_nobufs(exe, driver):
     """Clients that never read from a backend that floods, on one lcore with the smallest
-    pool: the proxy resets the biggest to refill its pool; once the resets stop, the
-    sessions that ended are those, each logged nobufs_reset, as many as proxy_nobufs
-    counts."""
+    pool: once they are all paused, new sessions that read need the pool, and the proxy
+    resets the biggest non-readers to refill it; once the resets stop, the sessions that
+    ended are those, each logged nobufs_reset, as many as proxy_nobufs counts (with the
+    readers that stopped reading long enough to be chosen too)."""
     env = Env()
-    held = []
+    held, probes = [], []
     try:
         flood = env.add(hostile_proxy_test.Flood())
         # The output pool's evictions concern copied bytes: a spliced direction takes
         # nothing from the pool, and one waiting to switch stops reading below its share,
         # so whether the smallest pool runs out would depend on timing. Copy only here.
         p, path = logged_proxy(env, exe, driver, flood.addr(),
-                               ["--buffers", "347", "--client-timeout", "0",
+                               ["--buffers", "350", "--client-timeout", "0",
                                 "--server-timeout", "0", "--splice-threshold", "off"],
                                lcores="0")
         nobufs = lambda: hostile_proxy_test.nobufs(p)
         for _ in range(NONREADERS):
             held.append(env.add(hostile_proxy_test.nonreader(p.addr)))
-        wait_for(lambda: nobufs() > 0, 30, "the pool exhausted (proxy_nobufs %d)" % nobufs())
+        mine = {client_of(s) for s in held}
+        # Every non-reader has had its first bytes relayed before a reader comes: a reader
+        # takes chunks too, and a non-reader whose first bytes found the pool spent would
+        # be reset before it sent any (the fallback when no session may be taken back yet).
+        unread = lambda s: struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD,
+                                                          b"\0" * 4))[0]
+        wait_for(lambda: all(unread(s) > 0 for s in held), 30,
+                 "bytes relayed to every non-reader")
+        # Each non-reader first fills the kernel's send buffer to it (autotuned up to
+        # tcp_wmem's 4 MiB: about 560 MB for 200 of them), then its queue; readers come
+        # every 0.2 s until the pool was taken back for them.
+        deadline = time.monotonic() + 60
+        while nobufs() == 0 and time.monotonic() < deadline:
+            demand(p, probes)
+            time.sleep(0.2)
+        check(nobufs() > 0, "the pool never taken back (proxy_nobufs 0) after %d readers"
+              % len(probes))
         # Until the resets stop (the sessions left hold their share), with every client
         # still there: the sessions that ended are the ones reset.
         last, still = -1, 0
@@ -310,20 +345,42 @@ def t_nobufs(exe, driver):
             time.sleep(0.2)
             n = nobufs()
             still, last = (still + 1 if n == last else 0), n
-        wait_for(lambda: len(lines_of(path)) >= last, 10, "%d lines" % last)
+        # A reader reads 4 KiB and closes: until it has, it waits for its reader too, and
+        # under load may be the one reset (it is then counted, and logged, like the others).
+        resets = lambda: [c for c, e in by_client(path).items() if e["cause"] == "nobufs_reset"]
+        try:
+            wait_for(lambda: len(resets()) >= last - len(probes), 10,
+                 "%d nobufs_reset lines" % (last - len(probes)))
+        except proxy_test.Failure as e:
+            es = by_client(path)
+            causes = {}
+            for c, e2 in es.items():
+                k = ("probe " if c in probes else "nonreader ") + e2["cause"]
+                causes[k] = causes.get(k, 0) + 1
+            raise proxy_test.Failure("%s; proxy_nobufs %d, lines by cause %r, %d probes"
+                                     % (e, nobufs(), causes, len(probes))) from None
         es = by_client(path)
-        mine = {client_of(s) for s in held}
-        check(set(es) <= mine, "lines of other clients: %r" % (set(es) - mine))
+        check(set(es) <= mine | set(probes), "lines of other clients: %r"
+              % (set(es) - mine - set(probes)))
+        probes_reset = [c for c in resets() if c in probes]
+        # A reader may also be counted while its line gives the cause it ended with first
+        # (its close): at most one count per reader beyond the lines.
+        check(len(resets()) <= nobufs() <= len(resets()) + len(probes),
+              "%d lines say nobufs_reset, proxy_nobufs %d, %d readers"
+              % (len(resets()), nobufs(), len(probes)))
+        es = {c: e for c, e in es.items() if c in mine}
         reset = [e for e in es.values() if e["cause"] == "nobufs_reset"]
-        check(len(reset) == len(es) == nobufs(), "%d lines, %d say nobufs_reset, "
-              "proxy_nobufs %d" % (len(es), len(reset), nobufs()))
+        check(len(reset) == len(es), "%d lines of non-readers, %d say nobufs_reset: %r"
+              % (len(es), len(reset), [e for e in es.values() if e not in reset]))
         for s in held:
             s.close()
-        wait_for(lambda: len(lines_of(path)) >= len(held), 20, "a line per session")
+        wait_for(lambda: len(by_client(path).keys() & mine) >= len(held), 20,
+                 "a line per session")
         check(all(e["s2c"] > 0 for e in reset), "a reset session had sent nothing: %r"
               % reset)
-        log("nobufs: %d of %d non-readers reset to refill the pool, each logged"
-            % (len(reset), len(held)))
+        log("nobufs: %d of %d non-readers reset to refill the pool for %d readers (%d of "
+            "them reset too), each logged" % (len(reset), len(held), len(probes),
+                                              len(probes_reset)))
         p.stop()
     finally:
         env.close()

@@ -17,9 +17,11 @@ nonreader: a backend sends 256 MiB to a client that reads 2 MiB (the direction s
 idle: --client-timeout and --server-timeout 1 s: a download spliced for 3 s at 1 MiB per
   100 ms is not cut (lib/net sees none of those bytes); once it stops, the session ends by
   the idle timeout within ~1 s.
-rst: 100 sessions reset by the client and 100 by the backend in the middle of a splice:
-  the proxy's descriptors come back to what they were (pipes, duplicates), and it still
-  relays 64 MiB byte-exact after them.
+rst: 100 sessions reset by the client and 100 by the backend in the middle of a splice, at
+  seeded points ($PROXY_RST_SESSIONS, $PROXY_RST_SEED: 10,000 by hand): the proxy's
+  descriptors come back to what they were (pipes, duplicates), and it still relays 64 MiB
+  byte-exact after them.
+forced: a stop forced with 4 stalled splices in flight: no descriptor left at exit.
 retire: lcore 1 retires while spliced downloads run on it: they finish byte-exact, then the
   lcore is OFFLINE; with --shutdown-timeout 1 and clients that stopped reading, the lcore
   goes OFFLINE after the timeout, the sessions are cut and no descriptor is left.
@@ -29,6 +31,8 @@ Exit 0 pass, 1 fail, 77 skip (driver refused).
 """
 import hashlib
 import os
+import re
+import signal
 import socket
 import struct
 import sys
@@ -357,34 +361,86 @@ def read_n(s, n):
     return got
 
 
+def rst_plan():
+    """The sessions of t_rst (each way: half reset by the client, half by the backend) and
+    the generator of their reset points: $PROXY_RST_SESSIONS (200) and $PROXY_RST_SEED (1).
+    By hand, 10,000: PROXY_RST_SESSIONS=10000 PROXY_RST_SEED=7 python3
+    test/integration/proxy_splice_test.py BUILD/app/cr-proxy/cr-proxy rst"""
+    import random
+    n = int(os.environ.get("PROXY_RST_SESSIONS", "200"))
+    seed = int(os.environ.get("PROXY_RST_SEED", "1"))
+    proxy_test.TEST_TIMEOUT = max(proxy_test.TEST_TIMEOUT, 60 + n // 3)
+    signal.alarm(proxy_test.TEST_TIMEOUT)  # main() armed the default already
+    return n, seed, random.Random(seed)
+
+
+def rst_connect(p, i):
+    try:
+        return p.connect(timeout=10)
+    except OSError as e:
+        raise proxy_test.Failure("session %d: connect: %s; proxy %r" % (i, e, app_stats(p)))
+
+
 def t_rst(exe, driver):
+    n, seed, rnd = rst_plan()
+    half = n // 2
+    # Splicing from 64 KiB on, so that a session reset after 256 KiB to 1 MiB is spliced.
+    opts = ["--splice-threshold", "65536"]
     env = Env()
     try:
         flood = env.add(Backend(flood_handler(), "flood", backlog=256))
-        p = env.add(Proxy(exe, driver, ["--backend", flood.addr()]))
+        p = env.add(Proxy(exe, driver, ["--backend", flood.addr()] + opts))
         time.sleep(0.3)
         fd0 = fds_of(p.proc.pid)
-        for i in range(100):
-            s = p.connect(timeout=10)
-            check(read_n(s, 2 * MIB) == 2 * MIB, "session %d: short read" % i)
+        for i in range(half):
+            s = rst_connect(p, i)
+            want = rnd.randrange(256 << 10, 1 << 20)
+            check(read_n(s, want) == want, "session %d: short read" % i)
             reset_close(s)
         st = app_stats(p)
-        check(st["proxy_splices"] >= 50, "few of the reset sessions spliced: %r" % st)
-        wait_for(lambda: app_stats(p)["proxy_splices"] >= 0 and fds_of(p.proc.pid) <= fd0, 10,
-                 "descriptors back to %d after 100 client resets (now %d)"
-                 % (fd0, fds_of(p.proc.pid)))
-        log("100 client resets mid-splice (%d spliced): fds back to %d"
-            % (st["proxy_splices"], fd0))
+        check(st["proxy_splices"] >= half // 2, "few of the %d reset sessions spliced: %r"
+              % (half, st))
+        wait_for(lambda: fds_of(p.proc.pid) <= fd0, 10,
+                 "descriptors back to %d after %d client resets (now %d)"
+                 % (fd0, half, fds_of(p.proc.pid)))
+        log("%d client resets mid-splice (seed %d, %d spliced): fds back to %d"
+            % (half, seed, st["proxy_splices"], fd0))
         p.stop()
 
-        burst = env.add(Backend(flood_handler(stop_after=4 * MIB, rst=True), "rst",
-                                backlog=256))
-        p = env.add(Proxy(exe, driver, ["--backend", burst.addr()]))
+        # The backend resets each connection after a seeded 4 to 6 MiB (drawn in the order
+        # the sessions connect: one at a time). Less, and many end before their switch to
+        # splice is through; and a backend whose bytes and reset all fit in the socket
+        # buffers at once can reset before the proxy ran the connect's completion, which
+        # then counts as a failed connect and marks the backend down (seen with 1 MiB).
+        lock = threading.Lock()
+        stops = [rnd.randrange(4 << 20, 6 << 20) for _ in range(half)]
+
+        def h_burst(c, rec, b):
+            with lock:
+                stop = stops.pop(0) if stops else 4 << 20
+            c.settimeout(30)
+            blk = b"z" * (64 << 10)
+            sent = 0
+            try:
+                while sent < stop:
+                    sent += c.send(blk[:stop - sent])
+            except OSError:
+                return
+            reset_close(c)
+
+        burst = env.add(Backend(h_burst, "rst", backlog=256))
+        p = env.add(Proxy(exe, driver, ["--backend", burst.addr()] + opts))
         time.sleep(0.3)
         fd0 = fds_of(p.proc.pid)
         resets = 0
-        for i in range(100):
-            s = p.connect(timeout=10)
+        for i in range(half):
+            try:
+                s = p.connect(timeout=10)
+            except ConnectionResetError:
+                # The backend's bytes and its reset, passed on, came before this (slow,
+                # Python) client's connect() looked: a reset seen all the same.
+                resets += 1
+                continue
             s.settimeout(10)
             try:
                 while s.recv(MIB):
@@ -393,9 +449,10 @@ def t_rst(exe, driver):
                 resets += 1
             s.close()
         st = app_stats(p)
-        check(st["proxy_splices"] >= 50, "few of the backend-reset sessions spliced: %r" % st)
+        check(st["proxy_splices"] >= half // 2, "few of the %d backend-reset sessions "
+              "spliced: %r" % (half, st))
         wait_for(lambda: fds_of(p.proc.pid) <= fd0, 10,
-                 "descriptors back to %d after 100 backend resets" % fd0)
+                 "descriptors back to %d after %d backend resets" % (fd0, half))
         # Still relays, byte-exact.
         echo = env.add(Backend(proxy_test.h_echo, "echo"))
         p2 = env.add(Proxy(exe, driver, ["--backend", echo.addr()]))
@@ -408,8 +465,9 @@ def t_rst(exe, driver):
         th.join(30)
         s.close()
         check(n == 64 * MIB and hx == h.hexdigest(), "after the resets: %d bytes" % n)
-        log("100 backend resets mid-splice (%d spliced, %d clients saw the reset): fds back "
-            "to %d; 64 MiB echo byte-exact after" % (st["proxy_splices"], resets, fd0))
+        log("%d backend resets mid-splice (seed %d, %d spliced, %d clients saw the reset): "
+            "fds back to %d; 64 MiB echo byte-exact after"
+            % (half, seed, st["proxy_splices"], resets, fd0))
         p2.stop()
         p.stop()
     finally:
@@ -563,6 +621,57 @@ def t_nopipe(exe, driver):
         env.close()
 
 
+def t_forced(exe, driver):
+    """A stop forced (a second SIGTERM) while spliced downloads are stalled on clients that
+    stopped reading: lib/io abandons their splices, whose completions never come, so the
+    relay's duplicates of the two sockets are closed when the lcore's relay state goes.
+    Before, they stayed open until the process exited (B1). Seen from inside: a preloaded
+    library (fds_at_exit.so, $FDS_AT_EXIT) counts the descriptors still open at exit."""
+    preload = os.environ.get("FDS_AT_EXIT")
+    if not preload or not os.path.exists(preload):
+        raise proxy_test.Failure("FDS_AT_EXIT does not name fds_at_exit.so (%r)" % preload)
+    env = Env()
+    try:
+        b = env.add(Backend(flood_handler(), "flood"))
+        saved = os.environ.get("ASAN_OPTIONS")
+        os.environ["LD_PRELOAD"] = preload
+        # An ASan build wants its runtime first; the preload only reads /proc at exit.
+        os.environ["ASAN_OPTIONS"] = ":".join(
+            x for x in (saved or "exitcode=23", "verify_asan_link_order=0") if x)
+        try:
+            p = env.add(Proxy(exe, driver, ["--backend", b.addr(), "--shutdown-timeout", "30"],
+                              lcores="0"))
+        finally:
+            del os.environ["LD_PRELOAD"]
+            if saved is None:
+                del os.environ["ASAN_OPTIONS"]
+            else:
+                os.environ["ASAN_OPTIONS"] = saved
+        socks = []
+        for _ in range(4):
+            s = p.connect(timeout=30)
+            check(read_n(s, 2 * MIB) == 2 * MIB, "short first read")
+            socks.append(s)
+        wait_for(lambda: app_stats(p)["proxy_splices"] >= 4, 10, "all 4 to splice")
+        time.sleep(0.3)  # the clients' buffers full: each splice waits on its destination
+        p.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        p.proc.send_signal(signal.SIGTERM)  # forced: lib/io abandons what is in flight
+        rc = p.proc.wait(20)
+        err = p.proc.stderr.read().decode(errors="replace")
+        for s in socks:
+            s.close()
+        check(rc == 0, "cr-proxy exited %d: %s" % (rc, err))
+        m = re.search(r"fds at exit: (\d+) sockets, (\d+) pipes", err)
+        check(m is not None, "no count from the preload: %s" % err)
+        check(int(m.group(1)) == 0, "%s sockets open at exit after a forced stop with 4 "
+              "splices in flight: %s" % (m.group(1), err[-600:]))
+        log("forced: 4 stalled splices, a forced stop, %s sockets and %s pipes left at exit"
+            % m.groups())
+    finally:
+        env.close()
+
+
 TESTS = {
     "bulk": t_bulk,
     "halfclose": t_halfclose,
@@ -571,6 +680,7 @@ TESTS = {
     "nopipe": t_nopipe,
     "rst": t_rst,
     "retire": t_retire,
+    "forced": t_forced,
 }
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ USERTOOLS = os.environ.get("CR_USERTOOLS", os.path.join(TOP, "usertools"))
 TOOL = os.path.join(USERTOOLS, "cr-bench")
 BUILD = os.environ.get("CR_BUILD", os.path.join(TOP, "build"))
 sys.path.insert(0, USERTOOLS)
-from crbench import core, pair_kv  # noqa: E402
+from crbench import core, pair_kv, resize_load  # noqa: E402
 
 SKIPPED = []
 
@@ -95,6 +95,13 @@ class Cli(unittest.TestCase):
                    "/nonexistent-dir/x.json")
         self.usage(["kv", "--modes", "set P1,plain"], "--modes", "'plain'", "get P16")
         self.usage(["handoff", "--modes", "plain"], "--modes", "accepted: none")
+        self.usage(["http", "--modes", "splice-min 3k"], "--modes", "'splice-min 3k'",
+                   "splice-min 64k")
+        self.usage(["http", "--baseline-build", "/"], "--baseline-build", "'/'",
+                   "with echo")
+        self.usage(["echo", "--baseline-build", "/nonexistent"], "--baseline-build",
+                   "'/nonexistent'", "app/cr-echo/cr-echo")
+        self.usage(["resize", "--modes", "redis"], "--modes", "'redis'", "echo, http, kv, proxy")
         cpus = sorted(os.sched_getaffinity(0))
         self.usage(["http", "--server-cpu", str(cpus[0]), "--client-cpu", str(cpus[0])],
                    "--server-cpu and --client-cpu are both %d" % cpus[0])
@@ -250,13 +257,20 @@ class Live(unittest.TestCase):
                 if x["ours"] and x["peer"]:
                     self.assertAlmostEqual(x["ratio_per_cpu"],
                                            x["ours"]["per_cpu_s"] / x["peer"]["per_cpu_s"])
+        # The static files: cr-http (if built) against nginx with sendfile, 4 KiB and 1 MiB.
+        for mode in ("static-4k", "static-1m"):
+            x = rows[(mode, "cr-http", "nginx")]
+            least = 100 if mode == "static-4k" else 10  # 1 MiB answers: fewer in 1 s
+            self.sane(x["peer"], "nginx " + mode, True, least)
+            if has_cr_http:
+                self.sane(x["ours"], "cr-http " + mode, True, least)
         self.assertIn("limit", r.stdout)
         self.assertIn("req/cpu-s", r.stdout)
 
-    def sane(self, d, what, plain):
+    def sane(self, d, what, plain, least=100):
         msg = "%s: %s" % (what, d)
-        self.assertGreater(d["requests"], 100, msg)
-        self.assertGreater(d["rps"], 100, msg)
+        self.assertGreater(d["requests"], least, msg)
+        self.assertGreater(d["rps"], least, msg)
         self.assertEqual(d["errors"], 0, msg)
         self.assertEqual(d["non_2xx"], 0, msg)
         # The server served the load: it spent CPU time, no more than the wall time allows.
@@ -267,6 +281,62 @@ class Live(unittest.TestCase):
         if plain:
             self.assertGreater(d["p50_us"], 0, msg)
             self.assertGreaterEqual(d["p99_us"], d["p50_us"], msg)
+
+
+class ResizeProtocols(unittest.TestCase):
+    """resize's own load client: what counts as one whole answer, and a wrong one."""
+
+    def test_http(self):
+        a = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        self.assertEqual(resize_load.Http.answer(bytearray(a[:-1])), (0, None))
+        self.assertEqual(resize_load.Http.answer(bytearray(a + b"HTTP")), (len(a), None))
+        self.assertEqual(resize_load.Http.answer(bytearray(a.replace(b"200", b"503"))),
+                         (len(a), "status 503"))
+
+    def test_kv(self):
+        k = resize_load.Kv(3)
+        self.assertIn(b"SET", k.request())
+        self.assertEqual(k.answer(bytearray(b"+OK\r\n")), (5, None))
+        self.assertIn(b"GET", k.request())
+        self.assertEqual(k.answer(bytearray(b"$1\r\n")), (0, None))  # the value to come
+        self.assertEqual(k.answer(bytearray(b"$1\r\n1\r\n")), (7, None))
+        k.request()
+        self.assertEqual(k.answer(bytearray(b"-ERR unavailable\r\n")),
+                         (18, "-ERR unavailable"))
+        k.request()
+        n, bad = k.answer(bytearray(b"$1\r\n1\r\n"))  # SET 2 was refused: a stale 1
+        self.assertIn("GET answered", bad)
+
+
+class ResizeLive(unittest.TestCase):
+    """One short round of cr-bench resize on cr-http (8 connections): every figure there,
+    the two 100-window series, and no client error (its keep-alive connections move)."""
+
+    def test_http_round(self):
+        if not os.access(os.path.join(BUILD, "app", "cr-http", "cr-http"), os.X_OK):
+            self.skipTest("cr-http not built in " + BUILD)
+        if len(os.sched_getaffinity(0)) < 2:
+            self.skipTest("one CPU only")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "b.json")
+            r = run(["resize", "--modes", "http", "--build-dir", BUILD, "--no-build",
+                     "--no-install", "--runs", "1", "--connections", "8", "--json", out],
+                    timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(out) as f:
+                doc = json.load(f)
+        (row,) = doc["rows"]
+        self.assertEqual(row["pairing"], "resize http")
+        (rd,) = row["figures"]["rounds"]
+        self.assertGreater(rd["to_offline_ms"], 0)
+        self.assertGreater(rd["to_running_ms"], 0)
+        self.assertGreater(rd["requests"], 0)
+        self.assertGreaterEqual(rd["moved_connections"], 0)
+        self.assertIsNone(rd["moved_shards"])
+        self.assertEqual(len(rd["series_shrink"]), 100)
+        self.assertEqual(len(rd["series_grow"]), 100)
+        self.assertEqual(rd["errors"], {k: 0 for k in resize_load.ERROR_KINDS},
+                         rd["error_samples"])
 
 
 class CoreModes(unittest.TestCase):

@@ -47,7 +47,10 @@ class Rates(unittest.TestCase):
                                      lc(1, turns=0)])
         cur = stats(3_000_000_000, [lc(0, turns=300, busy_ns=500_000_000, msgs_in=30, cqes=9,
                                        spin_ns=300_000_000),
-                                    lc(1, inc=2, turns=50, net_connections=7)])
+                                    lc(1, inc=2, turns=50, net_connections=7,
+                                       net_moved_in=3, net_moved_out=1,
+                                       app={"kv_shards_moved_in": 1, "kv_shards_moved_out": 0,
+                                            "hits": 9})])
         rows = self.top.compute_rows(prev, cur, [{"lcore": 0, "cpu": 4}, {"lcore": 1, "cpu": 5}])
         r0, r1 = rows
         self.assertEqual((r0["cpu"], r0["turns"], r0["msgs"], r0["cqes"]), (4, 100, 10, 2))
@@ -59,8 +62,13 @@ class Rates(unittest.TestCase):
         self.assertIsNone(r1["busy"])
         self.assertEqual(r1["conns"], 7)
         self.assertEqual(r1["inc"], 2)
+        # What moved in/out: connections (lib/net's readers), shards (the app's counters).
+        self.assertEqual((r0["cmoved"], r0["smoved"]), (None, None))
+        self.assertEqual((r1["cmoved"], r1["smoved"]), ("3/1", "1/0"))
+        self.assertIn(" 3/1 ", self.top.format_row(r1))
         total = self.top.total_row(rows)
         self.assertEqual((total["turns"], total["conns"]), (100, 7))
+        self.assertEqual((total["cmoved"], total["smoved"]), ("3/1", "1/0"))
         self.assertAlmostEqual(total["busy"], 25.0)
         self.assertAlmostEqual(total["spin"], 10.0)
 

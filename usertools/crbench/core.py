@@ -118,6 +118,8 @@ class Ctx:
         self.connections = connections
         # --modes: the only modes (rows) to run, or None for every one.
         self.modes = None
+        # --baseline-build: a build of the baseline commit (its app/cr-echo/cr-echo), or None.
+        self.baseline_build = None
         self.verbose = verbose
         self.out = out
         self._procs = []
@@ -320,9 +322,10 @@ def core_row(pairing, report, figures):
     return {"pairing": pairing, "mode": "core", "report": report, "figures": figures}
 
 
-def run_core(ctx, mode, args=(), want_json=False):
+def run_core(ctx, mode, args=(), want_json=False, env_extra=None):
     """Run cr-bench-core MODE on the client and server CPUs (the client is its main lcore,
-    the server the other one), cr-echo given by path; @return a core_row()."""
+    the server the other one), cr-echo given by path, @p env_extra added to its
+    environment; @return a core_row()."""
     import json
     exe = ctx.app("cr-bench-core")
     argv = [exe, mode, "-l", "%d,%d" % (ctx.client_cpu, ctx.server_cpu),
@@ -334,6 +337,7 @@ def run_core(ctx, mode, args=(), want_json=False):
         env["CR_BENCH_ECHO"] = ctx.app("cr-echo")
     except NotBuilt:
         pass
+    env.update(env_extra or {})
     ctx.debug("running " + " ".join(argv))
     r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        env=env)

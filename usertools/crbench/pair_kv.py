@@ -26,6 +26,16 @@ falls on every server alike; each cell is the median of ctx.runs runs. Server CP
 utime+stime of the whole process from /proc (ctx.measure), so per_cpu_s is requests per
 server-CPU-second.
 Rows: cr-kv vs redis per mode; cr-kv 2lc vs redis and vs cr-kv (1 lcore) per mode.
+
+Memory per key ("mem string", "mem hash", "mem list", "mem set", "mem zset"): for each
+type, a fresh cr-kv (one lcore) and a fresh redis-server each get ctx.mem_keys keys
+(default 1,000,000) of that type with small elements, the same bytes through
+redis-cli --pipe: strings of 16 bytes; hashes of 5 fields with 8-byte values; lists of 5
+elements; sets of 5 short string members (Redis 7.0 keeps them in a hashtable); sorted
+sets of 5 members with integer scores (listpack in both). The figure is the growth of the
+process's RSS (/proc/PID/statm) over the same server just started, per key; the ratio is
+cr-kv / redis (below 1: cr-kv takes less). One load per server, not ctx.runs: memory does
+not vary between runs as throughput does.
 """
 import csv
 import io
@@ -33,6 +43,7 @@ import math
 import os
 import shutil
 import subprocess
+import time
 
 from . import core
 
@@ -46,7 +57,10 @@ TESTS = [("set", "set"), ("get", "get"), ("hset", "hset"),
          ("lpush", "lpush"), ("lpop", "lpop"), ("sadd", "sadd"), ("zadd", "zadd"),
          ("zrange", ["zrange", "myzset", "0", "9"])]
 MODES = [(name, test, pipe) for pipe in (1, 16) for name, test in TESTS]
-MODE_NAMES = ["%s P%d" % (name, pipe) for name, _, pipe in MODES]
+MEM_TYPES = ["string", "hash", "list", "set", "zset"]
+MODE_NAMES = ["%s P%d" % (name, pipe) for name, _, pipe in MODES] + \
+    ["mem %s" % t for t in MEM_TYPES]
+MEM_KEYS = 1000000
 
 
 def csv_name(test):
@@ -129,8 +143,86 @@ def start_kv(ctx, exe, two):
     return proc, port
 
 
+def _resp(args):
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def mem_load(kind, n):
+    """The requests that make @n keys of type @kind, as RESP bytes."""
+    def one(i):
+        k = b"%s:%012d" % (kind.encode(), i)
+        if kind == "string":
+            return [b"SET", k, b"v%015d" % i]
+        if kind == "hash":
+            return [b"HSET", k] + [x for f in range(5) for x in (b"f%d" % f, b"v%07d" % f)]
+        if kind == "list":
+            return [b"RPUSH", k] + [b"element%d" % e for e in range(5)]
+        if kind == "set":
+            return [b"SADD", k] + [b"member%d" % e for e in range(5)]
+        return [b"ZADD", k] + [x for e in range(5) for x in (b"%d" % e, b"member%d" % e)]
+    return b"".join(_resp(one(i)) for i in range(n))
+
+
+def rss(pid):
+    with open("/proc/%d/statm" % pid) as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGESIZE")
+
+
+def pipe_in(ctx, port, data):
+    """Send @data with redis-cli --pipe; fail unless every reply came without an error."""
+    exe = shutil.which("redis-cli")
+    if exe is None:
+        raise core.BenchError("redis-cli not found (Debian package redis-tools)")
+    argv = [exe, "-h", "127.0.0.1", "-p", str(port), "--pipe"]
+    ctx.debug("load: %s (%d bytes)" % (" ".join(argv), len(data)))
+    r = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=600,
+                       preexec_fn=lambda: os.sched_setaffinity(0, {ctx.client_cpu}))
+    out = r.stdout.decode("utf-8", "replace")
+    if r.returncode != 0 or "errors: 0," not in out:
+        raise core.BenchError("redis-cli --pipe: %s" % out.strip()[-300:])
+
+
+def mem_cell(ctx, start, data, n):
+    """A fresh server from @start(), its RSS growth per key after @data (n keys)."""
+    proc, port = start()
+    try:
+        time.sleep(0.5)  # started: the first ticks, the pools sized at start
+        before = rss(proc.pid)
+        pipe_in(ctx, port, data)
+        time.sleep(0.5)
+        after = rss(proc.pid)
+    finally:
+        proc.stop()
+    return {"keys": n, "rss_before": before, "rss_after": after,
+            "bytes_per_key": (after - before) / n}
+
+
+def mem_rows(ctx, exe):
+    n = getattr(ctx, "mem_keys", None) or MEM_KEYS
+    rows = []
+    for kind in MEM_TYPES:
+        mode = "mem %s" % kind
+        if not ctx.want(mode):
+            continue
+        data = mem_load(kind, n)
+        ours = mem_cell(ctx, lambda: start_kv(ctx, exe, False), data, n)
+        peer = mem_cell(ctx, lambda: start_redis(ctx), data, n)
+        ctx.log("%-10s %d keys: cr-kv %.1f B/key, redis %.1f B/key"
+                % (mode, n, ours["bytes_per_key"], peer["bytes_per_key"]))
+        rows.append({"pairing": PAIRING, "mode": mode, "kind": "memory",
+                     "ours_name": "cr-kv", "ours": ours, "peer_name": "redis", "peer": peer,
+                     "ratio_rps": None, "ratio_per_cpu": None,
+                     "ratio_mem": ours["bytes_per_key"] / peer["bytes_per_key"]
+                     if peer["bytes_per_key"] > 0 else None})
+    return rows
+
+
 def run(ctx):
     exe = ctx.app("cr-kv")
+    rows = mem_rows(ctx, exe)
+    if not any(ctx.want("%s P%d" % (label, pipe)) for label, _, pipe in MODES):
+        return rows
     servers = {}
     servers["cr-kv"] = start_kv(ctx, exe, False)
     servers["redis"] = start_redis(ctx)
@@ -161,7 +253,6 @@ def run(ctx):
         for name in servers:
             cells[(name, mode)] = ctx.median(raw[name])
 
-    rows = []
     for label, _, pipe in modes:
         mode = "%s P%d" % (label, pipe)
         rows.append(core.row(PAIRING, mode, "cr-kv", cells[("cr-kv", mode)], "redis",

@@ -27,6 +27,12 @@ Modes:
                certificate and key in one PEM, as haproxy reads it)
 Runs are interleaved (cr-proxy, haproxy, cr-proxy, ...) so noise on a shared machine falls
 on both alike; each cell is the median of ctx.runs runs.
+Rows only with --modes (a sweep to pick --splice-threshold): "splice-threshold SIZE" for
+SIZE in 16k, 64k, 256k, 1m: wrk GETs a file of SIZE from nginx (a `location /static/`,
+`sendfile on`) through cr-proxy --splice-threshold 4096 (a keep-alive connection's answers
+spliced from its first few KiB on, ours) and through cr-proxy --splice-threshold off
+(received and sent by lib/net, peer), per proxy-CPU-second; a ratio above 1 means splice
+wins for answers of that size.
 """
 import os
 import shutil
@@ -64,6 +70,11 @@ http {{
         listen 127.0.0.1:{port} backlog=4096;
         location / {{
             return 200 "Hello, World!";
+        }}
+        location /static/ {{
+            root {root};
+            sendfile on;
+            tcp_nopush on;
         }}
     }}
 }}
@@ -136,13 +147,14 @@ def wait(ctx, proc, port):
                               % (proc.argv[0], proc.popen.returncode, proc.output()))
 
 
-def start_nginx(ctx):
+def start_nginx(ctx, root):
     exe = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.access(exe, os.X_OK):
         raise core.BenchError("nginx not found (Debian package nginx-light)")
     tmp = ctx.tmpdir()
     port = ctx.free_port()
-    conf = write(os.path.join(tmp, "nginx.conf"), NGINX_CONF.format(tmp=tmp, port=port))
+    conf = write(os.path.join(tmp, "nginx.conf"), NGINX_CONF.format(tmp=tmp, port=port,
+                                                                      root=root))
     proc = ctx.spawn([exe, "-p", tmp, "-e", os.path.join(tmp, "error.log"), "-c", conf],
                      ctx.client_cpu, cwd=tmp)
     wait(ctx, proc, port)
@@ -158,7 +170,7 @@ def start_sink(ctx):
     return proc, port
 
 
-def start_cr_proxy(ctx, exe, backend, tls=None):
+def start_cr_proxy(ctx, exe, backend, tls=None, extra=()):
     """cr-proxy in front of @p backend; with @p tls (cert, key), on its TLS listener."""
     port = ctx.free_port()
     argv = [exe, "-l", str(ctx.server_cpu), "--telemetry", "off",
@@ -168,7 +180,7 @@ def start_cr_proxy(ctx, exe, backend, tls=None):
     if tls is not None:
         argv += ["--tls-listen", "127.0.0.1:%d" % port, "--tls-cert", tls[0], "--tls-key",
                  tls[1], "--tls-protocols", "TLSv1.3", "--tls-ciphersuites", pair_https.CIPHER]
-    proc = ctx.spawn(argv + ctx.ours_args, ctx.server_cpu)
+    proc = ctx.spawn(argv + list(extra) + ctx.ours_args, ctx.server_cpu)
     wait(ctx, proc, port)
     return proc, port
 
@@ -218,15 +230,64 @@ MODES = [("plain", "http", None),
          ("pipeline%d" % DEPTH, "http", os.path.join(HERE, "pipeline.lua")),
          ("bulk-MB", "bulk", None),
          ("tls", "tls", None)]
-MODE_NAMES = [m for m, _, _ in MODES]
+SWEEP = [("splice-threshold %s" % n, "sweep-%s.bin" % n, size)
+         for n, size in (("16k", 16 << 10), ("64k", 64 << 10), ("256k", 256 << 10),
+                         ("1m", 1 << 20))]
+MODE_NAMES = [m for m, _, _ in MODES] + [m for m, _, _ in SWEEP]
+
+
+def make_root(ctx):
+    """nginx's root: static/ with the sweep's files (random bytes)."""
+    root = ctx.tmpdir()
+    os.mkdir(os.path.join(root, "static"))
+    for _, name, size in SWEEP:
+        with open(os.path.join(root, "static", name), "wb") as f:
+            f.write(os.urandom(size))
+    return root
+
+
+def sweep_rows(ctx, exe, http_port, sweep):
+    """The splice-threshold sweep: cr-proxy splicing from 4 KiB on against never."""
+    procs = {"cr-proxy splice": start_cr_proxy(ctx, exe, http_port,
+                                               extra=["--splice-threshold", "4096"]),
+             "cr-proxy copy": start_cr_proxy(ctx, exe, http_port,
+                                             extra=["--splice-threshold", "off"])}
+    rows = []
+    for mode, name, _ in sweep:
+        raw = {n: [] for n in procs}
+        for i in range(ctx.runs):
+            for n, (proc, port) in procs.items():
+                def load(port=port):
+                    return ctx.wrk("http://127.0.0.1:%d/static/%s" % (port, name),
+                                   ctx.connections, ctx.duration)
+                r = ctx.measure(proc, load)
+                if r["errors"] or r["non_2xx"]:
+                    ctx.log("%s %s run %d: %d socket errors, %d non-2xx responses"
+                            % (n, mode, i + 1, r["errors"], r["non_2xx"]))
+                ctx.log("%-15s %-21s run %d/%d: %10.0f req/s %10.0f per proxy-cpu-s "
+                        "(proxy cpu %.0f%%)" % (n, mode, i + 1, ctx.runs, r["rps"],
+                                                r["per_cpu_s"], 100 * r["cpu_util"]))
+                raw[n].append(r)
+        rows.append(core.row(PAIRING, mode, "cr-proxy splice",
+                             ctx.median(raw["cr-proxy splice"]), "cr-proxy copy",
+                             ctx.median(raw["cr-proxy copy"])))
+    for proc, _ in procs.values():
+        proc.stop()
+    return rows
 
 
 def run(ctx):
     exe = ctx.app("cr-proxy")
-    nginx, http_port = start_nginx(ctx)
+    nginx, http_port = start_nginx(ctx, make_root(ctx))
+    modes = [m for m in MODES if ctx.want(m[0])]
+    # The sweep is asked for by name only: it is no comparison with a peer.
+    sweep = [x for x in SWEEP if ctx.modes is not None and x[0] in ctx.modes]
+    if not modes:
+        rows = sweep_rows(ctx, exe, http_port, sweep)
+        nginx.stop()
+        return rows
     sink, sink_port = start_sink(ctx)
     proxies = {}  # name -> {"http": (proc, port), "bulk": (proc, port)}
-    modes = [m for m in MODES if ctx.want(m[0])]
     proxies["cr-proxy"] = {"http": start_cr_proxy(ctx, exe, http_port),
                            "bulk": start_cr_proxy(ctx, exe, sink_port)}
     proxies["haproxy"] = {"http": start_haproxy(ctx, http_port),
@@ -264,6 +325,8 @@ def run(ctx):
 
     rows = [core.row(PAIRING, mode, "cr-proxy", cells[("cr-proxy", mode)], "haproxy",
                      cells[("haproxy", mode)]) for mode, _, _ in modes]
+    if sweep:
+        rows += sweep_rows(ctx, exe, http_port, sweep)
     for procs in proxies.values():
         for proc, _ in procs.values():
             proc.stop()

@@ -205,6 +205,14 @@ cr__epoll_io_free(struct cr_backend *be)
 	memset(io, 0, sizeof(*io));
 }
 
+static bool
+buf_is_held(size_t id, void *arg)
+{
+	const struct eio *io = arg;
+
+	return io->buf_out[id] == BUF_HELD;
+}
+
 static void
 io_fini(struct cr_backend *be)
 {
@@ -217,11 +225,15 @@ io_fini(struct cr_backend *be)
 		       "lcore %u: %u fds still watched, %u receive buffers lent at fini", be->lcore,
 		       io->n_registered, io->buf_ids - io->nfree);
 	if (io->bufs_held != 0) {
-		/* The app still reads them (cr_conn_hold()): their memory stays, with no owner,
-		 * until the process exits. The next incarnation maps its own. */
+		/* The app still reads them (cr_conn_hold()): their pages stay, with no owner,
+		 * until the process exits; the rest of the pool goes. The next incarnation maps
+		 * its own. */
+		size_t kept =
+		    cr_numa_free_except(io->bufs, io->buf_size, io->buf_ids, buf_is_held, io);
+
 		CR_LOG(cr__eio_log, NOTICE,
-		       "lcore %u: %u receive buffers held at stop; their memory is kept",
-		       be->lcore, io->bufs_held);
+		       "lcore %u: %u receive buffers held at stop; their %zu KiB are kept",
+		       be->lcore, io->bufs_held, kept / 1024);
 		io->bufs = NULL;
 	}
 	cr__epoll_io_free(be);

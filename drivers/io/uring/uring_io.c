@@ -727,6 +727,14 @@ cr__uring_io_free(struct cr_backend *be)
 	memset(io, 0, sizeof(*io));
 }
 
+static bool
+buf_is_held(size_t id, void *arg)
+{
+	const struct uring_io *io = arg;
+
+	return io->lent[id] == BUF_HELD;
+}
+
 static void
 io_fini(struct cr_backend *be)
 {
@@ -742,11 +750,15 @@ io_fini(struct cr_backend *be)
 	for (i = 0; io->lent != NULL && i < io->buf_ids; i++)
 		held += io->lent[i] == BUF_HELD;
 	if (held != 0) {
-		/* The app still reads them (cr_conn_hold()): their memory stays, with no owner,
-		 * until the process exits. The next incarnation maps its own. */
+		/* The app still reads them (cr_conn_hold()): their pages stay, with no owner,
+		 * until the process exits; the rest of the pool goes. The next incarnation maps
+		 * its own. */
+		size_t kept =
+		    cr_numa_free_except(io->bufs, io->buf_size, io->buf_ids, buf_is_held, io);
+
 		CR_LOG(log_uio, NOTICE,
-		       "lcore %u: %u receive buffers held at stop; their memory is kept",
-		       cr_lcore_id(), held);
+		       "lcore %u: %u receive buffers held at stop; their %zu KiB are kept",
+		       cr_lcore_id(), held, kept / 1024);
 		io->bufs = NULL;
 	}
 	cr__uring_io_free(be);

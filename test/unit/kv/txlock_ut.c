@@ -64,6 +64,7 @@ int kv_route(unsigned s, unsigned *lcore) { *lcore = kv.shard_lcore[s]; return 0
 bool kv_route_here(unsigned s) { return kv.shard_lcore[s] == cur_lcore; }
 bool kv_bw_pending(const struct kv_shard *sh) { (void)sh; return false; }
 void kv_bw_serve(struct kv_shard *sh) { (void)sh; }
+void kv_ps_tag(uint32_t from, uint64_t seq) { (void)from, (void)seq; }
 void cmd_bw_watch(struct kv_ctx *x) { (void)x; }
 int cr_lease_acquire(struct cr_lease *l) { (void)l; return 0; }
 int cr_lease_release(struct cr_lease *l) { (void)l; return 0; }

@@ -474,9 +474,86 @@ test_free_in_steps(void)
 	}
 }
 
+/* Listpack scores: integral ones are kept in 1-7 bytes, others as doubles; each reads
+ * back exactly, sign and all, at every byte-width boundary, and orders as a double. */
+static void
+test_zset_scores(void)
+{
+	static const double scores[] = {
+	    0,
+	    -1,
+	    1,
+	    127,
+	    128,
+	    -128,
+	    -129,
+	    32767,
+	    32768,
+	    -32768,
+	    -32769,
+	    8388607,
+	    8388608,
+	    2147483647.0,
+	    2147483648.0,
+	    -2147483649.0,
+	    549755813887.0,
+	    -549755813888.0,
+	    140737488355327.0,
+	    -140737488355328.0,
+	    9007199254740991.0,
+	    -9007199254740991.0,
+	    9007199254740992.0,
+	    1.5,
+	    -2.25,
+	    1e300,
+	    -1e-300,
+	    INFINITY,
+	    -INFINITY,
+	    0.1,
+	};
+	size_t n = sizeof(scores) / sizeof(scores[0]), i;
+	struct kv_entry e = {.type = KV_T_ZSET};
+	unsigned enc;
+	double prev = -INFINITY;
+	struct zit it;
+
+	e.obj = zset_new(1, 1, &enc);
+	e.enc = enc;
+	for (i = 0; i < n; i++) {
+		char m[8];
+		int out;
+
+		snprintf(m, sizeof(m), "m%zu", i);
+		CU_ASSERT_EQUAL_FATAL(zset_add(&e, scores[i], m, strlen(m), 0, &out, NULL), 1);
+	}
+	CU_ASSERT_EQUAL(e.enc, KV_ENC_LISTPACK);
+	for (i = 0; i < n; i++) {
+		char m[8];
+		double s = NAN;
+
+		snprintf(m, sizeof(m), "m%zu", i);
+		CU_ASSERT_TRUE(zset_score(&e, m, strlen(m), &s));
+		CU_ASSERT_TRUE(s == scores[i] && !signbit(s) == !signbit(scores[i]));
+	}
+	CU_ASSERT_TRUE(zit_rank(&it, &e, 0));
+	for (i = 0; zit_ok(&it); i++) {
+		const char *m;
+		size_t len;
+		double s;
+
+		zit_get(&it, &m, &len, &s);
+		CU_ASSERT_TRUE(s >= prev);
+		prev = s;
+		(void)zit_step(&it, false);
+	}
+	CU_ASSERT_EQUAL(i, n);
+	zset_free(e.enc, e.obj);
+}
+
 static const struct ut_case cases[] = {
     UT_CASE(test_hash_conversion), UT_CASE(test_set_conversion), UT_CASE(test_list_model),
     UT_CASE(test_zset_model),	   UT_CASE(test_zset_lex),	 UT_CASE(test_free_in_steps),
+    UT_CASE(test_zset_scores),
 };
 
 UT_MAIN("kv_types", cases, bind_mem, NULL)

@@ -297,8 +297,8 @@ test_config_keys(void)
 	CU_ASSERT_EQUAL(c->maxconn, 10);
 	CU_ASSERT_EQUAL(c->chunks, 400);
 	/* At least the reserve and one session's share; "auto" again. */
-	CU_ASSERT_EQUAL(line("buffers", "346"), -EINVAL);
-	CU_ASSERT_EQUAL(line("buffers", "347"), 0);
+	CU_ASSERT_EQUAL(line("buffers", "349"), -EINVAL);
+	CU_ASSERT_EQUAL(line("buffers", "350"), 0);
 	CU_ASSERT_EQUAL(line("buffers", "4194305"), -EINVAL);
 	CU_ASSERT_EQUAL(line("buffers", "auto"), 0);
 	CU_ASSERT_EQUAL(c->chunks, 0);

@@ -13,7 +13,7 @@
 #include "tel_internal_ut.h"
 
 static char out[CR_TELEMETRY_MAX_REPLY + 1];
-static int id_hits;
+static int id_hits, id_shards_out;
 
 static const char *
 ask(const char *req)
@@ -29,6 +29,14 @@ read_conns(unsigned lcore, uint64_t *out_v, void *arg)
 	return 0;
 }
 
+static int
+read_moved_in(unsigned lcore, uint64_t *out_v, void *arg)
+{
+	(void)arg;
+	*out_v = 70 + lcore;
+	return 0;
+}
+
 static void
 hit(void *arg)
 {
@@ -41,6 +49,13 @@ suite_init(void)
 	id_hits = cr_telemetry_counter_register("hits", CR_TELEMETRY_COUNTER, "Hits.");
 	if (id_hits < 0 || cr_telemetry_reader_register("connections", CR_TELEMETRY_GAUGE,
 							"Connections.", read_conns, NULL) != 0)
+		return 1;
+	/* Move counters (names ending in moved_in / moved_out): /lcores shows them too. */
+	id_shards_out = cr_telemetry_counter_register("shards_moved_out", CR_TELEMETRY_COUNTER,
+						      "Shards moved away.");
+	if (id_shards_out < 0 ||
+	    cr_telemetry_reader_register("conns_moved_in", CR_TELEMETRY_COUNTER, "Moved in.",
+					 read_moved_in, NULL) != 0)
 		return 1;
 	return ut_rt_start() ? 0 : 1;
 }
@@ -58,8 +73,8 @@ test_lcores(void)
 		snprintf(
 		    want, sizeof(want),
 		    "{\"lcore\":%u,\"cpu\":%u,\"numa\":%d,\"state\":\"RUNNING\",\"incarnation\":1,"
-		    "\"main\":%s}",
-		    id, id, cr_lcore_numa(id), id == cr_lcore_main() ? "true" : "false");
+		    "\"main\":%s,\"moved\":{\"conns_moved_in\":%u,\"shards_moved_out\":0}}",
+		    id, id, cr_lcore_numa(id), id == cr_lcore_main() ? "true" : "false", 70 + id);
 		CU_ASSERT_PTR_NOT_NULL(strstr(r, want));
 		n++;
 	}

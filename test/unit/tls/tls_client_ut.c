@@ -28,6 +28,7 @@ static struct {
 	unsigned n_conns, started;
 	/* client side, main lcore */
 	unsigned opens, echoes, closes, resumed;
+	bool abort; /* end each connection with cr_conn_destroy() (no close_notify) */
 	int last_err;
 	char failure[256];
 	bool failure_null;
@@ -83,7 +84,14 @@ cli_data(struct cr_conn *c, const void *d, size_t n)
 {
 	if (n == strlen(PING) && memcmp(d, PING, n) == 0)
 		R.echoes++;
-	cr_conn_close(c);
+	if (!R.abort) {
+		cr_conn_close(c);
+		return;
+	}
+	cr_conn_destroy(c); /* no on_close: go on from here */
+	R.closes++;
+	if (R.started < R.n_conns)
+		connect_one();
 }
 
 static void
@@ -171,15 +179,22 @@ client_ctx(const char *ca, enum cr_tls_verify verify, const char *name)
 }
 
 static void
-run(struct cr_tls_ctx *srv, struct cr_tls_ctx *cli, unsigned n_conns)
+run_opts(struct cr_tls_ctx *srv, struct cr_tls_ctx *cli, unsigned n_conns, bool abort)
 {
 	memset(&R, 0, sizeof(R));
 	R.srv_ctx = srv;
 	R.cli_ctx = cli;
 	R.n_conns = n_conns;
+	R.abort = abort;
 	ut_net_run(run_start, NULL, 30000);
 	cr_tls_ctx_free(cli);
 	cr_tls_ctx_free(srv);
+}
+
+static void
+run(struct cr_tls_ctx *srv, struct cr_tls_ctx *cli, unsigned n_conns)
+{
+	run_opts(srv, cli, n_conns, false);
 }
 
 /* Verified by its CA and name; SNI sent; every connection after the first resumes the
@@ -193,6 +208,22 @@ test_verified_sni_resumed(void)
 	CU_ASSERT_EQUAL(R.last_err, 0);
 	CU_ASSERT_TRUE(R.failure_null);
 	CU_ASSERT_STRING_EQUAL(R.sni, "a.test");
+	CU_ASSERT_EQUAL(R.resumed, 3);
+}
+
+/*
+ * Each connection ended abruptly (no close_notify): the next still resumes. The lcore keeps
+ * a copy of the session, not the SSL's own, which OpenSSL marks unresumable when that SSL
+ * is freed without a shutdown, and which travels with the SSL when the connection moves to
+ * another lcore (two lcores then shared one object: a data race).
+ */
+static void
+test_resumed_after_abrupt_end(void)
+{
+	run_opts(server_ctx(NULL, NULL), client_ctx(ut_ca, CR_TLS_VERIFY_REQUIRED, "a.test"), 4,
+		 true);
+	CU_ASSERT_EQUAL(R.opens, 4);
+	CU_ASSERT_EQUAL(R.echoes, 4);
 	CU_ASSERT_EQUAL(R.resumed, 3);
 }
 
@@ -319,7 +350,8 @@ suite_fini(void)
 }
 
 static const struct ut_case cases[] = {
-    UT_CASE(test_verified_sni_resumed), UT_CASE(test_sni_picks_certificate),
+    UT_CASE(test_verified_sni_resumed), UT_CASE(test_resumed_after_abrupt_end),
+    UT_CASE(test_sni_picks_certificate),
     UT_CASE(test_ip_checked_not_sent),	UT_CASE(test_wrong_ca_refused),
     UT_CASE(test_wrong_name_refused),	UT_CASE(test_expired_refused),
     UT_CASE(test_verify_none_accepts),	UT_CASE(test_bad_name),
