@@ -476,6 +476,8 @@ struct kv_shard {
 	uint32_t args_cap;
 	/* Parts queued for each other shard, sent as one batch (xshard.c). */
 	struct kpart *outq_head[CR_MAX_LCORES], **outq_tail[CR_MAX_LCORES];
+	/* PUBLISH and PUBSUB parts for other lcores a full mailbox refused (xshard.c) */
+	struct kpart *lparts_head, **lparts_tail;
 	unsigned outq_n[CR_MAX_LCORES];
 	bool outq_armed;	    /* an outq_task() is deferred or timed */
 	struct cr_timer outq_timer; /* its fallback when cr_defer() is full */

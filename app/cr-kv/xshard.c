@@ -190,6 +190,118 @@ outq_arm(struct kv_shard *sh)
 		cr_timer_start(&sh->outq_timer, 1);
 }
 
+/*
+ * PUBLISH and PUBSUB (KV_MERGE_PUBSUB) are per *lcore*: each part answers for the
+ * subscribers of the lcore that runs it (pubsub.c). So their parts go to the home lcore
+ * of their index, whichever lcore runs that shard now (shardmove.c), and run there
+ * without the shard (they name no key): a retiring lcore still hears the messages its
+ * moving subscribers wait for (psmove.c), and a restarted one before its shard is back.
+ * One FIFO path per pair of lcores keeps one publisher's messages in order.
+ */
+static bool
+lcore_scoped(const struct kreq *kr)
+{
+	return kr != NULL && kr->cmd != NULL && kr->cmd->merge == KV_MERGE_PUBSUB;
+}
+
+static void
+lpart_exec(struct kpart *p)
+{
+	struct kv_ctx x = {.sh = kv_here(),
+			   .argc = p->argc,
+			   .argv = p->argv,
+			   .out = &p->out,
+			   .now_ms = kv_now_ms()};
+	uint64_t t0 = cr_clock_ns();
+
+	if (p->ps_seq != 0)
+		kv_ps_tag(p->ps_from, p->ps_seq); /* a PUBLISH: its number (pubsub.c) */
+	p->fn(&x);
+	p->run_ns += cr_clock_ns() - t0;
+}
+
+static void
+lbatch_run(void *arg)
+{
+	struct kbatch *b = arg;
+
+	lpart_exec(b->head);
+}
+
+static void outq_arm(struct kv_shard *sh);
+
+/* Send @p p to its lcore. @return 0 sent; -EAGAIN refused by a full mailbox (or no
+ * memory: tried again); 1 its lcore is offline, its answer is in p->out (the caller
+ * answers it: never from inside kreq_launch()'s loop). */
+static int
+lpart_send(struct kv_shard *sh, struct kpart *p)
+{
+	struct kbatch *b = sh->free_batches;
+	int rc;
+
+	if (b != NULL)
+		sh->free_batches = b->next_free;
+	else if ((b = malloc(sizeof(*b))) == NULL)
+		return -EAGAIN;
+	p->next_out = NULL;
+	b->head = p;
+	b->n = 1;
+	b->shard = p->shard;
+	rc = cr_call(kv.shard_lcore[p->shard], &b->call, lbatch_run, b, batch_done, b);
+	if (rc == 0)
+		return 0;
+	batch_put(sh, b);
+	if (rc == -EAGAIN)
+		return -EAGAIN;
+	/* That lcore is offline: it has no subscriber, and counts nothing. */
+	rb_reset(&p->out);
+	rb_errorf(&p->out, "ERR the lcore of this part is offline (%s)", cr_strerror(rc));
+	return 1;
+}
+
+static void
+lparts_flush(struct kv_shard *sh)
+{
+	struct kpart *p;
+
+	while ((p = sh->lparts_head) != NULL) {
+		struct kpart *next = p->next_out;
+		int rc = lpart_send(sh, p);
+
+		if (rc == -EAGAIN) {
+			outq_arm(sh);
+			return;
+		}
+		sh->lparts_head = next;
+		if (next == NULL)
+			sh->lparts_tail = &sh->lparts_head;
+		if (rc == 1)
+			part_answered(p); /* may free p */
+	}
+}
+
+/* @return true if its answer is in at once (it ran here, or its lcore is offline): the
+ * caller answers it. */
+static bool
+lpart_launch(struct kv_shard *sh, struct kpart *p)
+{
+	int rc = -EAGAIN;
+
+	if (kv.shard_lcore[p->shard] == cr_lcore_id()) {
+		lpart_exec(p);
+		return true;
+	}
+	if (sh->lparts_head == NULL)
+		rc = lpart_send(sh, p);
+	if (rc == -EAGAIN) { /* behind what was refused before, in order */
+		p->next_out = NULL;
+		*sh->lparts_tail = p;
+		sh->lparts_tail = &p->next_out;
+		outq_arm(sh);
+	}
+	return rc == 1;
+}
+
 static void
 outq_clear(struct kv_shard *sh, unsigned t)
 {
@@ -257,6 +369,7 @@ kv_outq_flush(struct kv_shard *sh)
 {
 	unsigned t;
 
+	lparts_flush(sh);
 	for (t = 0; t < kv.nshards; t++)
 		if (sh->outq_head[t] != NULL)
 			outq_send(sh, t);
@@ -317,6 +430,11 @@ void
 kv_part_send(struct kv_shard *sh, struct kpart *p)
 {
 	prepare(sh, p);
+	if (lcore_scoped(p->kr)) {
+		if (lpart_launch(sh, p))
+			part_answered(p);
+		return;
+	}
 	if (!runs_here(sh, p->shard)) {
 		outq_push(sh, p);
 		outq_arm(sh); /* at the end of this turn, with whatever else is queued */
@@ -352,6 +470,13 @@ kreq_launch(struct kreq *kr)
 			p->kind = KP_TX_HOP; /* EXEC holds the locks */
 		if (p->on_answer == NULL)
 			p->on_answer = kreq_part_done;
+		if (lcore_scoped(kr)) {
+			if (lpart_launch(sh, p)) {
+				part_took(p);
+				kr->left--;
+			}
+			continue;
+		}
 		if (!runs_here(sh, p->shard)) {
 			outq_push(sh, p);
 			continue;
@@ -386,6 +511,8 @@ kv_xshard_init(struct kv_shard *sh)
 
 	for (t = 0; t < CR_MAX_LCORES; t++)
 		sh->outq_tail[t] = &sh->outq_head[t];
+	sh->lparts_head = NULL;
+	sh->lparts_tail = &sh->lparts_head;
 	cr_timer_init(&sh->outq_timer, outq_timer, sh);
 }
 
