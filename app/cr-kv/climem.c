@@ -75,7 +75,7 @@ kc_mem_update(struct kconn *kc)
 		return;
 	kc->mem = now;
 	sh->clients_mem += now - was; /* unsigned: wraps back for a shrink */
-	if (now > atomic_load_explicit(&sh->biggest_client, memory_order_relaxed))
+	if (!kc->no_evict && now > atomic_load_explicit(&sh->biggest_client, memory_order_relaxed))
 		atomic_store_explicit(&sh->biggest_client, now, memory_order_relaxed);
 	/* release: an lcore that sees this growth in the total (the acquire in over_limit())
 	 * also sees this client published as its lcore's biggest, so it does not evict a
@@ -95,8 +95,9 @@ biggest(struct kv_shard *sh)
 {
 	struct kconn *kc, *big = NULL;
 
+	/* A client that said CLIENT NO-EVICT on counts in the total but is never chosen. */
 	for (kc = sh->conns; kc != NULL; kc = kc->next)
-		if (kc->conn != NULL && (big == NULL || kc->mem > big->mem))
+		if (kc->conn != NULL && !kc->no_evict && (big == NULL || kc->mem > big->mem))
 			big = kc;
 	/* relaxed: a hint for choosing; the pass where it lives looks again */
 	atomic_store_explicit(&sh->biggest_client, big != NULL ? big->mem : 0,

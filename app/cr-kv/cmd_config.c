@@ -177,6 +177,10 @@ config_value(const char *name, char *b, size_t n)
 			 atomic_load_explicit(&kv_lua_time_limit, memory_order_relaxed));
 	} else if (strcmp(name, "requirepass") == 0) {
 		snprintf(b, n, "%s", kv_auth_password());
+	} else if (strcmp(name, "protected-mode") == 0) {
+		snprintf(b, n, "%s",
+			 atomic_load_explicit(&kv_protected_mode, memory_order_relaxed) ? "yes"
+											: "no");
 	} else {
 		b[0] = '\0'; /* save: none */
 	}
@@ -204,6 +208,7 @@ KV_CMD(config_get)
 					     "requirepass",
 					     "lua-time-limit",
 					     "busy-reply-threshold",
+					     "protected-mode",
 					     NULL};
 	bool seen[sizeof(params) / sizeof(params[0])] = {false};
 	size_t start, i;
@@ -248,6 +253,7 @@ enum {
 	SET_PASS,
 	SET_LUA,
 	SET_BUSY,
+	SET_PROT,
 	SET_MEM,
 	SET_NPARAMS = SET_MEM + KV_MP_COUNT
 };
@@ -265,6 +271,7 @@ KV_CMD(config_set)
 						       "requirepass",
 						       "lua-time-limit",
 						       "busy-reply-threshold",
+						       "protected-mode",
 						       "maxmemory",
 						       "maxmemory-policy",
 						       "maxmemory-samples",
@@ -285,6 +292,7 @@ KV_CMD(config_set)
 	unsigned long long obuf[3] = {0};
 	long long slow[2] = {0}, lua = 0;
 	const struct kv_arg *pw = NULL;
+	bool prot = true;
 	const char *msg;
 	uint32_t j;
 	unsigned i;
@@ -342,6 +350,16 @@ KV_CMD(config_set)
 				  names[i], msg);
 			return;
 		}
+		if (i == SET_PROT) {
+			if (strcasecmp(v, "yes") != 0 && strcasecmp(v, "no") != 0) {
+				rb_errorf(x->out,
+					  "ERR CONFIG SET failed (possibly related to argument '%s') - "
+					  "argument must be 'yes' or 'no'",
+					  names[i]);
+				return;
+			}
+			prot = strcasecmp(v, "yes") == 0;
+		}
 		if (i == SET_PASS)
 			pw = &x->argv[j + 1];
 		if (i < SET_NPARAMS) {
@@ -378,6 +396,8 @@ KV_CMD(config_set)
 		atomic_store_explicit(&kv_slowlog_slower_than, slow[0], memory_order_relaxed);
 	if (set[SET_SLOWLEN])
 		kv_slowlog_set_max_len(slow[1]);
+	if (set[SET_PROT])
+		atomic_store_explicit(&kv_protected_mode, prot, memory_order_relaxed);
 	if (set[SET_LUA] || set[SET_BUSY])
 		atomic_store_explicit(&kv_lua_time_limit, lua, memory_order_relaxed);
 	for (i = 0; i < KV_MP_COUNT; i++)
@@ -399,8 +419,8 @@ KV_CMD(config_help)
 	    "    Set the configuration <directive> to <value> (maxmemory,",
 	    "    maxmemory-policy, maxmemory-samples, maxmemory-eviction-tenacity,",
 	    "    lfu-log-factor, lfu-decay-time, maxmemory-clients,",
-	    "    client-output-buffer-limit, slowlog-log-slower-than, slowlog-max-len and",
-	    "    requirepass;",
+	    "    client-output-buffer-limit, slowlog-log-slower-than, slowlog-max-len,",
+	    "    requirepass and protected-mode;",
 	    "    the others are set at start).",
 	    "HELP",
 	    "    Print this help.",

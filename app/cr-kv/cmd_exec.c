@@ -90,13 +90,19 @@ kv_multi_free(struct kconn *kc)
 	kc->watch = NULL;
 }
 
+long long
+kv_multi_count(const struct kconn *kc)
+{
+	return kc->mx != NULL ? (long long)kc->mx->n : -1;
+}
+
 bool
 kv_multi_queues(const struct kv_cmd *cmd)
 {
 	/* Redis runs these at once inside MULTI; UNWATCH is queued (and does nothing). */
 	if (cmd->route == KV_ROUTE_TX)
 		return cmd->fn == cmd_unwatch;
-	return cmd->fn != cmd_quit;
+	return cmd->fn != cmd_quit && cmd->fn != cmd_reset;
 }
 
 void
@@ -186,8 +192,13 @@ step_done(struct kreq *sub)
 		}
 		ex->btry = NULL;
 	}
+	if (o->len != 0 && o->p[0] == '-')
+		kv_errstat_note(ex->kc->sh, o->p, o->len); /* as Redis: each error in EXEC */
+	if (ex->kc->resp == 3 && ex->cur != NULL)
+		kv_resp3_append(ex->cur->cmd, ex->cur->argc, ex->cur->argv, o, &ex->out);
+	else
+		rb_raw(&ex->out, o->p, o->len);
 	step_ran(ex, o);
-	rb_raw(&ex->out, o->p, o->len);
 	kreq_free(ex->kc->sh, sub);
 	ex->running = false;
 	exec_run(ex);
@@ -337,6 +348,7 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 	x.out = &sub->reply;
 	x.now_ms = ex->now_ms;
 	x.kc = kc;
+	x.req = sub;
 	t0 = cr_clock_ns();
 	if (cmd->precheck != NULL && !cmd->precheck(&x)) {
 		sub->run_ns += cr_clock_ns() - t0;
@@ -347,7 +359,8 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 	case KV_ROUTE_LOCAL:
 		cmd->fn(&x);
 		sub->run_ns += cr_clock_ns() - t0;
-		step_local(sub);
+		if (!x.taken) /* else it finishes sub itself (CLIENT LIST: cmd_client.c) */
+			step_local(sub);
 		return;
 	case KV_ROUTE_TX: /* UNWATCH: EXEC unwatches anyway */
 		rb_ok(&sub->reply);

@@ -22,7 +22,7 @@ KV_CMD(ping)
 		kv_reply_wrong_arity(x->out, "ping");
 		return;
 	}
-	if (kv_ps_subscribed(x->kc)) {
+	if (x->kc->resp == 2 && kv_ps_subscribed(x->kc)) {
 		kv_ps_pong(x); /* RESP2's subscribed mode */
 		return;
 	}
@@ -119,17 +119,6 @@ KV_CMD(client_id)
 	rb_int(x->out, (long long)x->kc->id);
 }
 
-KV_CMD(client_info)
-{
-	char b[512];
-	int n;
-
-	n = snprintf(b, sizeof(b), "id=%llu name=%s db=0 lcore=%u qbuf=%zu\n",
-		     (unsigned long long)x->kc->id, x->kc->name != NULL ? x->kc->name : "",
-		     x->sh->lcore, x->kc->qlen);
-	rb_bulk(x->out, b, (size_t)n);
-}
-
 void
 kv_reply_help(struct kv_ctx *x, const char *const *lines)
 {
@@ -140,25 +129,6 @@ kv_reply_help(struct kv_ctx *x, const char *const *lines)
 	rb_array(x->out, (long long)n);
 	for (i = 0; i < n; i++)
 		rb_status(x->out, lines[i]);
-}
-
-KV_CMD(client_help)
-{
-	static const char *const l[] = {
-	    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	    "GETNAME",
-	    "    Return the name of the current connection.",
-	    "ID",
-	    "    Return the ID of the current connection.",
-	    "INFO",
-	    "    Return information about the current client connection.",
-	    "SETNAME <name>",
-	    "    Assign the name <name> to the current connection.",
-	    "HELP",
-	    "    Print this help.",
-	    NULL};
-
-	kv_reply_help(x, l);
 }
 
 /* ---- HELLO ---- */
@@ -177,8 +147,7 @@ KV_CMD(hello)
 			return;
 		}
 		j = 2;
-		/* Only RESP2 is spoken here: 3 is refused as Redis refuses 4. */
-		if (ver < 2 || ver > 2) {
+		if (ver < 2 || ver > 3) {
 			rb_error(x->out, "NOPROTO unsupported protocol version");
 			return;
 		}
@@ -219,13 +188,18 @@ KV_CMD(hello)
 		x->kc->authed = true;
 	if (name != NULL)
 		set_name(x->kc, name);
-	rb_array(x->out, 14);
+	if (ver != 0)
+		x->kc->resp = (uint8_t)ver; /* this reply already in it (resp3.c: as is) */
+	if (x->kc->resp == 3)
+		rb_raw(x->out, "%7\r\n", 4);
+	else
+		rb_array(x->out, 14);
 	rb_bulkstr(x->out, "server");
 	rb_bulkstr(x->out, "redis");
 	rb_bulkstr(x->out, "version");
 	rb_bulkstr(x->out, KV_VERSION);
 	rb_bulkstr(x->out, "proto");
-	rb_int(x->out, 2);
+	rb_int(x->out, x->kc->resp);
 	rb_bulkstr(x->out, "id");
 	rb_int(x->out, (long long)x->kc->id);
 	rb_bulkstr(x->out, "mode");
@@ -245,21 +219,23 @@ reply_flags(struct rbuf *o, uint32_t f)
 	static const struct {
 		uint32_t bit;
 		const char *name;
-	} names[] = {
-	    /* Redis's order (its flag bits') */
-	    {KV_WRITE, "write"},
-	    {KV_READONLY, "readonly"},
-	    {KV_DENYOOM, "denyoom"},
-	    {KV_NOSCRIPT, "noscript"},
-	    {KV_BLOCKING, "blocking"},
-	    {KV_LOADING, "loading"},
-	    {KV_STALE, "stale"},
-	    {KV_SKIP_MONITOR, "skip_monitor"},
-	    {KV_FAST, "fast"},
-	    {KV_NO_AUTH, "no_auth"},
-	    {KV_NO_MANDATORY_KEYS, "no_mandatory_keys"},
-	    {KV_MOVABLEKEYS, "movablekeys"},
-	    {KV_ALLOW_BUSY, "allow_busy"}};
+	} names[] = {/* Redis's order (its addCommandFlags()') */
+		     {KV_WRITE, "write"},
+		     {KV_READONLY, "readonly"},
+		     {KV_DENYOOM, "denyoom"},
+		     {KV_ADMIN, "admin"},
+		     {KV_PUBSUB, "pubsub"},
+		     {KV_NOSCRIPT, "noscript"},
+		     {KV_BLOCKING, "blocking"},
+		     {KV_LOADING, "loading"},
+		     {KV_STALE, "stale"},
+		     {KV_SKIP_MONITOR, "skip_monitor"},
+		     {KV_SKIP_SLOWLOG, "skip_slowlog"},
+		     {KV_FAST, "fast"},
+		     {KV_NO_AUTH, "no_auth"},
+		     {KV_NO_MANDATORY_KEYS, "no_mandatory_keys"},
+		     {KV_MOVABLEKEYS, "movablekeys"},
+		     {KV_ALLOW_BUSY, "allow_busy"}};
 	unsigned i, n = 0;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -269,6 +245,112 @@ reply_flags(struct rbuf *o, uint32_t f)
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (f & names[i].bit)
 			rb_status(o, names[i].name);
+}
+
+/* ACL categories (there are no ACLs here, but COMMAND reports them), in Redis's order. */
+enum {
+	CAT_KEYSPACE,
+	CAT_READ,
+	CAT_WRITE,
+	CAT_SET,
+	CAT_SORTEDSET,
+	CAT_LIST,
+	CAT_HASH,
+	CAT_STRING,
+	CAT_PUBSUB,
+	CAT_ADMIN,
+	CAT_FAST,
+	CAT_SLOW,
+	CAT_BLOCKING,
+	CAT_DANGEROUS,
+	CAT_CONNECTION,
+	CAT_TRANSACTION,
+	CAT_SCRIPTING,
+	CAT_NCATS
+};
+static const char *const cat_names[CAT_NCATS] = {
+    "keyspace", "read",	     "write",	   "set",	  "sortedset", "list",
+    "hash",	"string",    "pubsub",	   "admin",	  "fast",      "slow",
+    "blocking", "dangerous", "connection", "transaction", "scripting"};
+
+/*
+ * @p c's categories as Redis 7.0 has them: those its flags imply (Redis's
+ * setImplicitACLCategories()) and those of its kind (its group, and a few by name as
+ * Redis's command table has them); a mere container has none of its own.
+ */
+static void
+categories(const struct kv_cmd *c, bool on[CAT_NCATS])
+{
+	static const struct {
+		const char *group;
+		int cat;
+	} by_group[] = {{"string", CAT_STRING},
+			{"hash", CAT_HASH},
+			{"list", CAT_LIST},
+			{"set", CAT_SET},
+			{"sorted-set", CAT_SORTEDSET},
+			{"generic", CAT_KEYSPACE},
+			{"connection", CAT_CONNECTION},
+			{"transactions", CAT_TRANSACTION},
+			{"scripting", CAT_SCRIPTING}};
+	unsigned i;
+
+	memset(on, 0, sizeof(bool) * CAT_NCATS);
+	if (c->fn != NULL || c->sub == NULL) { /* not a mere container */
+		for (i = 0; i < sizeof(by_group) / sizeof(by_group[0]); i++)
+			if (c->group != NULL && strcmp(c->group, by_group[i].group) == 0)
+				on[by_group[i].cat] = true;
+		if (strncmp(c->name, "command", 7) == 0)
+			on[CAT_CONNECTION] = true;
+		if (strcmp(c->name, "dbsize") == 0 || strcmp(c->name, "flushdb") == 0 ||
+		    strcmp(c->name, "flushall") == 0)
+			on[CAT_KEYSPACE] = true;
+		if (strcmp(c->name, "keys") == 0 || strcmp(c->name, "flushdb") == 0 ||
+		    strcmp(c->name, "flushall") == 0 || strcmp(c->name, "info") == 0)
+			on[CAT_DANGEROUS] = true;
+	}
+	on[CAT_WRITE] |= (c->flags & KV_WRITE) != 0;
+	on[CAT_READ] |= (c->flags & KV_READONLY) != 0 && !on[CAT_SCRIPTING];
+	on[CAT_ADMIN] |= (c->flags & KV_ADMIN) != 0;
+	on[CAT_DANGEROUS] |= (c->flags & KV_ADMIN) != 0;
+	on[CAT_PUBSUB] |= (c->flags & KV_PUBSUB) != 0;
+	on[CAT_FAST] |= (c->flags & KV_FAST) != 0;
+	on[CAT_BLOCKING] |= (c->flags & KV_BLOCKING) != 0;
+	on[CAT_SLOW] = !on[CAT_FAST];
+}
+
+static void
+reply_categories(struct rbuf *o, const struct kv_cmd *c)
+{
+	bool on[CAT_NCATS];
+	unsigned i, n = 0;
+	char b[24];
+
+	categories(c, on);
+	for (i = 0; i < CAT_NCATS; i++)
+		n += on[i];
+	rb_array(o, n);
+	for (i = 0; i < CAT_NCATS; i++)
+		if (on[i]) {
+			snprintf(b, sizeof(b), "@%s", cat_names[i]);
+			rb_status(o, b);
+		}
+}
+
+/* COMMAND CAT_LIST FILTERBY ACLCAT: is @p c in category @p cat (a name without "@")? */
+static bool
+in_category(const struct kv_cmd *c, const struct kv_arg *cat)
+{
+	bool on[CAT_NCATS];
+	unsigned i;
+
+	for (i = 0; i < CAT_NCATS; i++)
+		if (strcasecmp(cat->p, cat_names[i]) == 0)
+			break;
+	if (i == CAT_NCATS)
+		return false;
+	categories(c, on);
+	return on[i];
 }
 
 static void
@@ -284,7 +366,7 @@ reply_info(struct rbuf *o, const struct kv_cmd *c)
 	rb_int(o, c->first_key);
 	rb_int(o, c->last_key);
 	rb_int(o, c->step);
-	rb_array(o, 0); /* ACL categories: no ACLs here */
+	reply_categories(o, c);
 	rb_array(o, 0); /* tips */
 	rb_array(o, 0); /* key specs */
 	for (s = c->sub; s != NULL && s->name != NULL; s++)
@@ -313,13 +395,69 @@ KV_CMD(command_count)
 	rb_int(x->out, kv_ncmds);
 }
 
+/* A command or, "container|sub", a subcommand, as Redis 7.0's COMMAND INFO and DOCS look
+ * names up. */
+static const struct kv_cmd *
+lookup_full(const struct kv_arg *a)
+{
+	const char *bar = memchr(a->p, '|', a->len);
+	const struct kv_cmd *c;
+
+	if (bar == NULL)
+		return kv_cmd_lookup(a->p, a->len);
+	c = kv_cmd_lookup(a->p, (size_t)(bar - a->p));
+	if (c == NULL || c->sub == NULL)
+		return NULL;
+	return kv_cmd_sub_lookup(c, bar + 1, a->len - (size_t)(bar + 1 - a->p));
+}
+
+/* COMMAND LIST [FILTERBY MODULE m | ACLCAT c | PATTERN p]: every command and subcommand
+ * ("config|get"), as Redis 7.0 lists them. */
 KV_CMD(command_list)
 {
+	const struct kv_arg *pat = NULL, *cat = NULL;
+	const struct kv_cmd *s;
 	unsigned i;
+	size_t start;
+	long long n = 0;
 
-	rb_array(x->out, kv_ncmds);
-	for (i = 0; i < kv_ncmds; i++)
-		rb_bulkstr(x->out, kv_cmds[i].name);
+	if (x->argc == 5 && strcasecmp(x->argv[2].p, "filterby") == 0) {
+		if (strcasecmp(x->argv[3].p, "module") == 0) {
+			rb_array(x->out, 0); /* no module */
+			return;
+		}
+		if (strcasecmp(x->argv[3].p, "aclcat") == 0)
+			cat = &x->argv[4];
+		else if (strcasecmp(x->argv[3].p, "pattern") == 0)
+			pat = &x->argv[4];
+		else {
+			rb_error(x->out, kv_err_syntax);
+			return;
+		}
+	} else if (x->argc != 2) {
+		rb_error(x->out, kv_err_syntax);
+		return;
+	}
+	start = kv_array_begin(x->out);
+	for (i = 0; i < kv_ncmds; i++) {
+		const struct kv_cmd *c = &kv_cmds[i];
+
+		if ((cat == NULL || in_category(c, cat)) &&
+		    (pat == NULL ||
+		     kv_stringmatch(pat->p, pat->len, c->name, strlen(c->name), true))) {
+			rb_bulkstr(x->out, c->name);
+			n++;
+		}
+		for (s = c->sub; s != NULL && s->name != NULL; s++) {
+			if ((pat != NULL &&
+			     !kv_stringmatch(pat->p, pat->len, s->name, strlen(s->name), true)) ||
+			    (cat != NULL && !in_category(s, cat)))
+				continue;
+			rb_bulkstr(x->out, s->name);
+			n++;
+		}
+	}
+	kv_array_end(x->out, start, n);
 }
 
 KV_CMD(command_info)
@@ -335,7 +473,7 @@ KV_CMD(command_info)
 	}
 	rb_array(x->out, x->argc - 2);
 	for (j = 2; j < x->argc; j++) {
-		const struct kv_cmd *c = kv_cmd_lookup(x->argv[j].p, x->argv[j].len);
+		const struct kv_cmd *c = lookup_full(&x->argv[j]);
 
 		if (c == NULL)
 			rb_null(x->out);
@@ -382,7 +520,7 @@ KV_CMD(command_docs)
 	}
 	start = x->out->len;
 	for (j = 2; j < x->argc; j++) {
-		const struct kv_cmd *c = kv_cmd_lookup(x->argv[j].p, x->argv[j].len);
+		const struct kv_cmd *c = lookup_full(&x->argv[j]);
 
 		if (c != NULL) {
 			reply_doc(x->out, c);
@@ -430,10 +568,26 @@ KV_CMD(command_help)
 
 /* Figures each shard sends INFO: keys, expires, avg ttl, memory, hits, misses, expired,
  * transaction locks granted, parts that waited behind locks, values being freed. */
-#define INFO_FIGURES 10
+#define INFO_FIGURES_BASE 10
+/* ... then the error replies by code and their total (errstat.c) */
+#define INFO_FIGURES (INFO_FIGURES_BASE + KV_ERRSTAT_KINDS + 1)
 
-enum { SEC_SERVER = 1, SEC_CLIENTS = 2, SEC_MEMORY = 4, SEC_STATS = 8, SEC_KEYSPACE = 16,
-       SEC_CMDSTATS = 32 };
+enum {
+	SEC_SERVER = 1,
+	SEC_CLIENTS = 2,
+	SEC_MEMORY = 4,
+	SEC_STATS = 8,
+	SEC_KEYSPACE = 16,
+	SEC_CMDSTATS = 32,
+	SEC_PERSISTENCE = 64,
+	SEC_REPLICATION = 128,
+	SEC_CPU = 256,
+	SEC_MODULES = 512,
+	SEC_ERRORSTATS = 1024,
+	SEC_CLUSTER = 2048
+};
+/* INFO and INFO default: every section but commandstats, as Redis's */
+#define SEC_DEFAULT (4095u & ~(unsigned)SEC_CMDSTATS)
 static unsigned info_sections(uint32_t argc, const struct kv_arg *argv);
 
 /* On each shard: its figures, as an array of integers for kv_info_merge(), then (INFO
@@ -454,6 +608,8 @@ KV_CMD(info_shard)
 	rb_int(x->out, (long long)x->sh->tx.tx_total);
 	rb_int(x->out, (long long)x->sh->tx.parked_total);
 	rb_int(x->out, (long long)kv_store_lazy_pending(s));
+	for (unsigned e = 0; e <= KV_ERRSTAT_KINDS; e++) /* the lcore's: not a moved shard's */
+		rb_int(x->out, x->sh == kv_here() ? (long long)x->sh->errstat[e] : 0);
 	if (info_sections(x->argc, x->argv) & SEC_CMDSTATS) {
 		size_t before = x->out->len;
 		long long n = 0;
@@ -507,21 +663,23 @@ counter_total(int id)
 static unsigned
 info_sections(uint32_t argc, const struct kv_arg *argv)
 {
-	static const char *const names[] = {"server",	"clients",  "memory",
-					    "stats",	"keyspace", "commandstats"};
+	/* by bit, SEC_SERVER first */
+	static const char *const names[] = {
+	    "server",	   "clients",	  "memory", "stats",   "keyspace",   "commandstats",
+	    "persistence", "replication", "cpu",    "modules", "errorstats", "cluster"};
 	unsigned want = 0, i;
 	uint32_t j;
 
 	if (argc == 1)
-		return 31;
+		return SEC_DEFAULT;
 	for (j = 1; j < argc; j++) {
 		const char *a = argv[j].p;
 
 		if (strcasecmp(a, "all") == 0 || strcasecmp(a, "everything") == 0)
-			want |= 63;
+			want |= 4095;
 		else if (strcasecmp(a, "default") == 0)
-			want |= 31;
-		for (i = 0; i < 6; i++)
+			want |= SEC_DEFAULT;
+		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 			if (strcasecmp(a, names[i]) == 0)
 				want |= 1u << i;
 	}
@@ -546,7 +704,7 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		if (parts[i].out.len == 0 || p[0] != '*')
 			continue;
 		p = memchr(p, '\n', (size_t)(end - p));
-		for (k = 0; k < INFO_FIGURES && p != NULL && p + 1 < end; k++) {
+		for (k = 0; k < (int)INFO_FIGURES && p != NULL && p + 1 < end; k++) {
 			long long v = strtoll(p + 2, NULL, 10);
 
 			t[k] += v;
@@ -640,6 +798,10 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 						    &kv.clients_mem, memory_order_relaxed));
 		LINE("lazyfree_pending_objects:%lld", t[9]);
 	}
+	if (want & SEC_PERSISTENCE) {
+		SECTION("Persistence");
+		kv_info_persistence(&b); /* info_more.c */
+	}
 	if (want & SEC_STATS) {
 		SECTION("Stats");
 		LINE("total_connections_received:%llu", (unsigned long long)atomic_load_explicit(
@@ -654,6 +816,7 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 						 &kv.evicted_clients, memory_order_relaxed));
 		LINE("keyspace_hits:%lld", t[4]);
 		LINE("keyspace_misses:%lld", t[5]);
+		LINE("total_error_replies:%lld", t[INFO_FIGURES_BASE + KV_ERRSTAT_KINDS]);
 		LINE("client_query_buffer_limit_disconnections:%llu",
 		     (unsigned long long)atomic_load_explicit(&kv.qbuf_closed,
 							      memory_order_relaxed));
@@ -666,12 +829,16 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 		LINE("cross_shard_locks_granted:%lld", t[7]);
 		LINE("commands_waited_for_locks:%lld", t[8]);
 	}
-	if (want & SEC_KEYSPACE) {
-		SECTION("Keyspace");
-		if (t[0] > 0)
-			LINE("db0:keys=%lld,expires=%lld,avg_ttl=%lld", t[0], t[1],
-			     avg_n ? avg_sum / avg_n : 0);
+	if (want & SEC_REPLICATION) {
+		SECTION("Replication");
+		kv_info_replication(&b);
 	}
+	if (want & SEC_CPU) {
+		SECTION("CPU");
+		kv_info_cpu(&b);
+	}
+	if (want & SEC_MODULES)
+		SECTION("Modules");
 	if (want & SEC_CMDSTATS) {
 		SECTION("Commandstats");
 		for (k = 1; cs != NULL && k < (int)KV_CMDSTAT_MAX; k++) {
@@ -686,6 +853,20 @@ kv_info_merge(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf
 			     cs[k].calls ? (double)us / (double)cs[k].calls : 0.0,
 			     (unsigned long long)cs[k].rejected, (unsigned long long)cs[k].failed);
 		}
+	}
+	if (want & SEC_ERRORSTATS) {
+		SECTION("Errorstats");
+		kv_info_errorstats(&b, &t[INFO_FIGURES_BASE]);
+	}
+	if (want & SEC_CLUSTER) {
+		SECTION("Cluster");
+		kv_info_cluster(&b);
+	}
+	if (want & SEC_KEYSPACE) {
+		SECTION("Keyspace");
+		if (t[0] > 0)
+			LINE("db0:keys=%lld,expires=%lld,avg_ttl=%lld", t[0], t[1],
+			     avg_n ? avg_sum / avg_n : 0);
 	}
 	free(cs);
 #undef SECTION

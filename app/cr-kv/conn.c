@@ -80,6 +80,13 @@ conn_open(struct cr_conn *c)
 		cr_conn_close(c);
 		return;
 	}
+	if (kv_protected_refuse(c)) { /* protected.c: the DENIED text is sent */
+		atomic_fetch_sub_explicit(&kv.nclients, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&kv.rejected, 1, memory_order_relaxed);
+		cr_telemetry_add(kv.tel_rejected, 1);
+		cr_conn_close(c);
+		return;
+	}
 	/* The request engine resumes parsing when a hold on the connection ends. */
 	kc = kconn_new(kv_here(), c, kv_process_input);
 	if (kc == NULL) {

@@ -68,6 +68,8 @@ run_here(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 	cmd->fn(x);
 	kv_cmd_ran(kc, cmd, x->argc, x->argv, cr_clock_ns() - t0,
 		   x->out->len > at && x->out->p[at] == '-');
+	if (kc->resp == 3)
+		kv_resp3_fix(cmd, x->argc, x->argv, x->out, at); /* resp3.c */
 	/* A command without keys (or refused) runs here even while the home shard is away
 	 * (shardmove.c): it touched no key, and the shard is not ours to touch. */
 	if (!kv_home_here(x->sh))
@@ -372,8 +374,54 @@ dispatch_keys(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		dispatch_multi(kc, cmd, x);
 }
 
+static void run_command_(struct kconn *kc);
+
+/*
+ * One command, its reply dropped under CLIENT REPLY OFF or SKIP (Redis's rules: the mode
+ * once the command ran, so CLIENT REPLY ON answers; SKIP mutes the command after it). A
+ * reply made now is cut off where it began; a request made for it is marked and answers
+ * nothing when done.
+ */
 static void
 run_command(struct kconn *kc)
+{
+	struct kreq *tail = kc->tail, *kr;
+	struct rbuf *o = tail == NULL ? &kc->sh->batch : tail->coalesce ? tail->final : NULL;
+	size_t at = o != NULL ? o->len : 0;
+	bool quiet = !kc->reply_off && !kc->reply_skip;
+
+	kc->last_ms = kc->sh->now_ms;
+	run_command_(kc);
+	/* An error answered here (a request's: kreq_finish()) counts in INFO errorstats. */
+	if (kc->tail == tail) {
+		if (o != NULL && o->len > at && o->p[at] == '-')
+			kv_errstat_note(kc->sh, o->p + at, o->len - at);
+	} else {
+		for (kr = tail != NULL ? tail->next : kc->head; kr != NULL; kr = kr->next)
+			if (kr->coalesce && kr->final->len != 0 && kr->final->p[0] == '-')
+				kv_errstat_note(kc->sh, kr->final->p, kr->final->len);
+	}
+	if (quiet && !kc->reply_off && !kc->reply_skip_next)
+		return; /* the common case */
+	if (kc->reply_off || kc->reply_skip) {
+		if (kc->tail == tail) {
+			if (o != NULL && o->len > at)
+				o->len = at;
+		} else {
+			for (kr = tail != NULL ? tail->next : kc->head; kr != NULL; kr = kr->next) {
+				if (kr->coalesce || kr->done)
+					rb_reset(kr->final); /* only this command's, so far */
+				else
+					kr->mute = true;
+			}
+		}
+	}
+	kc->reply_skip = kc->reply_skip_next;
+	kc->reply_skip_next = false;
+}
+
+static void
+run_command_(struct kconn *kc)
 {
 	struct kv_shard *sh = kc->sh;
 	const struct kv_cmd *cmd;
@@ -415,6 +463,7 @@ run_command(struct kconn *kc)
 		return;
 	}
 	cmd = kv_cmd_lookup(sh->args[0].p, sh->args[0].len);
+	kc->last_cmd = cmd;
 	if (cmd != NULL && cmd->sub != NULL && argc >= 2) {
 		const struct kv_cmd *sub = kv_cmd_sub_lookup(cmd, sh->args[1].p, sh->args[1].len);
 
@@ -422,6 +471,7 @@ run_command(struct kconn *kc)
 			char up[32];
 			size_t k;
 
+			kc->last_cmd = NULL; /* Redis's lookupCommand() found none: "cmd=NULL" */
 			for (k = 0; cmd->name[k] != '\0' && k < sizeof(up) - 1; k++)
 				up[k] = (char)(cmd->name[k] - 'a' + 'A');
 			up[k] = '\0';
@@ -433,6 +483,7 @@ run_command(struct kconn *kc)
 			return;
 		}
 		cmd = sub;
+		kc->last_cmd = cmd;
 	}
 	if (cmd == NULL) {
 		kv_multi_flag(kc); /* refused in MULTI: the EXEC fails (EXECABORT) */
@@ -483,7 +534,7 @@ run_command(struct kconn *kc)
 		kc_reply_error(kc, "OOM command not allowed when used memory > 'maxmemory'.", 55);
 		return;
 	}
-	if (kv_ps_subscribed(kc) && !kv_ps_allowed(cmd)) {
+	if (kc->resp == 2 && kv_ps_subscribed(kc) && !kv_ps_allowed(cmd)) {
 		/* RESP2's subscribed mode: Redis 7.0's processCommand() text */
 		kv_multi_flag(kc);
 		kv_cmd_rejected(kc, cmd);

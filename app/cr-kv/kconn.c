@@ -30,6 +30,8 @@ kconn_new(struct kv_shard *sh, struct cr_conn *c, kconn_resume_fn resume)
 	kc->resume = resume;
 	kc->id = atomic_fetch_add_explicit(&kv.next_client_id, 1, memory_order_relaxed) + 1;
 	kc->authed = !kv_auth_required();
+	kc->resp = 2;
+	kc->created_ms = kc->last_ms = kv_now_ms();
 	resp_parser_init(&kc->rp, kv.max_bulk);
 	kc->next = sh->conns;
 	if (sh->conns != NULL)

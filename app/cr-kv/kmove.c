@@ -10,8 +10,10 @@
  *               incarnations they were read at: the shards do not move, so EXEC on the
  *               new lcore compares them as the old one would), qbuf/qcap/rp (the query
  *               buffer and the idle parser: their memory is the process's heap), resume,
- *               read_stopped; the RESP version is RESP2 for every client (HELLO 3 is
- *               refused), so it has no field yet
+ *               read_stopped, resp (RESP2 or 3: a RESP3 client's forwarded and held
+ *               messages are sent as push frames, psmove.c), no_evict, the CLIENT REPLY
+ *               mode (reply_off, reply_skip, reply_skip_next), created_ms, last_ms and
+ *               last_cmd (CLIENT LIST's age, idle and cmd)
  *   rebuilt     next/pprev (the new lcore's list), sh, conn (the new handle), mem (the
  *               old lcore's client memory gives it up, the new one counts it),
  *               obuf_soft_since (nothing is queued: 0), the pub/sub registrations (ps:

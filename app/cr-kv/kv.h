@@ -99,6 +99,10 @@ struct kv_ctx {
 	uint64_t h1;	  /* kv_hash() of argv[1], once h1_ok */
 	bool h1_ok;
 	struct kv_from *from; /* run as a plain part on its shard: for whom (bpop.h) */
+	/* A KV_ROUTE_LOCAL command EXEC runs: its request, which the command may take over
+	 * (taken: it finishes it later, CLIENT LIST's parts on every shard); else NULL. */
+	struct kreq *req;
+	bool taken;
 };
 
 enum kv_route {
@@ -142,6 +146,9 @@ enum kv_merge {
 #define KV_SKIP_MONITOR 0x400u
 #define KV_NO_MANDATORY_KEYS 0x800u
 #define KV_ALLOW_BUSY  0x1000u /* runs while a script of the lcore is busy (script.h) */
+#define KV_ADMIN       0x2000u /* Redis's flags, for COMMAND INFO only */
+#define KV_PUBSUB      0x4000u
+#define KV_SKIP_SLOWLOG 0x8000u
 
 /* auth.c: the password (--requirepass, CONFIG SET requirepass), from any lcore. */
 int kv_auth_set(const char *p, size_t len); /* 0 or -ENOMEM; "" : none */
@@ -150,6 +157,11 @@ const char *kv_auth_password(void); /* valid until kv_auth_fini() */
 /* Is @p pw the password of @p user (NULL: "default"), the only user? */
 bool kv_auth_check(const struct kv_arg *user, const struct kv_arg *pw);
 void kv_auth_fini(void);
+/* protected.c: --protected-mode, CONFIG SET protected-mode (any lcore). */
+extern _Atomic bool kv_protected_mode;
+/* Refuse a new client (Redis's -DENIED text sent): protected mode is on, no password is
+ * set, and its peer is not a loopback address. */
+bool kv_protected_refuse(struct cr_conn *c);
 
 struct kv_cmd {
 	const char *name; /* lower case, "client|setname" for subcommands */
@@ -351,6 +363,19 @@ KV_CMD(time);
 KV_CMD(command_list);
 KV_CMD(client_info);
 KV_CMD(client_help);
+KV_CMD(client_list);
+KV_CMD(client_kill);
+KV_CMD(client_no_evict);
+KV_CMD(client_reply);
+KV_CMD(reset);
+KV_CMD(function_flush);
+KV_CMD(function_list);
+KV_CMD(function_stats);
+KV_CMD(function_dump);
+KV_CMD(function_kill);
+KV_CMD(function_delete);
+KV_CMD(function_help);
+KV_CMD(config_rewrite);
 KV_CMD(config_help);
 KV_CMD(command_help);
 KV_CMD(slowlog_get);
@@ -444,6 +469,18 @@ int kv_parse_scan_cursor(const struct kv_arg *a, unsigned long long *out); /* cm
 int kv_copy_opts(struct kv_ctx *x, bool *replace);			   /* cmd_keys.c */
 bool kv_stringmatch(const char *pat, size_t plen, const char *s, size_t slen, bool nocase);
 
+/* errstat.c: INFO errorstats, per lcore (the client's): count error reply @p p, @p n
+ * bytes, under its code; the code of slot @p i (NULL past the last). */
+#define KV_ERRSTAT_KINDS 16u
+void kv_errstat_note(struct kv_shard *sh, const char *p, size_t n);
+const char *kv_errstat_name(unsigned i);
+/* info_more.c: INFO's sections for what cr-kv does not have (persistence, replicas...). */
+void kv_info_persistence(struct rbuf *b);
+void kv_info_replication(struct rbuf *b);
+void kv_info_cpu(struct rbuf *b);
+void kv_info_errorstats(struct rbuf *b, const long long *errs);
+void kv_info_cluster(struct rbuf *b);
+
 /* ---- shards, connections, requests ---- */
 
 struct kreq;
@@ -510,6 +547,7 @@ struct kv_shard {
 	struct kv_slowlog slowlog; /* commands of this lcore's clients that ran long */
 	int64_t now_ms; /* the clock when the batch being parsed arrived */
 	struct kv_psshard *ps; /* its clients' channels and patterns (pubsub.h) */
+	uint64_t errstat[KV_ERRSTAT_KINDS + 1]; /* error replies by code, then all (errstat.c) */
 };
 
 /* Requests a connection may have in flight before it stops parsing (and reading): what
@@ -566,6 +604,14 @@ struct kconn {
 	int64_t obuf_soft_since; /* over the soft output limit since (ms), or 0 */
 	size_t mem;		 /* what it takes, as last counted (climem.c) */
 	struct kv_psclient *ps;	 /* its channels and patterns (pubsub.h), or NULL */
+	/* The client's protocol and settings (resp3.c, cmd_client.c): part of the state a
+	 * moved connection takes with it, as id and name are. */
+	uint8_t resp;		       /* 2, or 3 after HELLO 3: its replies are translated */
+	bool no_evict;		       /* CLIENT NO-EVICT on: --maxmemory-clients spares it */
+	bool reply_off, reply_skip;    /* CLIENT REPLY OFF; SKIP: this command's reply */
+	bool reply_skip_next;	       /* CLIENT REPLY SKIP: the next command's */
+	int64_t created_ms, last_ms;   /* CLIENT LIST's age and idle */
+	const struct kv_cmd *last_cmd; /* ... and cmd= (the last command it sent) */
 	/* Moves to another lcore (kmove.c): what its subscriptions were, on the way; the
 	 * move of its messages it waits for (psmove.c); the blocking command it waited in,
 	 * to block again where it goes. */
@@ -630,6 +676,7 @@ struct kreq {
 	/* A command EXEC runs: the EXEC's time, which every part of it runs at (Redis
 	 * freezes the clock for a transaction); 0: the clock's, when each part runs. */
 	int64_t now_ms;
+	bool mute; /* CLIENT REPLY OFF or SKIP when it was sent: its reply is dropped */
 	struct kpart one;
 	char data[];
 };
@@ -775,6 +822,18 @@ void kv_outq_flush(struct kv_shard *sh);
 void kv_xshard_init(struct kv_shard *sh);
 void kv_xshard_fini(struct kv_shard *sh);
 
+/* resp3.c: RESP3 replies, for a client that said HELLO 3. Commands write RESP2; the
+ * bytes @p b holds from @p from on (the replies of @p cmd) are rewritten as Redis 7.0
+ * writes them in RESP3: nulls, maps, sets, doubles, score pairs, verbatim strings, push
+ * frames. */
+void kv_resp3_fix(const struct kv_cmd *cmd, uint32_t argc, const struct kv_arg *argv,
+		  struct rbuf *b, size_t from);
+/* ... a command's reply @p o appended to @p out so (EXEC's array). */
+void kv_resp3_append(const struct kv_cmd *cmd, uint32_t argc, const struct kv_arg *argv,
+		     const struct rbuf *o, struct rbuf *out);
+/* A bulk string as RESP3's verbatim "txt" (INFO, CLIENT LIST), or as a bulk. */
+void kv_reply_verbatim(struct rbuf *out, bool resp3, const char *p, size_t n);
+
 /* merge.c */
 void kv_merge(struct kreq *kr, struct rbuf *out);
 void kv_merge_parts(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbuf *out);
@@ -801,6 +860,8 @@ void kv_multi_refuse_exec(struct kconn *kc, const char *why);
 void kv_txcmd(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x);
 /* The connection's MULTI and WATCH state, at its end. */
 void kv_multi_free(struct kconn *kc);
+/* CLIENT LIST's multi=: the commands queued, or -1 outside MULTI. */
+long long kv_multi_count(const struct kconn *kc);
 /* cmd_watch.c: a WATCHed key and what its shard said of it then. */
 struct kv_watch {
 	struct kv_watch *next;

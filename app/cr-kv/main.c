@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <stdatomic.h>
 
 #include "cr_app.h"
@@ -379,6 +380,19 @@ set_requirepass(const char *v, void *ctx)
 }
 
 static int
+set_protected_mode(const char *v, void *ctx)
+{
+	(void)ctx;
+	if (strcasecmp(v, "yes") == 0)
+		atomic_store_explicit(&kv_protected_mode, true, memory_order_relaxed);
+	else if (strcasecmp(v, "no") == 0)
+		atomic_store_explicit(&kv_protected_mode, false, memory_order_relaxed);
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int
 set_retire_grace(const char *v, void *ctx)
 {
 	unsigned long long n;
@@ -487,6 +501,10 @@ main(int argc, char **argv)
 	     "clients must AUTH (or HELLO ... AUTH default PASSWORD) with it before any other "
 	     "command, as Redis (default: none; also CONFIG SET requirepass)",
 	     "any string; empty for none", set_requirepass, NULL},
+	    {"protected-mode", 0, "yes|no",
+	     "with no password set, refuse clients from addresses other than loopback with "
+	     "Redis's -DENIED text, as Redis (default yes; also CONFIG SET protected-mode)",
+	     "yes or no", set_protected_mode, NULL},
 	    {"retire-grace", 0, "SECONDS",
 	     "when an lcore retires or shuts down, close its clients still in the middle of a "
 	     "request (or not reading their replies) after this long, logged (default 10; 0: "

@@ -161,6 +161,12 @@ kreq_finish(struct kreq *kr)
 		kr->on_done(kr); /* not on the connection: its owner takes it (and frees it) */
 		return;
 	}
+	if (kr->cmd != NULL && kr->final->len != 0 && kr->final->p[0] == '-')
+		kv_errstat_note(kc->sh, kr->final->p, kr->final->len); /* errstat.c */
+	if (kr->mute)
+		rb_reset(kr->final); /* CLIENT REPLY OFF or SKIP when it was sent */
+	else if (kc->resp == 3 && kr->cmd != NULL)
+		kv_resp3_fix(kr->cmd, kr->argc, kr->argv, kr->final, 0); /* resp3.c */
 	if (!kc->in_input)
 		schedule_flush(kc);
 }

@@ -378,7 +378,12 @@ arrival_finish(struct kv_psshard *ps, struct kv_psmove *m)
 			struct ps_tag t;
 
 			memcpy(&t, m->fwd.p + r, sizeof(t));
-			(void)kc_send(kc, m->fwd.p + r + sizeof(t), t.len);
+			if (kc->resp == 3 && t.len > 1) { /* a RESP3 client's push frame */
+				if (kc_send(kc, ">", 1))
+					(void)kc_send(kc, m->fwd.p + r + sizeof(t) + 1, t.len - 1);
+			} else {
+				(void)kc_send(kc, m->fwd.p + r + sizeof(t), t.len);
+			}
 			r += sizeof(t) + t.len;
 		}
 		if (kc->conn != NULL && m->hold.len != 0)
@@ -432,7 +437,12 @@ kv_psm_hold(struct kconn *kc, const struct rbuf *f)
 	kv_ps_current(&t.from, &t.seq);
 	if (t.seq <= m->cut[t.from])
 		return false; /* the old lcore delivered it, or forwards it */
-	rb_raw(&m->hold, f->p, f->len);
+	if (kc->resp == 3 && f->len > 1) { /* a RESP3 client's push frame */
+		rb_raw(&m->hold, ">", 1);
+		rb_raw(&m->hold, f->p + 1, f->len - 1);
+	} else {
+		rb_raw(&m->hold, f->p, f->len);
+	}
 	return true;
 }
 

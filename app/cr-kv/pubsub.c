@@ -150,7 +150,7 @@ kv_ps_fini(struct kv_shard *sh)
 
 /* ---- framing: the one place a pub/sub push is written ---- */
 
-/* "*n" then the kind; RESP3 would write ">n" here. */
+/* "*n" then the kind (a RESP3 subscriber gets ">n": deliver()). */
 static void
 ps_frame_head(struct rbuf *b, unsigned n, const char *kind)
 {
@@ -496,7 +496,14 @@ kv_ps_allowed(const struct kv_cmd *cmd)
 {
 	return cmd->fn == cmd_subscribe || cmd->fn == cmd_psubscribe ||
 	       cmd->fn == cmd_unsubscribe || cmd->fn == cmd_punsubscribe || cmd->fn == cmd_ping ||
-	       cmd->fn == cmd_quit;
+	       cmd->fn == cmd_quit || cmd->fn == cmd_reset;
+}
+
+void
+kv_ps_counts(const struct kconn *kc, size_t *nchan, size_t *npat)
+{
+	*nchan = kc->ps != NULL ? kc->ps->nchan : 0;
+	*npat = kc->ps != NULL ? kc->ps->npat : 0;
 }
 
 bool
@@ -535,6 +542,45 @@ deliver(struct kconn *kc, const struct rbuf *f)
 		/* It just moved here: behind what its old lcore still forwards, and not what
 		 * that one delivered (psmove.c). */
 		return kv_psm_hold(kc, f);
+	}
+	if (kc->resp == 3) {
+		/* RESP3: a push frame, ">" where RESP2 has "*" (the frame is shared). */
+		struct kreq *t = kc->tail;
+
+		if (t != NULL && !t->done && kc->in_input && t->cmd != NULL &&
+		    t->cmd->fn == cmd_publish) {
+			/* The publisher itself, as its PUBLISH is launched: Redis writes its
+			 * message before PUBLISH's count. */
+			struct kreq *m = kreq_new(kc->sh, kc, NULL, 0, NULL), **pp;
+
+			if (m == NULL) {
+				kc_abort(kc);
+				return true;
+			}
+			m->done = true;
+			m->final = &m->one.out;
+			rb_raw(m->final, ">", 1);
+			rb_raw(m->final, f->p + 1, f->len - 1);
+			for (pp = &kc->head; *pp != t; pp = &(*pp)->next)
+				;
+			m->next = t;
+			*pp = m;
+			kc->queued++;
+			return true;
+		}
+		if (kc->tail == NULL && !kc->in_input) {
+			if (kc_send(kc, ">", 1))
+				(void)kc_send(kc, f->p + 1, f->len - 1); /* may close it */
+			return true;
+		}
+		o = kc_local_out(kc);
+		if (o == NULL) {
+			kc_abort(kc);
+			return true;
+		}
+		rb_raw(o, ">", 1);
+		rb_raw(o, f->p + 1, f->len - 1);
+		return true;
 	}
 	if (kc->tail == NULL && !kc->in_input) {
 		(void)kc_send(kc, f->p, f->len); /* may close it: the limits (kv_ps_gone) */

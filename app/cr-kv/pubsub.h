@@ -9,7 +9,8 @@
  * mailbox ring), so the parts of one connection reach each lcore in the order it sent
  * them; each part delivers to that lcore's subscribers and answers how many it reached,
  * and the merge adds them up (Redis's receiver count). Messages are framed in one place,
- * ps_frame() (RESP2 arrays; RESP3's push type would change only its header).
+ * ps_frame(), as RESP2 arrays; a RESP3 subscriber is sent the same frame with ">" in
+ * place of its "*" (deliver()); the confirmations are translated as replies (resp3.c).
  *
  * A subscribed client is of Redis's "pubsub" class for the output limits
  * (client-output-buffer-limit pubsub 32mb 8mb 60: outq.c asks kv_ps_limits()).
@@ -47,6 +48,8 @@ void kv_ps_move_in(struct kconn *kc);
 void kv_ps_move_drop(struct kconn *kc);
 /* Is @p kc subscribed to a channel or pattern (RESP2's subscribed mode)? */
 bool kv_ps_subscribed(const struct kconn *kc);
+/* CLIENT LIST's sub= and psub=. */
+void kv_ps_counts(const struct kconn *kc, size_t *nchan, size_t *npat);
 /* In subscribed mode, may @p cmd run? */
 bool kv_ps_allowed(const struct kv_cmd *cmd);
 /* The output limits of @p kc's class if it is subscribed: true and hard, soft, seconds. */

@@ -213,6 +213,18 @@ cmd_quit(struct kv_ctx *x)
 	(void)x;
 }
 void
+cmd_reset(struct kv_ctx *x)
+{
+	(void)x;
+}
+struct kreq *
+kreq_new(struct kv_shard *sh, struct kconn *kc, const struct kv_cmd *cmd, uint32_t argc,
+	 const struct kv_arg *argv)
+{
+	(void)sh, (void)kc, (void)cmd, (void)argc, (void)argv;
+	return NULL; /* a RESP3 publisher's own message: not met here */
+}
+void
 kv_reply_help(struct kv_ctx *x, const char *const *l)
 {
 	(void)x, (void)l;
@@ -443,6 +455,45 @@ test_old_behind(void)
 	CU_ASSERT(first[2] == 1 && last[2] == 10);
 	/* nothing of it is left on the old lcore */
 	CU_ASSERT_EQUAL(shards[1].ps->nchan, 0);
+	world_stop();
+}
+
+/* The same moves for a RESP3 client (HELLO 3): what it gets directly, what the old lcore
+ * forwards and what the new one held are all push frames (">"), none an array. */
+static void
+test_resp3(void)
+{
+	struct kconn *kc;
+	uint64_t first[NL], last[NL];
+	const struct rbuf *b;
+	unsigned i, push = 0;
+	const char *p;
+
+	world_start();
+	kc = client_on(1);
+	kc->resp = 3;
+	for (i = 0; i < 10; i++)
+		publish(2);
+	deliver_some(1, 2, 3); /* directly: 1..3 */
+	deliver_some(0, 2, 6);
+	move_out(kc);
+	move_in(kc, 0);
+	deliver_some(0, 2, 2);		 /* held: 7, 8 */
+	CU_ASSERT_EQUAL(run_mbox(1), 1); /* the cut */
+	deliver_some(1, 2, 5);		 /* forwarded: 4..6 */
+	CU_ASSERT_EQUAL(run_mbox(0), 1);
+	CU_ASSERT(kc->psm == NULL);
+	deliver_some(0, 2, 2); /* 9, 10 */
+	CU_ASSERT_EQUAL(check_stream(kc, first, last), 10);
+	b = &out[kc - kcs];
+	for (p = b->p; p != NULL && p < b->p + b->len; p = memchr(p, '\n', b->len - (size_t)(p - b->p))) {
+		if (*p == '\n')
+			p++;
+		if (p + 3 <= b->p + b->len && memcmp(p, ">3\r", 3) == 0)
+			push++;
+		CU_ASSERT(p + 3 > b->p + b->len || memcmp(p, "*3\r", 3) != 0);
+	}
+	CU_ASSERT_EQUAL(push, 10);
 	world_stop();
 }
 
@@ -696,7 +747,7 @@ static const struct ut_case cases[] = {
     UT_CASE(test_old_behind),	UT_CASE(test_old_ahead),      UT_CASE(test_three_publishers),
     UT_CASE(test_refused),	UT_CASE(test_gone_meanwhile), UT_CASE(test_old_stopped),
     UT_CASE(test_mailbox_full), UT_CASE(test_dropped),	      UT_CASE(test_lease),
-    UT_CASE(test_stress),
+    UT_CASE(test_stress),	UT_CASE(test_resp3),
 };
 
 UT_MAIN("kv_psmove", cases, NULL, NULL)
