@@ -177,7 +177,9 @@ conn_drain(struct cr_conn *c)
 /*
  * The grace after the closing began: a client still not at a boundary (half a command
  * sent and then nothing, or replies it does not read) would keep a retiring lcore
- * RETIRING for ever. It is closed, and said so.
+ * RETIRING for ever. It is closed, and said so. So is one at a boundary whose replies
+ * still wait in lib/net's queue: it does not read them, and lib/net moves a connection
+ * only once its queue is empty.
  */
 static void
 closing_grace_over(struct cr_timer *t, void *arg)
@@ -187,14 +189,19 @@ closing_grace_over(struct cr_timer *t, void *arg)
 
 	(void)t;
 	for (kc = sh->conns; kc != NULL; kc = next) {
+		size_t unsent;
+
 		next = kc->next;
-		if (kc->conn == NULL || conn_at_boundary(kc->conn))
+		if (kc->conn == NULL)
+			continue;
+		unsent = kc->oq_bytes + cr_conn_queued(kc->conn);
+		if (unsent == 0 && conn_at_boundary(kc->conn))
 			continue;
 		CR_LOG(conn_log, WARNING,
 		       "client %llu not at a request boundary %u s after lcore %u began closing "
 		       "(%zu bytes of a request read, %zu of replies unsent): closing it",
 		       (unsigned long long)kc->id, kv.closing_grace_s, sh->lcore,
-		       kc->qlen - kc->qpos, kc->oq_bytes);
+		       kc->qlen - kc->qpos, unsent);
 		kc_abort(kc); /* may free kc */
 	}
 }

@@ -38,12 +38,15 @@ kconn_new(struct kv_shard *sh, struct cr_conn *c, kconn_resume_fn resume)
 		sh->conns->pprev = &kc->next;
 	sh->conns = kc;
 	kc->pprev = &sh->conns;
+	kv_ps_client(sh, 1); /* the lcore's pub/sub lease counts it (it may subscribe) */
 	return kc;
 }
 
 void
 kconn_free(struct kconn *kc)
 {
+	if (cr_timer_armed(&kc->resume_timer)) /* a stopping lcore frees what is left */
+		cr_timer_stop(&kc->resume_timer);
 	kc_oq_drop(kc);
 	kv_ps_gone(kc);
 	kv_multi_free(kc);
@@ -77,6 +80,7 @@ kc_gone(struct kconn *kc)
 	if (kc->next != NULL)
 		kc->next->pprev = kc->pprev;
 	*kc->pprev = kc->next;
+	kv_ps_client(kc->sh, -1);
 	kc_oq_drop(kc);
 	kc_mem_update(kc); /* to nothing: it is gone */
 	/* relaxed: a count, read for admission and INFO */

@@ -174,14 +174,32 @@ deferred_resume(void *arg)
 		kc->resume(kc); /* may free kc */
 }
 
-/* Parse what waits in the query buffer, from the loop rather than from lib/net's call. */
+static void
+resume_fired(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	deferred_resume(arg);
+}
+
+/* Parse what waits in the query buffer, from the loop rather than from lib/net's call (or
+ * a PUBLISH part's); the defer queue full: from a timer, in a tick. */
 static void
 resume_later(struct kconn *kc)
 {
 	if (kc->resume_pending)
 		return;
+	kc->resume_pending = true;
 	if (cr_defer(deferred_resume, kc) == 0)
-		kc->resume_pending = true;
+		return;
+	cr_timer_init(&kc->resume_timer, resume_fired, kc);
+	cr_timer_start(&kc->resume_timer, 1);
+}
+
+void
+kv_unblock_later(struct kconn *kc)
+{
+	if (--kc->blocked == 0 && kc->conn != NULL)
+		resume_later(kc);
 }
 
 /* Run the blocking command here after all: no lcore is left to take the client (a
@@ -229,11 +247,15 @@ kv_conn_move_out(struct cr_conn *c)
 		kc->move_lost = true;
 	}
 	kc->move_from = kc->sh->lcore;
+	/* Its output is empty (a boundary), but it may still be on this lcore's list of
+	 * those waiting for chunks (outq.c), which this lcore's timer walks. */
+	kc_oq_drop(kc);
 	kc->conn = NULL;
 	kc_mem_update(kc); /* this lcore's client memory no longer counts it */
 	if (kc->next != NULL)
 		kc->next->pprev = kc->pprev;
 	*kc->pprev = kc->next;
+	kv_ps_client(kc->sh, -1);
 	kc->next = NULL;
 	kc->pprev = NULL;
 	kc->obuf_soft_since = 0;
@@ -256,8 +278,19 @@ kv_conn_move_in(struct cr_conn *c, void *state)
 		sh->conns->pprev = &kc->next;
 	sh->conns = kc;
 	kc->pprev = &sh->conns;
+	kv_ps_client(sh, 1);
 	kc_mem_update(kc);
 	kv_ps_move_in(kc);
+	if (back && kc->move_lost) {
+		/* The move was refused, and its subscriptions were dropped for want of memory
+		 * to carry them: without them it would miss messages unawares. */
+		CR_LOG(kmove_log, WARNING,
+		       "client %llu: its subscriptions were lost in a move that was refused; "
+		       "closing it",
+		       (unsigned long long)kc->id);
+		cr_conn_close(c);
+		return;
+	}
 	if (back)
 		return; /* the move was refused: it is tried again at the next boundary */
 	/* relaxed: counts, read by INFO */

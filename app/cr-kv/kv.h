@@ -532,6 +532,7 @@ struct kv_shard {
 	struct cr_timer lazy_timer; /* its fallback when cr_defer() is full */
 	/* Connections waiting for lib/net's output chunks, retried on a timer (outq.c). */
 	struct kconn *starved;
+	struct kconn *starved_round; /* those starved_retry() has yet to pump (outq.c) */
 	struct cr_timer starved_timer;
 	/* Client memory (climem.c): this shard's clients' total, the biggest one's (read
 	 * by other lcores choosing whom to evict: relaxed), the peaks INFO reports. */
@@ -581,6 +582,7 @@ struct kconn {
 	bool close_after;	    /* close once every reply is out */
 	bool close_hard;	    /* ... and promptly: a protocol error, not QUIT */
 	struct cr_timer kill_timer; /* close_hard: reset if the peer keeps sending */
+	struct cr_timer resume_timer; /* resume_pending when the defer queue was full */
 	bool read_stopped;
 	bool in_input;	     /* kv_process_input() is on the stack */
 	bool flush_pending;  /* a deferred_flush() is queued: kc must live until it runs */
@@ -802,6 +804,9 @@ void kc_stop_reading_if_needed(struct kconn *kc);
 /* Release a hold on the connection's parsing (a multi-phase command is done); the last
  * one resumes it. */
 void kv_unblock(struct kconn *kc);
+/* The same, its parsing resumed from the loop (kmove.c): for a caller that may run inside
+ * another client's input pass. */
+void kv_unblock_later(struct kconn *kc);
 
 /* pipeline.c: reply order */
 void kc_enqueue(struct kconn *kc, struct kreq *kr);

@@ -85,6 +85,17 @@ oq_copy(struct kconn *kc, const char *p, size_t n)
 	return true;
 }
 
+static bool
+starved_unlink(struct kconn **pp, struct kconn *kc)
+{
+	while (*pp != NULL && *pp != kc)
+		pp = &(*pp)->starved_next;
+	if (*pp == NULL)
+		return false;
+	*pp = kc->starved_next;
+	return true;
+}
+
 void
 kc_oq_drop(struct kconn *kc)
 {
@@ -97,12 +108,9 @@ kc_oq_drop(struct kconn *kc)
 	kc->oq_tail = NULL;
 	kc->oq_bytes = 0;
 	if (kc->starved) {
-		struct kconn **pp = &kc->sh->starved;
-
-		while (*pp != NULL && *pp != kc) /* absent: starved_retry() has the list */
-			pp = &(*pp)->starved_next;
-		if (*pp != NULL)
-			*pp = kc->starved_next;
+		/* On the list, or on the part of it starved_retry() has yet to pump. */
+		if (!starved_unlink(&kc->sh->starved, kc))
+			(void)starved_unlink(&kc->sh->starved_round, kc);
 		kc->starved = false;
 	}
 }
@@ -331,12 +339,15 @@ static void
 starved_retry(struct cr_timer *t, void *arg)
 {
 	struct kv_shard *sh = arg;
-	struct kconn *kc = sh->starved, *next;
+	struct kconn *kc;
 
 	(void)t;
+	/* Taken off one at a time: a pump may close (and unlink) another of them. One
+	 * starved again goes on the list for the next round. */
+	sh->starved_round = sh->starved;
 	sh->starved = NULL;
-	for (; kc != NULL; kc = next) {
-		next = kc->starved_next;
+	while ((kc = sh->starved_round) != NULL) {
+		sh->starved_round = kc->starved_next;
 		kc->starved = false;
 		kc_pump(kc); /* may starve it again, or free it */
 	}
@@ -361,6 +372,7 @@ void
 kv_outq_init(struct kv_shard *sh)
 {
 	sh->starved = NULL;
+	sh->starved_round = NULL;
 	cr_timer_init(&sh->starved_timer, starved_retry, sh);
 }
 

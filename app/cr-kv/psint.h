@@ -16,6 +16,7 @@
 
 struct kv_psmove;
 struct ps_stubs;
+struct ps_bye;
 
 /* One client on one channel or pattern. */
 struct ps_sub {
@@ -57,11 +58,13 @@ struct kv_psshard {
 	uint64_t seen[CR_MAX_LCORES];
 	struct ps_stubs *moves;	    /* subscribers moved away, still forwarded to */
 	struct kv_psmove *arrivals; /* subscribers moved here, waiting for the rest */
-	/* Clients with subscriptions here plus stubs here. The lcore holds a lease from
-	 * its start until it is closing and there are none, so a retire waits for the
-	 * stubs to finish (psmove.c). */
+	struct ps_bye *byes;	    /* a dropped move's word to its old lcore, not sent yet */
+	/* Clients here (every one: it may subscribe) plus stubs here. The lcore holds a
+	 * lease from its start until it is closing and there are none, so a retire waits
+	 * for the stubs to finish and their done message to be accepted (psmove.c). */
 	unsigned holders;
 	bool closing;
+	bool stopping; /* kv_psm_fini(): nothing is sent again later */
 	struct cr_lease lease;
 };
 
@@ -84,10 +87,13 @@ struct ps_stubs {
 	 * before it registered the client. Up to it the old lcore forwards; after it the
 	 * new one delivers. */
 	uint64_t cut[CR_MAX_LCORES];
-	struct rbuf fwd;       /* framed messages, each behind a struct ps_tag */
-	uint64_t nfwd;	       /* how many */
-	struct cr_timer retry; /* the done message, when the mailbox was full */
-	void *done;	       /* that message */
+	struct rbuf fwd; /* framed messages, each behind a struct ps_tag */
+	uint64_t nfwd;	 /* how many */
+	/* The give-up (no cut, or not all up to it, in PS_STUBS_GIVE_UP_NS); then the done
+	 * message's retries while the mailbox is full, until deadline. */
+	struct cr_timer timer;
+	uint64_t deadline;
+	void *done; /* that message, once the stubs finished; sent: NULL and they go */
 };
 
 /* New lcore: the client, registered, delivering into a hold until the old lcore's
@@ -101,6 +107,7 @@ struct kv_psmove {
 	struct rbuf fwd;       /* what the old lcore forwarded (its done message), tagged */
 	bool done_in;	       /* that came, or will not (the old lcore is gone) */
 	struct cr_timer timer; /* the cut message's retry; then the give-up */
+	uint64_t deadline;     /* cr_now_ns(): the give-up, PS_GIVE_UP_NS after it came */
 	void *cut_msg;	       /* the cut message while it is not sent */
 	/* The cut, as sent: what comes after it is this lcore's to deliver; what it
 	 * delivers up to it is dropped (the old lcore delivered or forwards it). */

@@ -43,6 +43,10 @@ CR_LOG_COMPONENT(psm_log, "app.kv")
 
 #define PS_RETRY_NS   (1000 * 1000ull)
 #define PS_GIVE_UP_NS (10 * 1000 * 1000 * 1000ull)
+/* The old lcore waits for the cut and the messages up to it longer than the new one waits
+ * for what it forwards (PS_GIVE_UP_NS, the cut's re-sends included): the new one gives up
+ * first. So a lost word bounds a retire's wait, and nothing it waits for comes after. */
+#define PS_STUBS_GIVE_UP_NS (2 * PS_GIVE_UP_NS)
 
 /* What travels with the client: what to subscribe to, and whose stubs forward. */
 struct ps_out {
@@ -81,6 +85,27 @@ next_id(void)
 
 /* ---- the old lcore ---- */
 
+static void stubs_timer(struct cr_timer *t, void *arg);
+
+/* New stubs on this lcore's list, holding its lease until they go (stubs_release()). */
+static struct ps_stubs *
+stubs_new(struct kv_psshard *ps)
+{
+	struct ps_stubs *st = calloc(1, sizeof(*st));
+
+	if (st == NULL)
+		return NULL;
+	st->id = next_id();
+	rb_init(&st->fwd, NULL, 0);
+	cr_timer_init(&st->timer, stubs_timer, st);
+	st->deadline = cr_now_ns() + PS_STUBS_GIVE_UP_NS;
+	cr_timer_start(&st->timer, PS_STUBS_GIVE_UP_NS);
+	st->next = ps->moves;
+	ps->moves = st;
+	kv_ps_hold(ps, 1);
+	return st;
+}
+
 int
 kv_ps_move_out(struct kconn *kc)
 {
@@ -101,10 +126,9 @@ kv_ps_move_out(struct kconn *kc)
 	for (s = pc->subs; s != NULL; s = s->cnext)
 		len += 5 + s->ch->len;
 	o = malloc(sizeof(*o) + len);
-	st = calloc(1, sizeof(*st));
-	if (o == NULL || st == NULL) {
+	st = o != NULL ? stubs_new(ps) : NULL;
+	if (st == NULL) {
 		free(o);
-		free(st);
 		kv_ps_gone(kc);
 		return -ENOMEM;
 	}
@@ -123,13 +147,8 @@ kv_ps_move_out(struct kconn *kc)
 		s->kc = NULL;
 		s->fwd = st;
 	}
-	st->id = next_id();
 	o->stubs = st->id;
 	st->subs = pc;
-	rb_init(&st->fwd, NULL, 0);
-	st->next = ps->moves;
-	ps->moves = st;
-	/* The client's hold on the lease passes to its stubs. */
 	kc->ps = NULL;
 	kc->ps_out = o;
 	return 0;
@@ -150,17 +169,12 @@ kv_psm_forward(struct ps_stubs *st, const struct rbuf *f)
 	return true;
 }
 
-/* Drop the stubs' subscriptions, and the stubs from the list (the lease with them). */
+/* Drop the stubs' subscriptions: nothing more is forwarded. */
 static void
-stubs_unlink(struct kv_psshard *ps, struct ps_stubs *st)
+stubs_drop_subs(struct kv_psshard *ps, struct ps_stubs *st)
 {
-	struct ps_stubs **pp = &ps->moves;
 	struct ps_sub *s, *n;
 
-	while (*pp != NULL && *pp != st)
-		pp = &(*pp)->next;
-	if (*pp != NULL)
-		*pp = st->next;
 	if (st->subs == NULL)
 		return;
 	for (s = st->subs->subs; s != NULL; s = n) {
@@ -169,34 +183,42 @@ stubs_unlink(struct kv_psshard *ps, struct ps_stubs *st)
 	}
 	free(st->subs);
 	st->subs = NULL;
+}
+
+/* The stubs go, and their hold on the lease with them. */
+static void
+stubs_release(struct kv_psshard *ps, struct ps_stubs *st)
+{
+	struct ps_stubs **pp = &ps->moves;
+	struct ps_done_msg *d = st->done;
+
+	while (*pp != NULL && *pp != st)
+		pp = &(*pp)->next;
+	if (*pp != NULL)
+		*pp = st->next;
+	stubs_drop_subs(ps, st);
+	if (d != NULL) {
+		rb_fini(&d->fwd);
+		free(d);
+	}
+	if (cr_timer_armed(&st->timer))
+		cr_timer_stop(&st->timer);
+	rb_fini(&st->fwd);
+	free(st);
 	kv_ps_hold(ps, -1);
 }
 
 static void done_msg(void *arg);
 
+/* Send what was kept to the new lcore; a full mailbox: again shortly, until the deadline.
+ * The stubs (and the lease) stay until it is accepted. */
 static void
-stubs_free(struct ps_stubs *st)
-{
-	struct ps_done_msg *d = st->done;
-
-	if (d != NULL) {
-		rb_fini(&d->fwd);
-		free(d);
-	}
-	if (cr_timer_armed(&st->retry))
-		cr_timer_stop(&st->retry);
-	rb_fini(&st->fwd);
-	free(st);
-}
-
-/* Send what was kept to the new lcore; a full mailbox: again shortly. */
-static void
-done_send(struct ps_stubs *st)
+done_send(struct kv_psshard *ps, struct ps_stubs *st)
 {
 	int rc = cr_send(st->to, done_msg, st->done);
 
-	if (rc == -EAGAIN) {
-		cr_timer_start(&st->retry, PS_RETRY_NS);
+	if (rc == -EAGAIN && !ps->stopping && cr_now_ns() < st->deadline) {
+		cr_timer_start(&st->timer, PS_RETRY_NS);
 		return;
 	}
 	if (rc == 0)
@@ -205,26 +227,20 @@ done_send(struct ps_stubs *st)
 		CR_LOG(psm_log, WARNING,
 		       "a moved subscriber's messages could not reach lcore %u: %s", st->to,
 		       cr_strerror(rc));
-	stubs_free(st);
+	stubs_release(ps, st);
 }
 
-static void
-done_retry(struct cr_timer *t, void *arg)
-{
-	(void)t;
-	done_send(arg);
-}
-
-/* Everything up to the cut was delivered here: the stubs go, what they kept goes. */
+/* Everything up to the cut was delivered here (or it gives up): the subscriptions go,
+ * what they kept goes. */
 static void
 stubs_finish(struct kv_psshard *ps, struct ps_stubs *st)
 {
 	struct ps_done_msg *d = calloc(1, sizeof(*d));
 
-	stubs_unlink(ps, st);
+	stubs_drop_subs(ps, st);
 	if (d == NULL) {
 		CR_LOG(psm_log, ERR, "no memory to forward a moved subscriber's messages");
-		stubs_free(st);
+		stubs_release(ps, st);
 		return;
 	}
 	d->arrival = st->arrival;
@@ -234,8 +250,33 @@ stubs_finish(struct kv_psshard *ps, struct ps_stubs *st)
 	d->fwd = st->fwd; /* taken over: the new lcore frees it */
 	rb_init(&st->fwd, NULL, 0);
 	st->done = d;
-	cr_timer_init(&st->retry, done_retry, st);
-	done_send(st);
+	st->deadline = cr_now_ns() + PS_GIVE_UP_NS;
+	done_send(ps, st);
+}
+
+static void
+stubs_timer(struct cr_timer *t, void *arg)
+{
+	struct ps_stubs *st = arg;
+	struct kv_psshard *ps = kv_here()->ps;
+
+	(void)t;
+	if (st->done != NULL) {
+		done_send(ps, st);
+		return;
+	}
+	if (st->cut_known) {
+		CR_LOG(psm_log, WARNING,
+		       "lcore %u: a moved subscriber's messages up to its cut did not all come "
+		       "within %llu s: some may be lost",
+		       cr_lcore_id(), PS_STUBS_GIVE_UP_NS / 1000000000ull);
+		stubs_finish(ps, st);
+		return;
+	}
+	CR_LOG(psm_log, WARNING,
+	       "lcore %u: no word from where a subscriber moved within %llu s: its stubs go",
+	       cr_lcore_id(), PS_STUBS_GIVE_UP_NS / 1000000000ull);
+	stubs_release(ps, st);
 }
 
 static bool
@@ -292,18 +333,18 @@ cut_msg(void *arg)
 
 	for (st = ps != NULL ? ps->moves : NULL; st != NULL && st->id != c->stubs; st = st->next)
 		;
-	if (st == NULL && ps == NULL) {
-		free(c);
+	if (ps == NULL || (st != NULL && (st->subs == NULL || st->cut_known))) {
+		free(c); /* stopped, or already finishing */
 		return;
 	}
 	if (st == NULL) {
-		/* An earlier incarnation's: nothing kept, the new lcore need not wait. */
-		st = calloc(1, sizeof(*st));
+		/* An earlier incarnation's, or given up: nothing kept, but the new lcore
+		 * need not wait. */
+		st = stubs_new(ps);
 		if (st == NULL) {
 			free(c);
 			return; /* the new lcore gives up waiting */
 		}
-		rb_init(&st->fwd, NULL, 0);
 		st->to = c->to;
 		st->arrival = c->arrival;
 		free(c);
@@ -320,29 +361,127 @@ cut_msg(void *arg)
 		stubs_finish(ps, st);
 }
 
+/* ---- a move dropped on its way: its old lcore is told, until its mailbox takes it ---- */
+
+struct ps_bye {
+	struct ps_bye *next;
+	unsigned to;
+	struct ps_cut_msg *msg;
+	struct cr_timer timer;
+	uint64_t deadline;
+};
+
+static void
+bye_unlink(struct kv_psshard *ps, struct ps_bye *b)
+{
+	struct ps_bye **pp = &ps->byes;
+
+	while (*pp != NULL && *pp != b)
+		pp = &(*pp)->next;
+	if (*pp != NULL)
+		*pp = b->next;
+}
+
+static void
+bye_try(struct kv_psshard *ps, struct ps_bye *b)
+{
+	int rc = cr_send(b->to, cut_msg, b->msg);
+
+	if (rc == -EAGAIN && !ps->stopping && cr_now_ns() < b->deadline) {
+		cr_timer_start(&b->timer, PS_RETRY_NS);
+		return;
+	}
+	if (rc != 0) {
+		if (rc == -EAGAIN)
+			CR_LOG(psm_log, WARNING,
+			       "lcore %u's mailbox stayed full: its stubs of a dropped move go in "
+			       "their time",
+			       b->to);
+		free(b->msg); /* else gone: its stubs went with it */
+	}
+	bye_unlink(ps, b);
+	free(b);
+}
+
+static void
+bye_timer(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	bye_try(kv_here()->ps, arg);
+}
+
+/* Tell lcore @p to that the move of its stubs @p stubs ended here: an empty cut, they
+ * finish at once. A full mailbox: again, for up to PS_GIVE_UP_NS; no memory: the old
+ * lcore gives them up in its time (PS_STUBS_GIVE_UP_NS). */
+static void
+bye_send(struct kv_psshard *ps, unsigned to, uint64_t stubs)
+{
+	struct ps_cut_msg *c = calloc(1, sizeof(*c));
+	struct ps_bye *b;
+	int rc;
+
+	if (c == NULL)
+		return;
+	c->stubs = stubs;
+	c->to = cr_lcore_id();
+	rc = cr_send(to, cut_msg, c);
+	if (rc == 0)
+		return;
+	if (rc != -EAGAIN || ps == NULL || ps->stopping || (b = calloc(1, sizeof(*b))) == NULL) {
+		free(c);
+		return;
+	}
+	b->to = to;
+	b->msg = c;
+	b->deadline = cr_now_ns() + PS_GIVE_UP_NS;
+	cr_timer_init(&b->timer, bye_timer, b);
+	cr_timer_start(&b->timer, PS_RETRY_NS);
+	b->next = ps->byes;
+	ps->byes = b;
+}
+
 static void arrival_finish(struct kv_psshard *ps, struct kv_psmove *m);
 
 void
 kv_psm_fini(struct kv_psshard *ps)
 {
-	while (ps->arrivals != NULL) /* their clients are gone */
-		arrival_finish(ps, ps->arrivals);
+	struct ps_stubs *st;
+
+	ps->stopping = true;
+	/* Their clients are gone. A cut not sent yet goes now if it can: the old lcore's
+	 * stubs finish, else they give up in their time. */
+	while (ps->arrivals != NULL) {
+		struct kv_psmove *m = ps->arrivals;
+
+		if (m->cut_msg != NULL && cr_send(m->from, cut_msg, m->cut_msg) == 0)
+			m->cut_msg = NULL;
+		arrival_finish(ps, m);
+	}
+	while (ps->byes != NULL) {
+		struct ps_bye *b = ps->byes;
+
+		if (cr_timer_armed(&b->timer))
+			cr_timer_stop(&b->timer);
+		bye_try(ps, b); /* once more; then it goes */
+	}
 	/* A forced stop, or a retire that took no lease: what the stubs kept is sent if the
 	 * cut came (messages past the last delivered are lost: logged), else dropped (the
-	 * new lcore gives up waiting). */
-	while (ps->moves != NULL) {
-		struct ps_stubs *st = ps->moves;
-
-		if (st->cut_known) {
+	 * new lcore gives up waiting). One try each: nothing is sent again later. */
+	while ((st = ps->moves) != NULL) {
+		if (st->subs != NULL && st->cut_known) {
 			CR_LOG(psm_log, WARNING,
 			       "lcore %u stops before a moved subscriber's messages are all "
 			       "delivered: some may be lost",
 			       cr_lcore_id());
-			stubs_finish(ps, st);
-		} else {
-			stubs_unlink(ps, st);
-			stubs_free(st);
+			stubs_finish(ps, st); /* sent or not, they go */
+			continue;
 		}
+		if (st->done != NULL)
+			CR_LOG(
+			    psm_log, WARNING,
+			    "lcore %u stops with a moved subscriber's messages unsent to lcore %u",
+			    cr_lcore_id(), st->to);
+		stubs_release(ps, st);
 	}
 }
 
@@ -395,10 +534,13 @@ arrival_finish(struct kv_psshard *ps, struct kv_psmove *m)
 	free(m);
 	if (kc == NULL)
 		return;
-	if (kc->conn == NULL)
+	if (kc->conn == NULL) {
 		kc_maybe_free(kc);
-	else
-		kv_unblock(kc); /* may free kc */
+		return;
+	}
+	/* Its parsing resumes from the loop, not here: this may run inside a PUBLISH part
+	 * of another client's input pass, whose replies wait in the lcore's batch. */
+	kv_unblock_later(kc);
 }
 
 /* Everything is in when the old lcore's part came and this lcore has delivered up to
@@ -492,18 +634,26 @@ cut_send(struct kv_psmove *m)
 {
 	struct kv_psshard *ps = kv_here()->ps;
 	int rc = cr_send(m->from, cut_msg, m->cut_msg);
+	uint64_t now = cr_now_ns();
 
-	if (rc == -EAGAIN) {
+	if (rc == -EAGAIN && now < m->deadline) {
 		cr_timer_start(&m->timer, PS_RETRY_NS);
 		return;
 	}
 	if (rc != 0) {
-		/* The old lcore is gone, and its stubs with it: nothing more comes from it. */
+		/* The old lcore is gone, and its stubs with it: nothing more comes from it. Or
+		 * its mailbox stayed full: its stubs give up in their time. */
+		if (rc == -EAGAIN)
+			CR_LOG(psm_log, WARNING,
+			       "client %llu: lcore %u's mailbox stayed full for %llu s after its "
+			       "move: some messages may be lost",
+			       m->kc != NULL ? (unsigned long long)m->kc->id : 0ull, m->from,
+			       PS_GIVE_UP_NS / 1000000000ull);
 		free(m->cut_msg);
 		m->done_in = true;
 	}
 	m->cut_msg = NULL; /* the old lcore's now (or freed) */
-	cr_timer_start(&m->timer, PS_GIVE_UP_NS);
+	cr_timer_start(&m->timer, m->deadline > now ? m->deadline - now : 0);
 	if (arrival_ready(ps, m))
 		arrival_finish(ps, m);
 }
@@ -524,10 +674,9 @@ take_back(struct kconn *kc, struct ps_out *o)
 		s->fwd = NULL;
 		s->kc = kc;
 	}
-	kc->ps = st->subs; /* with the hold on the lease */
+	kc->ps = st->subs;
 	st->subs = NULL;
-	stubs_unlink(ps, st);
-	stubs_free(st);
+	stubs_release(ps, st);
 }
 
 void
@@ -570,15 +719,7 @@ kv_ps_move_in(struct kconn *kc)
 		m = NULL;
 	}
 	if (m == NULL) {
-		struct ps_cut_msg *bye = calloc(1, sizeof(*bye));
-
-		/* The stubs still go: an empty cut lets them finish at once. */
-		if (bye != NULL) {
-			bye->stubs = o->stubs;
-			bye->to = cr_lcore_id();
-			if (cr_send(o->from, cut_msg, bye) != 0)
-				free(bye);
-		}
+		bye_send(ps, o->from, o->stubs); /* the stubs still go */
 		free(o);
 		cr_conn_close(kc->conn);
 		return;
@@ -589,6 +730,7 @@ kv_ps_move_in(struct kconn *kc)
 	rb_init(&m->hold, NULL, 0);
 	rb_init(&m->fwd, NULL, 0);
 	cr_timer_init(&m->timer, arrival_timer, m);
+	m->deadline = cr_now_ns() + PS_GIVE_UP_NS;
 	for (i = 0; i < CR_MAX_LCORES; i++)
 		m->cut[i] = ps->seen[i] > o->seen[i] ? ps->seen[i] : o->seen[i];
 	c->stubs = o->stubs;
@@ -608,18 +750,11 @@ void
 kv_ps_move_drop(struct kconn *kc)
 {
 	struct ps_out *o = kc->ps_out;
-	struct ps_cut_msg *bye;
 
 	if (o == NULL)
 		return;
 	kc->ps_out = NULL;
-	bye = calloc(1, sizeof(*bye));
-	if (bye != NULL) {
-		bye->stubs = o->stubs;
-		bye->to = cr_lcore_id();
-		if (cr_send(o->from, cut_msg, bye) != 0)
-			free(bye); /* its stubs go when it stops */
-	}
+	bye_send(kc->sh != NULL ? kc->sh->ps : NULL, o->from, o->stubs);
 	free(o);
 }
 

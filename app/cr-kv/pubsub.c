@@ -21,10 +21,11 @@
  * PUBLISH numbers: each lcore numbers the messages its publishers send (one number per
  * PUBLISH, the same in every lcore's part of it), and every lcore notes the last number
  * of each other lcore it delivered (kv_psshard.seen). A message goes to every lcore
- * through one FIFO path per pair of lcores, so the numbers of one lcore's messages
- * arrive everywhere in increasing order, and "delivered up to n" means the same messages
- * on every lcore: what lets a moving subscriber's two lcores agree where one stops and
- * the other starts (psmove.c).
+ * through one FIFO path per pair of lcores and runs as it arrives (a PUBLISH part, plain
+ * or a step of EXEC or EVAL, never waits in a transaction's queue: txlock.c), so each
+ * lcore runs one lcore's messages in increasing order of their numbers, and "delivered
+ * up to n" means the same messages on every lcore: what lets a moving subscriber's two
+ * lcores agree where one stops and the other starts (psmove.c).
  *
  * Written by their lcore only; read by an lcore that starts (kv_ps_init()). seq_cst:
  * a number taken before a send that the starting lcore's closed mailbox refused is seen
@@ -58,16 +59,25 @@ kv_ps_current(uint32_t *from, uint64_t *seq)
 	*seq = ps_cur.seq;
 }
 
-/* The lease that keeps a retiring lcore while subscribers or stubs are here: a stub
- * forwards until the messages its move's cut names have come (psmove.c). Taken when the
- * lcore starts (a retiring lcore admits no lease), let go once it is closing and holds
- * nothing. */
+/* The lease that keeps a retiring lcore while clients or stubs are here: a stub forwards
+ * until the messages its move's cut names have come, or its done message is accepted
+ * (psmove.c). Every client counts, subscribed or not: one there may still SUBSCRIBE and
+ * then move, and a lease once let go cannot be taken again on a closing lcore. Taken when
+ * the lcore starts (a retiring lcore admits no lease), let go once it is closing and
+ * holds nothing. */
 void
 kv_ps_hold(struct kv_psshard *ps, int delta)
 {
 	ps->holders += (unsigned)delta;
-	if (ps->closing && ps->holders == 0)
+	if (ps->closing && ps->holders == 0 && cr_lease_active(&ps->lease))
 		(void)cr_lease_release(&ps->lease);
+}
+
+void
+kv_ps_client(struct kv_shard *sh, int delta)
+{
+	if (sh->ps != NULL)
+		kv_ps_hold(sh->ps, delta);
 }
 
 void
@@ -131,7 +141,8 @@ kv_ps_fini(struct kv_shard *sh)
 	if (ps == NULL)
 		return;
 	kv_psm_fini(ps);
-	(void)cr_lease_release(&ps->lease);
+	if (cr_lease_active(&ps->lease))
+		(void)cr_lease_release(&ps->lease);
 	/* Its clients are gone by now (kv_ps_gone() freed their subscriptions). */
 	for (i = 0; i <= ps->mask; i++)
 		for (c = ps->tab[i]; c != NULL; c = n) {
@@ -266,7 +277,6 @@ kv_ps_add(struct kconn *kc, const char *p, size_t len, bool pattern)
 	if (kc->ps == NULL) {
 		if ((kc->ps = calloc(1, sizeof(*kc->ps))) == NULL)
 			return -ENOMEM;
-		kv_ps_hold(ps, 1);
 	}
 	s = malloc(sizeof(*s));
 	if (s == NULL)
@@ -391,7 +401,6 @@ kv_ps_gone(struct kconn *kc)
 	}
 	free(kc->ps);
 	kc->ps = NULL;
-	kv_ps_hold(ps, -1);
 }
 
 /* The subscriptions unlinked while a message was being delivered. */

@@ -37,8 +37,11 @@ void kv_ps_gone(struct kconn *kc);
  * all its parts; and the one of the part about to run here. */
 uint64_t kv_ps_next_seq(void);
 void kv_ps_tag(uint32_t from, uint64_t seq);
-/* The lcore is closing: its lease goes once no subscriber or stub is left. */
+/* The lcore is closing: its lease goes once no client or stub is left. */
 void kv_ps_closing(struct kv_shard *sh);
+/* A client connection comes to this lcore (+1: opened, moved in) or leaves it (-1: gone,
+ * moved out): the lcore's pub/sub lease counts them (pubsub.c). */
+void kv_ps_client(struct kv_shard *sh, int delta);
 /* A subscriber moves (psmove.c): on the old lcore as it leaves (its subscriptions stay
  * as stubs that forward; what to subscribe to goes with it: 0, or -ENOMEM and it lost
  * them), on the new lcore as it arrives (or back on the old one when the move was

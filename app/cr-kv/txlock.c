@@ -521,7 +521,11 @@ kv_tx_run_part(struct kv_shard *sh, struct kpart *p)
 		return true;
 	}
 	if (p->kind == KP_PLAIN) {
-		if (kv_tx_clear(sh))
+		/* A PUBLISH part touches no key and runs at once, as one from EXEC or EVAL
+		 * does (KP_TX_HOP): so every lcore runs a publishing lcore's messages in the
+		 * order of their numbers, which a subscriber's move relies on (pubsub.c), and
+		 * one client's PUBLISH and a later EXEC's reach subscribers in that order. */
+		if (kv_tx_clear(sh) || p->ps_seq != 0)
 			return run_plain(sh, p);
 		plain_needs(p, &n);
 	} else {

@@ -248,7 +248,8 @@ ending_check(struct cr_conn *c)
  * An ending connection whose app takes moves goes to a RUNNING lcore at its boundary
  * instead of closing: the bytes the kernel holds for it travel in the socket, so neither
  * the mark nor the first-request wait applies. With no lcore to take it (none RUNNING, a
- * shutdown), it closes as the others do.
+ * shutdown), or a peer that has read none of its answers for NET_LINGER_NS, it closes as
+ * the others do.
  */
 static void
 ending_step(struct cr_conn *c)
@@ -258,11 +259,18 @@ ending_step(struct cr_conn *c)
 	if (cr__conn_movable(c) && !c->read_eof && !c->wr_shut_req) {
 		if (c->wire->at_boundary != NULL && !c->wire->at_boundary(c))
 			return;
-		/* Its answers go out first: send_done() and cr__conn_unhold() come back. */
-		if (c->queued != 0 || c->send_op != 0 || c->bufs_held != 0)
+		/* Its answers go out first: send_done() and cr__conn_unhold() come back. A peer
+		 * that takes none of them for NET_LINGER_NS is not waited for: it is closed as
+		 * an unmovable connection is at its boundary (ending_check(); its answers get
+		 * the linger), else it would keep its lcore RETIRING for ever. */
+		if (c->bufs_held != 0)
 			return;
-		if (cr__conn_move_away(c) == 0)
+		if (c->queued != 0 || c->send_op != 0) {
+			if (cr_now_ns() - c->last_active < NET_LINGER_NS)
+				return;
+		} else if (cr__conn_move_away(c) == 0) {
 			return;
+		}
 	}
 	ending_check(c);
 }

@@ -191,7 +191,7 @@ struct net_lcore {
 	uint64_t reclaim_logged_ns;   /* last "closed idle connections" line (1 per second) */
 	unsigned move_rr;	      /* the last lcore a closing lcore moved a connection to */
 
-	struct net_counters stats;
+	struct net_counters stats; /* last: net_lcore_start() clears what is before it */
 };
 
 extern struct net_lcore cr__net_lcores[CR_MAX_LCORES];

@@ -190,6 +190,25 @@ net_prefault(uint8_t *mem, size_t len)
 	((volatile uint8_t *)mem)[len - 1] = 0;
 }
 
+_Static_assert(sizeof(struct net_lcore) - offsetof(struct net_lcore, stats) <
+		       sizeof(struct net_counters) + 64,
+	       "the counters close struct net_lcore (then padding only): the memset before "
+	       "them covers every other member");
+_Static_assert(sizeof(struct net_counters) % sizeof(_Atomic uint64_t) == 0,
+	       "struct net_counters is _Atomic uint64_t fields only");
+
+/* Field by field, relaxed: the telemetry thread may be reading them (pairs with the relaxed
+ * loads of read_*() and cr_net_stats()); a memset raced those loads. */
+static void
+counters_zero(struct net_counters *k)
+{
+	_Atomic uint64_t *f = (_Atomic uint64_t *)k;
+	size_t i;
+
+	for (i = 0; i < sizeof(*k) / sizeof(*f); i++)
+		atomic_store_explicit(&f[i], 0, memory_order_relaxed);
+}
+
 static int
 net_lcore_start(unsigned lcore)
 {
@@ -198,7 +217,8 @@ net_lcore_start(unsigned lcore)
 
 	/* A previous incarnation's memory went with its last release (lib/io's stop). */
 	assert(nl->conns == NULL && nl->chunk_mem == NULL);
-	memset(nl, 0, sizeof(*nl));
+	memset(nl, 0, offsetof(struct net_lcore, stats));
+	counters_zero(&nl->stats);
 	nl->lcore = lcore;
 	nl->numa = cr_lcore_numa(lcore);
 	nl->max_conns = net_cfg.max_conns;

@@ -28,6 +28,12 @@
                 command or do not read a 4 MB reply: with --retire-grace 1 they are closed
                 (and logged) and the lcore goes OFFLINE; a client at a boundary is closed
                 at its boundary as before.
+  retire_unread /lcore/retire,1 with clients of lcore 1 (4 KiB receive buffers) that do
+                not read replies of 64 KiB, 1 MiB and a little more than the kernel's send
+                buffer takes (measured first), whose tail stays in lib/net's queue though
+                cr-kv owes nothing more: with --retire-grace 1 lcore 1 goes
+                OFFLINE within the grace + 2 s (they are closed, or moved if their
+                replies left lib/net), lcore 0 serves.
   maxclients    --maxclients N: the client over it gets redis's exact error, as
                 redis-server at the same maxclients (item 12).
   burst         32 clients on lcore 0 that do not read each pipeline 16 GETs of a 512 KiB
@@ -476,6 +482,81 @@ def t_retire_stall(o):
     check(err.count("not at a request boundary") == 2, "the closes are logged: %r" % err[-800:])
 
 
+def t_retire_unread(o):
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="kv-retire.")
+    o.tmpdirs.append(tmp)
+    path = os.path.join(tmp, "kv.sock")
+    grace = 1
+    o.restart(["--telemetry", path, "--retire-grace", str(grace)])
+    port = o.kv.port
+    c = Conn(port, timeout=60)
+    # What the kernel takes of a reply a client does not read is its send buffer's worth
+    # (autotuned, up to tcp_wmem's maximum): measured on lcore 1 with a first client.
+    # Replies a little longer leave their tail in lib/net's queue, with nothing more owed
+    # by cr-kv (a boundary); shorter ones go wholly to the kernel, longer ones keep some in
+    # cr-kv's own queue (not a boundary: closed at the grace as before).
+    wmax = 4 * MB
+    try:
+        with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+            wmax = int(f.read().split()[2])
+    except (OSError, ValueError, IndexError):
+        pass
+    key = kv_test.on_shard("unread", 0)
+    set_big(c, key, wmax + MB)
+    c.close()
+
+    def sent1():
+        for x in kv_test.telemetry_cmd(path, "/stats,1")["/stats"]["lcores"]:
+            if x["lcore"] == 1:
+                return x["net_bytes_out"]
+        raise Failure("no lcore 1 in /stats")
+
+    probe = nonreading(port, 1)
+    time.sleep(0.2)
+    b0 = sent1()
+    probe.sendall(resp("GETRANGE", key, 0, wmax + MB - 1))
+    took_k = 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # until the kernel takes no more
+        time.sleep(0.2)
+        k = sent1() - b0
+        if k == took_k:
+            break
+        took_k = k
+    probe.close()
+    check(0 < took_k < wmax + MB, "the kernel took %d bytes of a reply not read" % took_k)
+    sizes = [64 << 10, MB] + [took_k + d for d in (256, 1024, 4096, 8192, 16384)]
+    hogs = []
+    for size in sizes:
+        h = nonreading(port, 1)
+        h.sendall(resp("GETRANGE", key, 0, size - 1))
+        hogs.append(h)
+    time.sleep(0.5)  # the replies are made, and sit in lib/net's queue or the kernel's
+    r = kv_test.telemetry_cmd(path, "/lcore/retire,1")
+    check("error" not in r, "retire refused: %r" % r)
+    t0 = time.monotonic()
+    deadline = t0 + 20
+    while time.monotonic() < deadline:
+        states = lcore_states(path)
+        if states.get(1) == "OFFLINE":
+            break
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    check(states.get(1) == "OFFLINE", "lcore 1 still %s after %.0f s" % (states.get(1), took))
+    # The grace, then lib/net's linger at most for an answer still going out.
+    check(took <= grace + 2, "lcore 1 OFFLINE %.1f s after the retire began (grace %d s)"
+          % (took, grace))
+    check(probe_ok(port, 0), "lcore 0 serves")
+    for h in hogs:
+        h.close()
+    _, err = o.kv.stop()
+    o.kv = None
+    closed = err.count("not at a request boundary")
+    log("lcore 1 OFFLINE %.1f s after the retire began; %d of %d non-readers closed at the "
+        "grace, the others moved" % (took, closed, len(hogs)))
+
+
 # ---- item 12 ----
 
 def maxclients_steps(port, n):
@@ -562,7 +643,8 @@ def t_pipeline_hold(o):
 
 TESTS = {"bigvalue": t_bigvalue, "nonreader": t_nonreader, "obuf_limit": t_obuf_limit,
          "keys": t_keys, "evict": t_evict, "evict_rss": t_evict_rss, "maxclients": t_maxclients,
-         "retire_stall": t_retire_stall, "pipeline_hold": t_pipeline_hold, "burst": t_burst}
+         "retire_stall": t_retire_stall,
+         "retire_unread": t_retire_unread, "pipeline_hold": t_pipeline_hold, "burst": t_burst}
 
 
 def main():

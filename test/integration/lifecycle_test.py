@@ -15,6 +15,11 @@ TEST is one of:
       half-read) is carried out once it is OFFLINE, not acknowledged and dropped;
   keepalive_http  cr-http: keep-alive connections, idle between requests, while the pool
       goes 2 -> 1 -> 2: none sees an EOF or an error (the retiring lcore moves them);
+  unread_http  cr-http: clients that do not read a response a little longer than what
+      the kernel takes of it (measured first), its tail left in lib/net's queue, then
+      /lcore/retire,1: lcore 1 OFFLINE within lib/net's 2 s without progress plus its
+      2 s linger (before: such a connection was never quiet enough to move, and lcore 1
+      stayed RETIRING for ever);
   cycles  cr-echo: N retire/start cycles (default 100; 1000 by hand) leave its descriptors
       and its RSS where they were.
 
@@ -720,8 +725,65 @@ def t_keepalive_http(build, driver, args):
     return 0
 
 
+def t_unread_http(build, driver, args):
+    root = tempfile.mkdtemp(prefix="cr-life-www.")
+    big = 8 << 20
+    with open(os.path.join(root, "probe.bin"), "wb") as f:
+        f.write(b"p" * big)
+    app = App(build, "cr-http", driver, ["--root", root, "--splice-min", "0"])
+    conns = []
+    try:
+        def sent():
+            return sum(lc["net_bytes_out"]
+                       for lc in app.telemetry("/stats")["/stats"]["lcores"])
+
+        def nonreader(path):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(5.0)
+            s.connect(app.addr)
+            s.sendall(b"GET /%s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
+            conns.append(s)
+
+        # What the kernel takes of a response nobody reads (its send buffer's worth).
+        b0 = sent()
+        nonreader("probe.bin")
+        took, deadline = 0, time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            n = sent() - b0
+            if n == took:
+                break
+            took = n
+        check(0 < took < big, "the kernel took %d bytes of a response not read" % took)
+        conns.pop().close()
+        head = 200  # about the response head: the body's tail stays in lib/net's queue
+        for d in (2048, 8192, 16384):
+            with open(os.path.join(root, "f%d.bin" % d), "wb") as f:
+                f.write(b"b" * (took - head + d))
+        for d in (2048, 8192, 16384):
+            for _ in range(3):  # some land on lcore 1
+                nonreader("f%d.bin" % d)
+        time.sleep(0.5)
+        check("error" not in json.dumps(app.telemetry("/lcore/retire,1")), "retire")
+        t0 = time.monotonic()
+        app.wait_state(1, "OFFLINE", limit=10)
+        took_s = time.monotonic() - t0
+        log("unread responses (%s): the kernel takes %d bytes; lcore 1 OFFLINE %.1f s after "
+            "the retire" % (driver, took, took_s))
+        check(took_s < 2 + 2 + 1.5, "lcore 1 OFFLINE only after %.1f s" % took_s)
+        for s in conns:
+            s.close()
+        app.stop()
+    finally:
+        app.close()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
 TESTS = {
     "keepalive_http": t_keepalive_http,
+    "unread_http": t_unread_http,
     "resize_http": lambda b, d, a: t_resize(b, d, a, "http"),
     "resize_proxy": lambda b, d, a: t_resize(b, d, a, "proxy"),
     "resize_kv": lambda b, d, a: t_resize(b, d, a, "kv"),

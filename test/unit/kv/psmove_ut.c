@@ -110,26 +110,40 @@ fire(struct cr_timer *t, unsigned on)
 	cur = was;
 }
 
-static int leases_held;
+/* Leases as lib/lease keeps them: a release of one not held does nothing (-EALREADY),
+ * and is counted: pub/sub never releases its lease twice. */
+static int leases_held, lease_double_releases;
 int
 cr_lease_acquire(struct cr_lease *l)
 {
-	(void)l;
+	if (atomic_load(&l->self) == l)
+		return -EBUSY;
+	atomic_store(&l->self, l);
 	leases_held++;
 	return 0;
 }
 int
 cr_lease_release(struct cr_lease *l)
 {
-	(void)l;
+	if (atomic_load(&l->self) != l) {
+		lease_double_releases++;
+		return -EALREADY;
+	}
+	atomic_store(&l->self, NULL);
 	leases_held--;
 	return 0;
 }
+bool
+cr_lease_active(const struct cr_lease *l)
+{
+	return atomic_load(&l->self) == l;
+}
 struct cr__tel_row cr__tel_rows[CR_MAX_LCORES];
+static uint64_t now_ns; /* the lcores' clock, moved by the test */
 uint64_t
 cr_now_ns(void)
 {
-	return 0;
+	return now_ns;
 }
 void
 cr_log_register(struct cr_log_component *c)
@@ -174,10 +188,42 @@ kc_maybe_free(struct kconn *kc)
 {
 	(void)kc;
 }
+/* A client's parsing: resumed as cr-kv's kv_unblock() does, at once; or from the loop
+ * (kv_unblock_later()), run when the test says. Never while a PUBLISH part runs: that is
+ * inside another client's input pass, whose replies wait in the lcore's batch. */
+static bool in_publish;
+static unsigned resumed, resume_in_publish;
+static struct kconn *deferred[8];
+static unsigned ndeferred;
+static void
+resume(struct kconn *kc)
+{
+	(void)kc;
+	resumed++;
+	if (in_publish)
+		resume_in_publish++;
+}
 void
 kv_unblock(struct kconn *kc)
 {
-	kc->blocked--;
+	if (--kc->blocked == 0 && kc->conn != NULL && !kc->in_input)
+		kc->resume(kc);
+}
+void
+kv_unblock_later(struct kconn *kc)
+{
+	if (--kc->blocked == 0 && kc->conn != NULL)
+		deferred[ndeferred++] = kc;
+}
+static void
+run_deferred(void)
+{
+	unsigned i;
+
+	for (i = 0; i < ndeferred; i++)
+		if (deferred[i]->blocked == 0 && deferred[i]->conn != NULL)
+			deferred[i]->resume(deferred[i]);
+	ndeferred = 0;
 }
 void
 cr_conn_close(struct cr_conn *c)
@@ -283,7 +329,9 @@ publish_on(unsigned on, unsigned from, uint64_t seq, const char *ch)
 	rb_init(&o, NULL, 0);
 	cur = on;
 	kv_ps_tag(from, seq);
+	in_publish = true;
 	cmd_publish(&x);
+	in_publish = false;
 	cur = was;
 	rb_fini(&o);
 }
@@ -325,7 +373,9 @@ world_start(void)
 	memset(published, 0, sizeof(published));
 	memset(delivered, 0, sizeof(delivered));
 	memset(ps_seq, 0, sizeof(ps_seq));
-	leases_held = 0;
+	leases_held = lease_double_releases = 0;
+	now_ns = 0;
+	resumed = resume_in_publish = ndeferred = 0;
 	for (i = 0; i < NL; i++) {
 		cur = i;
 		shards[i].lcore = i;
@@ -347,13 +397,28 @@ world_stop(void)
 	for (i = 0; i < nkc; i++) {
 		cur = kcs[i].sh->lcore;
 		kv_ps_gone(&kcs[i]);
+		if (kcs[i].conn != NULL)
+			kv_ps_client(kcs[i].sh, -1); /* kc_gone() */
 	}
 	for (i = 0; i < NL; i++) {
 		cur = i;
 		kv_ps_fini(&shards[i]);
 	}
+	CU_ASSERT_EQUAL(leases_held, 0);
+	CU_ASSERT_EQUAL(lease_double_releases, 0);
 	for (i = 0; i < 8; i++)
 		rb_fini(&out[i]);
+}
+
+/* A client connects to lcore @p on (kconn_new()). */
+static void
+connect_on(struct kconn *kc, unsigned on)
+{
+	kc->sh = &shards[on];
+	kc->conn = (struct cr_conn *)kc; /* any non-NULL handle */
+	kc->resume = resume;
+	cur = on;
+	kv_ps_client(kc->sh, 1);
 }
 
 /* A client of lcore @p on subscribed to "ch" (its first subscribe reply dropped). */
@@ -362,9 +427,7 @@ client_on(unsigned on)
 {
 	struct kconn *kc = &kcs[nkc++];
 
-	kc->sh = &shards[on];
-	kc->conn = (struct cr_conn *)kc; /* any non-NULL handle */
-	cur = on;
+	connect_on(kc, on);
 	CU_ASSERT_FATAL(kv_ps_add(kc, "ch", 2, false) == 0);
 	return kc;
 }
@@ -377,12 +440,14 @@ move_out(struct kconn *kc)
 	cur = kc->sh->lcore;
 	CU_ASSERT_FATAL(kv_ps_move_out(kc) == 0);
 	kc->move_from = cur;
+	kv_ps_client(kc->sh, -1);
 }
 static void
 move_in(struct kconn *kc, unsigned to)
 {
 	cur = to;
 	kc->sh = &shards[to];
+	kv_ps_client(kc->sh, 1);
 	kv_ps_move_in(kc);
 }
 
@@ -743,11 +808,246 @@ test_stress(void)
 	}
 }
 
+/* A client of a closing lcore subscribes (it was there before the closing began) and
+ * then moves: its stubs keep the lcore's lease. (Before: the lease went when the closing
+ * began with no subscriber, and the stubs held none: the lcore could stop before the
+ * messages up to the cut came, and they were lost.) */
+static void
+test_lease_subscribe_after_closing(void)
+{
+	struct kconn *kc;
+
+	world_start();
+	kc = &kcs[nkc++];
+	connect_on(kc, 1);
+	kv_ps_closing(&shards[1]);
+	CU_ASSERT_EQUAL(leases_held, NL); /* a client is there: it may subscribe */
+	cur = 1;
+	CU_ASSERT_FATAL(kv_ps_add(kc, "ch", 2, false) == 0); /* SUBSCRIBE, after */
+	move_out(kc);
+	move_in(kc, 0);
+	CU_ASSERT(shards[1].ps->moves != NULL);
+	CU_ASSERT_EQUAL(leases_held, NL); /* its stubs */
+	run_mbox(1);
+	CU_ASSERT(shards[1].ps->moves == NULL);
+	CU_ASSERT_EQUAL(leases_held, NL - 1); /* nothing left there */
+	run_mbox(0);
+	CU_ASSERT(kc->psm == NULL);
+	world_stop();
+}
+
+/* The done message meets a full mailbox: the stubs, and the lease, stay until it is
+ * accepted. (Before: the lease went first, and only a timer was left, which does not keep
+ * a retiring lcore: the forwarded messages could be lost.) */
+static void
+test_done_full_mailbox(void)
+{
+	struct kconn *kc;
+	uint64_t first[NL], last[NL];
+
+	world_start();
+	kc = client_on(1);
+	publish(2);
+	deliver_some(1, 2, 1);
+	cur = 1;
+	kv_ps_closing(&shards[1]);
+	move_out(kc);
+	move_in(kc, 0);
+	mbox_full[0] = true;
+	run_mbox(1); /* the cut: the stubs finish, the done message is refused */
+	CU_ASSERT_EQUAL(leases_held, NL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(shards[1].ps->moves);
+	CU_ASSERT(cr_timer_armed(&shards[1].ps->moves->timer));
+	fire(&shards[1].ps->moves->timer, 1); /* still full: again */
+	CU_ASSERT_EQUAL(leases_held, NL);
+	mbox_full[0] = false;
+	fire(&shards[1].ps->moves->timer, 1);
+	CU_ASSERT(shards[1].ps->moves == NULL);
+	CU_ASSERT_EQUAL(leases_held, NL - 1);
+	deliver_some(0, 2, 1);
+	run_mbox(0);
+	CU_ASSERT(kc->psm == NULL && kc->blocked == 0);
+	CU_ASSERT_EQUAL(check_stream(kc, first, last), 1);
+	world_stop();
+}
+
+/* A mailbox that stays full: the done message is given up at its deadline, and the
+ * stubs with it (a retire waits a bounded time). */
+static void
+test_done_gives_up(void)
+{
+	struct kconn *kc;
+
+	world_start();
+	kc = client_on(1);
+	cur = 1;
+	kv_ps_closing(&shards[1]);
+	move_out(kc);
+	move_in(kc, 0);
+	mbox_full[0] = true;
+	run_mbox(1);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(shards[1].ps->moves);
+	now_ns += PS_GIVE_UP_NS;
+	fire(&shards[1].ps->moves->timer, 1);
+	CU_ASSERT(shards[1].ps->moves == NULL);
+	CU_ASSERT_EQUAL(leases_held, NL - 1);
+	mbox_full[0] = false;
+	world_stop();
+}
+
+/* The move was dropped where it arrived and the old lcore's mailbox was full: the word
+ * that lets its stubs go is sent again until accepted. (Before: it was freed, and the
+ * stubs held the retiring lcore's lease for good.) */
+static void
+test_bye_full_mailbox(void)
+{
+	struct kconn *kc;
+
+	world_start();
+	kc = client_on(1);
+	cur = 1;
+	kv_ps_closing(&shards[1]);
+	move_out(kc);
+	mbox_full[1] = true;
+	cur = 0;
+	kc->sh = &shards[0]; /* kv_conn_move_drop() */
+	kv_ps_move_drop(kc);
+	mbox_full[1] = false;
+	CU_ASSERT_EQUAL(run_mbox(1), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(shards[0].ps->byes);
+	fire(&shards[0].ps->byes->timer, 0);
+	CU_ASSERT(shards[0].ps->byes == NULL);
+	CU_ASSERT_EQUAL(run_mbox(1), 1);
+	CU_ASSERT(shards[1].ps->moves == NULL);
+	CU_ASSERT_EQUAL(leases_held, NL - 1);
+	run_mbox(0); /* the done message finds no arrival */
+	nkc = 0;
+	world_stop();
+}
+
+/* No word ever comes from where the client went (the word could not even be made): the
+ * old lcore gives its stubs up in PS_STUBS_GIVE_UP_NS, and its lease with them. */
+static void
+test_stubs_give_up(void)
+{
+	struct kconn *kc;
+
+	world_start();
+	kc = client_on(1);
+	cur = 1;
+	kv_ps_closing(&shards[1]);
+	move_out(kc);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(shards[1].ps->moves);
+	CU_ASSERT_EQUAL(leases_held, NL);
+	now_ns += PS_STUBS_GIVE_UP_NS;
+	fire(&shards[1].ps->moves->timer, 1);
+	CU_ASSERT(shards[1].ps->moves == NULL && shards[1].ps->nchan == 0);
+	CU_ASSERT_EQUAL(leases_held, NL - 1);
+	free(kc->ps_out);
+	kc->ps_out = NULL;
+	nkc = 0;
+	world_stop();
+}
+
+/* The cut meets a mailbox that stays full: sent again until PS_GIVE_UP_NS after the
+ * arrival, then the client goes on (logged). (Before: sent again for ever.) */
+static void
+test_cut_gives_up(void)
+{
+	struct kconn *kc;
+
+	world_start();
+	kc = client_on(1);
+	move_out(kc);
+	mbox_full[1] = true;
+	move_in(kc, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(kc->psm);
+	fire(&kc->psm->timer, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(kc->psm); /* still full: again */
+	CU_ASSERT(kc->psm->cut_msg != NULL && cr_timer_armed(&kc->psm->timer));
+	now_ns += PS_GIVE_UP_NS;
+	fire(&kc->psm->timer, 0);
+	CU_ASSERT(kc->psm == NULL && kc->blocked == 0);
+	mbox_full[1] = false;
+	now_ns += PS_STUBS_GIVE_UP_NS;
+	fire(&shards[1].ps->moves->timer, 1); /* and the old lcore's stubs in theirs */
+	CU_ASSERT(shards[1].ps->moves == NULL);
+	world_stop();
+}
+
+/* The new lcore stops while its cut waits to be sent again: it is sent once more, and the
+ * old lcore's stubs finish. (Before: it was freed, and the stubs stayed.) */
+static void
+test_fini_sends_cut(void)
+{
+	struct kconn *kc;
+
+	world_start();
+	kc = client_on(1);
+	move_out(kc);
+	mbox_full[1] = true;
+	move_in(kc, 0);
+	mbox_full[1] = false;
+	cur = 0;
+	kv_ps_gone(kc);
+	kv_ps_client(kc->sh, -1);
+	kc->conn = NULL;
+	kv_ps_fini(&shards[0]);
+	stopped[0] = true;
+	CU_ASSERT_EQUAL(run_mbox(1), 1);
+	CU_ASSERT(shards[1].ps->moves == NULL);
+	stopped[0] = false;
+	cur = 0;
+	CU_ASSERT_FATAL(kv_ps_init(&shards[0]) == 0);
+	nkc = 0;
+	world_stop();
+}
+
+/* The moved client's parsing resumes from the loop, not inside the PUBLISH part that let
+ * it go on: that part runs in another client's input pass, whose replies wait in the
+ * lcore's batch and would be sent to this client. (Before: resumed at once, in it.) */
+static void
+test_resume_deferred(void)
+{
+	struct kconn *kc;
+
+	world_start();
+	kc = client_on(1);
+	publish(2);
+	deliver_some(1, 2, 1); /* the old lcore is ahead: the new one must catch up */
+	move_out(kc);
+	move_in(kc, 0);
+	run_mbox(1);
+	CU_ASSERT_EQUAL(run_mbox(0), 1); /* the done message: still behind */
+	CU_ASSERT_PTR_NOT_NULL(kc->psm);
+	deliver_some(0, 2, 1); /* catches up inside a PUBLISH part */
+	CU_ASSERT(kc->psm == NULL && kc->blocked == 0);
+	CU_ASSERT_EQUAL(resume_in_publish, 0);
+	run_deferred();
+	CU_ASSERT_EQUAL(resumed, 1);
+	world_stop();
+}
+
 static const struct ut_case cases[] = {
-    UT_CASE(test_old_behind),	UT_CASE(test_old_ahead),      UT_CASE(test_three_publishers),
-    UT_CASE(test_refused),	UT_CASE(test_gone_meanwhile), UT_CASE(test_old_stopped),
-    UT_CASE(test_mailbox_full), UT_CASE(test_dropped),	      UT_CASE(test_lease),
-    UT_CASE(test_stress),	UT_CASE(test_resp3),
+    UT_CASE(test_old_behind),
+    UT_CASE(test_old_ahead),
+    UT_CASE(test_three_publishers),
+    UT_CASE(test_refused),
+    UT_CASE(test_gone_meanwhile),
+    UT_CASE(test_old_stopped),
+    UT_CASE(test_mailbox_full),
+    UT_CASE(test_dropped),
+    UT_CASE(test_lease),
+    UT_CASE(test_stress),
+    UT_CASE(test_resp3),
+    UT_CASE(test_lease_subscribe_after_closing),
+    UT_CASE(test_done_full_mailbox),
+    UT_CASE(test_done_gives_up),
+    UT_CASE(test_bye_full_mailbox),
+    UT_CASE(test_stubs_give_up),
+    UT_CASE(test_cut_gives_up),
+    UT_CASE(test_fini_sends_cut),
+    UT_CASE(test_resume_deferred),
 };
 
 UT_MAIN("kv_psmove", cases, NULL, NULL)

@@ -785,6 +785,52 @@ test_two_retires(void)
 	close_conn();
 }
 
+
+/*
+ * A peer that reads nothing: its answers stay queued, so the connection is never quiet
+ * enough to move. Once NET_LINGER_NS passed with none of them taken it is closed as an
+ * unmovable one is at its boundary (its answers get the linger) and the lcore retires.
+ * (Before: the retire waited for the queue to drain, for ever.)
+ */
+static void
+test_unread_answers_close(void)
+{
+	unsigned i;
+	int fd;
+
+	ut_stop();
+	CU_ASSERT_EQUAL_FATAL(ut_start_io(3), 0);
+	fd = open_conn();
+	CU_ASSERT_EQUAL(cr_conn_move(st.c, 1), 0);
+	ut_poll_until_idle(20);
+	CU_ASSERT_EQUAL_FATAL(cr_conn_lcore(st.c), 1);
+	ut_set_current(1);
+	CU_ASSERT_EQUAL(cr_conn_send(st.c, "answer\n", 7), 0);
+	ut_poll_until_idle(20);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ut_io_op(1, CR_OP_SEND, fd)); /* never completes */
+	ut_set_current(0);
+	CU_ASSERT_EQUAL_FATAL(cr_lcore_retire(1, NULL, NULL), 0);
+	/* Within the linger's time: it waits for its answers to go, to move. */
+	for (i = 0; i < 100; i++) {
+		ut_turn(0);
+		ut_turn(1);
+		CU_ASSERT_FALSE(lcore_done(1));
+		ut_now += 10 * 1000 * 1000;
+	}
+	CU_ASSERT_EQUAL(st.closes, 0);
+	CU_ASSERT_EQUAL(st.outs, 1); /* the first move only */
+	/* Then closed, its answers given the linger; the lcore retires. */
+	for (i = 0; i < 600; i++) {
+		ut_poll_until_idle(20);
+		if (lcore_done(1))
+			break;
+		ut_now += 10 * 1000 * 1000;
+	}
+	CU_ASSERT(i < 600);
+	CU_ASSERT_EQUAL(st.closes, 1);
+	CU_ASSERT_EQUAL(st.outs, 1);
+}
+
 static const struct ut_case cases[] = {
     {"move: quiet on the old lcore, receiving on the new one, bytes in order", test_move},
     {"half a request completes before the cancel: move abandoned, retried later",
@@ -806,6 +852,8 @@ static const struct ut_case cases[] = {
     {"target retires before the hand-over: the connection stays", test_target_retires_before},
     {"target retires after the hand-over: moved on, not closed", test_target_retires_after},
     {"two retires race: moved on by the second, to the lcore that stays", test_two_retires},
+    {"a peer that reads none of its answers: closed at the linger, the lcore retires",
+     test_unread_answers_close},
 };
 
 UT_MAIN("net_move", cases, suite_init, suite_fini)
