@@ -121,7 +121,7 @@ finish(struct kv_bpop *bp, struct rbuf *final, const char *p, size_t n)
 		bp->active = false;
 	}
 	for (i = 0; i < bp->nwatch; i++) {
-		int rc = kv_bw_cancel(bp->watch[i].shard, sh->index, sh->tx.epoch, true, bp->id);
+		int rc = kv_bw_cancel(bp->watch[i].shard, sh->index, sh->oepoch, true, bp->id);
 
 		/* Not sent: the watcher tells us when its key is next made, and is dropped
 		 * then (kv_bpop_notified()). */
@@ -160,7 +160,7 @@ serve_cancel(struct kv_bpop *bp)
 
 	if (bp->cancelled)
 		return;
-	if (p->shard != sh->index) {
+	if (!kv_route_here(p->shard) || sh->outq_head[p->shard] != NULL) {
 		/* The cancel must reach the shard after the part: nothing of it left here. */
 		kv_outq_flush(sh);
 		if (sh->outq_head[p->shard] != NULL) {
@@ -498,7 +498,7 @@ kv_bpop_notified(struct kv_shard *sh, unsigned from, uint64_t id)
 
 	if (bp == NULL) {
 		/* Its request is over: the watcher its cancel missed goes now. */
-		(void)kv_bw_cancel(from, sh->index, sh->tx.epoch, true, id);
+		(void)kv_bw_cancel(from, sh->index, sh->oepoch, true, id);
 		return;
 	}
 	bp->again = true;

@@ -54,6 +54,8 @@ struct kv_from {
 	uint64_t epoch;		      /* the origin's incarnation */
 	void (*fn)(struct kv_ctx *x); /* the command being run (run again to serve it) */
 	bool serving;		      /* run again by the shard for a waiter: never waits again */
+	bool expired; /* its client's timeout passed while it waited behind a transaction's
+		       * locks: it may not wait, and answers as at its timeout */
 	bool parked;		      /* out: it waits here (its answer comes later) */
 };
 

@@ -196,7 +196,7 @@ kv_bw_park(struct kv_ctx *x, unsigned type, const uint32_t *idx, uint32_t n, int
 	struct wid id;
 	int rc;
 
-	if (f == NULL || f->serving)
+	if (f == NULL || f->serving || f->expired)
 		return -EAGAIN;
 	id = (struct wid){.origin = f->origin, .watch = 0, .token = (uint64_t)(uintptr_t)f->token};
 	rc = enqueue(x->sh, &id, f->epoch, type, dst, f->fn, x->argc, x->argv, idx, n);
@@ -374,6 +374,7 @@ kv_bw_serve(struct kv_shard *sh)
 struct cancel {
 	struct wid id;
 	uint64_t epoch;
+	unsigned shard;
 };
 
 static void
@@ -394,31 +395,40 @@ cancel_here(struct kv_shard *sh, const struct cancel *c)
 	}
 }
 
+/* On the shard's owner: a cancel is sent only there, held while the shard moves. */
 static void
 cancel_recv(void *arg)
 {
-	cancel_here(kv_here(), arg);
-	free(arg);
+	struct cancel *c = arg;
+	struct kv_shard *sh = kv_shard_at(c->shard);
+	struct kv_mem *prev = kv_mem_swap(&sh->mem);
+
+	cancel_here(sh, c);
+	kv_mem_swap(prev);
+	free(c);
 }
 
 int
 kv_bw_cancel(unsigned shard, unsigned origin, uint64_t epoch, bool watch, uint64_t token)
 {
 	struct cancel c = {.id = {.origin = origin, .watch = watch, .token = token},
-			   .epoch = epoch};
-	struct kv_shard *sh = kv_here();
+			   .epoch = epoch,
+			   .shard = shard};
 	struct cancel *m;
-	int rc;
+	unsigned to;
+	int rc = kv_route(shard, &to);
 
-	if (shard == sh->index) {
-		cancel_here(sh, &c);
-		return 0;
-	}
+	if (rc != 0)
+		return rc; /* the shard is moving: -EAGAIN, tried again */
 	m = malloc(sizeof(*m));
 	if (m == NULL)
 		return -EAGAIN;
 	*m = c;
-	rc = cr_send(kv.shard_lcore[shard], cancel_recv, m);
+	if (to == cr_lcore_id()) {
+		cancel_recv(m);
+		return 0;
+	}
+	rc = cr_send(to, cancel_recv, m);
 	if (rc != 0)
 		free(m);
 	return rc;

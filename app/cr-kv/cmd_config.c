@@ -403,7 +403,8 @@ KV_CMD(config_set)
 	for (i = 0; i < KV_MP_COUNT; i++)
 		if (set[SET_MEM + i])
 			kv_memparam_apply(i, mem[i]);
-	if (set[SET_MEM + KV_MP_MAXMEMORY] || set[SET_MEM + KV_MP_POLICY])
+	if ((set[SET_MEM + KV_MP_MAXMEMORY] || set[SET_MEM + KV_MP_POLICY]) &&
+	    kv_shard_owned(x->sh)) /* its home shard, unless that runs elsewhere now */
 		kv_evict_kick(x->sh); /* Redis evicts at once; the other shards at their tick */
 	rb_ok(x->out);
 }

@@ -608,15 +608,16 @@ KV_CMD(info_shard)
 	rb_int(x->out, (long long)x->sh->tx.tx_total);
 	rb_int(x->out, (long long)x->sh->tx.parked_total);
 	rb_int(x->out, (long long)kv_store_lazy_pending(s));
-	for (unsigned e = 0; e <= KV_ERRSTAT_KINDS; e++)
-		rb_int(x->out, (long long)x->sh->errstat[e]);
+	for (unsigned e = 0; e <= KV_ERRSTAT_KINDS; e++) /* the lcore's: not a moved shard's */
+		rb_int(x->out, x->sh == kv_here() ? (long long)x->sh->errstat[e] : 0);
 	if (info_sections(x->argc, x->argv) & SEC_CMDSTATS) {
 		size_t before = x->out->len;
 		long long n = 0;
 		char hdr[24];
 		int h;
 
-		kv_cmdstat_put(x->sh, x->out);
+		if (x->sh == kv_here()) /* the lcore's counts: not a moved shard's part */
+			kv_cmdstat_put(x->sh, x->out);
 		for (size_t i = before; i < x->out->len; i++)
 			n += x->out->p[i] == ':';
 		/* the array's real length, in place of its header */

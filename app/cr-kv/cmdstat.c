@@ -58,8 +58,10 @@ KV_CMD(config_resetstat)
 {
 	struct kv_shard *sh = x->sh;
 
-	memset(sh->cstat, 0, sizeof(sh->cstat));
-	memset(sh->errstat, 0, sizeof(sh->errstat));
+	if (sh == kv_here()) { /* its lcore's: not a moved shard's */
+		memset(sh->cstat, 0, sizeof(sh->cstat));
+		memset(sh->errstat, 0, sizeof(sh->errstat));
+	}
 	sh->hits = sh->misses = sh->expired_active = 0;
 	sh->tx.tx_total = sh->tx.parked_total = 0;
 	kv_store_reset_expired(sh->store);

@@ -70,6 +70,10 @@ run_here(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 		   x->out->len > at && x->out->p[at] == '-');
 	if (kc->resp == 3)
 		kv_resp3_fix(cmd, x->argc, x->argv, x->out, at); /* resp3.c */
+	/* A command without keys (or refused) runs here even while the home shard is away
+	 * (shardmove.c): it touched no key, and the shard is not ours to touch. */
+	if (!kv_home_here(x->sh))
+		return;
 	if (cmd->flags & KV_WRITE) {
 		/* WATCH's versions: one counter bumped for the common single-key write. */
 		if (x->h1_ok && cmd->route == KV_ROUTE_KEY1)
@@ -362,7 +366,7 @@ dispatch_keys(struct kconn *kc, const struct kv_cmd *cmd, struct kv_ctx *x)
 
 	if ((cmd->flags & KV_BLOCKING) && s != SHARDS_NONE)
 		kv_bpop_dispatch(kc, cmd, x, s >= 0 ? s : -1); /* it may wait: always a request */
-	else if (s == SHARDS_NONE || (s == (int)sh->index && kv_tx_clear(sh)))
+	else if (s == SHARDS_NONE || (s == (int)sh->index && kv_home_here(sh) && kv_tx_clear(sh)))
 		run_here(kc, cmd, x);
 	else if (s >= 0)
 		dispatch_parts(kc, cmd, x, (unsigned)s);
@@ -572,7 +576,7 @@ run_command_(struct kconn *kc)
 			x.h1 = h; /* the command's own lookup needs not hash it again */
 			x.h1_ok = true;
 		}
-		if (s == sh->index && kv_tx_clear(sh))
+		if (s == sh->index && kv_home_here(sh) && kv_tx_clear(sh))
 			run_here(kc, cmd, &x);
 		else
 			dispatch_parts(kc, cmd, &x, s);
@@ -721,7 +725,7 @@ prefetch_batch(struct kconn *kc)
 			p += len + 2;
 		}
 		hs[n] = kv_hash(key, klen);
-		if (key_shard_h(key, klen, hs[n]) == kc->sh->index)
+		if (key_shard_h(key, klen, hs[n]) == kc->sh->index && kv_home_here(kc->sh))
 			kv_prefetch_bucket(st, hs[n++]);
 	}
 done:
@@ -765,8 +769,11 @@ kv_process_input(struct kconn *kc)
 		kc->sh->batch.len = 0;
 	}
 	kv_outq_flush(kc->sh); /* the parts this input queued for other shards, in one go */
-	kv_lazy_kick(kc->sh);
-	kv_evict_kick(kc->sh);
+	if (kv_shard_owned(kc->sh)) {
+		/* the home shard's duties: not while it runs elsewhere (shardmove.c) */
+		kv_lazy_kick(kc->sh);
+		kv_evict_kick(kc->sh);
+	}
 	kc->in_input = false;
 	kc_flush(kc); /* may free kc */
 }

@@ -219,17 +219,22 @@ static void
 kick_msg(void *arg)
 {
 	struct kv_shard *sh = arg;
+	struct kv_mem *prev;
 
 	/* relaxed: the flag only collapses kicks; the pass reads everything afresh */
 	atomic_store_explicit(&sh->ev.kick_pending, false, memory_order_relaxed);
+	if (!kv_shard_owned(sh))
+		return; /* it moved meanwhile: its owner's tick will do (shardmove.c) */
+	prev = kv_mem_swap(&sh->mem);
 	kv_evict_kick(sh);
+	kv_mem_swap(prev);
 }
 
 /* Stuck: ask every other shard that may evict for a pass now. */
 static void
 kick_others(struct kv_shard *sh)
 {
-	unsigned i;
+	unsigned i, to;
 
 	for (i = 0; i < kv.nshards; i++) {
 		struct kv_shard *o = kv.shards[kv.shard_lcore[i]];
@@ -238,7 +243,8 @@ kick_others(struct kv_shard *sh)
 		    !atomic_load_explicit(&o->ev.evictable, memory_order_relaxed) ||
 		    atomic_exchange_explicit(&o->ev.kick_pending, true, memory_order_relaxed))
 			continue;
-		if (cr_send(o->lcore, kick_msg, o) != 0) /* offline or full: its tick will do */
+		/* to the lcore running it (held while it moves); refused or full: its tick will do */
+		if (kv_route(i, &to) != 0 || cr_send(to, kick_msg, o) != 0)
 			atomic_store_explicit(&o->ev.kick_pending, false, memory_order_relaxed);
 	}
 }
@@ -303,9 +309,14 @@ static void
 pass_task(void *arg)
 {
 	struct kv_shard *sh = arg;
+	struct kv_mem *prev;
 
+	if (!kv_shard_owned(sh))
+		return; /* deferred before the shard moved away: its new owner evicts */
+	prev = kv_mem_swap(&sh->mem);
 	sh->ev.armed = false;
 	pass(sh);
+	kv_mem_swap(prev);
 }
 
 static void
@@ -335,6 +346,21 @@ kv_evict_init(struct kv_shard *sh)
 		sh->ev.rng = 0x9E3779B97F4A7C15ULL * (sh->index + 1);
 	sh->ev.armed = false;
 	atomic_store_explicit(&sh->ev.kick_pending, false, memory_order_relaxed);
+	cr_timer_init(&sh->ev.timer, pass_timer, sh);
+}
+
+/* The shard leaves this lcore: a pass_task() already deferred here does nothing; its
+ * pool (entries of its own store) goes with it. */
+void
+kv_evict_give(struct kv_shard *sh)
+{
+	cr_timer_stop(&sh->ev.timer);
+	sh->ev.armed = false;
+}
+
+void
+kv_evict_adopt(struct kv_shard *sh)
+{
 	cr_timer_init(&sh->ev.timer, pass_timer, sh);
 }
 

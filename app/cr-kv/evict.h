@@ -69,6 +69,9 @@ struct kv_evict {
 /* On the shard's lcore, at its start and stop. */
 void kv_evict_init(struct kv_shard *sh);
 void kv_evict_fini(struct kv_shard *sh);
+/* The shard leaves this lcore, or arrives on it (shardmove.c). */
+void kv_evict_give(struct kv_shard *sh);
+void kv_evict_adopt(struct kv_shard *sh);
 /* After a batch of commands ran on @p sh (and at its tick): a pass, if one is due. */
 void kv_evict_kick(struct kv_shard *sh);
 /* Must a write that may grow memory get -OOM now? (any lcore) */

@@ -4,8 +4,10 @@
  * that travel to the lcore owning a key and back, reply buffers and the command table.
  *
  * Routing. A key belongs to shard kv_owner(hash) of its keyed hash (of its hash tag, the
- * bytes between '{' and '}', if it has one: key_shard()); shard i is served by lcore
- * kv.shard_lcore[i]. A command is parsed on the client's lcore. If it touches only keys
+ * bytes between '{' and '}', if it has one: key_shard()); shard i's home is lcore
+ * kv.shard_lcore[i], which runs it unless it is retired: each lcore routes a shard's parts
+ * to the lcore its view says owns it (kv_route(), shardmove.c, which moves shards across
+ * resizes). A command is parsed on the client's lcore. If it touches only keys
  * of that lcore's shard and nothing is waiting to be answered on the connection, it runs
  * at once and its reply is appended to the lcore's batch buffer (no copy, no message).
  * Otherwise it becomes a request (struct kreq) queued on the connection: its arguments
@@ -46,6 +48,7 @@
 #include "evict.h"
 #include "slowlog.h"
 #include "pubsub.h"
+#include "shardmove.h"
 
 #define KV_VERSION "7.0.15"
 
@@ -483,9 +486,24 @@ void kv_info_cluster(struct rbuf *b);
 struct kreq;
 struct kbatch;
 
-/* Per lcore, touched only by its lcore (rule 1) except the atomics noted. */
+/*
+ * Per lcore: its clients' side (touched only by its lcore, rule 1, except the atomics
+ * noted) and its home shard, index == the lcore's position in the table. The shard's side
+ * (store, mem, tx's lock table and queue, bw, expiry and lazy-free duties, hits, misses,
+ * rng) is touched by the lcore that *owns* the shard, which is its home lcore except while
+ * the home lcore is retired or starting again (shardmove.c moves it). The struct itself
+ * never moves: a shard's owner reaches it as kv_shard_at(index).
+ */
 struct kv_shard {
 	unsigned lcore, index;
+	/* The lcore owning this shard now (CR_LCORE_NONE between its give and its adopt):
+	 * written by the owner, read by deferred tasks to see whether the shard is still
+	 * theirs (kv_shard_owned()). */
+	_Atomic unsigned owner;
+	bool shard_ready;    /* the shard's side was set up (its home's first start) */
+	uint64_t oepoch;     /* this lcore's incarnation, as the origin of parts */
+	uint64_t crng;	     /* the clients' side's random numbers (RANDOMKEY's pick) */
+	struct cr_timer lcore_tick; /* the clients' side's 100 ms tick (climem, outq) */
 	bool closing; /* its lcore retires or shuts down: a blocking command does not wait */
 	struct cr_timer closing_timer; /* then: clients not at a boundary after the grace go */
 	struct kv_store *store;
@@ -495,6 +513,8 @@ struct kv_shard {
 	uint32_t args_cap;
 	/* Parts queued for each other shard, sent as one batch (xshard.c). */
 	struct kpart *outq_head[CR_MAX_LCORES], **outq_tail[CR_MAX_LCORES];
+	/* PUBLISH and PUBSUB parts for other lcores a full mailbox refused (xshard.c) */
+	struct kpart *lparts_head, **lparts_tail;
 	unsigned outq_n[CR_MAX_LCORES];
 	bool outq_armed;	    /* an outq_task() is deferred or timed */
 	struct cr_timer outq_timer; /* its fallback when cr_defer() is full */
@@ -688,6 +708,7 @@ struct kv_global {
 	unsigned port;
 	int tel_cmds, tel_remote, tel_proto, tel_qbuf, tel_rejected, tel_expired;
 	int tel_moved, tel_reblocked, tel_psfwd;
+	int tel_moved_out, tel_moved_in; /* shards (shardmove.c) */
 };
 
 extern struct kv_global kv;
@@ -702,6 +723,30 @@ static inline struct kv_shard *
 kv_here(void)
 {
 	return kv.shards[cr_lcore_id()];
+}
+
+/* Shard @p s's struct (on its home lcore's record), wherever it runs now. */
+static inline struct kv_shard *
+kv_shard_at(unsigned s)
+{
+	return kv.shards[kv.shard_lcore[s]];
+}
+
+/* Does @p sh's lcore (the caller) own its home shard now, with nothing of it held: may a
+ * command for it run at once there (the fast path)? */
+static inline bool
+kv_home_here(const struct kv_shard *sh)
+{
+	return kv_route_here(sh->index);
+}
+
+/* Does the calling lcore own @p sh now? */
+static inline bool
+kv_shard_owned(struct kv_shard *sh)
+{
+	/* relaxed: only the owner writes it, and a shard changes owner by message (the
+	 * give happens-before the adopt); a stale lcore reads a value that is not its own */
+	return atomic_load_explicit(&sh->owner, memory_order_relaxed) == cr_lcore_id();
 }
 
 /* WATCH's version of the slot of key hash @p h is bumped: a key there was written. */
@@ -967,6 +1012,8 @@ struct kv_entry *kv_obj_install(struct kv_ctx *x, const struct kv_arg *k, struct
 /* lazyfree.c: free queued values a bounded step per turn (call after writes) */
 void kv_lazy_kick(struct kv_shard *sh);
 void kv_lazy_init(struct kv_shard *sh);
+void kv_lazy_give(struct kv_shard *sh);	 /* the shard leaves this lcore */
+void kv_lazy_adopt(struct kv_shard *sh); /* ... arrives on it */
 void kv_lazy_fini(struct kv_shard *sh);
 
 /* conn.c: lib/net events; shard.c: start and stop; kv.c */

@@ -31,13 +31,18 @@ static void
 lazy_task(void *arg)
 {
 	struct kv_shard *sh = arg;
+	struct kv_mem *prev;
 	bool more;
 
+	if (!kv_shard_owned(sh))
+		return; /* deferred before the shard moved away: its new owner frees them */
+	prev = kv_mem_swap(&sh->mem);
 	sh->lazy_armed = false;
 	more = kv_store_lazy_step(sh->store, LAZY_BUDGET);
 	kv_mem_settle(); /* merge this step's freed blocks now, a step's worth at a time */
 	if (more)
 		arm(sh);
+	kv_mem_swap(prev);
 }
 
 void
@@ -51,6 +56,21 @@ void
 kv_lazy_init(struct kv_shard *sh)
 {
 	cr_timer_init(&sh->lazy_timer, lazy_timer, sh);
+}
+
+/* The shard leaves this lcore: a lazy_task() already deferred here does nothing. */
+void
+kv_lazy_give(struct kv_shard *sh)
+{
+	cr_timer_stop(&sh->lazy_timer);
+	sh->lazy_armed = false;
+}
+
+void
+kv_lazy_adopt(struct kv_shard *sh)
+{
+	cr_timer_init(&sh->lazy_timer, lazy_timer, sh);
+	kv_lazy_kick(sh);
 }
 
 void

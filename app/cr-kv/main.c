@@ -49,33 +49,31 @@ lcore_stop(unsigned lcore, void *arg)
 }
 
 /* A shutdown: the clients blocked here get their answer (the null reply) before they
- * are closed; the scripts running here stop (see kv_script_closing()). */
-static void
-closing_hook(unsigned lcore, bool shutdown)
-{
-	if (kv.shards[lcore] != NULL)
-		kv_clients_closing(kv.shards[lcore]);
-	kv_script_closing(lcore, shutdown);
-}
-
+ * are closed; no shard moves from now (each stays with its owner until it stops); the
+ * scripts running here stop (kv_script_closing()). */
 static void
 shutdown_hook(unsigned lcore, void *arg)
 {
 	(void)arg;
-	closing_hook(lcore, true);
+	kv_script_closing(lcore, true);
+	if (kv.shards[lcore] == NULL)
+		return;
+	kv_clients_closing(kv.shards[lcore]);
+	kv_move_shutdown(lcore);
 }
 
+/* The shards this lcore owns go to lcores that stay (shardmove.c); it stays until they
+ * have. Its clients are closed at their boundary, as in a shutdown; its scripts that did
+ * not write stop (kv_script_closing()). */
 static void
 retire_hook(unsigned lcore, void *arg)
 {
 	(void)arg;
-	closing_hook(lcore, false);
-	/* The shard's keys stay with this lcore: while it is offline they cannot be
-	 * reached (requests for them fail). See doc/guides/kv.md. */
-	fprintf(stderr,
-		"cr-kv: lcore %u retires: the keys of its shard are unavailable until it "
-		"starts again\n",
-		lcore);
+	kv_script_closing(lcore, false);
+	if (kv.shards[lcore] == NULL)
+		return;
+	kv_clients_closing(kv.shards[lcore]);
+	kv_move_retire(lcore);
 }
 
 static int
@@ -98,6 +96,8 @@ shards_create(void)
 		sh->lcore = id;
 		sh->index = i;
 		sh->rng = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(id + 1) * 0xBF58476D1CE4E5B9ULL;
+		sh->crng = sh->rng ^ 0x94D049BB133111EBULL;
+		atomic_store_explicit(&sh->owner, id, memory_order_relaxed); /* before start */
 		sh->args_cap = 16;
 		sh->args = malloc(sizeof(*sh->args) * sh->args_cap);
 		sh->store = kv_store_create();
@@ -105,6 +105,7 @@ shards_create(void)
 			return -ENOMEM;
 		rb_init(&sh->batch, NULL, 0);
 	}
+	kv_move_init(kv.nshards, kv.shard_lcore, t->main_lcore);
 	return 0;
 }
 
@@ -218,9 +219,18 @@ telemetry_counters(void)
 	kv.tel_psfwd = cr_telemetry_counter_register(
 	    "kv_pubsub_forwarded", CR_TELEMETRY_COUNTER,
 	    "messages delivered here for a subscriber that had moved away, forwarded to it");
+	kv.tel_moved_out = cr_telemetry_counter_register_prom(
+	    "kv_shards_moved_out", CR_TELEMETRY_COUNTER,
+	    "Shards handed from this lcore to another (a retire, or a hand-back).",
+	    &(struct cr_telemetry_prom){"kv_shards_moved_out"});
+	kv.tel_moved_in = cr_telemetry_counter_register_prom(
+	    "kv_shards_moved_in", CR_TELEMETRY_COUNTER,
+	    "Shards this lcore took over from another (a retire, or a hand-back).",
+	    &(struct cr_telemetry_prom){"kv_shards_moved_in"});
 	if (kv.tel_cmds < 0 || kv.tel_remote < 0 || kv.tel_proto < 0 || kv.tel_qbuf < 0 ||
 	    kv.tel_rejected < 0 || kv.tel_expired < 0 || kv.tel_moved < 0 ||
-	    kv.tel_reblocked < 0 || kv.tel_psfwd < 0)
+	    kv.tel_reblocked < 0 || kv.tel_psfwd < 0 || kv.tel_moved_out < 0 ||
+	    kv.tel_moved_in < 0)
 		return cr_app_errorf(-ENOSPC, "telemetry counters: %s", cr_strerror(-ENOSPC));
 	rc = kv_metrics_register();
 	if (rc != 0)

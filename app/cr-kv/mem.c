@@ -10,13 +10,22 @@
 /* glibc: an in-use chunk is its usable size plus the size word before it. */
 #define CHUNK_HEADER 8u
 
-static struct kv_mem unbound;
-static __thread struct kv_mem *cur = &unbound;
+/* NULL: charged to nobody (a thread with no shard bound). */
+static __thread struct kv_mem *cur;
 
 void
 kv_mem_bind(struct kv_mem *m)
 {
-	cur = m != NULL ? m : &unbound;
+	cur = m;
+}
+
+struct kv_mem *
+kv_mem_swap(struct kv_mem *m)
+{
+	struct kv_mem *prev = cur;
+
+	kv_mem_bind(m);
+	return prev;
 }
 
 /* Non-const: gcc takes a const pointer argument for a read of what a fresh, uninitialised
@@ -42,7 +51,11 @@ kv_mem_usable(const void *p)
 static void
 charge(int64_t n)
 {
-	int64_t u = atomic_load_explicit(&cur->used, memory_order_relaxed);
+	int64_t u;
+
+	if (cur == NULL)
+		return;
+	u = atomic_load_explicit(&cur->used, memory_order_relaxed);
 
 	/* relaxed: the bound thread is the only writer; readers want a recent figure only */
 	atomic_store_explicit(&cur->used, u + n, memory_order_relaxed);

@@ -6,9 +6,12 @@
  * bound to the calling thread: each lcore binds its shard's at start (kv_mem_bind()), so
  * a shard's figure is exact without a walk and costs one relaxed store per allocation.
  *
- * Blocks are allocated and freed on the same thread (a shard's memory never crosses
- * lcores: what travels between shards is copied into plain malloc() buffers and
- * rebuilt by the receiving shard), so each counter has a single writer.
+ * A counter belongs to its shard, not to an lcore: the lcore that owns the shard binds it
+ * while it runs the shard's work (its home shard's by default, an adopted one's with
+ * kv_mem_swap() around that shard's parts and duties). A shard has one owner at a time
+ * and changes owner by message, so each counter has a single writer at a time. Blocks a
+ * shard allocated on one lcore may be freed on another after the shard moved (glibc's
+ * free() takes them from any thread); what travels between shards is copied.
  */
 #ifndef CR_KV_MEM_H
 #define CR_KV_MEM_H
@@ -23,6 +26,9 @@ struct kv_mem {
 
 /* Charge this thread's kv_malloc()s to @p m (NULL: to a counter nobody reads). */
 void kv_mem_bind(struct kv_mem *m);
+/* ... and return what was bound, to bind back: an lcore running a shard other than its
+ * home one (an adopted shard, shardmove.c) charges that shard's counter meanwhile. */
+struct kv_mem *kv_mem_swap(struct kv_mem *m);
 
 void *kv_malloc(size_t n);
 void *kv_calloc(size_t n, size_t size);

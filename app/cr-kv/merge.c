@@ -129,7 +129,7 @@ kv_merge_parts(struct kreq *kr, struct kpart *parts, uint32_t nparts, struct rbu
 			rb_null(out);
 			break;
 		}
-		pick = (uint32_t)(kv_rand(&sh->rng) % have);
+		pick = (uint32_t)(kv_rand(&sh->crng) % have);
 		for (i = 0; i < nparts; i++) {
 			if (parts[i].out.p[1] == '-')
 				continue;

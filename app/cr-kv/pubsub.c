@@ -98,6 +98,15 @@ ps_here(struct kv_shard *sh)
 	return sh->ps;
 }
 
+/* A PUBLISH or PUBSUB part runs on each shard's owner for that lcore's subscribers: the
+ * part of a shard its home lcore does not run now (it moved, shardmove.c) reaches no one
+ * (the owner's own part reaches its subscribers once). */
+static struct kv_psshard *
+ps_part(struct kv_ctx *x)
+{
+	return x->sh == kv_here() ? x->sh->ps : NULL;
+}
+
 int
 kv_ps_init(struct kv_shard *sh)
 {
@@ -618,7 +627,7 @@ deliver_all(struct kv_psshard *ps, struct ps_chan *c, const struct ps_chan *pat,
 /* PUBLISH channel message, on each shard: its lcore's subscribers; answers how many. */
 KV_CMD(publish)
 {
-	struct kv_psshard *ps = ps_here(x->sh);
+	struct kv_psshard *ps = ps_part(x);
 	const struct kv_arg *ch = &x->argv[1], *msg = &x->argv[2];
 	struct ps_chan *c, *p;
 	size_t n = 0;
@@ -629,6 +638,10 @@ KV_CMD(publish)
 	if (ps_cur.seq == 0) {
 		ps_cur.from = cr_lcore_id();
 		ps_cur.seq = kv_ps_next_seq();
+	}
+	if (ps == NULL) {
+		rb_int(x->out, 0); /* a moved shard's part: this lcore's own part delivers */
+		return;
 	}
 	if (ps_cur.seq > ps->seen[ps_cur.from])
 		ps->seen[ps_cur.from] = ps_cur.seq;
@@ -651,12 +664,12 @@ KV_CMD(publish)
 /* PUBSUB CHANNELS [pattern]: this shard's channels (with subscribers) matching it. */
 KV_CMD(pubsub_channels)
 {
-	struct kv_psshard *ps = ps_here(x->sh);
+	struct kv_psshard *ps = ps_part(x);
 	size_t at = kv_array_begin(x->out), i;
 	long long n = 0;
 	struct ps_chan *c;
 
-	for (i = 0; i <= ps->mask; i++)
+	for (i = 0; ps != NULL && i <= ps->mask; i++)
 		for (c = ps->tab[i]; c != NULL; c = c->hnext) {
 			if (c->nsubs == 0 ||
 			    (x->argc > 2 &&
@@ -684,13 +697,14 @@ precheck_pubsub_channels(struct kv_ctx *x)
 /* PUBSUB NUMSUB channel...: this shard's counts, one integer per channel. */
 KV_CMD(pubsub_numsub)
 {
-	struct kv_psshard *ps = ps_here(x->sh);
+	struct kv_psshard *ps = ps_part(x);
 	uint32_t i;
 
 	rb_array(x->out, x->argc - 2);
 	for (i = 2; i < x->argc; i++) {
 		const struct kv_arg *a = &x->argv[i];
-		struct ps_chan *c = *chan_slot(ps, a->p, a->len, kv_hash(a->p, a->len));
+		struct ps_chan *c =
+		    ps == NULL ? NULL : *chan_slot(ps, a->p, a->len, kv_hash(a->p, a->len));
 
 		rb_int(x->out, c != NULL ? (long long)c->nsubs : 0);
 	}
@@ -699,12 +713,12 @@ KV_CMD(pubsub_numsub)
 /* PUBSUB NUMPAT: this shard's patterns (with subscribers), counted once over all. */
 KV_CMD(pubsub_numpat)
 {
-	struct kv_psshard *ps = ps_here(x->sh);
+	struct kv_psshard *ps = ps_part(x);
 	size_t at = kv_array_begin(x->out);
 	long long n = 0;
 	struct ps_chan *p;
 
-	for (p = ps->pats; p != NULL; p = p->hnext)
+	for (p = ps != NULL ? ps->pats : NULL; p != NULL; p = p->hnext)
 		if (p->nsubs != 0) {
 			rb_bulk(x->out, p->name, p->len);
 			n++;

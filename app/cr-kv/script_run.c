@@ -643,10 +643,11 @@ kv_script_call(lua_State *L)
 			return push_err(L, err, raise);
 		}
 	s = nk < 0 ? -2 : keys_shard(cmd, argv, (uint32_t)argc, idx, nk);
-	/* Will it answer at once, or must the script wait (and so yield)? */
+	/* Will it answer at once (a shard this lcore runs now: not merely its home, which may
+	 * be moving or away), or must the script wait (and so yield)? */
 	if (((cmd->route == KV_ROUTE_ALL && kv.nshards > 1) ||
 	     (cmd->route != KV_ROUTE_LOCAL && cmd->route != KV_ROUTE_ALL && s != -2 &&
-	      s != (int)r->kr->kc->sh->index)) &&
+	      (s < 0 || !kv_route_here((unsigned)s)))) &&
 	    v->can_probe && !kv_lua_can_yield(v, L, r->co)) {
 		free(base);
 		return push_err(L,

@@ -296,6 +296,11 @@ KV_CMD(slowlog_get)
 	struct kv_slowentry *e;
 	uint32_t j;
 
+	if (x->sh != kv_here()) {
+		/* A moved shard's part: the log is its home lcore's, not here (shardmove.c) */
+		rb_array(x->out, 0);
+		return;
+	}
 	trim(l);
 	for (e = l->newest; e != NULL && n < want; e = e->older)
 		n++;
@@ -315,6 +320,10 @@ KV_CMD(slowlog_get)
 
 KV_CMD(slowlog_len)
 {
+	if (x->sh != kv_here()) {
+		rb_int(x->out, 0); /* as SLOWLOG GET's */
+		return;
+	}
 	trim(&x->sh->slowlog);
 	rb_int(x->out, (long long)x->sh->slowlog.n);
 }
@@ -323,7 +332,8 @@ KV_CMD(slowlog_reset)
 {
 	/* Every entry made so far is gone, an offline lcore's too */
 	raise_floor(atomic_load_explicit(&next_id, memory_order_relaxed));
-	kv_slowlog_fini(&x->sh->slowlog);
+	if (x->sh == kv_here())
+		kv_slowlog_fini(&x->sh->slowlog);
 	rb_ok(x->out);
 }
 

@@ -48,7 +48,7 @@ late_recv(void *arg)
 	struct kv_shard *sh = kv_here();
 	struct kpart *p = m->token;
 
-	if (m->epoch != sh->tx.epoch) {
+	if (m->epoch != sh->oepoch) {
 		/* Meant for an earlier incarnation of this lcore: its part is gone. */
 		kv_tx_release(m->from, m->hold, m->hold_epoch, &m->rel);
 		late_free(m);
@@ -101,10 +101,15 @@ static void
 late_task(void *arg)
 {
 	struct kv_shard *sh = arg;
+	struct kv_mem *prev;
 
+	if (!kv_shard_owned(sh))
+		return; /* deferred before the shard moved away: its new owner sends them */
+	prev = kv_mem_swap(&sh->mem);
 	sh->tx.late_armed = false;
 	cr_timer_stop(&sh->tx.late_timer);
 	late_flush(sh, false);
+	kv_mem_swap(prev);
 }
 
 /* Send the queued answers, in order; a full mailbox keeps the rest for later. Answers
@@ -117,7 +122,7 @@ late_flush(struct kv_shard *sh, bool stopping)
 
 	while ((m = sh->tx.late_head) != NULL) {
 		struct kv_late *next = m->next;
-		bool local = m->to == sh->index;
+		bool local = m->to == kv_here()->index; /* the origin is this lcore */
 		int rc = 0;
 
 		/* Read everything of m before it is sent: once accepted, the origin owns it
@@ -172,8 +177,8 @@ late_queue(struct kv_shard *sh, struct kv_late *m)
 }
 
 int
-kv_tx_late_ran(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch,
-	       void *hold, const char *reply, size_t len, uint64_t run_ns)
+kv_tx_late_ran(struct kv_shard *sh, unsigned to, struct kpart *token, uint64_t epoch, void *hold,
+	       const char *reply, size_t len, uint64_t run_ns)
 {
 	struct kv_late *m = late_new(sh, to, token, epoch, reply, len);
 
@@ -259,4 +264,20 @@ kv_tx_late_fini(struct kv_shard *sh)
 		late_free(m);
 	}
 	sh->tx.late_tail = &sh->tx.late_head;
+}
+
+void
+kv_tx_late_give(struct kv_shard *sh)
+{
+	/* A late_task() already deferred here finds the shard gone and does nothing. */
+	cr_timer_stop(&sh->tx.late_timer);
+	sh->tx.late_armed = false;
+}
+
+void
+kv_tx_late_adopt(struct kv_shard *sh)
+{
+	cr_timer_init(&sh->tx.late_timer, late_timer, sh);
+	if (sh->tx.late_head != NULL)
+		late_arm(sh);
 }

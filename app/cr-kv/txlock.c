@@ -377,8 +377,8 @@ kv_wv_touch_cmd(struct kv_shard *sh, const struct kv_cmd *cmd, uint32_t argc,
  * @return true if the command waits on this shard (a blocking pop): its answer comes
  * later. */
 static bool
-run_at(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc,
-       const struct kv_arg *argv, struct rbuf *out, struct kv_from *from, int64_t now_ms)
+run_at(struct kv_shard *sh, void (*fn)(struct kv_ctx *x), uint32_t argc, const struct kv_arg *argv,
+       struct rbuf *out, struct kv_from *from, int64_t now_ms)
 {
 	struct kv_ctx x = {
 	    .sh = sh,
@@ -595,13 +595,17 @@ drain(struct kv_shard *sh)
 		} else if (w->lock) {
 			late_send(sh, w, h, &out, 0);
 		} else {
-			struct kv_from from = {
-			    .token = w->token, .origin = w->origin, .epoch = w->epoch, .fn = w->fn};
+			/* nowait: its client stopped waiting; it answers as at its timeout. */
+			struct kv_from from = {.token = w->token,
+					       .origin = w->origin,
+					       .epoch = w->epoch,
+					       .fn = w->fn,
+					       .expired = w->nowait};
 
 			if (w->ps_seq != 0)
 				kv_ps_tag(w->ps_from, w->ps_seq);
 
-			if (!run(sh, w->fn, w->argc, wait_args(w), &out, w->nowait ? NULL : &from))
+			if (!run(sh, w->fn, w->argc, wait_args(w), &out, &from))
 				late_send(sh, w, h, &out, cr_clock_ns() - t0);
 			if (w->needs.excl)
 				touch_needs(sh, &w->needs);
@@ -659,10 +663,13 @@ static void
 release_recv(void *arg)
 {
 	struct kv_release *r = arg;
-	struct kv_shard *sh = kv_here();
+	struct kv_shard *sh = kv_shard_at(r->shard);
+	struct kv_mem *prev = kv_mem_swap(&sh->mem);
 
+	/* The shard is ours: a release is sent only to its owner, held while it moves. */
 	if (r->epoch == sh->tx.epoch)
 		kv_tx_release_here(sh, r->hold);
+	kv_mem_swap(prev);
 	free(r);
 }
 
@@ -700,8 +707,20 @@ rel_flush(struct kv_shard *sh)
 
 	while ((r = sh->tx.rel_head) != NULL) {
 		struct kv_release *next = r->next;
-		int rc = cr_send(kv.shard_lcore[r->shard], release_recv, r);
+		unsigned to;
+		int rc = kv_route(r->shard, &to);
 
+		if (rc == 0 && to == cr_lcore_id()) {
+			/* It moved here meanwhile. */
+			sh->tx.rel_head = next;
+			if (next == NULL)
+				sh->tx.rel_tail = &sh->tx.rel_head;
+			release_recv(r);
+			kv_tx_await(sh, -1);
+			continue;
+		}
+		if (rc == 0)
+			rc = cr_send(to, release_recv, r);
 		if (rc == -EAGAIN)
 			return false;
 		/* Accepted: the target owns r now. Refused otherwise (-ESHUTDOWN): that shard
@@ -730,19 +749,14 @@ rel_task(void *arg)
 void
 kv_tx_release(unsigned shard, void *hold, uint64_t epoch, struct kv_release **rel)
 {
-	struct kv_shard *target = kv.shards[kv.shard_lcore[shard]], *here = kv_here();
+	struct kv_shard *here = kv_here();
 	struct kv_release *r = *rel;
+	unsigned to = 0;
 	int rc;
 
 	if (hold == NULL)
 		return;
 	*rel = NULL;
-	if (target == here) {
-		free(r);
-		if (epoch == target->tx.epoch)
-			kv_tx_release_here(target, hold);
-		return;
-	}
 	if (r == NULL) {
 		/* Broken invariant: every hold is asked for with its release made. */
 		CR_LOG(txlock_log, ERR, "a hold on shard %u without its release", shard);
@@ -752,8 +766,15 @@ kv_tx_release(unsigned shard, void *hold, uint64_t epoch, struct kv_release **re
 	r->shard = shard;
 	r->hold = hold;
 	r->epoch = epoch; /* the incarnation that granted it: a later one ignores it */
-	/* Behind releases already refused: a full mailbox keeps them all, in order. */
-	rc = here->tx.rel_head == NULL ? cr_send(kv.shard_lcore[shard], release_recv, r) : -EAGAIN;
+	/* Behind releases already refused: a full mailbox (or a shard moving) keeps them
+	 * all, in order. */
+	rc = here->tx.rel_head == NULL ? kv_route(shard, &to) : -EAGAIN;
+	if (rc == 0 && to == cr_lcore_id()) {
+		release_recv(r);
+		return;
+	}
+	if (rc == 0)
+		rc = cr_send(to, release_recv, r);
 	if (rc == 0)
 		return;
 	if (rc != -EAGAIN) {
@@ -774,12 +795,10 @@ kv_tx_shard_init(struct kv_shard *sh)
 	sh->tx.wq_tail = &sh->tx.wq_head;
 	sh->tx.held = sh->tx.excl_held = sh->tx.waiting = 0;
 	sh->tx.whole_shared = sh->tx.whole_excl = 0;
-	sh->tx.awaiting = sh->tx.serving = 0;
+	sh->tx.serving = 0;
 	sh->tx.holds = NULL;
-	sh->tx.rel_head = NULL;
-	sh->tx.rel_tail = &sh->tx.rel_head;
-	sh->tx.rel_armed = false;
-	cr_timer_init(&sh->tx.rel_timer, rel_timer, sh);
+	/* The shard's incarnation: once per process now (a shard moves, it does not stop
+	 * while the process runs); holds and WATCHes name it. */
 	sh->tx.epoch++;
 	if (sh->tx.wver == NULL)
 		sh->tx.wver = calloc(KV_WVER_SLOTS, sizeof(*sh->tx.wver));
@@ -789,6 +808,33 @@ kv_tx_shard_init(struct kv_shard *sh)
 	kv_store_pin(sh->store, pinned, sh);
 	kv_tx_late_init(sh);
 	return 0;
+}
+
+void
+kv_tx_origin_init(struct kv_shard *sh)
+{
+	sh->tx.awaiting = 0;
+	sh->tx.rel_head = NULL;
+	sh->tx.rel_tail = &sh->tx.rel_head;
+	sh->tx.rel_armed = false;
+	cr_timer_init(&sh->tx.rel_timer, rel_timer, sh);
+}
+
+void
+kv_tx_give(struct kv_shard *sh)
+{
+	kv_tx_late_give(sh);
+	if (sh->tx.serving != 0)
+		(void)cr_lease_release(&sh->tx.lease_serving);
+}
+
+void
+kv_tx_adopt(struct kv_shard *sh)
+{
+	/* What it serves keeps its new lcore, as it kept the old one (a shutdown waits). */
+	if (sh->tx.serving != 0)
+		(void)cr_lease_acquire(&sh->tx.lease_serving);
+	kv_tx_late_adopt(sh);
 }
 
 static void
@@ -804,19 +850,6 @@ kv_tx_shard_fini(struct kv_shard *sh)
 	unsigned budget = ~0u;
 
 	kv_tx_late_flush(sh);
-	/* Releases still refused: one more try, then they go with the shards that stop too
-	 * (an lcore that retires alone waits for them: each keeps its lease). */
-	cr_timer_stop(&sh->tx.rel_timer);
-	sh->tx.rel_armed = false;
-	if (!rel_flush(sh))
-		CR_LOG(txlock_log, WARNING, "stopping with lock releases a full mailbox refused");
-	while (sh->tx.rel_head != NULL) {
-		struct kv_release *r = sh->tx.rel_head;
-
-		sh->tx.rel_head = r->next;
-		free(r);
-	}
-	sh->tx.rel_tail = &sh->tx.rel_head;
 	/* What still waits gets an error, if its origin can hear it. */
 	while ((w = sh->tx.wq_head) != NULL) {
 		struct rbuf out;
@@ -846,5 +879,23 @@ kv_tx_shard_fini(struct kv_shard *sh)
 	free(sh->tx.wver);
 	sh->tx.wver = NULL;
 	(void)cr_lease_release(&sh->tx.lease_serving);
+}
+
+void
+kv_tx_origin_fini(struct kv_shard *sh)
+{
+	/* Releases still refused: one more try, then they go with the shards that stop too
+	 * (an lcore that retires alone waits for them: each keeps its lease). */
+	cr_timer_stop(&sh->tx.rel_timer);
+	sh->tx.rel_armed = false;
+	if (!rel_flush(sh))
+		CR_LOG(txlock_log, WARNING, "stopping with lock releases a full mailbox refused");
+	while (sh->tx.rel_head != NULL) {
+		struct kv_release *r = sh->tx.rel_head;
+
+		sh->tx.rel_head = r->next;
+		free(r);
+	}
+	sh->tx.rel_tail = &sh->tx.rel_head;
 	(void)cr_lease_release(&sh->tx.lease_origin);
 }

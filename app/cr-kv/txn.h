@@ -94,7 +94,8 @@ struct kv_txshard {
 	struct kv_release *rel_head, **rel_tail; /* releases a full mailbox refused */
 	bool rel_armed;
 	struct cr_timer rel_timer;
-	uint64_t epoch;	   /* bumped at each start of the shard */
+	uint64_t epoch;	   /* the shard's incarnation: set once per process (it moves,
+			    * it does not restart); origins use kv_shard.oepoch */
 	uint64_t awaiting; /* this lcore's parts parked elsewhere, and its transactions */
 	uint64_t serving;  /* holds and queued items this shard keeps for others */
 	struct cr_lease lease_origin, lease_serving;
@@ -109,9 +110,19 @@ enum { KP_PLAIN = 0, KP_TX_LOCK, KP_TX_HOP };
 #define KP_AWAITING 0x2u /* the origin saw the batch back and waits for that message */
 #define KP_EARLY    0x4u /* the message came before the batch did */
 
-/* @return 0 or -ENOMEM. */
+/* The shard's side, once per process (on its home lcore's first start): @return 0 or
+ * -ENOMEM. _fini when the lcore that owns it stops (a shutdown). */
 int kv_tx_shard_init(struct kv_shard *sh);
 void kv_tx_shard_fini(struct kv_shard *sh);
+/* The origin's side (releases on their way, what this lcore awaits), per incarnation. */
+void kv_tx_origin_init(struct kv_shard *sh);
+void kv_tx_origin_fini(struct kv_shard *sh);
+/* The shard leaves this lcore (its late-answer timer stops, its serving lease goes), or
+ * arrives on it (shardmove.c). */
+void kv_tx_give(struct kv_shard *sh);
+void kv_tx_adopt(struct kv_shard *sh);
+void kv_tx_late_give(struct kv_shard *sh);
+void kv_tx_late_adopt(struct kv_shard *sh);
 
 /*
  * Run part @p p on shard @p sh now, or queue it behind the locks it conflicts with (then

@@ -16,14 +16,18 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "cr_log.h"
 #include "cr_telemetry.h"
 #include "kv.h"
+
+CR_LOG_COMPONENT(xshard_log, "app.kv")
 
 struct kbatch {
 	struct cr_call call;
 	struct kbatch *next_free;
 	struct kpart *head;
 	unsigned n;
+	unsigned shard; /* every part's */
 };
 
 #define BATCH_MAX 256u
@@ -49,22 +53,38 @@ part_took(struct kpart *p)
 	p->run_ns = 0;
 }
 
-/* On the shard's lcore: prefetch every part's first key, then run (or queue, behind a
- * transaction's locks) each in order. */
+/* On the lcore owning shard @p s: prefetch every part's first key, then run (or queue,
+ * behind a transaction's locks) each in order, charging the shard's memory. */
+static void
+parts_run(unsigned s, struct kpart *head)
+{
+	struct kv_shard *sh = kv_shard_at(s);
+	struct kv_mem *prev;
+	struct kpart *p;
+
+	if (!kv_shard_owned(sh)) {
+		/* Broken invariant (shardmove.c I1): parts go to the owner only. */
+		CR_LOG(xshard_log, ERR, "parts for shard %u on lcore %u, which does not own it", s,
+		       cr_lcore_id());
+		abort();
+	}
+	prev = kv_mem_swap(&sh->mem);
+	for (p = head; p != NULL; p = p->next_out)
+		if (p->argc >= 2)
+			kv_prefetch_bucket(sh->store, kv_hash(p->argv[1].p, p->argv[1].len));
+	for (p = head; p != NULL; p = p->next_out)
+		(void)part_run(sh, p);
+	kv_lazy_kick(sh);
+	kv_evict_kick(sh);
+	kv_mem_swap(prev);
+}
+
 static void
 batch_run(void *arg)
 {
 	struct kbatch *b = arg;
-	struct kv_shard *sh = kv_here();
-	struct kpart *p;
 
-	for (p = b->head; p != NULL; p = p->next_out)
-		if (p->argc >= 2)
-			kv_prefetch_bucket(sh->store, kv_hash(p->argv[1].p, p->argv[1].len));
-	for (p = b->head; p != NULL; p = p->next_out)
-		(void)part_run(sh, p);
-	kv_lazy_kick(sh);
-	kv_evict_kick(sh);
+	parts_run(b->shard, b->head);
 }
 
 static void
@@ -123,13 +143,10 @@ batch_put(struct kv_shard *sh, struct kbatch *b)
 
 /* Back on the client's lcore: each part is answered, in order. */
 static void
-batch_done(void *arg)
+parts_done(struct kv_shard *sh, struct kpart *p)
 {
-	struct kbatch *b = arg;
-	struct kv_shard *sh = kv_here();
-	struct kpart *p = b->head, *next;
+	struct kpart *next;
 
-	batch_put(sh, b);
 	for (; p != NULL; p = next) {
 		next = p->next_out;
 		if (p->state & KP_PARKED) {
@@ -139,6 +156,17 @@ batch_done(void *arg)
 			part_answered(p);
 		}
 	}
+}
+
+static void
+batch_done(void *arg)
+{
+	struct kbatch *b = arg;
+	struct kv_shard *sh = kv_here();
+	struct kpart *head = b->head;
+
+	batch_put(sh, b);
+	parts_done(sh, head);
 }
 
 static void outq_task(void *arg);
@@ -162,13 +190,145 @@ outq_arm(struct kv_shard *sh)
 		cr_timer_start(&sh->outq_timer, 1);
 }
 
+/*
+ * PUBLISH and PUBSUB (KV_MERGE_PUBSUB) are per *lcore*: each part answers for the
+ * subscribers of the lcore that runs it (pubsub.c). So their parts go to the home lcore
+ * of their index, whichever lcore runs that shard now (shardmove.c), and run there
+ * without the shard (they name no key): a retiring lcore still hears the messages its
+ * moving subscribers wait for (psmove.c), and a restarted one before its shard is back.
+ * One FIFO path per pair of lcores keeps one publisher's messages in order.
+ */
+static bool
+lcore_scoped(const struct kreq *kr)
+{
+	return kr != NULL && kr->cmd != NULL && kr->cmd->merge == KV_MERGE_PUBSUB;
+}
+
+static void
+lpart_exec(struct kpart *p)
+{
+	struct kv_ctx x = {.sh = kv_here(),
+			   .argc = p->argc,
+			   .argv = p->argv,
+			   .out = &p->out,
+			   .now_ms = kv_now_ms()};
+	uint64_t t0 = cr_clock_ns();
+
+	if (p->ps_seq != 0)
+		kv_ps_tag(p->ps_from, p->ps_seq); /* a PUBLISH: its number (pubsub.c) */
+	p->fn(&x);
+	p->run_ns += cr_clock_ns() - t0;
+}
+
+static void
+lbatch_run(void *arg)
+{
+	struct kbatch *b = arg;
+
+	lpart_exec(b->head);
+}
+
+static void outq_arm(struct kv_shard *sh);
+
+/* Send @p p to its lcore. @return 0 sent; -EAGAIN refused by a full mailbox (or no
+ * memory: tried again); 1 its lcore is offline, its answer is in p->out (the caller
+ * answers it: never from inside kreq_launch()'s loop). */
+static int
+lpart_send(struct kv_shard *sh, struct kpart *p)
+{
+	struct kbatch *b = sh->free_batches;
+	int rc;
+
+	if (b != NULL)
+		sh->free_batches = b->next_free;
+	else if ((b = malloc(sizeof(*b))) == NULL)
+		return -EAGAIN;
+	p->next_out = NULL;
+	b->head = p;
+	b->n = 1;
+	b->shard = p->shard;
+	rc = cr_call(kv.shard_lcore[p->shard], &b->call, lbatch_run, b, batch_done, b);
+	if (rc == 0)
+		return 0;
+	batch_put(sh, b);
+	if (rc == -EAGAIN)
+		return -EAGAIN;
+	/* That lcore is offline: it has no subscriber, and counts nothing. */
+	rb_reset(&p->out);
+	rb_errorf(&p->out, "ERR the lcore of this part is offline (%s)", cr_strerror(rc));
+	return 1;
+}
+
+static void
+lparts_flush(struct kv_shard *sh)
+{
+	struct kpart *p;
+
+	while ((p = sh->lparts_head) != NULL) {
+		struct kpart *next = p->next_out;
+		int rc = lpart_send(sh, p);
+
+		if (rc == -EAGAIN) {
+			outq_arm(sh);
+			return;
+		}
+		sh->lparts_head = next;
+		if (next == NULL)
+			sh->lparts_tail = &sh->lparts_head;
+		if (rc == 1)
+			part_answered(p); /* may free p */
+	}
+}
+
+/* @return true if its answer is in at once (it ran here, or its lcore is offline): the
+ * caller answers it. */
+static bool
+lpart_launch(struct kv_shard *sh, struct kpart *p)
+{
+	int rc = -EAGAIN;
+
+	if (kv.shard_lcore[p->shard] == cr_lcore_id()) {
+		lpart_exec(p);
+		return true;
+	}
+	if (sh->lparts_head == NULL)
+		rc = lpart_send(sh, p);
+	if (rc == -EAGAIN) { /* behind what was refused before, in order */
+		p->next_out = NULL;
+		*sh->lparts_tail = p;
+		sh->lparts_tail = &p->next_out;
+		outq_arm(sh);
+	}
+	return rc == 1;
+}
+
+static void
+outq_clear(struct kv_shard *sh, unsigned t)
+{
+	sh->outq_head[t] = NULL;
+	sh->outq_tail[t] = &sh->outq_head[t];
+	sh->outq_n[t] = 0;
+}
+
 static void
 outq_send(struct kv_shard *sh, unsigned t)
 {
 	struct kbatch *b = sh->free_batches;
 	struct kpart *p, *next;
+	unsigned to;
 	int rc;
 
+	if (kv_route(t, &to) != 0)
+		return; /* the shard is moving: its RELEASE sends the queue (shardmove.c) */
+	if (to == cr_lcore_id()) {
+		/* It moved here while these waited: run them as its batch would have run,
+		 * all of them, then answer them all (an answer may issue more parts). */
+		p = sh->outq_head[t];
+		outq_clear(sh, t);
+		parts_run(t, p);
+		parts_done(sh, p);
+		return;
+	}
 	if (b != NULL) {
 		sh->free_batches = b->next_free;
 	} else {
@@ -180,20 +340,20 @@ outq_send(struct kv_shard *sh, unsigned t)
 	}
 	b->head = sh->outq_head[t];
 	b->n = sh->outq_n[t];
-	rc = cr_call(kv.shard_lcore[t], &b->call, batch_run, b, batch_done, b);
+	b->shard = t;
+	rc = cr_call(to, &b->call, batch_run, b, batch_done, b);
 	if (rc == -EAGAIN) {
 		batch_put(sh, b);
 		outq_arm(sh);
 		return;
 	}
-	sh->outq_head[t] = NULL;
-	sh->outq_tail[t] = &sh->outq_head[t];
-	sh->outq_n[t] = 0;
+	outq_clear(sh, t);
 	if (rc == 0) {
 		cr_telemetry_add(kv.tel_remote, b->n);
 		return;
 	}
-	/* The shard's lcore is gone (retired, or stopping): every part fails. */
+	/* The shard's lcore is gone (a shutdown: owners stay while they own): every part
+	 * fails. */
 	batch_put(sh, b);
 	for (p = b->head; p != NULL; p = next) {
 		next = p->next_out;
@@ -209,6 +369,7 @@ kv_outq_flush(struct kv_shard *sh)
 {
 	unsigned t;
 
+	lparts_flush(sh);
 	for (t = 0; t < kv.nshards; t++)
 		if (sh->outq_head[t] != NULL)
 			outq_send(sh, t);
@@ -239,22 +400,47 @@ outq_push(struct kv_shard *sh, struct kpart *p)
 static void
 prepare(struct kv_shard *sh, struct kpart *p)
 {
-	p->epoch = sh->tx.epoch;
+	p->epoch = sh->oepoch;
 	p->origin = sh->index;
 	p->state = 0;
 	p->ps_seq = 0;
+}
+
+/* Does a part for shard @p s run here now: this lcore owns it, and none of its parts
+ * queued before waits? */
+static bool
+runs_here(struct kv_shard *sh, unsigned s)
+{
+	return kv_route_here(s) && sh->outq_head[s] == NULL;
+}
+
+/* Run @p p on its shard, owned here. */
+static bool
+part_run_here(struct kpart *p)
+{
+	struct kv_shard *ts = kv_shard_at(p->shard);
+	struct kv_mem *prev = kv_mem_swap(&ts->mem);
+	bool answered = part_run(ts, p);
+
+	kv_mem_swap(prev);
+	return answered;
 }
 
 void
 kv_part_send(struct kv_shard *sh, struct kpart *p)
 {
 	prepare(sh, p);
-	if (p->shard != sh->index) {
+	if (lcore_scoped(p->kr)) {
+		if (lpart_launch(sh, p))
+			part_answered(p);
+		return;
+	}
+	if (!runs_here(sh, p->shard)) {
 		outq_push(sh, p);
 		outq_arm(sh); /* at the end of this turn, with whatever else is queued */
 		return;
 	}
-	if (part_run(sh, p)) {
+	if (part_run_here(p)) {
 		part_answered(p);
 	} else {
 		part_took(p);
@@ -284,11 +470,18 @@ kreq_launch(struct kreq *kr)
 			p->kind = KP_TX_HOP; /* EXEC holds the locks */
 		if (p->on_answer == NULL)
 			p->on_answer = kreq_part_done;
-		if (p->shard != sh->index) {
+		if (lcore_scoped(kr)) {
+			if (lpart_launch(sh, p)) {
+				part_took(p);
+				kr->left--;
+			}
+			continue;
+		}
+		if (!runs_here(sh, p->shard)) {
 			outq_push(sh, p);
 			continue;
 		}
-		answered = part_run(sh, p);
+		answered = part_run_here(p);
 		part_took(p);
 		if (answered)
 			kr->left--; /* counted here, completed below */
@@ -302,12 +495,24 @@ kreq_launch(struct kreq *kr)
 }
 
 void
+kv__move_flush(unsigned s, unsigned to)
+{
+	struct kv_shard *sh = kv_here();
+
+	(void)to; /* the view says where: the protocol set it before calling */
+	if (sh->outq_head[s] != NULL)
+		outq_send(sh, s);
+}
+
+void
 kv_xshard_init(struct kv_shard *sh)
 {
 	unsigned t;
 
 	for (t = 0; t < CR_MAX_LCORES; t++)
 		sh->outq_tail[t] = &sh->outq_head[t];
+	sh->lparts_head = NULL;
+	sh->lparts_tail = &sh->lparts_head;
 	cr_timer_init(&sh->outq_timer, outq_timer, sh);
 }
 

@@ -45,6 +45,13 @@ cr__send(unsigned lc, cr_msg_fn fn, void *arg)
 }
 _Thread_local struct cr__outbox *cr__send_out;
 static unsigned cur_lcore;
+/* Routing (shardmove.c): every shard at home, none moving. */
+int
+kv_route(unsigned s, unsigned *lcore)
+{
+	*lcore = kv.shard_lcore[s];
+	return 0;
+}
 unsigned
 cr_lcore_id(void)
 {
@@ -122,6 +129,7 @@ setup(void)
 		kv.shards[i] = &shards[i];
 		shards[i].index = i;
 		shards[i].lcore = i;
+		atomic_store_explicit(&shards[i].owner, i, memory_order_relaxed);
 	}
 	return 0;
 }

@@ -56,6 +56,12 @@ uint64_t cr_clock_ns(void) { return 0; }
 void kv_tx_late_init(struct kv_shard *sh) { (void)sh; }
 void kv_tx_late_flush(struct kv_shard *sh) { (void)sh; }
 void kv_tx_late_fini(struct kv_shard *sh) { (void)sh; }
+void kv_tx_late_give(struct kv_shard *sh) { (void)sh; }
+void kv_tx_late_adopt(struct kv_shard *sh) { (void)sh; }
+/* Routing (shardmove.c): every shard is the played lcore's, not moving. */
+static unsigned cur_lcore; /* the lcore the test plays */
+int kv_route(unsigned s, unsigned *lcore) { *lcore = kv.shard_lcore[s]; return 0; }
+bool kv_route_here(unsigned s) { return kv.shard_lcore[s] == cur_lcore; }
 bool kv_bw_pending(const struct kv_shard *sh) { (void)sh; return false; }
 void kv_bw_serve(struct kv_shard *sh) { (void)sh; }
 /* PUBLISH numbers: the part about to run's (kv_ps_tag()), taken by fn_pub. */
@@ -65,7 +71,6 @@ void kv_ps_tag(uint32_t from, uint64_t seq) { tag_from = from, tag_seq = seq; }
 void cmd_bw_watch(struct kv_ctx *x) { (void)x; }
 int cr_lease_acquire(struct cr_lease *l) { (void)l; return 0; }
 int cr_lease_release(struct cr_lease *l) { (void)l; return 0; }
-static unsigned cur_lcore; /* the lcore the test plays */
 unsigned cr_lcore_id(void) { return cur_lcore; }
 const char *cr_strerror(int e) { (void)e; return "stub"; }
 /* Messages: cr__send answers send_rc; an accepted one is kept for the test to deliver. */
@@ -210,6 +215,7 @@ setup(void)
 	kv.shards[0] = &shard;
 	memset(&shard, 0, sizeof(shard));
 	kv_mem_bind(&shard.mem);
+	kv_tx_origin_init(&shard);
 	return kv_tx_shard_init(&shard) == 0 ? 0 : -1;
 }
 
@@ -354,6 +360,7 @@ two_shards(void)
 	origin.index = 1;
 	kv_mem_bind(&origin.mem);
 	CU_ASSERT_EQUAL_FATAL(kv_tx_shard_init(&origin), 0);
+	kv_tx_origin_init(&origin);
 	nsent = ndeferred = ntimers = 0;
 	deferred_fn = NULL;
 	cur_lcore = 0;
