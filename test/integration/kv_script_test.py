@@ -25,8 +25,8 @@
   callback   a redis.call for another shard or a time slice inside a gsub/sort callback
              or a metamethod, under pcall or a coroutine: refused (not sent), the script
              goes on; the same nesting outside such a call waits for its answer.
-  lockfail   (two lcores) an EVAL whose locks cannot be taken (a shard's lcore retired)
-             answers, and the client's next command is answered.
+  lockfail   (two lcores) an EVAL over the shard of a retired lcore answers, and the
+             client's next command is answered.
   closing    a shutdown stops the running scripts (one that wrote too) and the process
              exits; (two lcores) a retire stops a script that did not write.
 
@@ -597,9 +597,11 @@ def t_callback(o):
 
 
 def t_lockfail(o):
-    """EVAL whose locks cannot all be taken (lcore 1, holding the second key's shard,
-    retired): the client gets an answer and its next command is answered (it was
-    never: the script's hold on the connection was not released)."""
+    """EVAL over a shard whose lcore retired: the client gets an answer and its next
+    command is answered. Before shards moved on retire, the locks could not be taken
+    there and the next command was never answered (the script's hold on the connection
+    was not released); now the shard is served elsewhere and this checks the EVALs
+    work. The failure itself is txn_ut's (a shard that cannot be reached)."""
     need_two(o)
     import tempfile
     d = tempfile.mkdtemp(prefix="kvscript.")
