@@ -690,6 +690,21 @@ def t_closing(o):
     else:
         raise Failure("lcore 1 not OFFLINE 10 s after its retire")
     check(c.cmd("PING") == b"+PONG\r\n", "the client goes on (moved)")
+    # started again, the lcore runs scripts to their end (its closing state is gone)
+    kv_test.telemetry_cmd(tp, "/lcore/start,1")
+    t0 = time.time()
+    while time.time() - t0 < 10:
+        st = [x["state"] for x in kv_test.telemetry_cmd(tp, "/lcores")["/lcores"]
+              if x["lcore"] == 1]
+        if st and st[0] == "RUNNING":
+            break
+        time.sleep(0.05)
+    else:
+        raise Failure("lcore 1 not RUNNING 10 s after its start")
+    c1 = conn_on_lcore(o.kv.port, 1)
+    got = c1.cmd("EVAL", "redis.call('SET', KEYS[1], 'y') local i = 0"
+                 " while i < 3000000 do i = i + 1 end return i", "1", "c1")
+    check(got == b":3000000\r\n", "a script on the restarted lcore: %r" % got)
 
 
 TESTS = {
