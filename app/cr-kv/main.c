@@ -49,11 +49,13 @@ lcore_stop(unsigned lcore, void *arg)
 }
 
 /* A shutdown: the clients blocked here get their answer (the null reply) before they
- * are closed; no shard moves from now (each stays with its owner until it stops). */
+ * are closed; no shard moves from now (each stays with its owner until it stops); the
+ * scripts running here stop (kv_script_closing()). */
 static void
 shutdown_hook(unsigned lcore, void *arg)
 {
 	(void)arg;
+	kv_script_closing(lcore, true);
 	if (kv.shards[lcore] == NULL)
 		return;
 	kv_clients_closing(kv.shards[lcore]);
@@ -61,11 +63,13 @@ shutdown_hook(unsigned lcore, void *arg)
 }
 
 /* The shards this lcore owns go to lcores that stay (shardmove.c); it stays until they
- * have. Its clients are closed at their boundary, as in a shutdown. */
+ * have. Its clients are closed at their boundary, as in a shutdown; its scripts that did
+ * not write stop (kv_script_closing()). */
 static void
 retire_hook(unsigned lcore, void *arg)
 {
 	(void)arg;
+	kv_script_closing(lcore, false);
 	if (kv.shards[lcore] == NULL)
 		return;
 	kv_clients_closing(kv.shards[lcore]);

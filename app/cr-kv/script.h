@@ -74,10 +74,18 @@ void kv_script_eval(struct kreq *kr);
 /* The lcore's VM, made at first use (NULL: ENOMEM). */
 struct kv_lua *kv_lua_here(void);
 void kv_script_shard_fini(unsigned lcore);
+/* Lcore @p lcore starts closing (its shutdown or retire hook, on it): its running scripts
+ * stop at their next hook, with an error reply: at a shutdown all of them (as Redis's
+ * SHUTDOWN NOSAVE), at a retire those that did not write (one that wrote runs to its end,
+ * and the retire waits for it). */
+void kv_script_closing(unsigned lcore, bool shutdown);
 
 /* ---- script_lua.c: one lcore's VM ---- */
 
 struct kv_srun;
+
+/* Coroutines resuming coroutines, deepest first kept (Lua 5.1 stops at 200 C levels). */
+#define KV_LUA_NEST 256
 
 struct kv_lua {
 	lua_State *L;
@@ -88,6 +96,10 @@ struct kv_lua {
 	bool can_probe;	     /* kv_lua_can_yield() reads the VM's C-call depth */
 	bool our_yield;	     /* the coroutine's last yield was ours (see prelude) */
 	uint64_t rand48;     /* math.random's state (Redis's redisLrand48) */
+	/* The coroutines between the running one and the script's: nest[i] resumed
+	 * nested[i] (coroutine.resume, l_resume()); nest[0] is the script's coroutine. */
+	unsigned depth;
+	lua_State *nest[KV_LUA_NEST], *nested[KV_LUA_NEST];
 };
 
 struct kv_lua *kv_lua_new(void);
@@ -97,8 +109,11 @@ void kv_lua_free(struct kv_lua *v);
  * text in @p err). */
 int kv_lua_function(struct kv_lua *v, const char *sha, const char *body, size_t len,
 		    struct rbuf *err);
-/* Can @p co yield now (no C call of the VM between it and its resume)? */
-bool kv_lua_can_yield(struct kv_lua *v, lua_State *co);
+/* Can @p co yield now, and every coroutine that resumed it up to @p top (the script's,
+ * resumed by the lcore), in turn: no C call of the VM (a metamethod, a sort or gsub
+ * callback) between any of them and its resume? Before a yield that goes up to the lcore
+ * (a redis.call waiting, a time slice). */
+bool kv_lua_can_yield(struct kv_lua *v, lua_State *co, lua_State *top);
 /* Push RESP reply @p p (one complete reply) as Redis converts it to Lua. */
 void kv_lua_push_reply(lua_State *L, const char *p, size_t n);
 /* Append the Lua value at @p idx to @p out as Redis converts it to RESP2. */

@@ -9,7 +9,12 @@
  * one; the old table is retired, and freed once no lcore reads it: each reader announces
  * the table it reads in its lcore's hazard slot (and checks that it is still the current
  * one) for the few instructions of a lookup, and a table is freed only when no slot names
- * it. No lcore ever waits for another.
+ * it. The reader that clears the last slot naming a retired table frees it (or, when
+ * another lcore is reclaiming at that moment, the next lookup on any lcore does). No lcore
+ * ever waits for another.
+ *
+ * The generation (what an lcore's compiled scripts are valid under) is a counter of its
+ * own, bumped after the swap: reading it touches no table.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,12 +36,12 @@ struct sc_entry {
 
 struct sc_table {
 	_Atomic(struct sc_entry *) b[SC_BUCKETS];
-	uint64_t gen;
 	struct sc_table *retired_next; /* on the retired list (under retire_lock's CAS) */
 };
 
 static _Atomic(struct sc_table *) cur;
-static _Atomic uint64_t next_gen = 1;
+/* Bumped by every flush, after its swap of cur. */
+static _Atomic uint64_t generation = 1;
 /* Per lcore (and one for threads that are not lcores): the table it is reading. */
 static _Atomic(struct sc_table *) hazard[CR_MAX_LCORES + 1];
 /* Tables swapped out and not yet freed: a list owned by whoever holds the flag. */
@@ -79,11 +84,7 @@ bucket(const char *sha)
 static struct sc_table *
 table_new(void)
 {
-	struct sc_table *t = calloc(1, sizeof(*t));
-
-	if (t != NULL)
-		t->gen = atomic_fetch_add_explicit(&next_gen, 1, memory_order_relaxed);
-	return t;
+	return calloc(1, sizeof(struct sc_table));
 }
 
 static void
@@ -135,11 +136,18 @@ acquire(void)
 	}
 }
 
+static void reclaim(void);
+
 static void
 release(void)
 {
-	/* release: our reads of the table come before a reclaimer sees the slot empty */
-	atomic_store_explicit(&hazard[slot_here()], NULL, memory_order_release);
+	/* seq_cst: our reads of the table come before a reclaimer sees the slot empty; and
+	 * clearing it comes before we read the retired list, while a flush pushes on that list
+	 * before it reads the slots (seq_cst, kv_sc_flush()): either the flush sees the slot
+	 * empty and frees the table, or we see the table retired and reclaim it here. */
+	atomic_store_explicit(&hazard[slot_here()], NULL, memory_order_seq_cst);
+	if (atomic_load_explicit(&retired, memory_order_seq_cst) != NULL)
+		reclaim();
 }
 
 static struct sc_entry *
@@ -257,9 +265,9 @@ kv_sc_with(const char *sha, int (*fn)(void *arg, const char *body, size_t len), 
 uint64_t
 kv_sc_generation(void)
 {
-	struct sc_table *t = atomic_load_explicit(&cur, memory_order_acquire);
-
-	return t != NULL ? t->gen : 0;
+	/* acquire: pairs with the release bump in kv_sc_flush(): who sees the new generation
+	 * then looks up in the new table (it compiles nothing from the old one under it) */
+	return atomic_load_explicit(&generation, memory_order_acquire);
 }
 
 static bool
@@ -274,7 +282,7 @@ in_use(const struct sc_table *t)
 	return false;
 }
 
-/* Free the retired tables no lcore reads; keep the others for a later flush. */
+/* Free the retired tables no lcore reads; keep the others for a later release or flush. */
 static void
 reclaim(void)
 {
@@ -298,7 +306,7 @@ reclaim(void)
 		do
 			keep->retired_next = head;
 		while (!atomic_compare_exchange_weak_explicit(
-		    &retired, &head, keep, memory_order_acq_rel, memory_order_acquire));
+		    &retired, &head, keep, memory_order_seq_cst, memory_order_acquire));
 		keep = n;
 	}
 }
@@ -312,12 +320,15 @@ kv_sc_flush(void)
 		return -ENOMEM;
 	/* seq_cst: see acquire() */
 	old = atomic_exchange_explicit(&cur, n, memory_order_seq_cst);
+	/* release: after the swap (see kv_sc_generation()) */
+	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
 	if (old != NULL) {
 		head = atomic_load_explicit(&retired, memory_order_acquire);
 		do
 			old->retired_next = head;
+		/* seq_cst: before we read the slots; see release() */
 		while (!atomic_compare_exchange_weak_explicit(
-		    &retired, &head, old, memory_order_acq_rel, memory_order_acquire));
+		    &retired, &head, old, memory_order_seq_cst, memory_order_acquire));
 	}
 	reclaim();
 	return 0;

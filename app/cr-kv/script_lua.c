@@ -58,12 +58,60 @@ struct lua51_head {
 	lua_Hook hook;
 };
 
-bool
-kv_lua_can_yield(struct kv_lua *v, lua_State *co)
+static bool
+yieldable(lua_State *co)
 {
 	const struct lua51_head *h = (const void *)co;
 
-	return v->can_probe && h->nCcalls <= h->baseCcalls;
+	return h->nCcalls <= h->baseCcalls;
+}
+
+/* The prelude's pcall and coroutine.resume pass a yield up (see there): each coroutine
+ * between @p co and @p top yields in turn, and each must be able to, or the yield fails
+ * half-way, after the redis.call it waits for was sent. */
+bool
+kv_lua_can_yield(struct kv_lua *v, lua_State *co, lua_State *top)
+{
+	unsigned d = v->depth, i;
+
+	if (!v->can_probe || d > KV_LUA_NEST)
+		return false;
+	/* the entries past the one that resumed co are stale (a resume left by an error
+	 * that a raw pcall caught): skip them */
+	while (d > 0 && v->nested[d - 1] != co)
+		d--;
+	if (d == 0 && co != top)
+		return false; /* not resumed by the script's coroutines: cannot tell */
+	if (d > 0 && v->nest[0] != top)
+		return false;
+	if (!yieldable(co))
+		return false;
+	for (i = 0; i < d; i++)
+		if (!yieldable(v->nest[i]))
+			return false;
+	return true;
+}
+
+/* coroutine.resume, under the prelude's: notes who resumes whom for kv_lua_can_yield(). */
+static int
+l_resume(lua_State *L)
+{
+	struct kv_lua *v = lua_touserdata(L, lua_upvalueindex(1));
+	lua_CFunction resume = lua_tocfunction(L, lua_upvalueindex(2));
+	lua_State *co = lua_tothread(L, 1);
+	unsigned d = v->depth;
+	int n;
+
+	if (co == NULL)
+		return resume(L); /* its argument error */
+	if (d < KV_LUA_NEST) {
+		v->nest[d] = L;
+		v->nested[d] = co;
+	}
+	v->depth = d + 1; /* past KV_LUA_NEST: not recorded, and nothing under it yields */
+	n = resume(L);	  /* catches co's errors: it raises none but its own (ENOMEM) */
+	v->depth = d;
+	return n;
 }
 
 static int
@@ -876,6 +924,13 @@ setup(lua_State *L)
 	lua_pushlightuserdata(L, v);
 	lua_pushcclosure(L, math_randomseed, 1);
 	lua_setfield(L, -2, "randomseed");
+	lua_pop(L, 1);
+	/* coroutine.resume noting its nesting, which the prelude's closes over */
+	lua_getglobal(L, "coroutine");
+	lua_pushlightuserdata(L, v);
+	lua_getfield(L, -2, "resume");
+	lua_pushcclosure(L, l_resume, 2);
+	lua_setfield(L, -2, "resume");
 	lua_pop(L, 1);
 	/* the Lua part, with the C functions it closes over */
 	if (luaL_loadbuffer(L, prelude, sizeof(prelude) - 1, "=kv") != 0)

@@ -16,9 +16,10 @@
  * Past lua-time-limit the script is "busy": its lcore's other clients get -BUSY, and the
  * count hook (every 100,000 instructions) yields the coroutine for a time slice, so the
  * lcore goes round its loop between slices: it reads its sockets (a SCRIPT KILL sent to
- * it is parsed there as any command) and its mailbox. SCRIPT KILL, from any lcore, sets a
- * flag in the busy lcore's state word that the hook reads; a script that wrote is
- * unkillable, decided atomically in that same word.
+ * it is parsed there as any command) and its mailbox. SCRIPT KILL, from any lcore, counts
+ * a kill in the busy lcore's state word that the hook reads; a script that wrote is
+ * unkillable, decided atomically in that same word (script_state.h). A shutdown or a
+ * retire stops the lcore's scripts at their next hook (kv_script_closing()).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 #include <lua.h>
 
 #include "kv.h"
+#include "later.h"
 #include "script.h"
 #include "script_state.h"
 
@@ -39,8 +41,11 @@ const char kv_err_busy[] =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 
 /* Per lcore: its scripts' busy state (script_state.h). */
-static _Atomic uint32_t lstate[CR_MAX_LCORES];
+static _Atomic uint64_t lstate[CR_MAX_LCORES];
 static struct kv_lua *vms[CR_MAX_LCORES];
+/* Per lcore (its own): it is closing, and which of its scripts stop (kv_script_closing()). */
+enum { STOP_NONE, STOP_UNWRITTEN, STOP_ALL };
+static uint8_t closing[CR_MAX_LCORES];
 
 /* Script flags (Redis 7.0's shebang). */
 #define SF_NO_WRITES 0x1u
@@ -56,11 +61,13 @@ struct kv_srun {
 	uint32_t numkeys;
 	const struct kv_arg *keys;
 	bool ro, wrote, busy, killed, held, in_call, sub_done;
-	struct kreq *sub;  /* the redis.call under way */
-	lua_State *call_L; /* ... the coroutine that made it */
-	bool raise;	   /* ... redis.call (not pcall): an error reply raises */
-	int err_ref;	   /* an error to raise in call_L when it goes on (the hook) */
-	int keyset_ref;	   /* KEYS as a set, when there are many (declared()) */
+	struct kv_ss_script ss;	     /* its side of the lcore's busy state, while busy */
+	struct cr_timer slice_timer; /* a slice when the defer queue is full */
+	struct kreq *sub;	     /* the redis.call under way */
+	lua_State *call_L;	     /* ... the coroutine that made it */
+	bool raise;		     /* ... redis.call (not pcall): an error reply raises */
+	int err_ref;		     /* an error to raise in call_L when it goes on (the hook) */
+	int keyset_ref;		     /* KEYS as a set, when there are many (declared()) */
 	uint64_t start_ns;
 	int64_t now_ms;
 	struct rbuf out;
@@ -83,10 +90,24 @@ kv_lua_here(void)
 }
 
 void
+kv_script_closing(unsigned lcore, bool shutdown)
+{
+	uint8_t stop = shutdown ? STOP_ALL : STOP_UNWRITTEN;
+
+	if (stop > closing[lcore])
+		closing[lcore] = stop; /* the scripts' hooks read it (stopped()) */
+}
+
+void
 kv_script_shard_fini(unsigned lcore)
 {
 	kv_lua_free(vms[lcore]);
 	vms[lcore] = NULL;
+	/* every script of the lcore was freed (srun_free() ended its busy time): the next
+	 * incarnation starts from a clean word whatever a bug left there (relaxed: the lcore
+	 * is stopped; a SCRIPT KILL racing with it sees no busy script either way) */
+	atomic_store_explicit(&lstate[lcore], 0, memory_order_relaxed);
+	closing[lcore] = STOP_NONE; /* its next start */
 }
 
 bool
@@ -130,7 +151,7 @@ static void
 become_busy(struct kv_srun *r)
 {
 	r->busy = true;
-	kv_ss_busy_begin(&lstate[here()], r->wrote);
+	kv_ss_busy_begin(&lstate[here()], &r->ss, r->wrote);
 }
 
 static void
@@ -139,7 +160,16 @@ end_busy(struct kv_srun *r)
 	if (!r->busy)
 		return;
 	r->busy = false;
-	kv_ss_busy_end(&lstate[here()]);
+	kv_ss_busy_end(&lstate[here()], &r->ss);
+}
+
+/* Its lcore is closing and this script is to stop (kv_script_closing()). */
+static bool
+stopped(const struct kv_srun *r)
+{
+	uint8_t c = closing[here()];
+
+	return c == STOP_ALL || (c == STOP_UNWRITTEN && !r->wrote);
 }
 
 /* A script is about to write: from now on it cannot be killed, unless a kill came first.
@@ -147,8 +177,10 @@ end_busy(struct kv_srun *r)
 static bool
 note_write(struct kv_srun *r)
 {
+	if (stopped(r))
+		return false;
 	r->wrote = true;
-	return !r->busy || kv_ss_write(&lstate[here()]);
+	return !r->busy || kv_ss_write(&lstate[here()], &r->ss);
 }
 
 static int
@@ -156,7 +188,9 @@ raise_killed(lua_State *L)
 {
 	lua_newtable(L);
 	lua_pushstring(L, "err");
-	lua_pushstring(L, "ERR Script killed by user with SCRIPT KILL...");
+	lua_pushstring(L, closing[here()] != STOP_NONE
+			      ? "ERR cr-kv: script stopped: its lcore shuts down or retires"
+			      : "ERR Script killed by user with SCRIPT KILL...");
 	lua_rawset(L, -3);
 	return lua_error(L);
 }
@@ -183,7 +217,8 @@ kv_script_hook(lua_State *L, void *ar)
 		return;
 	}
 	/* acquire: pairs with SCRIPT KILL's CAS */
-	if (r->killed || (r->busy && !r->wrote && kv_ss_kill_asked(&lstate[here()]))) {
+	if (r->killed || stopped(r) ||
+	    (r->busy && !r->wrote && kv_ss_kill_asked(&lstate[here()], &r->ss))) {
 		/* Every line from now on raises, as Redis's hook does: pcall cannot save it
 		 * (the library's own Lua lines, pcall's, are not the script's: they go on) */
 		lua_Debug d;
@@ -202,7 +237,7 @@ kv_script_hook(lua_State *L, void *ar)
 	limit = atomic_load_explicit(&kv_lua_time_limit, memory_order_relaxed);
 	if (!r->busy && now - r->start_ns >= (uint64_t)(limit > 0 ? limit : 0) * 1000000ull)
 		become_busy(r);
-	if (r->busy && v->can_probe && kv_lua_can_yield(v, L)) {
+	if (r->busy && kv_lua_can_yield(v, L, r->co)) {
 		v->our_yield = true; /* a time slice: the lcore goes round its loop */
 		lua_yield(L, 0);
 	}
@@ -217,6 +252,9 @@ srun_free(void *arg)
 
 	if (r == NULL)
 		return;
+	end_busy(r); /* a script freed before it finished (its lcore stops) */
+	if (cr_timer_armed(&r->slice_timer))
+		cr_timer_stop(&r->slice_timer);
 	if (r->v != NULL) {
 		lua_State *L = r->v->L;
 
@@ -276,6 +314,13 @@ slice(void *arg)
 }
 
 static void
+slice_timer(struct cr_timer *t, void *arg)
+{
+	(void)t;
+	resume(arg, 0);
+}
+
+static void
 resume(struct kv_srun *r, int nargs)
 {
 	struct kv_lua *v = r->v;
@@ -284,6 +329,7 @@ resume(struct kv_srun *r, int nargs)
 	for (;;) {
 		v->cur = r;
 		v->our_yield = false;
+		v->depth = 0; /* r->co, resumed by the lcore */
 		st = lua_resume(r->co, nargs);
 		v->cur = NULL;
 		nargs = 0;
@@ -299,10 +345,10 @@ resume(struct kv_srun *r, int nargs)
 		v->our_yield = false;
 		if (r->sub != NULL)
 			return; /* a redis.call waits for another shard: call_done() resumes */
-		/* A time slice: the lcore goes round its loop, then this goes on. */
-		if (cr_defer(slice, r) == 0)
-			return;
-		r->killed = true; /* the lcore is closing: the script ends at its next hook */
+		/* A time slice: the lcore goes round its loop, then this goes on (in a tick
+		 * if its defer queue is full: a script that wrote must not be cut). */
+		kv_later(slice, r, &r->slice_timer);
+		return;
 	}
 	rb_reset(&r->out);
 	if (st == 0)
@@ -320,6 +366,7 @@ resume(struct kv_srun *r, int nargs)
 static void
 start(struct kv_srun *r)
 {
+	cr_timer_init(&r->slice_timer, slice_timer, r);
 	r->start_ns = cr_clock_ns();
 	r->now_ms = r->kr->now_ms != 0 ? r->kr->now_ms : kv_now_ms();
 	resume(r, 0);
@@ -601,7 +648,7 @@ kv_script_call(lua_State *L)
 	if (((cmd->route == KV_ROUTE_ALL && kv.nshards > 1) ||
 	     (cmd->route != KV_ROUTE_LOCAL && cmd->route != KV_ROUTE_ALL && s != -2 &&
 	      (s < 0 || !kv_route_here((unsigned)s)))) &&
-	    v->can_probe && !kv_lua_can_yield(v, L)) {
+	    v->can_probe && !kv_lua_can_yield(v, L, r->co)) {
 		free(base);
 		return push_err(L,
 				"ERR cr-kv: a redis.call for another shard cannot wait inside a "
@@ -877,21 +924,20 @@ kv_script_eval(struct kreq *kr)
 	}
 	push_strings(v->L, kr->argv + 3 + r->numkeys, kr->argc - 3 - r->numkeys);
 	r->argv_ref = luaL_ref(v->L, LUA_REGISTRYINDEX);
-	if (kr->on_done == NULL) {
-		/* A client's own EVAL: nothing of its later commands runs until it is done. */
-		r->held = true;
-		kr->kc->blocked++;
-	}
+	/* A client's own EVAL: nothing of its later commands runs until it is done. */
 	if (r->numkeys == 0) {
+		if (kr->on_done == NULL) {
+			r->held = true;
+			kr->kc->blocked++;
+		}
 		start(r);
 		return;
 	}
+	/* With keys, the transaction's own hold does it, kept to its end: kv_tx_finish()
+	 * releases it however the transaction ends, also when its locks could not be taken
+	 * (then r never runs, and finish() is not called). */
 	r->tx = kv_tx_new(kr); /* its state is now the transaction's, which owns r */
 	if (r->tx == NULL) {
-		if (r->held) {
-			r->held = false;
-			kv_unblock(kr->kc);
-		}
 		kr->state = NULL;
 		srun_free(r);
 		kr->final = &kr->reply;
@@ -900,6 +946,7 @@ kv_script_eval(struct kreq *kr)
 	}
 	r->tx->cmd = r;
 	r->tx->cmd_fini = srun_free;
+	r->tx->block_to_end = true;
 	rc = 0;
 	for (i = 0; i < r->numkeys && rc == 0; i++)
 		rc = kv_tx_key(r->tx, 3 + i, !r->ro);

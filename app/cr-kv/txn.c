@@ -121,7 +121,7 @@ all_locked(struct kv_tx *tx)
 	 * to a shard of these keys reaches it behind the locks and waits there, while the
 	 * steps below run as the locks' holder. (Unblocking first: the resumed parsing
 	 * cannot free this request, which is not done yet.) */
-	if (tx->blocked) {
+	if (tx->blocked && !tx->block_to_end) {
 		tx->blocked = false;
 		kv_unblock(tx->kr->kc);
 	}

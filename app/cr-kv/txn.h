@@ -203,6 +203,9 @@ struct kv_tx {
 	uint8_t whole[CR_MAX_LCORES]; /* per shard index: KV_WHOLE_* asked for, or 0 */
 	bool in_loop, failed, blocked, finished;
 	bool nested; /* a command inside EXEC: the EXEC holds its locks, it takes none */
+	/* the connection parses nothing further until the transaction ends, not only until
+	 * its locks are held (a script): released by kv_tx_finish(), however it ends */
+	bool block_to_end;
 	void *cmd; /* the command's own state */
 	void (*cmd_fini)(void *cmd);
 	/* private: what the parts point into */

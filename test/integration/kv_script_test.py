@@ -20,11 +20,22 @@
              it; a script that wrote answers -UNKILLABLE; NOTBUSY when none runs.
   flush      SCRIPT LOAD on one lcore is seen by EVALSHA on every lcore; SCRIPT FLUSH on
              one makes EVALSHA answer NOSCRIPT on every lcore.
+  kill_state (two lcores) what one busy script did does not stick to another of its
+             lcore: a writer that ended leaves the other killable.
+  callback   a redis.call for another shard or a time slice inside a gsub/sort callback
+             or a metamethod, under pcall or a coroutine: refused (not sent), the script
+             goes on; the same nesting outside such a call waits for its answer.
+  lockfail   (two lcores) an EVAL over the shard of a retired lcore answers, and the
+             client's next command is answered.
+  closing    a shutdown stops the running scripts (one that wrote too) and the process
+             exits; (two lcores) a retire stops a script that did not write.
 
 Exits 0 (pass), 1 (fail), 77 (skip). Every loop is bounded in count and time.
 """
 import os
 import random
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -496,6 +507,206 @@ def t_flush(o):
         cs[0].cmd("SCRIPT", "FLUSH")
 
 
+def need_two(o):
+    if o.lcores != 2:
+        log("SKIP: needs a second shard")
+        raise SystemExit(kv_test.SKIP)
+
+
+KILL_OK = b"+OK\r\n"
+NOTBUSY = b"-NOTBUSY No scripts in execution right now.\r\n"
+
+
+def t_kill_state(o):
+    """Two busy scripts on lcore 0: A writes and ends, B never wrote. SCRIPT KILL then
+    stops B (it answered UNKILLABLE for ever when A's write stuck to the lcore)."""
+    need_two(o)
+    o.restart(["--lua-time-limit", "200"])
+    a, b = conn_on_lcore(o.kv.port, 0), conn_on_lcore(o.kv.port, 0)
+    k = conn_on_lcore(o.kv.port, 1)
+    remote, w = kv_test.on_shard("r", 1), kv_test.on_shard("w", 0)
+    # A waits for the other shard (a yield) so B starts; both go past the limit
+    A = ("local function now() local t = redis.call('TIME')"
+         " return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000 end\n"
+         "local t0 = now()\n"
+         "while now() - t0 < 400 do redis.call('GET', KEYS[1]) for i = 1, 2000 do end end\n"
+         "redis.call('SET', KEYS[2], 'x') for i = 1, 3000000 do end\n"
+         "while now() - t0 < 800 do redis.call('GET', KEYS[1]) end\n"
+         "return 'A done'")
+    a.send(kv_test.resp("EVAL", A, "2", remote, w))
+    time.sleep(0.05)
+    b.send(kv_test.resp("EVAL", LOOP, "0"))
+    got = a.replies(1, 10)[0]
+    check(got == b"$6\r\nA done\r\n", "A: %r" % got)
+    got = k.cmd("SCRIPT", "KILL")
+    check(got == KILL_OK, "SCRIPT KILL once the writer ended: %r" % got)
+    got = b.replies(1, 10)[0]
+    check(got.startswith(b"-ERR Script killed by user with SCRIPT KILL"), "B: %r" % got)
+    got = k.cmd("SCRIPT", "KILL")
+    check(got == NOTBUSY, "SCRIPT KILL after: %r" % got)
+    check(b.cmd("PING") == b"+PONG\r\n", "B's client goes on")
+
+
+CANNOT_WAIT = b"cr-kv: a redis.call for another shard cannot wait inside a metamethod"
+
+
+def t_callback(o):
+    """A redis.call for another shard, or a time slice, inside a C call of the VM (a gsub
+    or sort callback, a metamethod) wrapped in pcall or a coroutine: refused before it is
+    sent (it used to be sent, then the yield failed and the script ended with its locks
+    released while the call was under way: a use after free); the same nesting without
+    the C call waits as it should."""
+    o.restart(["--lua-time-limit", "50"])
+    c = conn_on_lcore(o.kv.port, 0)
+    # a slice is not taken inside the callback: the script runs on (it ended in an error)
+    slow = ("local r; string.gsub('a', 'a', function() r = {pcall(function()"
+            " for i = 1, 3e7 do end return 'ok' end)} end) return r")
+    got = c.cmd("EVAL", slow, "0")
+    check(got == b"*2\r\n:1\r\n$2\r\nok\r\n", "slow loop in a gsub callback: %r" % got)
+    if o.lcores == 1:
+        return
+    k0, k1 = kv_test.on_shard("a", 0), kv_test.on_shard("b", 1)
+    check(c.cmd("SET", k1, "remote") == b"+OK\r\n", "SET")
+    refused = [
+        "local r; string.gsub('a', 'a', function() r = {pcall(redis.call, 'GET', KEYS[2])}"
+        " end) return r",
+        "local t = {3, 1, 2} local r; table.sort(t, function(a, b) if not r then"
+        " r = {pcall(redis.call, 'GET', KEYS[2])} end return a < b end) return r",
+        "local m = setmetatable({}, {__index = function(t, k) local co = coroutine.wrap("
+        "function() return redis.pcall('GET', KEYS[2]) end) return {co()} end}) return m.x",
+        "local r; string.gsub('a', 'a', function() r = {coroutine.resume(coroutine.create("
+        "function() return pcall(redis.call, 'GET', KEYS[2]) end))} end) return r",
+    ]
+    for sc in refused:
+        for _ in range(3):
+            got = c.cmd("EVAL", sc, "2", k0, k1)
+            check(CANNOT_WAIT in got, "%s: %r" % (sc, got))
+            check(c.cmd("PING") == b"+PONG\r\n", "PING after %s" % sc)
+    waits = [
+        ("return {pcall(redis.call, 'GET', KEYS[2])}", b"*2\r\n:1\r\n$6\r\nremote\r\n"),
+        ("return {pcall(function() return pcall(redis.call, 'GET', KEYS[2]) end)}",
+         b"*3\r\n:1\r\n:1\r\n$6\r\nremote\r\n"),
+        ("local co = coroutine.wrap(function() return pcall(redis.call, 'GET', KEYS[2]) end)"
+         " return {co()}", b"*2\r\n:1\r\n$6\r\nremote\r\n"),
+    ]
+    for sc, want in waits:
+        got = c.cmd("EVAL", sc, "2", k0, k1)
+        check(got == want, "%s: %r" % (sc, got))
+    # the keys' locks were released once, at the script's end: others go on
+    check(conn_on_lcore(o.kv.port, 1).cmd("SET", k0, "v") == b"+OK\r\n", "SET after")
+
+
+def t_lockfail(o):
+    """EVAL over a shard whose lcore retired: the client gets an answer and its next
+    command is answered. Before shards moved on retire, the locks could not be taken
+    there and the next command was never answered (the script's hold on the connection
+    was not released); now the shard is served elsewhere and this checks the EVALs
+    work. The failure itself is txn_ut's (a shard that cannot be reached)."""
+    need_two(o)
+    import tempfile
+    d = tempfile.mkdtemp(prefix="kvscript.")
+    o.tmpdirs.append(d)
+    tp = os.path.join(d, "tel.sock")
+    o.restart(["--telemetry", tp])
+    c = conn_on_lcore(o.kv.port, 0)
+    k0, k1 = kv_test.on_shard("a", 0), kv_test.on_shard("b", 1)
+    kv_test.telemetry_cmd(tp, "/lcore/retire,1")
+    t0 = time.time()
+    while time.time() - t0 < 10:
+        lc = [x for x in kv_test.telemetry_cmd(tp, "/lcores")["/lcores"] if x["lcore"] == 1]
+        if lc and lc[0]["state"] == "OFFLINE":
+            break
+        time.sleep(0.05)
+    for sc, keys in (("return 1", [k0, k1]), ("return redis.call('GET', KEYS[1])", [k1]),
+                     ("return 2", [k1, k0])):
+        got = c.cmd("EVAL", sc, str(len(keys)), *keys)
+        log("lockfail: %s: %r" % (sc, got))
+        # the shard is unreachable (or, once shards move on retire, served elsewhere)
+        check(got.startswith(b"-") or got.startswith(b":") or got.startswith(b"$"),
+              "EVAL: %r" % got)
+        check(c.cmd("PING") == b"+PONG\r\n", "PING after %s" % sc)
+    kv_test.telemetry_cmd(tp, "/lcore/start,1")
+
+
+STOPPED = b"-ERR cr-kv: script stopped: its lcore shuts down or retires"
+WRITER = "redis.call('SET', KEYS[1], 'w') " + LOOP
+
+
+def wait_busy(c, lc):
+    t0 = time.time()
+    while time.time() - t0 < 10:
+        if c.cmd("PING").startswith(b"-BUSY"):
+            return
+        time.sleep(0.02)
+    raise Failure("lcore %d never busy" % lc)
+
+
+def t_closing(o):
+    """A shutdown stops the running scripts, one that wrote too (as Redis's SHUTDOWN
+    NOSAVE): one SIGTERM, the process exits well within its --shutdown-timeout plus a
+    bound, each script's client answered. A retire stops a script that did not write.
+    (They ran on for ever: a busy script's slices kept the lcore from closing.)"""
+    for first in (LOOP, WRITER):
+        o.restart(["--lua-time-limit", "100", "--shutdown-timeout", "1"])
+        # every connection first: one made once an lcore is busy could not tell its lcore
+        runs = [conn_on_lcore(o.kv.port, lc) for lc in range(o.lcores)]
+        others = [conn_on_lcore(o.kv.port, lc) for lc in range(o.lcores)]
+        for lc in range(o.lcores):
+            sc = first if lc == 0 else (WRITER if first == LOOP else LOOP)
+            k = kv_test.on_shard("c", lc, o.lcores) if o.lcores == 2 else "c0"
+            runs[lc].send(kv_test.resp("EVAL", sc, "1", k))
+            wait_busy(others[lc], lc)
+        o.kv.proc.send_signal(signal.SIGTERM)
+        try:
+            o.kv.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            raise Failure("%s: still running 10 s after SIGTERM" % first)
+        for c in runs:
+            try:
+                got = c.replies(1, 5)[0]
+            except Failure:
+                got = b""  # closed at the end of the shutdown, unanswered
+            check(got.startswith(STOPPED), "%s: the script's reply %r" % (first, got))
+    if o.lcores == 1:
+        return
+    import tempfile
+    d = tempfile.mkdtemp(prefix="kvscript.")
+    o.tmpdirs.append(d)
+    tp = os.path.join(d, "tel.sock")
+    o.restart(["--lua-time-limit", "100", "--telemetry", tp])
+    c, other = conn_on_lcore(o.kv.port, 1), conn_on_lcore(o.kv.port, 1)
+    c.send(kv_test.resp("EVAL", LOOP, "0"))
+    wait_busy(other, 1)
+    kv_test.telemetry_cmd(tp, "/lcore/retire,1")
+    got = c.replies(1, 10)[0]
+    check(got.startswith(STOPPED), "retire: the script's reply %r" % got)
+    t0 = time.time()
+    while time.time() - t0 < 10:
+        st = [x["state"] for x in kv_test.telemetry_cmd(tp, "/lcores")["/lcores"]
+              if x["lcore"] == 1]
+        if st and st[0] == "OFFLINE":
+            break
+        time.sleep(0.05)
+    else:
+        raise Failure("lcore 1 not OFFLINE 10 s after its retire")
+    check(c.cmd("PING") == b"+PONG\r\n", "the client goes on (moved)")
+    # started again, the lcore runs scripts to their end (its closing state is gone)
+    kv_test.telemetry_cmd(tp, "/lcore/start,1")
+    t0 = time.time()
+    while time.time() - t0 < 10:
+        st = [x["state"] for x in kv_test.telemetry_cmd(tp, "/lcores")["/lcores"]
+              if x["lcore"] == 1]
+        if st and st[0] == "RUNNING":
+            break
+        time.sleep(0.05)
+    else:
+        raise Failure("lcore 1 not RUNNING 10 s after its start")
+    c1 = conn_on_lcore(o.kv.port, 1)
+    got = c1.cmd("EVAL", "redis.call('SET', KEYS[1], 'y') local i = 0"
+                 " while i < 3000000 do i = i + 1 end return i", "1", "c1")
+    check(got == b":3000000\r\n", "a script on the restarted lcore: %r" % got)
+
+
 TESTS = {
     "oracle": t_oracle,
     "undeclared": t_undeclared,
@@ -503,6 +714,10 @@ TESTS = {
     "stress": t_stress,
     "busy": t_busy,
     "flush": t_flush,
+    "kill_state": t_kill_state,
+    "callback": t_callback,
+    "lockfail": t_lockfail,
+    "closing": t_closing,
 }
 
 SEED = 18

@@ -110,19 +110,21 @@ t_put_get(void)
 }
 
 /* Lcore 1 is in the middle of a lookup (its hazard names the table) when lcore 0 flushes:
- * the old table is retired, not freed; lcore 1 still reads its entry; once it is done,
- * the next flush frees it. */
+ * the old table is retired, not freed; lcore 1 still reads its entry; once it is done
+ * (its slot cleared), the table is freed there and then. */
 static void
 t_flush_during_lookup(void)
 {
 	char sha[KV_SHA_LEN + 1];
 	struct sc_table *t, *old, *g0;
 	struct sc_entry *e;
+	uint64_t gen0;
 
 	kv_sc_fini();
 	ut_lcore = 0;
 	CU_ASSERT_EQUAL(kv_sc_put("return 'x'", 10, sha), 0);
 	g0 = atomic_load(&cur);
+	gen0 = kv_sc_generation();
 	ut_lcore = 1;
 	t = acquire(); /* lcore 1 starts a lookup... */
 	CU_ASSERT_PTR_EQUAL(t, g0);
@@ -132,13 +134,15 @@ t_flush_during_lookup(void)
 	CU_ASSERT_EQUAL(kv_sc_flush(), 0); /* ...lcore 0 flushes meanwhile */
 	old = atomic_load(&retired);
 	CU_ASSERT_PTR_EQUAL(old, g0); /* kept: lcore 1 reads it */
-	CU_ASSERT_NOT_EQUAL(kv_sc_generation(), g0->gen);
+	CU_ASSERT_NOT_EQUAL(kv_sc_generation(), gen0);
 	CU_ASSERT_FALSE(kv_sc_exists(sha, KV_SHA_LEN)); /* a new lookup sees the new table */
+	CU_ASSERT_EQUAL(count_retired(), 1);		/* ...and does not free it */
 	ut_lcore = 1;
 	CU_ASSERT_EQUAL(memcmp(e->body, "return 'x'", 10), 0); /* still valid for lcore 1 */
-	release();
+	release(); /* its last reader done: freed now, not at the next flush */
+	CU_ASSERT_EQUAL(count_retired(), 0);
 	ut_lcore = 0;
-	CU_ASSERT_EQUAL(kv_sc_flush(), 0); /* now both old tables go */
+	CU_ASSERT_EQUAL(kv_sc_flush(), 0);
 	CU_ASSERT_EQUAL(count_retired(), 0);
 	kv_sc_fini();
 }
@@ -199,6 +203,26 @@ work(void *arg)
 	return NULL;
 }
 
+/* EVAL's check of the generation (kv_lua_function()) on an lcore of its own, while lcore
+ * 0 flushes: it reads no table a flush may free, and never sees the generation go back. */
+static _Atomic bool gen_stop;
+
+static void *
+read_gen(void *arg)
+{
+	unsigned *bad = arg;
+	uint64_t last = 0, g;
+
+	ut_lcore = THREADS;
+	while (!atomic_load_explicit(&gen_stop, memory_order_relaxed)) {
+		g = kv_sc_generation();
+		if (g < last)
+			(*bad)++;
+		last = g;
+	}
+	return NULL;
+}
+
 static void *
 work_final(void *arg)
 {
@@ -224,10 +248,12 @@ static void
 t_stress(void)
 {
 	struct worker w[THREADS];
-	pthread_t th[THREADS];
-	unsigned i, found = 0;
+	pthread_t th[THREADS], gth;
+	unsigned i, found = 0, gen_bad = 0;
 
 	kv_sc_fini();
+	atomic_store(&gen_stop, false);
+	CU_ASSERT_EQUAL(pthread_create(&gth, NULL, read_gen, &gen_bad), 0);
 	for (i = 0; i < THREADS; i++) {
 		memset(&w[i], 0, sizeof(w[i]));
 		w[i].id = i;
@@ -236,6 +262,9 @@ t_stress(void)
 	}
 	for (i = 0; i < THREADS; i++)
 		pthread_join(th[i], NULL);
+	atomic_store(&gen_stop, true);
+	pthread_join(gth, NULL);
+	CU_ASSERT_EQUAL(gen_bad, 0);
 	for (i = 0; i < THREADS; i++) {
 		CU_ASSERT_EQUAL(w[i].bad, 0);
 		found += w[i].found;
