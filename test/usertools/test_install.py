@@ -72,6 +72,16 @@ class Layout(unittest.TestCase):
             self.assertTrue(os.path.isfile(os.path.join(share, mod)), mod)
         self.assertFalse(os.path.exists(path("bindir", "cr-quickstart")))
 
+    def test_every_crbench_module(self):
+        # Every module of the source's crbench package is installed (a new one that the
+        # install list missed broke every installed cr-bench at its import).
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                           "usertools", "crbench")
+        share = path("datadir", "coreact", "usertools", "crbench")
+        for f in sorted(os.listdir(src)):
+            if f.endswith((".py", ".lua")):
+                self.assertTrue(os.path.isfile(os.path.join(share, f)), f)
+
     def test_benchmarks_in_libexec(self):
         for exe in ("cr-bench-core", "cr-bench-http-limit"):
             self.assertTrue(os.access(path("libexecdir", "coreact", exe), os.X_OK), exe)
