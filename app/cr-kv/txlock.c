@@ -664,9 +664,15 @@ release_recv(void *arg)
 {
 	struct kv_release *r = arg;
 	struct kv_shard *sh = kv_shard_at(r->shard);
-	struct kv_mem *prev = kv_mem_swap(&sh->mem);
+	struct kv_mem *prev;
 
-	/* The shard is ours: a release is sent only to its owner, held while it moves. */
+	if (!kv_shard_owned(sh)) {
+		/* Routed by a view no move had reached (shardmove.c I7): on to the owner. A
+		 * refused one is freed: its shard, and its locks, are gone (a shutdown). */
+		kv_move_forward(r->shard, &r->fwd, release_recv, free, r);
+		return;
+	}
+	prev = kv_mem_swap(&sh->mem);
 	if (r->epoch == sh->tx.epoch)
 		kv_tx_release_here(sh, r->hold);
 	kv_mem_swap(prev);

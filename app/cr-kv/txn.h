@@ -34,6 +34,7 @@
 
 #include "cr_lease.h"
 #include "kdict.h"
+#include "shardmove.h"
 
 struct kv_shard;
 struct kpart;
@@ -56,6 +57,8 @@ struct kv_release {
 	unsigned shard;		 /* the target's shard index */
 	void *hold;
 	uint64_t epoch; /* the target's incarnation that granted the hold */
+	/* its link while a lcore that does not own the shard (any more) forwards it */
+	struct kv_fwd fwd;
 };
 
 /* A lock request's keys, on the origin (read by the shard during the call only). */
