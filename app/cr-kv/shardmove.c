@@ -41,7 +41,8 @@
  *   I3 nothing refused: no part gets an error because of a move; a part is sent only to
  *      an owner, and an owner cannot go offline while it owns a shard or one is on its
  *      way to it (each lcore holds a lease until the mover says BYE, and the mover says
- *      it only to a retiring lcore that owns nothing and is no move's target).
+ *      it only to a retiring lcore that owns nothing and is no move's target, or in a
+ *      shutdown, see below).
  *   I4 one move at a time (the mover's `moving`); a retiring lcore is never a target;
  *      a move that began goes on if its target starts retiring (it is then moved on).
  *   I5 an lcore that starts again knows nothing: every shard is HELD until the mover's
@@ -107,6 +108,7 @@ struct mv_lcore {
 	struct mv_msg q[MV_QCAP];
 	/* messages of stale views, to forward (kv_move_forward()), in order */
 	struct kv_fwd *fwd_head, **fwd_tail;
+	unsigned fwd_n;
 	bool fwd_armed;
 	struct cr_timer fwd_timer;
 	/* written by this lcore, read by telemetry: relaxed */
@@ -255,8 +257,9 @@ static void
 fwd_flush(struct mv_lcore *m)
 {
 	struct kv_fwd *f;
+	unsigned n = m->fwd_n; /* those queued now: one forwarded again waits (the timer) */
 
-	while ((f = m->fwd_head) != NULL) {
+	for (; n != 0 && (f = m->fwd_head) != NULL; n--) {
 		/* acquire: pairs with the release in publish(); the owner it names adopted
 		 * the shard before, and gives it only after the next move is published */
 		uint32_t v = atomic_load_explicit(&mv_pub[f->shard], memory_order_acquire);
@@ -273,6 +276,7 @@ fwd_flush(struct mv_lcore *m)
 		m->fwd_head = f->next;
 		if (m->fwd_head == NULL)
 			m->fwd_tail = &m->fwd_head;
+		m->fwd_n--;
 		if (rc != 0)
 			f->drop(f->arg); /* the owner is offline: a shutdown */
 		else if (to == cr_lcore_id())
@@ -297,6 +301,7 @@ kv_move_forward(unsigned s, struct kv_fwd *f, void (*fn)(void *arg), void (*drop
 	f->arg = arg;
 	*m->fwd_tail = f;
 	m->fwd_tail = &f->next;
+	m->fwd_n++;
 	CR_LOG(move_log, DEBUG, "lcore %u forwards a message for shard %u it does not own",
 	       cr_lcore_id(), s);
 	fwd_flush(m);
@@ -658,6 +663,7 @@ kv_move_lcore_start(unsigned lcore, bool first)
 	cr_timer_init(&m->q_timer, q_timer, m);
 	m->fwd_head = NULL;
 	m->fwd_tail = &m->fwd_head;
+	m->fwd_n = 0;
 	m->fwd_armed = false;
 	cr_timer_init(&m->fwd_timer, fwd_timer, m);
 	/* At init, before its first turn: admission is open. Released by BYE (or a
@@ -712,6 +718,7 @@ kv_move_lcore_stop(unsigned lcore)
 		n++;
 	}
 	m->fwd_tail = &m->fwd_head;
+	m->fwd_n = 0;
 	/* Only a forced shutdown stops an lcore with these (kv_move_busy()). */
 	if (m->q_n != 0 || n != 0)
 		CR_LOG(move_log, WARNING,
