@@ -375,6 +375,7 @@ struct cancel {
 	struct wid id;
 	uint64_t epoch;
 	unsigned shard;
+	struct kv_fwd fwd; /* forwarded by a lcore that does not own the shard (any more) */
 };
 
 static void
@@ -395,14 +396,20 @@ cancel_here(struct kv_shard *sh, const struct cancel *c)
 	}
 }
 
-/* On the shard's owner: a cancel is sent only there, held while the shard moves. */
+/* On the shard's owner: a cancel is sent there, held while the shard moves; one routed
+ * by a view no move had reached goes on to the owner (shardmove.c I7). */
 static void
 cancel_recv(void *arg)
 {
 	struct cancel *c = arg;
 	struct kv_shard *sh = kv_shard_at(c->shard);
-	struct kv_mem *prev = kv_mem_swap(&sh->mem);
+	struct kv_mem *prev;
 
+	if (!kv_shard_owned(sh)) {
+		kv_move_forward(c->shard, &c->fwd, cancel_recv, free, c);
+		return;
+	}
+	prev = kv_mem_swap(&sh->mem);
 	cancel_here(sh, c);
 	kv_mem_swap(prev);
 	free(c);

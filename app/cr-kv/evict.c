@@ -350,11 +350,13 @@ kv_evict_init(struct kv_shard *sh)
 }
 
 /* The shard leaves this lcore: a pass_task() already deferred here does nothing; its
- * pool (entries of its own store) goes with it. */
+ * pool (entries of its own store) goes with it, and a pass cut short (at its time limit)
+ * goes on on the new owner. */
 void
 kv_evict_give(struct kv_shard *sh)
 {
 	cr_timer_stop(&sh->ev.timer);
+	sh->ev.resume = sh->ev.armed;
 	sh->ev.armed = false;
 }
 
@@ -362,6 +364,10 @@ void
 kv_evict_adopt(struct kv_shard *sh)
 {
 	cr_timer_init(&sh->ev.timer, pass_timer, sh);
+	if (sh->ev.resume) {
+		sh->ev.resume = false;
+		arm(sh); /* deferred: not inside the hand-off's message */
+	}
 }
 
 void

@@ -64,6 +64,7 @@ struct kv_evict {
 	_Atomic bool kick_pending; /* a stuck shard asked this one for a pass */
 	bool armed;		   /* a continuation is deferred or timed */
 	struct cr_timer timer;	   /* its fallback when cr_defer() is full */
+	bool resume; /* the shard moved with one armed: its new owner goes on (adopt) */
 };
 
 /* On the shard's lcore, at its start and stop. */

@@ -7,8 +7,9 @@
  *   travels     id, name, authed (AUTH, and so the slow log's and CLIENT's identity),
  *               mx (the MULTI queue and its dirty flag: heap copies of the commands),
  *               watch (the WATCHed keys and the versions, generations and shard
- *               incarnations they were read at: the shards do not move, so EXEC on the
- *               new lcore compares them as the old one would), qbuf/qcap/rp (the query
+ *               incarnations they were read at: a shard keeps its versions and its
+ *               incarnation when it moves (shardmove.c), so EXEC on the new lcore
+ *               compares them as the old one would), qbuf/qcap/rp (the query
  *               buffer and the idle parser: their memory is the process's heap), resume,
  *               read_stopped, resp (RESP2 or 3: a RESP3 client's forwarded and held
  *               messages are sent as push frames, psmove.c), no_evict, the CLIENT REPLY

@@ -49,8 +49,9 @@ lcore_stop(unsigned lcore, void *arg)
 }
 
 /* A shutdown: the clients blocked here get their answer (the null reply) before they
- * are closed; no shard moves from now (each stays with its owner until it stops); the
- * scripts running here stop (kv_script_closing()). */
+ * are closed; no shard move starts from now (one not given yet is cancelled, one given
+ * ends), and each shard stays with its owner until it stops (shardmove.c); the scripts
+ * running here stop (kv_script_closing()). */
 static void
 shutdown_hook(unsigned lcore, void *arg)
 {
@@ -60,6 +61,15 @@ shutdown_hook(unsigned lcore, void *arg)
 		return;
 	kv_clients_closing(kv.shards[lcore]);
 	kv_move_shutdown(lcore);
+}
+
+/* A closing lcore does not close while it has shard-move messages to send: a marker the
+ * mover waits for, a message forwarded to a shard's owner (shardmove.c). */
+static bool
+lcore_busy(unsigned lcore, bool forced, void *arg)
+{
+	(void)arg;
+	return !forced && kv.shards[lcore] != NULL && kv_move_busy(lcore);
 }
 
 /* The shards this lcore owns go to lcores that stay (shardmove.c); it stays until they
@@ -531,6 +541,7 @@ main(int argc, char **argv)
 	    .retire = retire_hook,
 	    .shutdown = shutdown_hook,
 	    .lcore_stop = lcore_stop,
+	    .lcore_busy = lcore_busy,
 	    .stop = stop,
 	    .reload = tls_reload,
 	    .fini = fini,

@@ -106,10 +106,15 @@ kv_free(void *p)
  * next time a block of 64 KiB or more is freed in that arena (malloc_consolidate()): after
  * a lazy free of a few million small nodes that one free() walks every one of them, a
  * stall of seconds. Freeing such a block right after each bounded step makes each merge
- * cover only that step's blocks.
+ * cover only that step's blocks. Only the calling thread's arena: blocks of another
+ * arena (a moved shard's, allocated on its home lcore) are merged there (kv.md).
  */
 void
 kv_mem_settle(void)
 {
-	free(malloc(64u * 1024));
+	/* volatile: gcc removes a malloc() whose block is only freed (-O1 and up), and with
+	 * it the merge */
+	void *volatile p = malloc(64u * 1024);
+
+	free(p);
 }

@@ -41,7 +41,8 @@
  *   I3 nothing refused: no part gets an error because of a move; a part is sent only to
  *      an owner, and an owner cannot go offline while it owns a shard or one is on its
  *      way to it (each lcore holds a lease until the mover says BYE, and the mover says
- *      it only to a retiring lcore that owns nothing and is no move's target).
+ *      it only to a retiring lcore that owns nothing and is no move's target, or in a
+ *      shutdown, see below).
  *   I4 one move at a time (the mover's `moving`); a retiring lcore is never a target;
  *      a move that began goes on if its target starts retiring (it is then moved on).
  *   I5 an lcore that starts again knows nothing: every shard is HELD until the mover's
@@ -51,8 +52,28 @@
  *   I6 no lcore waits for another: every step is a message; a full mailbox keeps the
  *      message on the sender's control queue (in order), retried next turn.
  *   I7 the markers the mover waits for are exactly the HOLDs accepted: a HOLD a closed
- *      mailbox refused (an lcore offline, or gone past its last message) is not counted,
- *      and such an lcore sends nothing any more (it has no client left).
+ *      mailbox refused (an lcore offline, or gone past its last message) is not counted.
+ *      Such an lcore has no client left, but it still runs what it accepted before the
+ *      close, and that may send to a shard by its view, which no move reached (a late
+ *      notify whose request is over cancels its watcher: kv_bpop_notified()); and a
+ *      message any lcore sent before its HOLD may still be unread in the old owner's
+ *      ring when it is not that lcore's MARK the mover waits for. So a receiver of a
+ *      shard's messages that finds the shard is not its own any more (release_recv(),
+ *      cancel_recv()) forwards the message to the owner the mover published
+ *      (kv_move_forward(); once the move is over, if one is under way). Parts cannot be
+ *      sent so: a cr_call() in flight keeps its lcore's mailbox open, so its HOLD is
+ *      accepted and its MARK follows the parts. A marker, like every control message
+ *      a full mailbox refused, is kept until sent: an lcore with one (or a message to
+ *      forward) does not close (kv_move_busy(), the app's lcore_busy), the timer that
+ *      retries it included.
+ *
+ * Shutdown. No move starts once it begins. A move not given yet is cancelled: the shard
+ * stays with its owner, every lcore gets RELEASE(s, owner) (after its HOLD, on the same
+ * ring: its held parts go to the owner). A move given goes on to its end. The mover then
+ * says BYE to every lcore (its lease goes): to the owner and the target of a move only
+ * once it is over, so neither closes mid-move and leaves parts held for ever. After
+ * that, as in any graceful shutdown, an owner goes once its own leases are gone, and a
+ * part sent to it later is answered with an error (xshard.c).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -85,6 +106,11 @@ struct mv_lcore {
 	struct cr_timer q_timer;
 	unsigned q_head, q_n;
 	struct mv_msg q[MV_QCAP];
+	/* messages of stale views, to forward (kv_move_forward()), in order */
+	struct kv_fwd *fwd_head, **fwd_tail;
+	unsigned fwd_n;
+	bool fwd_armed;
+	struct cr_timer fwd_timer;
 	/* written by this lcore, read by telemetry: relaxed */
 	_Atomic uint64_t moved_out, moved_in;
 };
@@ -128,6 +154,8 @@ static void adopt_recv(void *arg);
 static void adopted_recv(void *arg);
 static void main_hold_refused(unsigned s);
 static void q_task(void *arg);
+static void fwd_flush(struct mv_lcore *m);
+static void bye_recv(void *arg);
 
 static void
 q_timer(struct cr_timer *t, void *arg)
@@ -210,6 +238,75 @@ q_task(void *arg)
 	}
 }
 
+/* ---- forwarding what stale views sent (I7) ---- */
+
+static void
+fwd_timer(struct cr_timer *t, void *arg)
+{
+	struct mv_lcore *m = arg;
+
+	(void)t;
+	m->fwd_armed = false;
+	fwd_flush(m);
+}
+
+/* Send the forwarded messages on to their shards' published owners, in order; from one
+ * whose shard is moving (or that a full mailbox refused) on, they wait, tried again in a
+ * millisecond (and at each RELEASE): this lcore stays meanwhile (kv_move_busy()). */
+static void
+fwd_flush(struct mv_lcore *m)
+{
+	struct kv_fwd *f;
+	unsigned n = m->fwd_n; /* those queued now: one forwarded again waits (the timer) */
+
+	for (; n != 0 && (f = m->fwd_head) != NULL; n--) {
+		/* acquire: pairs with the release in publish(); the owner it names adopted
+		 * the shard before, and gives it only after the next move is published */
+		uint32_t v = atomic_load_explicit(&mv_pub[f->shard], memory_order_acquire);
+		unsigned to = v & ~PUB_MOVING;
+		int rc = 0;
+
+		if (v & PUB_MOVING)
+			break;
+		if (to != cr_lcore_id()) {
+			rc = cr_send(to, f->fn, f->arg);
+			if (rc == -EAGAIN)
+				break;
+		}
+		m->fwd_head = f->next;
+		if (m->fwd_head == NULL)
+			m->fwd_tail = &m->fwd_head;
+		m->fwd_n--;
+		if (rc != 0)
+			f->drop(f->arg); /* the owner is offline: a shutdown */
+		else if (to == cr_lcore_id())
+			f->fn(f->arg); /* it came back here: its receiver runs it now */
+	}
+	if (m->fwd_head != NULL && !m->fwd_armed) {
+		m->fwd_armed = true;
+		cr_timer_start(&m->fwd_timer, 1000 * 1000ull);
+	}
+}
+
+void
+kv_move_forward(unsigned s, struct kv_fwd *f, void (*fn)(void *arg), void (*drop)(void *arg),
+		void *arg)
+{
+	struct mv_lcore *m = here();
+
+	f->next = NULL;
+	f->shard = s;
+	f->fn = fn;
+	f->drop = drop;
+	f->arg = arg;
+	*m->fwd_tail = f;
+	m->fwd_tail = &f->next;
+	m->fwd_n++;
+	CR_LOG(move_log, DEBUG, "lcore %u forwards a message for shard %u it does not own",
+	       cr_lcore_id(), s);
+	fwd_flush(m);
+}
+
 /* ---- the mover (main lcore) ---- */
 
 static void
@@ -255,7 +352,6 @@ target_for(unsigned s)
 static void release_recv(void *arg);
 static void give_recv(void *arg);
 static void mark_recv(void *arg);
-static void bye_recv(void *arg);
 
 static void
 main_check(void)
@@ -297,12 +393,38 @@ start_move(unsigned s, unsigned to)
 	main_check();
 }
 
+/* A shutdown: every lcore's lease may go (this one's at once), but the owner's and the
+ * target's of a move under way, until it is over. */
+static void
+bye_all(void)
+{
+	unsigned i;
+
+	for (i = 0; i < mv.nshards; i++) {
+		unsigned l = mv.home[i];
+
+		if (mv.bye[l])
+			continue; /* offline, or told (it may start again: its UP tells us) */
+		if (mv.moving >= 0 && (l == mv.from || l == mv.to))
+			continue;
+		mv.bye[l] = true;
+		if (l == cr_lcore_id())
+			bye_recv(NULL);
+		else
+			ctl_send(l, bye_recv, PACK(0, l));
+	}
+}
+
 static void
 schedule(void)
 {
 	unsigned s, i;
 
-	if (mv.moving >= 0 || mv.stopping)
+	if (mv.stopping) {
+		bye_all();
+		return;
+	}
+	if (mv.moving >= 0)
 		return;
 	for (s = 0; s < mv.nshards; s++)
 		if (mv.down[mv.owner[s]]) {
@@ -328,6 +450,8 @@ schedule(void)
 static void
 marked_recv(void *arg)
 {
+	if (mv.stopping && mv.moving != (int)P_S(arg))
+		return; /* a marker of a move the shutdown cancelled */
 	if (mv.moving != (int)P_S(arg) || mv.giving) {
 		CR_LOG(move_log, ERR, "shard %u: a marker out of its move", P_S(arg));
 		abort(); /* broken invariant I7 */
@@ -379,8 +503,22 @@ down_recv(void *arg)
 static void
 stop_recv(void *arg)
 {
+	unsigned s, i;
+
 	(void)arg;
 	mv.stopping = true;
+	if (mv.moving >= 0 && !mv.giving) {
+		/* Not given yet: the shard stays; the HOLDs sent are each followed by this
+		 * RELEASE on the same ring, and their markers are ignored. */
+		s = (unsigned)mv.moving;
+		CR_LOG(move_log, INFO, "shard %u stays on lcore %u: the shutdown cancels its move",
+		       s, mv.from);
+		mv.moving = -1;
+		publish(s, mv.from, false);
+		for (i = 0; i < mv.nshards; i++)
+			ctl_send(mv.home[i], release_recv, PACK(s, mv.from));
+	}
+	schedule(); /* BYE to all, or once the move given is over */
 }
 
 /* ---- every lcore ---- */
@@ -436,6 +574,7 @@ release_recv(void *arg)
 	m->owner[s] = to;
 	m->state[s] = RT_NORMAL;
 	kv__move_flush(s, to);
+	fwd_flush(m);
 }
 
 static void
@@ -458,6 +597,7 @@ sync_recv(void *arg)
 		m->state[s] = RT_NORMAL;
 		kv__move_flush(s, m->owner[s]);
 	}
+	fwd_flush(m);
 }
 
 static void
@@ -521,11 +661,17 @@ kv_move_lcore_start(unsigned lcore, bool first)
 	m->q_armed = false;
 	m->q_head = m->q_n = 0;
 	cr_timer_init(&m->q_timer, q_timer, m);
+	m->fwd_head = NULL;
+	m->fwd_tail = &m->fwd_head;
+	m->fwd_n = 0;
+	m->fwd_armed = false;
+	cr_timer_init(&m->fwd_timer, fwd_timer, m);
 	/* At init, before its first turn: admission is open. Released by BYE (or a
 	 * shutdown), so this lcore cannot go while it may own a shard (I3). */
 	rc = cr_lease_acquire(&m->lease);
 	if (rc != 0)
-		CR_LOG(move_log, ERR, "lcore %u: no lease for its shards: %s", lcore, cr_strerror(rc));
+		CR_LOG(move_log, ERR, "lcore %u: no lease for its shards: %s", lcore,
+		       cr_strerror(rc));
 	if (first)
 		return;
 	for (s = 0; s < mv.nshards; s++)
@@ -542,20 +688,42 @@ kv_move_retire(unsigned lcore)
 void
 kv_move_shutdown(unsigned lcore)
 {
+	/* The lease goes at the mover's BYE: not mid-move (see "Shutdown" above). */
 	if (lcore == mv.main)
 		stop_recv(NULL);
-	(void)cr_lease_release(&mv_lc[lcore].lease);
+}
+
+bool
+kv_move_busy(unsigned lcore)
+{
+	const struct mv_lcore *m = &mv_lc[lcore];
+
+	return m->q_n != 0 || m->fwd_head != NULL;
 }
 
 void
 kv_move_lcore_stop(unsigned lcore)
 {
 	struct mv_lcore *m = &mv_lc[lcore];
+	unsigned n = 0;
 
 	cr_timer_stop(&m->q_timer);
-	if (m->q_n != 0)
-		CR_LOG(move_log, WARNING, "lcore %u stops with %u shard-move messages unsent",
-		       lcore, m->q_n);
+	cr_timer_stop(&m->fwd_timer);
+	m->fwd_armed = false;
+	while (m->fwd_head != NULL) {
+		struct kv_fwd *f = m->fwd_head;
+
+		m->fwd_head = f->next;
+		f->drop(f->arg);
+		n++;
+	}
+	m->fwd_tail = &m->fwd_head;
+	m->fwd_n = 0;
+	/* Only a forced shutdown stops an lcore with these (kv_move_busy()). */
+	if (m->q_n != 0 || n != 0)
+		CR_LOG(move_log, WARNING,
+		       "lcore %u stops with %u shard-move messages unsent, %u unforwarded", lcore,
+		       m->q_n, n);
 	m->q_n = 0;
 	(void)cr_lease_release(&m->lease);
 }

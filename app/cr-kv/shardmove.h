@@ -20,6 +20,24 @@ int kv_route(unsigned s, unsigned *lcore);
 /* Does this lcore own shard @p s, with nothing of it held: its parts run here? */
 bool kv_route_here(unsigned s);
 
+/* A message for a shard, its link while it is forwarded (kv_move_forward()). */
+struct kv_fwd {
+	struct kv_fwd *next;
+	unsigned shard;
+	void (*fn)(void *arg);	 /* its receiver, run on the owner */
+	void (*drop)(void *arg); /* the owner is offline (a shutdown): free it */
+	void *arg;
+};
+
+/* A receiver of a shard's messages (a lock release, a cancel) ran on this lcore, which
+ * does not own shard @p s: its sender routed it by a view no move had reached (an lcore
+ * whose closed mailbox refused its HOLD, or a message the old owner read only after its
+ * GIVE). It goes on, in the order forwarded, to the owner the mover published (at once,
+ * or once the shard's move is over): @p fn(@p arg) runs there; @p f is the message's own
+ * link. The lcore stays (kv_move_busy()) until it is sent. */
+void kv_move_forward(unsigned s, struct kv_fwd *f, void (*fn)(void *arg), void (*drop)(void *arg),
+		     void *arg);
+
 /* ---- lifecycle ---- */
 
 /* Before the runtime starts: @p nshards shards, shard i's home lcore @p home[i], @p main
@@ -31,8 +49,14 @@ void kv_move_lcore_start(unsigned lcore, bool first);
 /* On @p lcore when it begins retiring: its shards go to lcores that stay. The lcore stays
  * (a lease) until the mover says it owns nothing and nothing is on its way to it. */
 void kv_move_retire(unsigned lcore);
-/* On @p lcore when a shutdown begins: no further move starts; the lease goes. */
+/* On @p lcore when a shutdown begins: no further move starts. On the main lcore, the
+ * mover cancels a move that has not been given yet (the shard stays with its owner) and
+ * lets every lcore's lease go (BYE), those of a move's owner and target once it is over. */
 void kv_move_shutdown(unsigned lcore);
+/* On @p lcore, a pure predicate: has it shard-move messages still to send (a control
+ * message a full mailbox refused, a forwarded message)? A closing lcore does not close
+ * while it has (the app's lcore_busy), or a marker the mover waits for would be lost. */
+bool kv_move_busy(unsigned lcore);
 /* On @p lcore at its stop. */
 void kv_move_lcore_stop(unsigned lcore);
 /* Shards moved out of / into @p lcore so far (telemetry, INFO). Any thread. */

@@ -664,9 +664,15 @@ release_recv(void *arg)
 {
 	struct kv_release *r = arg;
 	struct kv_shard *sh = kv_shard_at(r->shard);
-	struct kv_mem *prev = kv_mem_swap(&sh->mem);
+	struct kv_mem *prev;
 
-	/* The shard is ours: a release is sent only to its owner, held while it moves. */
+	if (!kv_shard_owned(sh)) {
+		/* Routed by a view no move had reached (shardmove.c I7): on to the owner. A
+		 * refused one is freed: its shard, and its locks, are gone (a shutdown). */
+		kv_move_forward(r->shard, &r->fwd, release_recv, free, r);
+		return;
+	}
+	prev = kv_mem_swap(&sh->mem);
 	if (r->epoch == sh->tx.epoch)
 		kv_tx_release_here(sh, r->hold);
 	kv_mem_swap(prev);
@@ -699,8 +705,10 @@ rel_arm(struct kv_shard *sh)
 		cr_timer_start(&sh->tx.rel_timer, 1000 * 1000ull);
 }
 
-/* Send what a full mailbox refused, in order; @return false if one is refused again. */
-static bool
+/* Send what a full mailbox refused (or a shard's move held), in order. @return 0 all
+ * sent; -EAGAIN a full mailbox refused one again (try next turn); -EBUSY its shard is
+ * moving (its RELEASE wakes us: kv_tx_release_kick()). */
+static int
 rel_flush(struct kv_shard *sh)
 {
 	struct kv_release *r;
@@ -719,10 +727,11 @@ rel_flush(struct kv_shard *sh)
 			kv_tx_await(sh, -1);
 			continue;
 		}
-		if (rc == 0)
-			rc = cr_send(to, release_recv, r);
+		if (rc != 0)
+			return -EBUSY; /* held (kv_route()) */
+		rc = cr_send(to, release_recv, r);
 		if (rc == -EAGAIN)
-			return false;
+			return -EAGAIN;
 		/* Accepted: the target owns r now. Refused otherwise (-ESHUTDOWN): that shard
 		 * is gone, and its locks with it. */
 		sh->tx.rel_head = next;
@@ -732,7 +741,7 @@ rel_flush(struct kv_shard *sh)
 			free(r);
 		kv_tx_await(sh, -1);
 	}
-	return true;
+	return 0;
 }
 
 static void
@@ -742,7 +751,14 @@ rel_task(void *arg)
 
 	sh->tx.rel_armed = false;
 	cr_timer_stop(&sh->tx.rel_timer);
-	if (!rel_flush(sh))
+	if (rel_flush(sh) == -EAGAIN)
+		rel_arm(sh);
+}
+
+void
+kv_tx_release_kick(struct kv_shard *sh)
+{
+	if (sh->tx.rel_head != NULL)
 		rel_arm(sh);
 }
 

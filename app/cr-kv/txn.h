@@ -34,6 +34,7 @@
 
 #include "cr_lease.h"
 #include "kdict.h"
+#include "shardmove.h"
 
 struct kv_shard;
 struct kpart;
@@ -56,6 +57,8 @@ struct kv_release {
 	unsigned shard;		 /* the target's shard index */
 	void *hold;
 	uint64_t epoch; /* the target's incarnation that granted the hold */
+	/* its link while a lcore that does not own the shard (any more) forwards it */
+	struct kv_fwd fwd;
 };
 
 /* A lock request's keys, on the origin (read by the shard during the call only). */
@@ -142,6 +145,9 @@ struct kv_release *kv_tx_release_new(void);
  * full mailbox keeps it for a later turn (the lcore is kept meanwhile); a target that is
  * gone took its locks with it. */
 void kv_tx_release(unsigned shard, void *hold, uint64_t epoch, struct kv_release **rel);
+/* On the origin @p sh's lcore: a shard was released here (shardmove.c's RELEASE or SYNC):
+ * the releases its move held go (deferred). */
+void kv_tx_release_kick(struct kv_shard *sh);
 
 /* The origin's bookkeeping of waiting for others (a lease keeps the lcore meanwhile). */
 void kv_tx_await(struct kv_shard *sh, int delta);

@@ -502,6 +502,7 @@ kv__move_flush(unsigned s, unsigned to)
 	(void)to; /* the view says where: the protocol set it before calling */
 	if (sh->outq_head[s] != NULL)
 		outq_send(sh, s);
+	kv_tx_release_kick(sh); /* after the parts: releases come after what they held */
 }
 
 void

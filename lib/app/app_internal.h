@@ -66,6 +66,9 @@ int cr__app_signals_start(const struct cr_app *app);
 /* The run is over: the signal thread stops calling into the app. */
 void cr__app_signals_detach(void);
 
+/* The app's lcore_busy(), for lib/app's reactor module (app_run.c): false without one. */
+bool cr__app_lcore_busy(unsigned lcore, bool forced);
+
 /* The lcore-locals' registry is closed while lcores run (app_local.c). */
 void cr__app_locals_reset(void);
 

@@ -136,6 +136,7 @@ static const struct cr_reactor_module app_module = {
     .name = "app",
     .lcore_start = locals_start,
     .lcore_stop = locals_stop,
+    .lcore_busy = cr__app_lcore_busy, /* the app's (app_run.c) */
 };
 
 /* Priority 101 (the first an app may use): before every default-priority constructor. */

@@ -199,6 +199,15 @@ hook_lcore_stop(unsigned lcore, void *arg)
 		app->lcore_stop(lcore, app->arg);
 }
 
+bool
+cr__app_lcore_busy(unsigned lcore, bool forced)
+{
+	/* run.app is set before the lcore threads start, cleared after they stopped */
+	const struct cr_app *app = run.app;
+
+	return app != NULL && app->lcore_busy != NULL && app->lcore_busy(lcore, forced, app->arg);
+}
+
 static void
 hook_retire(unsigned lcore, void *arg)
 {

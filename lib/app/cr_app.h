@@ -116,6 +116,14 @@ struct cr_app {
 	 */
 	void (*lcore_stop)(unsigned lcore, void *arg);
 	/**
+	 * On a closing lcore (retiring or shutting down), a pure predicate: while true, it
+	 * does not close — the app still has work there that other lcores wait for (a
+	 * message a full mailbox refused, kept to be sent again). Its timers and deferred
+	 * tasks keep running meanwhile. @p forced: the shutdown timeout passed; return true
+	 * only for what must still finish. NULL: never busy.
+	 */
+	bool (*lcore_busy)(unsigned lcore, bool forced, void *arg);
+	/**
 	 * struct cr_reactor_hooks' on_timer_dropped / on_poller_dropped: what an lcore left
 	 * armed when it stopped, cancelled by the reactor. NULL: they are counted in a log line.
 	 */

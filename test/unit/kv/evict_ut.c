@@ -464,6 +464,46 @@ test_tenacity(void)
 	CU_ASSERT_EQUAL(evicted(0), 500);
 }
 
+/* A pass cut short at its time limit when its shard moves goes on on the new owner, which
+ * runs it to the end; the continuation deferred on the old owner does nothing. (Before:
+ * the new owner evicted nothing until its next kick.) */
+static void
+test_move_resumes(void)
+{
+	cr_msg_fn stale_fn;
+	void *stale_arg;
+
+	reset(KV_POL_ALLKEYS_RANDOM, 0);
+	fill(0, "a", 500, 0);
+	kv_memparam_apply(KV_MP_TENACITY, 0);
+	kv_memparam_apply(KV_MP_MAXMEMORY, 1);
+	kv_evict_kick(on(0));
+	CU_ASSERT_EQUAL(evicted(0), 16);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(deferred_fn);
+	stale_fn = deferred_fn, stale_arg = deferred_arg;
+	deferred_fn = NULL;
+	kv_evict_give(&shards[0]); /* on lcore 0, then lcore 1 adopts it */
+	atomic_store_explicit(&shards[0].owner, CR_LCORE_NONE, memory_order_relaxed);
+	cur_lcore = 1;
+	atomic_store_explicit(&shards[0].owner, 1u, memory_order_relaxed);
+	kv_evict_adopt(&shards[0]);
+	CU_ASSERT_TRUE(shards[0].ev.armed);
+	cur_lcore = 0;
+	stale_fn(stale_arg); /* on the old owner: not its shard any more */
+	CU_ASSERT_EQUAL(evicted(0), 16);
+	cur_lcore = 1;
+	kv_mem_bind(&shards[1].mem); /* lcore 1's own; pass_task binds the shard's */
+	while (deferred_fn != NULL && ndeferred < 100) {
+		cr_msg_fn fn = deferred_fn;
+
+		deferred_fn = NULL;
+		fn(deferred_arg);
+	}
+	CU_ASSERT_EQUAL(kv_store_count(shards[0].store), 0);
+	CU_ASSERT_EQUAL(evicted(0), 500);
+	atomic_store_explicit(&shards[0].owner, 0u, memory_order_relaxed);
+}
+
 static const struct ut_case cases[] = {
     UT_CASE(test_one_shard_uses_all),
     UT_CASE(test_shares),
@@ -472,6 +512,7 @@ static const struct ut_case cases[] = {
     UT_CASE(test_order),
     UT_CASE(test_watch_and_lazy),
     UT_CASE(test_tenacity),
+    UT_CASE(test_move_resumes),
 };
 
 UT_MAIN("kv_evict", cases, setup, NULL)

@@ -61,29 +61,82 @@ cr__send(unsigned to, cr_msg_fn fn, void *arg)
 
 static struct msg dq[NL][QMAX];
 static unsigned dq_head[NL], dq_n[NL];
+static bool defer_full[NL]; /* the lcore's defer queue refuses (-EAGAIN) */
 int
 cr_defer(cr_msg_fn fn, void *arg)
 {
+	if (defer_full[cur])
+		return -EAGAIN;
 	dq[cur][(dq_head[cur] + dq_n[cur]++) % QMAX] = (struct msg){fn, arg};
 	return 0;
 }
-/* Timers: only the control queue's fallback, which the defer queue never needs here. */
+/* Timers: armed on the lcore that starts them, fired at its next turn (a millisecond is
+ * a turn here). */
+static struct {
+	struct cr_timer *t;
+	cr_timer_fn fn;
+	void *arg;
+	unsigned lcore;
+	bool armed;
+} tmr[4 * NL];
+static unsigned ntmr;
+static unsigned timer_starts; /* over the whole run: the random cases do meet timers */
 void
 cr_timer_init(struct cr_timer *t, cr_timer_fn fn, void *arg)
 {
-	(void)t, (void)fn, (void)arg;
+	unsigned i;
+
+	for (i = 0; i < ntmr && tmr[i].t != t; i++)
+		;
+	if (i == ntmr) {
+		CU_ASSERT_FATAL(ntmr < sizeof(tmr) / sizeof(tmr[0]));
+		ntmr++;
+	}
+	tmr[i].t = t;
+	tmr[i].fn = fn;
+	tmr[i].arg = arg;
+	tmr[i].armed = false;
 }
 void
 cr_timer_start(struct cr_timer *t, uint64_t ns)
 {
-	(void)t, (void)ns;
-	CU_FAIL("no timer expected");
+	unsigned i;
+
+	(void)ns;
+	for (i = 0; i < ntmr; i++)
+		if (tmr[i].t == t) {
+			tmr[i].armed = true;
+			tmr[i].lcore = cur;
+			timer_starts++;
+			return;
+		}
+	CU_FAIL("a timer started before its init");
 }
 bool
 cr_timer_stop(struct cr_timer *t)
 {
-	(void)t;
+	unsigned i;
+
+	for (i = 0; i < ntmr; i++)
+		if (tmr[i].t == t) {
+			bool was = tmr[i].armed;
+
+			tmr[i].armed = false;
+			return was;
+		}
 	return false;
+}
+static void
+timers_fire(unsigned l)
+{
+	unsigned i;
+
+	for (i = 0; i < ntmr; i++)
+		if (tmr[i].armed && tmr[i].lcore == l) {
+			tmr[i].armed = false;
+			cur = l;
+			tmr[i].fn(tmr[i].t, tmr[i].arg);
+		}
 }
 
 static int leases[NL]; /* held per lcore: it may not go while > 0 */
@@ -138,6 +191,7 @@ struct part {
 	unsigned client, shard, kind;
 	uint64_t seq; /* per (client, shard), from 1 */
 	bool answered;
+	struct kv_fwd fwd; /* a notice's, while it is forwarded */
 };
 
 struct shard {
@@ -232,6 +286,29 @@ batch_recv(void *arg)
 		next = p->next;
 		shard_admit(p);
 	}
+}
+
+/* A notice: a message for a shard outside its parts (a lock release, txlock.c's
+ * release_recv(); a cancel, bwait.c's cancel_recv()), sent to the owner the sender's view
+ * names. Run by the owner; forwarded by an lcore that does not own the shard (any more). */
+static unsigned notices_dropped;
+static void
+notice_drop(void *arg)
+{
+	(void)arg;
+	notices_dropped++;
+}
+static void
+notice_recv(void *arg)
+{
+	struct part *p = arg;
+
+	if (shards[p->shard].owner != (int)cur) {
+		kv_move_forward(p->shard, &p->fwd, notice_recv, notice_drop, p);
+		return;
+	}
+	p->next = NULL;
+	shard_admit(p);
 }
 
 /* xshard.c's outq_send(), on lcore cur. */
@@ -341,6 +418,7 @@ lcore_turn(unsigned l)
 	/* One turn: what was deferred before it (a task deferring itself runs next turn). */
 	while (n-- > 0)
 		run_deferred(l);
+	timers_fire(l);
 	cur = l;
 	for (s = 0; s < NL; s++)
 		flush(s);
@@ -357,32 +435,39 @@ step_all(void)
 			while (deliver(f, t))
 				any = true;
 	for (f = 0; f < NL; f++)
-		if (online[f] && !closed[f]) {
-			any |= dq_n[f] != 0;
+		if (online[f]) { /* a closed one too: it runs until it stops */
+			any |= dq_n[f] != 0 || kv_move_busy(f);
 			lcore_turn(f);
 		}
 	return any;
 }
 
-/* An lcore that retired goes once its lease is released and nothing of it is queued:
- * its mailbox closes, what it accepted runs, it stops. */
+/* An lcore that retired goes once its lease is released, nothing of it is queued and it
+ * is not busy (cr__lcore_done() with the app's lcore_busy): its mailbox closes, what it
+ * accepted runs, and once that left nothing deferred and nothing to send, it stops. */
 static void
 maybe_offline(unsigned l)
 {
 	unsigned s, f;
 
-	if (!online[l] || closed[l] || l == 0 || leases[l] != 0)
+	if (!online[l] || l == 0)
 		return;
-	for (s = 0; s < NL; s++)
-		if (outq[l][s] != NULL)
+	if (!closed[l]) {
+		if (leases[l] != 0 || kv_move_busy(l))
 			return;
-	closed[l] = true;
+		for (s = 0; s < NL; s++)
+			if (outq[l][s] != NULL)
+				return;
+		closed[l] = true;
+	}
 	for (f = 0; f < NL; f++)
 		while (deliver(f, l))
 			;
 	cur = l;
 	for (f = dq_n[l]; f > 0; f--)
 		run_deferred(l);
+	if (dq_n[l] != 0 || kv_move_busy(l))
+		return; /* draining: it turns on */
 	kv_move_lcore_stop(l);
 	online[l] = false;
 }
@@ -441,6 +526,9 @@ reset(void)
 	memset(dq_n, 0, sizeof(dq_n));
 	memset(leases, 0, sizeof(leases));
 	memset(full, 0, sizeof(full));
+	memset(defer_full, 0, sizeof(defer_full));
+	ntmr = 0;
+	notices_dropped = 0;
 	memset(retiring, 0, sizeof(retiring));
 	memset(next_seq, 0, sizeof(next_seq));
 	issued = answered = 0;
@@ -708,8 +796,16 @@ random_run(uint64_t seed)
 				tx_lock[c] = issue(c, rnd(NL), P_LOCK);
 			else
 				issue(c, rnd(NL), P_PLAIN);
-		} else if (r < 90) {
+		} else if (r < 89) {
 			deliver(rnd(NL), rnd(NL));
+		} else if (r < 90) {
+			/* a mailbox or a defer queue full for a while: control messages
+			 * wait, some on timers */
+			l = rnd(NL);
+			if (rnd(2) == 0)
+				defer_full[l] = !defer_full[l];
+			else
+				full[l] = !full[l];
 		} else if (r < 95) {
 			l = rnd(NL);
 			if (online[l] && !closed[l])
@@ -733,6 +829,8 @@ random_run(uint64_t seed)
 			}
 		}
 	}
+	memset(defer_full, 0, sizeof(defer_full));
+	memset(full, 0, sizeof(full));
 	for (i = 0; i < 10; i++) {
 		settle();
 		for (c = 0; c < NC; c++)
@@ -764,14 +862,235 @@ test_random_interleavings(void)
 			return;
 		}
 	}
-	CU_ASSERT(total > 200); /* the runs did move shards, many times */
+	CU_ASSERT(total > 200);	     /* the runs did move shards, many times */
+	CU_ASSERT(timer_starts > 0); /* and met full defer queues */
+	fprintf(stderr, "(%u moves, %u control-queue timers) ", total, timer_starts);
+}
+
+/* ---- what the review of issue 17 found ---- */
+
+/* An lcore whose mailbox closed (its HOLD refused, so not counted) still runs a message
+ * it accepted before the close: a late notify whose request is over cancels its watcher
+ * (bpop.c's kv_bpop_notified() -> kv_bw_cancel()), routed by its view, which no move
+ * reached, to the old owner after its GIVE. The old owner forwards it to the new one.
+ * (Before: the old owner ran it, beside the new owner: I1 failed.) */
+static struct part *late_cancel;
+static void
+late_notify(void *arg)
+{
+	unsigned to;
+
+	(void)arg;
+	/* what kv_bw_cancel() does: kv_route(), then cr_send(owner, cancel_recv) */
+	CU_ASSERT_EQUAL_FATAL(kv_route(1, &to), 0);
+	CU_ASSERT_EQUAL(to, 1); /* stale: shard 1 has moved */
+	CU_ASSERT_EQUAL(cr__send(to, notice_recv, late_cancel), 0);
+}
+
+static struct part *
+notice_new(unsigned c, unsigned s)
+{
+	struct part *p = calloc(1, sizeof(*p));
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	p->all_next = all_parts;
+	all_parts = p;
+	p->client = c;
+	p->shard = s;
+	p->kind = P_PLAIN;
+	p->seq = ++next_seq[c][s];
+	issued++;
+	return p;
+}
+
+static void
+test_closed_lcore_sends_by_stale_view(void)
+{
+	int i;
+
+	reset();
+	retire(2);
+	/* step until lcore 2 got its BYE, without letting it go */
+	for (i = 0; i < 50 && leases[2] != 0; i++)
+		step_all();
+	CU_ASSERT_EQUAL_FATAL(leases[2], 0);
+	CU_ASSERT_EQUAL(shards[2].owner, 0);
+	/* lcore 2 accepted a notify from shard 1's owner just before its mailbox closed */
+	cur = 1;
+	cr__send(2, late_notify, NULL);
+	closed[2] = true; /* draining: refuses from now, runs what it accepted */
+	late_cancel = notice_new(2, 1);
+	retire(1);
+	/* the whole move of shard 1 (1 -> 0): lcore 2's HOLD is refused, not counted */
+	for (i = 0; i < 10; i++) {
+		deliver(1, 0), deliver(0, 0), deliver(0, 1), deliver(1, 1);
+		run_deferred(0), run_deferred(1);
+	}
+	CU_ASSERT_EQUAL_FATAL(shards[1].owner, 0); /* moved */
+	CU_ASSERT_EQUAL(mv.moving, -1);
+	/* now lcore 2 runs what it accepted: it sends to lcore 1 by its view */
+	deliver(1, 2);
+	deliver(2, 1); /* lcore 1 does not own it: forwarded to lcore 0 */
+	CU_ASSERT_EQUAL(shards[1].admitted[2], 0);
+	check_quiet();
+	CU_ASSERT_EQUAL(shards[1].admitted[2], late_cancel->seq);
+	CU_ASSERT_TRUE(late_cancel->answered);
+	CU_ASSERT_EQUAL(notices_dropped, 0);
+	CU_ASSERT_FALSE(online[1]);
+	CU_ASSERT_FALSE(online[2]);
+}
+
+/* A message an lcore sent before its HOLD is still unread in the old owner's ring when
+ * the GIVE runs there, because it is not that lcore's MARK the mover waits for (its HOLD
+ * was refused): the old owner forwards it, even while the shard moves again (it waits for
+ * the move's end). */
+static void
+test_notice_unread_at_give(void)
+{
+	struct part *n;
+	int i;
+
+	reset();
+	retire(2);
+	for (i = 0; i < 50 && leases[2] != 0; i++)
+		step_all();
+	CU_ASSERT_EQUAL_FATAL(leases[2], 0);
+	n = notice_new(2, 1);
+	cur = 2;
+	CU_ASSERT_EQUAL(cr__send(1, notice_recv, n), 0); /* unread in ring 2 -> 1 */
+	closed[2] = true;
+	retire(1);
+	/* shard 1 moves to lcore 0, lcore 1 gets its RELEASE, then lcore 0's HOLD of a
+	 * second move comes before the notice is read */
+	while (deliver(1, 0) || deliver(0, 0) || deliver(0, 1) || deliver(1, 1) ||
+	       run_deferred(0) || run_deferred(1))
+		;
+	CU_ASSERT_EQUAL_FATAL(shards[1].owner, 0);
+	publish(1, 0, true); /* as if the mover had begun moving it on */
+	deliver(2, 1);	     /* lcore 1 reads it: kept, the shard is moving */
+	CU_ASSERT_TRUE(kv_move_busy(1));
+	maybe_offline(1);
+	CU_ASSERT_TRUE(online[1]); /* it stays while it has the notice */
+	lcore_turn(1);
+	CU_ASSERT_EQUAL(shards[1].admitted[2], 0);
+	publish(1, 0, false); /* that move is over: the shard is (still) on lcore 0 */
+	check_quiet();
+	CU_ASSERT_TRUE(n->answered);
+	CU_ASSERT_FALSE(online[1]);
+}
+
+/* A MARK a full mailbox refused waits on the 1 ms timer when the defer queue is full: an
+ * lcore past its BYE does not go while it has it (kv_move_busy()), and sends it. (Before:
+ * it went without it, timers are not waited for, and the mover waited for ever.) */
+static void
+test_mark_lost_on_timer(void)
+{
+	int i;
+
+	reset();
+	retire(2);
+	for (i = 0; i < 50 && leases[2] != 0; i++)
+		step_all();
+	CU_ASSERT_EQUAL_FATAL(leases[2], 0);
+	retire(1);
+	deliver(1, 0); /* DOWN(1): HOLDs to 0, 1, 2 (2 still open: counted) */
+	full[1] = true;
+	defer_full[2] = true;
+	deliver(0, 2); /* HOLD on lcore 2: its MARK to lcore 1 is refused, timer fallback */
+	defer_full[2] = false;
+	CU_ASSERT_TRUE(kv_move_busy(2));
+	maybe_offline(2); /* lease 0, no parts queued, nothing deferred: but busy */
+	CU_ASSERT_TRUE(online[2]);
+	full[1] = false;
+	settle();
+	CU_ASSERT_EQUAL(mv.moving, -1);
+	CU_ASSERT_EQUAL(shards[1].owner, 0);
+	CU_ASSERT_EQUAL(leases[1], 0);
+	CU_ASSERT_FALSE(online[1]);
+	CU_ASSERT_FALSE(online[2]);
+}
+
+/* A graceful shutdown while shard 1's move is not given yet: the move is cancelled (the
+ * shard stays on lcore 1, which keeps its lease until then), lcore 2's parts held for it
+ * go to lcore 1 and are answered, and every lease goes. (Before: every lease went at
+ * once, lcore 1's mailbox closed, lcore 2's MARK was refused and dropped, and its parts
+ * stayed held for ever.) */
+static void
+test_shutdown_during_move(void)
+{
+	unsigned l;
+
+	reset();
+	retire(1);
+	deliver(1, 0); /* DOWN(1): HOLDs out */
+	for (l = 0; l < NL; l++) {
+		cur = l;
+		kv_move_shutdown(l);
+	}
+	if (leases[1] == 0)
+		closed[1] = true; /* no hold, no client: its mailbox closes */
+	while (deliver(0, 1) || deliver(1, 1))
+		;
+	deliver(0, 2);	      /* HOLD on lcore 2: its MARK to lcore 1 */
+	issue(2, 1, P_PLAIN); /* a client of lcore 2: held */
+	CU_ASSERT_PTR_NOT_NULL(outq[2][1]);
+	settle();
+	CU_ASSERT_PTR_NULL(outq[2][1]);
+	CU_ASSERT_EQUAL(answered, issued);
+	CU_ASSERT_EQUAL(shards[1].owner, 1); /* it stayed */
+	for (l = 0; l < NL; l++)
+		CU_ASSERT_EQUAL(leases[l], 0);
+	CU_ASSERT_EQUAL(moves_done, 0);
+}
+
+/* A shutdown once shard 1's move was given: it goes on to its end; its owner and target
+ * keep their leases until then, the others go at once; parts held meanwhile run on the
+ * new owner. */
+static void
+test_shutdown_after_give(void)
+{
+	unsigned l, i;
+
+	reset();
+	retire(1);
+	for (i = 0; i < 100 && !mv.giving; i++)
+		deliver(1, 0), deliver(0, 0), deliver(0, 1), deliver(0, 2), deliver(2, 1),
+		    deliver(1, 1);
+	CU_ASSERT_TRUE_FATAL(mv.giving);
+	issue(2, 1, P_PLAIN); /* held on lcore 2 */
+	issue(0, 1, P_PLAIN); /* held on lcore 0 */
+	cur = 0;
+	kv_move_shutdown(0);
+	for (l = 1; l < NL; l++) {
+		cur = l;
+		kv_move_shutdown(l);
+	}
+	while (deliver(0, 2))
+		;
+	CU_ASSERT_EQUAL(leases[2], 0); /* no part of the move: it may go */
+	CU_ASSERT_EQUAL(leases[1], 1); /* the owner: until its GIVE ran */
+	CU_ASSERT_EQUAL(leases[0], 1); /* the target */
+	check_quiet();
+	CU_ASSERT_EQUAL(shards[1].owner, 0);
+	CU_ASSERT_EQUAL(moves_done, 1);
+	for (l = 0; l < NL; l++)
+		CU_ASSERT_EQUAL(leases[l], 0);
 }
 
 static const struct ut_case cases[] = {
-    UT_CASE(test_parts_in_flight), UT_CASE(test_lock_across_move),
-    UT_CASE(test_blocked_waiter),  UT_CASE(test_second_retire_races),
-    UT_CASE(test_target_retires),  UT_CASE(test_hand_back),
-    UT_CASE(test_full_mailboxes),  UT_CASE(test_random_interleavings),
+    UT_CASE(test_parts_in_flight),
+    UT_CASE(test_lock_across_move),
+    UT_CASE(test_blocked_waiter),
+    UT_CASE(test_second_retire_races),
+    UT_CASE(test_target_retires),
+    UT_CASE(test_hand_back),
+    UT_CASE(test_full_mailboxes),
+    UT_CASE(test_random_interleavings),
+    UT_CASE(test_closed_lcore_sends_by_stale_view),
+    UT_CASE(test_notice_unread_at_give),
+    UT_CASE(test_mark_lost_on_timer),
+    UT_CASE(test_shutdown_during_move),
+    UT_CASE(test_shutdown_after_give),
 };
 
 static int

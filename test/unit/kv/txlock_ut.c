@@ -58,10 +58,28 @@ void kv_tx_late_flush(struct kv_shard *sh) { (void)sh; }
 void kv_tx_late_fini(struct kv_shard *sh) { (void)sh; }
 void kv_tx_late_give(struct kv_shard *sh) { (void)sh; }
 void kv_tx_late_adopt(struct kv_shard *sh) { (void)sh; }
-/* Routing (shardmove.c): every shard is the played lcore's, not moving. */
+/* Routing (shardmove.c): every shard is the played lcore's, not moving unless held. */
 static unsigned cur_lcore; /* the lcore the test plays */
-int kv_route(unsigned s, unsigned *lcore) { *lcore = kv.shard_lcore[s]; return 0; }
+static bool route_held;	   /* every shard is moving: held */
+int
+kv_route(unsigned s, unsigned *lcore)
+{
+	if (route_held)
+		return -EAGAIN;
+	*lcore = kv.shard_lcore[s];
+	return 0;
+}
 bool kv_route_here(unsigned s) { return kv.shard_lcore[s] == cur_lcore; }
+/* A message for a shard this lcore does not own goes on (shardmove.c): kept here. */
+static struct kv_fwd *fwd_kept;
+void
+kv_move_forward(unsigned s, struct kv_fwd *f, void (*fn)(void *arg), void (*drop)(void *arg),
+		void *arg)
+{
+	CU_ASSERT_PTR_NULL(fwd_kept);
+	*f = (struct kv_fwd){.shard = s, .fn = fn, .drop = drop, .arg = arg};
+	fwd_kept = f;
+}
 bool kv_bw_pending(const struct kv_shard *sh) { (void)sh; return false; }
 void kv_bw_serve(struct kv_shard *sh) { (void)sh; }
 /* PUBLISH numbers: the part about to run's (kv_ps_tag()), taken by fn_pub. */
@@ -468,6 +486,76 @@ test_release_no_memory(void)
 	one_shard();
 }
 
+/* A release routed by a stale view reaches the lcore that owned shard 0 after it gave the
+ * shard away (shardmove.c I7): it touches nothing there and is forwarded; run on the new
+ * owner, it releases the lock and the GET behind it runs. (Before: the old owner ran it,
+ * unlocking the shard and running the GET beside the new owner.) */
+static void
+test_release_to_old_owner(void)
+{
+	struct tpart k, g;
+	struct kv_fwd *f;
+
+	two_shards();
+	held_with_waiter(&k, &g);
+	cur_lcore = 1;
+	send_rc = 0;
+	KV_TX_RELEASE(0, &k);
+	CU_ASSERT_EQUAL_FATAL(nsent, 1);
+	atomic_store(&shard.owner, 2u); /* lcore 0 gave it, lcore 2 adopted it */
+	deliver();			/* on lcore 0 */
+	CU_ASSERT_STRING_EQUAL(order, "X");
+	CU_ASSERT_FALSE(kv_tx_clear(&shard));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fwd_kept);
+	CU_ASSERT_EQUAL(fwd_kept->shard, 0);
+	f = fwd_kept;
+	fwd_kept = NULL;
+	cur_lcore = 2;
+	f->fn(f->arg);
+	CU_ASSERT_PTR_NULL(fwd_kept);
+	CU_ASSERT_STRING_EQUAL(order, "XG");
+	CU_ASSERT_TRUE(kv_tx_clear(&shard));
+	atomic_store(&shard.owner, 0u);
+	one_shard();
+}
+
+/* A release made while its shard moves is held: its retry is not deferred turn after
+ * turn (the lcore could not park for the whole move), the shard's RELEASE wakes it
+ * (kv_tx_release_kick()) and it goes. (Before: rel_task deferred itself every turn.) */
+static void
+test_release_held_by_move(void)
+{
+	struct tpart k, g;
+	cr_msg_fn fn;
+
+	two_shards();
+	held_with_waiter(&k, &g);
+	cur_lcore = 1;
+	send_rc = 0;
+	route_held = true;
+	KV_TX_RELEASE(0, &k);
+	CU_ASSERT_EQUAL(nsent, 0);
+	CU_ASSERT_EQUAL(ndeferred, 1);
+	fn = deferred_fn;
+	deferred_fn = NULL;
+	fn(deferred_arg); /* still held */
+	CU_ASSERT_EQUAL(nsent, 0);
+	CU_ASSERT_PTR_NULL(deferred_fn); /* not again: it waits for the RELEASE */
+	CU_ASSERT_EQUAL(ntimers, 0);
+	route_held = false;
+	kv_tx_release_kick(&origin); /* the RELEASE */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(deferred_fn);
+	fn = deferred_fn;
+	deferred_fn = NULL;
+	fn(deferred_arg);
+	CU_ASSERT_EQUAL_FATAL(nsent, 1);
+	CU_ASSERT_PTR_NULL(deferred_fn);
+	deliver();
+	CU_ASSERT_STRING_EQUAL(order, "XG");
+	CU_ASSERT_TRUE(kv_tx_clear(&shard));
+	one_shard();
+}
+
 /* ---- PUBLISH parts ---- */
 
 static const struct kv_cmd pub_cmd = {
@@ -616,6 +704,7 @@ test_publish_stress(void)
 static const struct ut_case cases[] = {
     UT_CASE(test_whole_shared), UT_CASE(test_whole_vs_keys), UT_CASE(test_whole_exclusive),
     UT_CASE(test_versions), UT_CASE(test_release_full_mailbox), UT_CASE(test_release_no_memory),
+    UT_CASE(test_release_to_old_owner), UT_CASE(test_release_held_by_move),
     UT_CASE(test_publish_overtaken), UT_CASE(test_publish_stress),
 };
 
