@@ -263,10 +263,7 @@ btry_next(struct exec *ex)
 	sub->owner = ex;
 	sub->hop = true;
 	sub->now_ms = ex->now_ms;
-	kreq_set_parts(sub, 1);
-	sub->one.shard = key_shard(k);
-	kreq_part_args(&sub->one, sub->argc, sub->argv);
-	kreq_launch(sub);
+	kreq_launch_one(sub, key_shard(k));
 }
 
 /* A blocking pop over keys of several shards inside MULTI pops as Redis's does there,
@@ -394,10 +391,7 @@ step(struct exec *ex, const struct kv_mxcmd *c)
 			return;
 		}
 		if (s >= 0) {
-			kreq_set_parts(sub, 1);
-			sub->one.shard = (unsigned)s;
-			kreq_part_args(&sub->one, sub->argc, sub->argv);
-			kreq_launch(sub);
+			kreq_launch_one(sub, (unsigned)s);
 			return;
 		}
 		if (cmd->flags & KV_BLOCKING) {
@@ -462,13 +456,9 @@ static void
 exec_locked(struct kv_tx *tx)
 {
 	struct exec *ex = tx->cmd;
-	unsigned i;
 
-	for (i = 0; i < tx->nshards; i++)
-		if (rd_error(&tx->parts[i].out)) { /* a shard could not be reached */
-			kv_tx_finish(tx, tx->parts[i].out.p, tx->parts[i].out.len);
-			return;
-		}
+	if (kv_tx_failed(tx))
+		return;
 	if (kv_watch_changed(ex->watch, ex->tx)) {
 		kv_tx_finish(tx, "*-1\r\n", 5);
 		return;

@@ -74,6 +74,19 @@ rd_error(const struct rbuf *b)
 	return b->len > 0 && b->p[0] == '-';
 }
 
+bool
+kv_tx_failed(struct kv_tx *tx)
+{
+	unsigned i;
+
+	for (i = 0; i < tx->nshards; i++)
+		if (rd_error(&tx->parts[i].out)) {
+			kv_tx_finish(tx, tx->parts[i].out.p, tx->parts[i].out.len);
+			return true;
+		}
+	return false;
+}
+
 /* ---- what shards read for a transaction ---- */
 
 /* argv: [cmd, key...]: for each key, nil if absent, else [type, expire, dump]. */
@@ -197,27 +210,6 @@ kv_tx_probe(struct kv_tx *tx, uint32_t idx, bool dump, struct kv_probe *out)
 		}
 		if (here) {
 			out->present = true;
-			return true;
-		}
-	}
-	return false;
-}
-
-/* The error a shard's part sent, if one did (a shard that could not be reached). */
-static bool
-finish_if_failed(struct kv_tx *tx)
-{
-	unsigned i;
-
-	for (i = 0; i < tx->nshards; i++) {
-		struct rbuf *o = &tx->parts[i].out;
-
-		if (rd_error(o)) {
-			char err[200];
-			size_t n = o->len < sizeof(err) ? o->len : sizeof(err);
-
-			memcpy(err, o->p, n);
-			kv_tx_finish(tx, err, n);
 			return true;
 		}
 	}
@@ -350,7 +342,7 @@ scan_all_done(struct kv_tx *tx)
 	int h;
 
 	kv_tx_unlock(tx);
-	if (finish_if_failed(tx))
+	if (kv_tx_failed(tx))
 		return;
 	rb_init(&keys, NULL, 0);
 	for (i = 0; i < tx->nshards; i++) {
@@ -447,7 +439,7 @@ msetnx_checked(struct kv_tx *tx)
 	struct kreq *kr = tx->kr;
 	unsigned i;
 
-	if (finish_if_failed(tx))
+	if (kv_tx_failed(tx))
 		return;
 	for (i = 0; i < tx->nshards; i++) {
 		struct rd r;
@@ -523,7 +515,7 @@ moved(struct kv_tx *tx)
 	struct kv_probe src, dst;
 	bool replace = !m->copy;
 
-	if (finish_if_failed(tx))
+	if (kv_tx_failed(tx))
 		return;
 	kv_tx_probe(tx, 1, true, &src);
 	kv_tx_probe(tx, 2, true, &dst);

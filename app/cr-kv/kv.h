@@ -820,6 +820,8 @@ void kreq_finish(struct kreq *kr); /* the reply is final: flush it in its turn *
 
 /* xshard.c: parts between shards */
 void kreq_launch(struct kreq *kr);
+/* kreq_launch() of one part, the whole command, on shard @p s. */
+void kreq_launch_one(struct kreq *kr, unsigned s);
 /* Run part @p p (its shard, fn, args and on_answer set) here or on its shard; its
  * on_answer is called when its reply is in (at once if it ran here). */
 void kv_part_send(struct kv_shard *sh, struct kpart *p);
@@ -931,6 +933,9 @@ long long rd_int(struct rd *r);
 bool rd_bulk(struct rd *r, const char **s, size_t *len); /* false: nil */
 bool rd_error(const struct rbuf *b);
 struct kv_tx;
+/* A part whose shard could not be reached answered with an error: @p tx ends with that
+ * error as its reply (kv_tx_finish()), and true; false when every part answered. */
+bool kv_tx_failed(struct kv_tx *tx);
 /* What gather_dump / gather_probe read of one key on its shard. */
 struct kv_probe {
 	bool present;

@@ -195,22 +195,35 @@ cp_any(struct r3 *r, struct rbuf *o)
 			cp_any(r, o);
 }
 
-/* A bulk holding a score as a double (",2.5"); anything else as cp_any(). */
-static void
-cp_double(struct r3 *r, struct rbuf *o)
+/*
+ * The head of a bulk (@p want '$', its body in the buffer too) or of an array ('*') at
+ * r->p, not a null: true, its length in *n, r->p past the head. Anything else is copied
+ * as it is (cp_any()) and the caller writes nothing more: false.
+ */
+static bool
+take(struct r3 *r, struct rbuf *o, char want, long long *n)
 {
 	struct r3 save = *r;
 	const char *line;
 	size_t llen;
-	long long n;
 	char t;
 
-	if (!head(r, &t, &n, &line, &llen) || t != '$' || n < 0 ||
-	    (size_t)(r->end - r->p) < (size_t)n + 2) {
-		*r = save;
-		cp_any(r, o);
+	if (head(r, &t, n, &line, &llen) && t == want && *n >= 0 &&
+	    (want != '$' || (size_t)(r->end - r->p) >= (size_t)*n + 2))
+		return true;
+	*r = save;
+	cp_any(r, o);
+	return false;
+}
+
+/* A bulk holding a score as a double (",2.5"); anything else as cp_any(). */
+static void
+cp_double(struct r3 *r, struct rbuf *o)
+{
+	long long n;
+
+	if (!take(r, o, '$', &n))
 		return;
-	}
 	rb_raw(o, ",", 1);
 	rb_raw(o, r->p, (size_t)n + 2);
 	r->p += n + 2;
@@ -223,17 +236,10 @@ cp_double(struct r3 *r, struct rbuf *o)
 static void
 cp_agg(struct r3 *r, struct rbuf *o, char t, void (*el)(struct r3 *, struct rbuf *, long long))
 {
-	struct r3 save = *r;
-	const char *line;
-	size_t llen;
 	long long n, i;
-	char c;
 
-	if (!head(r, &c, &n, &line, &llen) || c != '*' || n < 0) {
-		*r = save;
-		cp_any(r, o);
+	if (!take(r, o, '*', &n))
 		return;
-	}
 	if (!rb_reserve(o, 24))
 		return;
 	o->len += (size_t)snprintf(o->p + o->len, 24, "%c%lld\r\n", t, t == '%' ? n / 2 : n);
@@ -250,17 +256,10 @@ cp_agg(struct r3 *r, struct rbuf *o, char t, void (*el)(struct r3 *, struct rbuf
 static void
 cp_pairs(struct r3 *r, struct rbuf *o, bool val_double)
 {
-	struct r3 save = *r;
-	const char *line;
-	size_t llen;
 	long long n, i;
-	char c;
 
-	if (!head(r, &c, &n, &line, &llen) || c != '*' || n < 0) {
-		*r = save;
-		cp_any(r, o);
+	if (!take(r, o, '*', &n))
 		return;
-	}
 	rb_array(o, n / 2);
 	for (i = 0; i + 1 < n; i += 2) {
 		rb_array(o, 2);
@@ -320,18 +319,10 @@ el_zmpop(struct r3 *r, struct rbuf *o, long long i)
 static void
 cp_verbatim(struct r3 *r, struct rbuf *o)
 {
-	struct r3 save = *r;
-	const char *line;
-	size_t llen;
 	long long n;
-	char t;
 
-	if (!head(r, &t, &n, &line, &llen) || t != '$' || n < 0 ||
-	    (size_t)(r->end - r->p) < (size_t)n + 2) {
-		*r = save;
-		cp_any(r, o);
+	if (!take(r, o, '$', &n))
 		return;
-	}
 	kv_reply_verbatim(o, true, r->p, (size_t)n);
 	r->p += n + 2;
 }

@@ -375,15 +375,8 @@ start(struct kv_srun *r)
 static void
 locked(struct kv_tx *tx)
 {
-	struct kv_srun *r = tx->cmd;
-	unsigned i;
-
-	for (i = 0; i < tx->nshards; i++)
-		if (rd_error(&tx->parts[i].out)) { /* a shard could not be reached */
-			kv_tx_finish(tx, tx->parts[i].out.p, tx->parts[i].out.len);
-			return;
-		}
-	start(r);
+	if (!kv_tx_failed(tx))
+		start(tx->cmd);
 }
 
 /* ---- redis.call ---- */
@@ -510,10 +503,7 @@ launch(struct kv_srun *r, struct kreq *sub, int s)
 		return;
 	}
 	if (s >= 0) {
-		kreq_set_parts(sub, 1);
-		sub->one.shard = (unsigned)s;
-		kreq_part_args(&sub->one, sub->argc, sub->argv);
-		kreq_launch(sub);
+		kreq_launch_one(sub, (unsigned)s);
 		return;
 	}
 	if (cmd->route == KV_ROUTE_KEYS) {

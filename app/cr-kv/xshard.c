@@ -449,6 +449,15 @@ kv_part_send(struct kv_shard *sh, struct kpart *p)
 }
 
 void
+kreq_launch_one(struct kreq *kr, unsigned s)
+{
+	kreq_set_parts(kr, 1); /* one part is inline: it cannot fail */
+	kr->one.shard = s;
+	kreq_part_args(&kr->one, kr->argc, kr->argv);
+	kreq_launch(kr);
+}
+
+void
 kreq_launch(struct kreq *kr)
 {
 	struct kconn *kc = kr->kc;
