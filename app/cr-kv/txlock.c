@@ -905,7 +905,9 @@ kv_tx_origin_fini(struct kv_shard *sh)
 	cr_timer_stop(&sh->tx.rel_timer);
 	sh->tx.rel_armed = false;
 	if (rel_flush(sh) != 0)
-		CR_LOG(txlock_log, WARNING, "stopping with lock releases not sent (a full mailbox, or their shard moving)");
+		CR_LOG(
+		    txlock_log, WARNING,
+		    "stopping with lock releases not sent (a full mailbox, or their shard moving)");
 	while (sh->tx.rel_head != NULL) {
 		struct kv_release *r = sh->tx.rel_head;
 
